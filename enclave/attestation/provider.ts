@@ -1,0 +1,20 @@
+/**
+ * Where attestation documents come from. The enclave asks its provider for a document
+ * binding its public key (and optional user data and nonce); the provider decides the
+ * format (simulated or AWS Nitro).
+ */
+export interface AttestationRequest {
+  /** The enclave's Ed25519 public key, bound into the document. */
+  publicKey: Uint8Array;
+  /** Extra bytes bound into the document (keys for sealed requests, operator key). */
+  userData?: Uint8Array;
+  /** A client-supplied nonce for freshness. */
+  nonce?: Uint8Array;
+}
+
+export interface AttestationProvider {
+  /** `simulated` locally, `aws-nitro-enclaves` on Nitro. */
+  readonly teeName: string;
+  /** Returns the raw attestation document bytes (base64-encoded by the caller). */
+  attest(request: AttestationRequest): Promise<Uint8Array>;
+}
