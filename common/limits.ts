@@ -1,0 +1,22 @@
+/**
+ * Documented limits of the API. Both processes read them from here: the proxy to
+ * refuse early, the enclave to refuse again (it does not trust the proxy).
+ */
+export const limits = {
+  /** Largest request body the proxy reads, in bytes. */
+  maxBodyBytes: 1024 * 1024,
+  /** Longest memory content, in characters. */
+  maxContentChars: 32 * 1024,
+  /** Longest memory query, in characters. */
+  maxQueryChars: 4 * 1024,
+  /** tenant_id: 1–128 characters from [A-Za-z0-9._:@-]. */
+  maxTenantIdChars: 128,
+  tenantIdPattern: '^[A-Za-z0-9._:@-]{1,128}$',
+  /** metadata: at most 16 keys of at most 64 characters; values are strings (≤ 512 characters), numbers, booleans or null. */
+  maxMetadataKeys: 16,
+  maxMetadataKeyChars: 64,
+  maxMetadataValueChars: 512,
+  /** top_k for memory queries. */
+  defaultTopK: 5,
+  maxTopK: 100,
+} as const;

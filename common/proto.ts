@@ -1,0 +1,48 @@
+import { resolve } from 'node:path';
+import * as grpc from '@grpc/grpc-js';
+import * as protoLoader from '@grpc/proto-loader';
+import { repoRoot } from './paths.js';
+import type { ProtoGrpcType } from './generated/enclave.js';
+
+export type { ApiRequest__Output as ApiRequest } from './generated/agent/enclave/v1/ApiRequest.js';
+export type { ApiReply } from './generated/agent/enclave/v1/ApiReply.js';
+export type { ApiReply__Output as ApiReplyIn } from './generated/agent/enclave/v1/ApiReply.js';
+export type { ApiChunk, ApiChunk__Output as ApiChunkIn } from './generated/agent/enclave/v1/ApiChunk.js';
+export type { HealthReply, HealthReply__Output as HealthReplyIn } from './generated/agent/enclave/v1/HealthReply.js';
+export type { EnclaveClient, EnclaveHandlers } from './generated/agent/enclave/v1/Enclave.js';
+
+export const protoPath = resolve(repoRoot, 'protos/enclave.proto');
+
+// These options must match the ones given to proto-loader-gen-types (package.json
+// "build"), or the generated types lie about the runtime shapes.
+const loaderOptions: protoLoader.Options = {
+  keepCase: true,
+  longs: String,
+  enums: String,
+  bytes: Buffer,
+  defaults: true,
+  oneofs: true,
+};
+
+let cached: ProtoGrpcType | undefined;
+
+/** The loaded `agent.enclave.v1` package, shared by both processes. */
+export function enclaveProto(): ProtoGrpcType['agent']['enclave']['v1'] {
+  cached ??= grpc.loadPackageDefinition(
+    protoLoader.loadSync(protoPath, loaderOptions),
+  ) as unknown as ProtoGrpcType;
+  return cached.agent.enclave.v1;
+}
+
+/**
+ * Channel options for both ends. Messages are capped a little above the largest body
+ * the proxy accepts; reconnect back-off is kept short so the proxy recovers within
+ * about a second once the enclave is back.
+ */
+export const channelOptions = {
+  'grpc.max_receive_message_length': 8 * 1024 * 1024,
+  'grpc.max_send_message_length': 8 * 1024 * 1024,
+  'grpc.initial_reconnect_backoff_ms': 200,
+  'grpc.max_reconnect_backoff_ms': 1000,
+  'grpc.keepalive_time_ms': 30_000,
+} as const;

@@ -1,0 +1,64 @@
+import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
+import { badRequest, type ApiError } from './errors.js';
+
+/**
+ * Turns the first schema violation into a clear 400. Used for fastify's validation
+ * errors in the proxy and for the enclave's own re-validation, so both sides word
+ * their refusals the same way.
+ */
+export function schemaError(errors: ErrorObject[] | null | undefined, where: 'body' | 'querystring' | 'params'): ApiError {
+  const e = errors?.[0];
+  if (!e) return badRequest(`invalid request ${where}`);
+  const path = e.instancePath.replace(/^\//, '').replace(/\//g, '.');
+  switch (e.keyword) {
+    case 'required': {
+      const field = String(e.params.missingProperty);
+      return badRequest(`missing required parameter: '${path ? `${path}.` : ''}${field}'`, path ? `${path}.${field}` : field, 'missing_required_parameter');
+    }
+    case 'additionalProperties': {
+      const field = String(e.params.additionalProperty);
+      return badRequest(`unrecognized parameter: '${path ? `${path}.` : ''}${field}'`, path ? `${path}.${field}` : field, 'unknown_parameter');
+    }
+    case 'type':
+      return path
+        ? badRequest(`invalid type for '${path}': expected ${e.params.type}`, path, 'invalid_type')
+        : badRequest(`request ${where} must be a JSON ${e.params.type}`, null, 'invalid_type');
+    case 'maxLength':
+      return badRequest(`'${path}' is too long: at most ${e.params.limit} characters`, path, 'string_above_max_length');
+    case 'minLength':
+      return badRequest(`'${path}' must not be empty`, path, 'empty_string');
+    case 'pattern': {
+      // Schemas say in their `description` what a pattern demands, in words.
+      const rule = (e.parentSchema as { description?: string } | undefined)?.description ?? 'has an invalid format';
+      return badRequest(`'${path}' ${rule}`, path, 'invalid_value');
+    }
+    case 'minimum':
+    case 'maximum':
+      return badRequest(`'${path}' must be ${e.keyword === 'minimum' ? 'at least' : 'at most'} ${e.params.limit}`, path, 'out_of_range');
+    case 'maxProperties':
+      return badRequest(`'${path}' has too many keys: at most ${e.params.limit}`, path, 'too_many_keys');
+    default:
+      return badRequest(`invalid '${path || where}': ${e.message ?? 'does not match the schema'}`, path || null);
+  }
+}
+
+export type HttpPart = 'body' | 'querystring' | 'params' | 'headers';
+
+// Bodies are JSON and must carry the right types ("content": 5 is an error, not "5");
+// query strings and path parameters are text, so numbers in them are coerced.
+const strict = new Ajv({ coerceTypes: false, useDefaults: true, removeAdditional: false, allErrors: false, strict: false, verbose: true });
+const coercing = new Ajv({ coerceTypes: true, useDefaults: true, removeAdditional: false, allErrors: false, strict: false, verbose: true });
+
+/** Compiles a schema for one part of a request; fastify's validator compiler in the proxy calls this too. */
+export function compileSchema(schema: object, part: HttpPart | string): ValidateFunction {
+  return (part === 'body' ? strict : coercing).compile(schema);
+}
+
+/** Compiles a schema into a function that returns the typed value or throws an ApiError. */
+export function validator<T>(schema: object, part: 'body' | 'querystring' | 'params'): (value: unknown) => T {
+  const validate = compileSchema(schema, part);
+  return (value: unknown): T => {
+    if (!validate(value)) throw schemaError(validate.errors, part);
+    return value as T;
+  };
+}
