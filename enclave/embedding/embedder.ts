@@ -1,0 +1,154 @@
+/**
+ * Text embedders for the enclave: the interface the memory store uses, and the runtime of
+ * each model behind it. Models are looked up by name in EMBEDDERS; a transformer model
+ * would add its own loader there (its tokenizer and graph differ, the interface does not).
+ */
+import { createHash } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import * as ort from 'onnxruntime-node';
+import { STATIC_MODEL, parseVocab, type StaticModelManifest } from './static-model.js';
+import { encode, vocabularyFromList, type Vocabulary } from './tokenizer.js';
+
+export interface Embedder {
+  /** Model name, e.g. "static-sif-100d". */
+  readonly id: string;
+  readonly dimension: number;
+  /** SHA-256 (hex) of the model file, as loaded; attestation measures it. */
+  readonly sha256: string;
+  /**
+   * One L2-normalised vector per text, in order. A text with no known word gets the zero
+   * vector, which callers must handle (it has no direction to compare).
+   */
+  embed(texts: string[]): Promise<Float32Array[]>;
+  close(): Promise<void>;
+}
+
+export interface LoadEmbedderOptions {
+  /** "static" (the default model) or a model id such as "static-sif-100d". */
+  name: string;
+  /** The models/ folder the install-time build wrote to. */
+  modelsDir: string;
+}
+
+/**
+ * Tokens per text that are embedded; the rest of a longer text is ignored. A static model
+ * gains little from more words of one text, and the cap bounds the work a single text costs.
+ */
+export const MAX_TOKENS_PER_TEXT = 512;
+
+/**
+ * Padded ids (texts x longest text) per ONNX run. The graph materialises a float vector per
+ * id, so this bounds each intermediate tensor of a run to ~26 MB; larger batches take
+ * several runs.
+ */
+const MAX_IDS_PER_RUN = 64 * 1024;
+
+const BUILD_HINT = 'run `npm run prepare` (or `node dist/scripts/build-model.js` after `npm run build`)';
+
+const EMBEDDERS: Readonly<Record<string, (modelsDir: string) => Promise<Embedder>>> = {
+  static: loadStaticSif,
+  [STATIC_MODEL.id]: loadStaticSif,
+};
+
+export async function loadEmbedder({ name, modelsDir }: LoadEmbedderOptions): Promise<Embedder> {
+  const load = EMBEDDERS[name];
+  if (!load) throw new Error(`unknown embedder "${name}"; known: ${Object.keys(EMBEDDERS).join(', ')}`);
+  return load(modelsDir);
+}
+
+/**
+ * Loads models/static-sif-100d after checking its files against model.json. The session is
+ * created from the very bytes that were hashed, and model.onnx carries the vocabulary's hash,
+ * so the measured model hash also pins the token ids.
+ */
+async function loadStaticSif(modelsDir: string): Promise<Embedder> {
+  const dir = join(modelsDir, STATIC_MODEL.id);
+  const [manifestText, model, vocabText] = await Promise.all(
+    [STATIC_MODEL.manifestFile, STATIC_MODEL.modelFile, STATIC_MODEL.vocabFile].map((file) =>
+      readFile(join(dir, file)).catch((error: NodeJS.ErrnoException) => {
+        if (error.code !== 'ENOENT') throw error;
+        throw new Error(`embedding model ${STATIC_MODEL.id} is not built (no ${file} in ${dir}): ${BUILD_HINT}`);
+      }),
+    ),
+  );
+  const sha256 = hash(model);
+  const vocabSha256 = hash(vocabText);
+  const manifest = parseManifest(manifestText);
+  // onnxruntime-node does not expose model metadata, so the vocabulary hash recorded in
+  // model.onnx is checked by finding it in the model's bytes.
+  if (
+    manifest?.sha256 !== sha256 ||
+    manifest.vocab_sha256 !== vocabSha256 ||
+    manifest.dimension !== STATIC_MODEL.dimension ||
+    !model.includes(vocabSha256)
+  ) {
+    throw new Error(`embedding model in ${dir} does not match its model.json; rebuild it with \`node dist/scripts/build-model.js --force\``);
+  }
+
+  const session = await ort.InferenceSession.create(model, { executionProviders: ['cpu'] });
+  const vocab = vocabularyFromList(parseVocab(vocabText.toString('utf8')));
+  return new StaticSifEmbedder(session, vocab, sha256);
+}
+
+class StaticSifEmbedder implements Embedder {
+  readonly id = STATIC_MODEL.id;
+  readonly dimension = STATIC_MODEL.dimension;
+
+  constructor(
+    private readonly session: ort.InferenceSession,
+    private readonly vocab: Vocabulary,
+    readonly sha256: string,
+  ) {}
+
+  async embed(texts: string[]): Promise<Float32Array[]> {
+    const ids = texts.map((text) => encode(text, this.vocab, MAX_TOKENS_PER_TEXT));
+    const vectors: Float32Array[] = [];
+    for (const run of runs(ids)) vectors.push(...(await this.run(run)));
+    return vectors;
+  }
+
+  /** Embeds texts in one ONNX run, right-padding their ids with 0 to the longest. */
+  private async run(batch: number[][]): Promise<Float32Array[]> {
+    // At least one column, so a batch of texts without known words is still a valid tensor.
+    const length = batch.reduce((longest, ids) => Math.max(longest, ids.length), 1);
+    const input = new BigInt64Array(batch.length * length);
+    batch.forEach((ids, row) => ids.forEach((id, col) => (input[row * length + col] = BigInt(id))));
+    const feeds = { [STATIC_MODEL.inputName]: new ort.Tensor('int64', input, [batch.length, length]) };
+    const output = (await this.session.run(feeds))[STATIC_MODEL.outputName];
+    const data = output.data as Float32Array;
+    return batch.map((_, row) => data.slice(row * this.dimension, (row + 1) * this.dimension));
+  }
+
+  async close(): Promise<void> {
+    await this.session.release();
+  }
+}
+
+/** Splits a batch, in order, into runs of at most MAX_IDS_PER_RUN padded ids. */
+function* runs(batch: number[][]): Generator<number[][]> {
+  let run: number[][] = [];
+  let longest = 1;
+  for (const ids of batch) {
+    if (run.length > 0 && (run.length + 1) * Math.max(longest, ids.length) > MAX_IDS_PER_RUN) {
+      yield run;
+      run = [];
+      longest = 1;
+    }
+    run.push(ids);
+    longest = Math.max(longest, ids.length);
+  }
+  if (run.length > 0) yield run;
+}
+
+function parseManifest(text: Buffer): StaticModelManifest | undefined {
+  try {
+    return JSON.parse(text.toString('utf8')) as StaticModelManifest;
+  } catch {
+    return undefined; // reported as a mismatch, which says how to rebuild
+  }
+}
+
+function hash(data: Uint8Array): string {
+  return createHash('sha256').update(data).digest('hex');
+}
