@@ -1,0 +1,288 @@
+/**
+ * Verifies AWS Nitro attestation documents (and the simulated TEE's, which use the same
+ * format under a different root) following AWS attestation_process.md §3: structure, the
+ * COSE signature with the leaf certificate's key, the chain leaf ← cabundle (reversed) ←
+ * pinned root, validity at a given time, then whatever PCRs, nonce and public key the
+ * caller expects.
+ *
+ * Certificates are handled by Node's built-in X509Certificate (OpenSSL): it parses DER,
+ * checks signatures, and its checkIssued() matches issuer names, key identifiers and the
+ * issuer's keyCertSign key usage. It does not expose pathLenConstraint, so that is not
+ * enforced here.
+ */
+import { X509Certificate, verify as verifySignature } from 'node:crypto';
+import { AWS_NITRO_ROOT_G1_PEM } from './aws-root.js';
+import { decodeCoseSign1, decodeNitroDocument, sigStructure, type CoseSign1, type NitroDocument } from './cose.js';
+
+export interface VerifyOptions {
+  /** PEM of the root to pin; defaults to the AWS Nitro Enclaves Root G1. */
+  rootPem?: string;
+  /** Time at which certificates must be valid; defaults to now. */
+  at?: Date;
+  nonce?: Uint8Array;
+  /** Expected PCR values by index; PCRs not listed are not compared. */
+  pcrs?: Record<number, Uint8Array>;
+  publicKey?: Uint8Array;
+}
+
+export interface Check {
+  name: string;
+  ok: boolean;
+  detail: string;
+}
+
+export interface CertificateSummary {
+  subject: string;
+  issuer: string;
+  notBefore: Date;
+  notAfter: Date;
+  sha256: string;
+}
+
+export interface DecodedDocument {
+  moduleId: string;
+  digest: string;
+  timestamp: Date;
+  /** PCR values as lowercase hex, by index. */
+  pcrs: Record<number, string>;
+  publicKey: Uint8Array | null;
+  userData: Uint8Array | null;
+  nonce: Uint8Array | null;
+  /** The leaf (signing) certificate. */
+  certificate: CertificateSummary;
+}
+
+export interface VerificationResult {
+  /** True only if every check passed. */
+  ok: boolean;
+  checkedAt: Date;
+  checks: Check[];
+  /** Present whenever the document is well-formed, even if other checks failed. */
+  document?: DecodedDocument;
+}
+
+/** A parsed certificate with the fields the checks need, dates already validated. */
+interface Cert {
+  x509: X509Certificate;
+  summary: CertificateSummary;
+}
+
+interface ParsedDocument {
+  sign1: CoseSign1;
+  payload: NitroDocument;
+  leaf: Cert;
+  /** The document's cabundle, root first. */
+  bundle: Cert[];
+}
+
+/** Never throws: malformed input becomes a failed "structure" check. */
+export async function verifyAttestation(document: Uint8Array, options: VerifyOptions = {}): Promise<VerificationResult> {
+  const at = options.at ?? new Date();
+  let parsed: ParsedDocument;
+  try {
+    parsed = parseDocument(document);
+  } catch (error) {
+    return { ok: false, checkedAt: at, checks: [fail('structure', errorMessage(error))] };
+  }
+  const { sign1, payload, leaf, bundle } = parsed;
+  const root = attempt(() => parseCertificate(options.rootPem ?? AWS_NITRO_ROOT_G1_PEM, 'pinned root'));
+
+  const checks: Check[] = [
+    pass(
+      'structure',
+      `COSE_Sign1/ES384, module ${payload.moduleId}, ${payload.pcrs.size} PCRs, ${bundle.length} CA certificate(s)`,
+    ),
+    check('signature', () => checkSignature(sign1, leaf)),
+    check('certificate chain', () => {
+      if (root instanceof Error) throw root;
+      return checkChain(leaf, bundle, root);
+    }),
+    // The pinned root's validity counts too (AWS §3.2.3.1); without one, check what we have.
+    check('certificate validity', () =>
+      checkValidity([leaf, ...bundle.slice(1).reverse(), root instanceof Error ? bundle[0] : root], at),
+    ),
+  ];
+  if (options.nonce) {
+    const expected = options.nonce;
+    checks.push(check('nonce', () => compareBytes('nonce', expected, payload.nonce)));
+  }
+  for (const [key, expected] of Object.entries(options.pcrs ?? {})) {
+    const index = Number(key);
+    checks.push(check(`PCR${index}`, () => compareBytes(`PCR${index}`, expected, payload.pcrs.get(index) ?? null)));
+  }
+  if (options.publicKey) {
+    const expected = options.publicKey;
+    checks.push(check('public key', () => compareBytes('public key', expected, payload.publicKey)));
+  }
+
+  return {
+    ok: checks.every((c) => c.ok),
+    checkedAt: at,
+    checks,
+    document: {
+      moduleId: payload.moduleId,
+      digest: payload.digest,
+      timestamp: new Date(payload.timestamp),
+      pcrs: Object.fromEntries([...payload.pcrs].map(([index, value]) => [index, hex(value)])),
+      publicKey: payload.publicKey,
+      userData: payload.userData,
+      nonce: payload.nonce,
+      certificate: leaf.summary,
+    },
+  };
+}
+
+function parseDocument(document: Uint8Array): ParsedDocument {
+  const sign1 = decodeCoseSign1(document);
+  const payload = decodeNitroDocument(sign1.payload);
+  return {
+    sign1,
+    payload,
+    leaf: parseCertificate(payload.certificate, 'certificate'),
+    bundle: payload.cabundle.map((der, i) => parseCertificate(der, `cabundle[${i}]`)),
+  };
+}
+
+function parseCertificate(encoded: Uint8Array | string, what: string): Cert {
+  let x509: X509Certificate;
+  try {
+    x509 = new X509Certificate(encoded);
+  } catch (error) {
+    throw new Error(`${what} is not a valid X.509 certificate: ${errorMessage(error)}`);
+  }
+  // An unparsed date would make every comparison false, i.e. silently "valid".
+  const notBefore = new Date(x509.validFrom);
+  const notAfter = new Date(x509.validTo);
+  if (Number.isNaN(notBefore.getTime()) || Number.isNaN(notAfter.getTime())) {
+    throw new Error(`${what} has unreadable validity dates (${x509.validFrom} – ${x509.validTo})`);
+  }
+  return {
+    x509,
+    summary: {
+      subject: displayName(x509.subject),
+      issuer: displayName(x509.issuer),
+      notBefore,
+      notAfter,
+      sha256: x509.fingerprint256,
+    },
+  };
+}
+
+function checkSignature(sign1: CoseSign1, leaf: Cert): Check {
+  const key = leaf.x509.publicKey;
+  const curve = key.asymmetricKeyDetails?.namedCurve;
+  if (key.asymmetricKeyType !== 'ec' || curve !== 'secp384r1') {
+    return fail('signature', `${leaf.summary.subject} has a ${key.asymmetricKeyType} ${curve ?? ''} key; ES384 needs EC P-384`);
+  }
+  const valid = verifySignature(
+    'sha384',
+    sigStructure(sign1.protectedHeader, sign1.payload),
+    { key, dsaEncoding: 'ieee-p1363' },
+    sign1.signature,
+  );
+  return valid
+    ? pass('signature', `ES384 signature verifies with the key of ${leaf.summary.subject}`)
+    : fail('signature', `signature does not verify with the key of ${leaf.summary.subject}`);
+}
+
+function checkChain(leaf: Cert, bundle: Cert[], root: Cert): Check {
+  const bundleRoot = bundle[0];
+  if (bundleRoot.summary.sha256 !== root.summary.sha256) {
+    return fail(
+      'certificate chain',
+      `chain does not end at the pinned root (fingerprint ${root.summary.sha256}, ${root.summary.subject}); ` +
+        `the document's root is ${bundleRoot.summary.subject} (fingerprint ${bundleRoot.summary.sha256})`,
+    );
+  }
+  // Leaf first, each certificate followed by its issuer, ending at the pinned root.
+  const path = [leaf, ...bundle.slice(1).reverse(), root];
+  const problems: string[] = [];
+  for (let i = 0; i < path.length - 1; i++) {
+    const subject = path[i];
+    const issuer = path[i + 1];
+    if (!issuer.x509.ca) {
+      problems.push(`${issuer.summary.subject} is not a CA (basicConstraints cA is not set)`);
+    }
+    if (!subject.x509.checkIssued(issuer.x509)) {
+      problems.push(
+        `${subject.summary.subject} was not issued by ${issuer.summary.subject} ` +
+          '(issuer name, key identifier or key usage differ)',
+      );
+    } else if (!subject.x509.verify(issuer.x509.publicKey)) {
+      problems.push(`signature on ${subject.summary.subject} does not verify with the key of ${issuer.summary.subject}`);
+    }
+  }
+  if (problems.length > 0) return fail('certificate chain', problems.join('; '));
+  return pass(
+    'certificate chain',
+    `${path.map((c) => c.summary.subject).join(' ← ')} (pinned root fingerprint ${root.summary.sha256})`,
+  );
+}
+
+function checkValidity(certs: Cert[], at: Date): Check {
+  if (Number.isNaN(at.getTime())) return fail('certificate validity', 'the verification time is not a valid date');
+  const problems = certs.flatMap(({ summary }) => {
+    if (at > summary.notAfter) {
+      return [`certificate ${summary.subject} expired at ${isoSeconds(summary.notAfter)} (checked at ${isoSeconds(at)})`];
+    }
+    if (at < summary.notBefore) {
+      const notBefore = isoSeconds(summary.notBefore);
+      return [`certificate ${summary.subject} is not valid before ${notBefore} (checked at ${isoSeconds(at)})`];
+    }
+    return [];
+  });
+  if (problems.length > 0) return fail('certificate validity', problems.join('; '));
+  const leafExpiry = isoSeconds(certs[0].summary.notAfter);
+  return pass('certificate validity', `all ${certs.length} certificates valid at ${isoSeconds(at)} (leaf expires ${leafExpiry})`);
+}
+
+function compareBytes(name: string, expected: Uint8Array, actual: Uint8Array | null): Check {
+  if (actual === null) return fail(name, `the document has no ${name} (expected ${hex(expected)})`);
+  if (!Buffer.from(expected).equals(actual)) {
+    return fail(name, `${name} mismatch: expected ${hex(expected)}, got ${hex(actual)}`);
+  }
+  return pass(name, `matches ${hex(expected)}`);
+}
+
+/** Runs a check, turning an unexpected exception into a failure of that check. */
+function check(name: string, run: () => Check): Check {
+  try {
+    return run();
+  } catch (error) {
+    return fail(name, errorMessage(error));
+  }
+}
+
+function attempt<T>(run: () => T): T | Error {
+  try {
+    return run();
+  } catch (error) {
+    return error instanceof Error ? error : new Error(String(error));
+  }
+}
+
+function pass(name: string, detail: string): Check {
+  return { name, ok: true, detail };
+}
+
+function fail(name: string, detail: string): Check {
+  return { name, ok: false, detail };
+}
+
+/** "CN=…" when the subject has a common name, else the whole DN on one line. */
+function displayName(distinguishedName: string): string {
+  const parts = distinguishedName.split('\n');
+  return parts.find((part) => part.startsWith('CN=')) ?? parts.join(', ');
+}
+
+function isoSeconds(date: Date): string {
+  return date.toISOString().replace('.000Z', 'Z');
+}
+
+function hex(bytes: Uint8Array): string {
+  return Buffer.from(bytes).toString('hex');
+}
+
+function errorMessage(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

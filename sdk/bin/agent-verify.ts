@@ -1,0 +1,245 @@
+#!/usr/bin/env node
+/**
+ * agent-verify: checks an attestation document (AWS Nitro, or the simulated TEE with
+ * --root <dataDir>/simulated-root.pem) and says why it does or does not verify.
+ * Exit status: 0 every check passed, 1 a check failed, 2 usage error.
+ */
+import { readFile } from 'node:fs/promises';
+import { realpathSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { parseArgs as parseNodeArgs } from 'node:util';
+import { verifyAttestation, type Check, type VerificationResult } from '../attestation/verify.js';
+
+export const USAGE = `Usage: agent-verify <file | base-url> [options]
+
+Verifies an attestation document. <file> holds the base64 document or the JSON returned
+by GET /v1/attestation; with an http(s) <base-url>, fetches <base-url>/v1/attestation.
+When the JSON has tee_public_key, the document's public_key must equal it.
+
+Options:
+  --root <pem-file>     root certificate to pin (default: AWS Nitro Enclaves Root G1)
+  --at <unix-seconds>   check certificate validity at this time (default: now)
+  --nonce <hex>         expected nonce (also sent as ?nonce= when fetching)
+  --pcr <index>=<hex>   expected PCR value; repeatable
+  --json                print the result as JSON
+  -h, --help            show this help
+
+Exit status: 0 if every check passes, 1 if one fails, 2 for usage errors.`;
+
+export interface VerifyCommand {
+  kind: 'verify';
+  input: string;
+  rootFile?: string;
+  at?: Date;
+  nonce?: Uint8Array;
+  pcrs: Record<number, Uint8Array>;
+  json: boolean;
+}
+
+export type Command = VerifyCommand | { kind: 'help' } | { kind: 'usage-error'; message: string };
+
+/** Pure: argv (without node and script) → what to do. */
+export function parseArgs(argv: string[]): Command {
+  let parsed;
+  try {
+    parsed = parseNodeArgs({
+      args: argv,
+      allowPositionals: true,
+      strict: true,
+      options: {
+        root: { type: 'string' },
+        at: { type: 'string' },
+        nonce: { type: 'string' },
+        pcr: { type: 'string', multiple: true },
+        json: { type: 'boolean', default: false },
+        help: { type: 'boolean', short: 'h', default: false },
+      },
+    });
+  } catch (error) {
+    return usageError((error as Error).message);
+  }
+  const { values, positionals } = parsed;
+  if (values.help) return { kind: 'help' };
+  if (positionals.length !== 1) return usageError('expected exactly one <file | base-url>');
+
+  const command: VerifyCommand = { kind: 'verify', input: positionals[0], pcrs: {}, json: values.json };
+  if (values.root !== undefined) command.rootFile = values.root;
+  if (values.at !== undefined) {
+    if (!/^\d+$/.test(values.at)) return usageError(`--at must be whole unix seconds, got "${values.at}"`);
+    command.at = new Date(Number(values.at) * 1000);
+  }
+  if (values.nonce !== undefined) {
+    const nonce = parseHex(values.nonce);
+    if (!nonce) return usageError(`--nonce must be hex, got "${values.nonce}"`);
+    command.nonce = nonce;
+  }
+  for (const spec of values.pcr ?? []) {
+    const match = /^(\d{1,2})=(.*)$/.exec(spec);
+    const index = match ? Number(match[1]) : NaN;
+    if (!match || index > 31) return usageError(`--pcr must be <index 0-31>=<hex>, got "${spec}"`);
+    const value = parseHex(match[2]);
+    if (!value || value.length !== 48) return usageError(`--pcr ${index} must be 96 hex digits (48 bytes, SHA-384)`);
+    if (command.pcrs[index]) return usageError(`--pcr ${index} given twice`);
+    command.pcrs[index] = value;
+  }
+  return command;
+}
+
+function usageError(message: string): Command {
+  return { kind: 'usage-error', message };
+}
+
+export interface Io {
+  out: (text: string) => void;
+  err: (text: string) => void;
+  fetch: typeof fetch;
+}
+
+const defaultIo: Io = {
+  out: (text) => process.stdout.write(`${text}\n`),
+  err: (text) => process.stderr.write(`${text}\n`),
+  fetch: (...args) => globalThis.fetch(...args),
+};
+
+/** Returns the exit status. */
+export async function main(argv: string[], io: Io = defaultIo): Promise<number> {
+  const command = parseArgs(argv);
+  if (command.kind === 'help') {
+    io.out(USAGE);
+    return 0;
+  }
+  if (command.kind === 'usage-error') {
+    io.err(`agent-verify: ${command.message}\n\n${USAGE}`);
+    return 2;
+  }
+  let rootPem: string | undefined;
+  if (command.rootFile !== undefined) {
+    try {
+      rootPem = await readFile(command.rootFile, 'utf8');
+    } catch (error) {
+      io.err(`agent-verify: cannot read --root ${command.rootFile}: ${(error as Error).message}`);
+      return 2;
+    }
+  }
+
+  let result: VerificationResult;
+  try {
+    const { document, teePublicKey } = await loadDocument(command, io.fetch);
+    result = await verifyAttestation(document, {
+      rootPem,
+      at: command.at,
+      nonce: command.nonce,
+      pcrs: command.pcrs,
+      publicKey: teePublicKey,
+    });
+  } catch (error) {
+    // Nothing to verify: report it like any other failed check.
+    const check = { name: 'input', ok: false, detail: (error as Error).message };
+    result = { ok: false, checkedAt: command.at ?? new Date(), checks: [check] };
+  }
+  io.out(command.json ? JSON.stringify(result, jsonBytesAsHex, 2) : formatResult(result, command));
+  return result.ok ? 0 : 1;
+}
+
+interface LoadedDocument {
+  document: Uint8Array;
+  /** From the /v1/attestation JSON; the document must bind this key. */
+  teePublicKey?: Uint8Array;
+}
+
+async function loadDocument(command: VerifyCommand, fetchImpl: typeof fetch): Promise<LoadedDocument> {
+  if (/^https?:\/\//i.test(command.input)) {
+    const url = new URL('v1/attestation', command.input.endsWith('/') ? command.input : `${command.input}/`);
+    if (command.nonce) url.searchParams.set('nonce', Buffer.from(command.nonce).toString('hex'));
+    const response = await fetchImpl(url);
+    if (!response.ok) throw new Error(`GET ${url} returned HTTP ${response.status}`);
+    return fromAttestationJson(await response.text(), `GET ${url}`);
+  }
+  const text = await readFile(command.input, 'utf8').catch((error: Error) => {
+    throw new Error(`cannot read ${command.input}: ${error.message}`);
+  });
+  return text.trimStart().startsWith('{')
+    ? fromAttestationJson(text, command.input)
+    : { document: decodeBase64(text, `${command.input}`) };
+}
+
+/** The body of GET /v1/attestation: {code_attestation, operator_pubkey, tee_name, tee_public_key}. */
+function fromAttestationJson(text: string, source: string): LoadedDocument {
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    throw new Error(`${source} is not valid JSON`);
+  }
+  const { code_attestation: attestation, tee_public_key: teeKey } = (body ?? {}) as Record<string, unknown>;
+  if (typeof attestation !== 'string') throw new Error(`${source} has no code_attestation string`);
+  if (teeKey !== undefined && typeof teeKey !== 'string') throw new Error(`${source}: tee_public_key is not a string`);
+  return {
+    document: decodeBase64(attestation, `${source} code_attestation`),
+    teePublicKey: teeKey === undefined ? undefined : decodeBase64(teeKey, `${source} tee_public_key`),
+  };
+}
+
+/** Buffer.from(…, 'base64') skips invalid characters; refuse them instead. */
+function decodeBase64(text: string, what: string): Uint8Array {
+  const compact = text.replace(/\s+/g, '');
+  if (compact.length === 0 || compact.length % 4 !== 0 || !/^[A-Za-z0-9+/]*={0,2}$/.test(compact)) {
+    throw new Error(`${what} is not base64`);
+  }
+  return new Uint8Array(Buffer.from(compact, 'base64'));
+}
+
+function parseHex(text: string): Uint8Array | undefined {
+  if (text.length === 0 || text.length % 2 !== 0 || !/^[0-9a-fA-F]+$/.test(text)) return undefined;
+  return new Uint8Array(Buffer.from(text, 'hex'));
+}
+
+function formatResult(result: VerificationResult, command: VerifyCommand): string {
+  const lines = result.checks.map((c: Check) => `${c.ok ? '✓' : '✗'} ${c.name}: ${c.detail}`);
+  const doc = result.document;
+  if (doc) {
+    const { subject, notBefore, notAfter } = doc.certificate;
+    lines.push(
+      '',
+      `module_id    ${doc.moduleId}`,
+      `timestamp    ${doc.timestamp.toISOString()}`,
+      `digest       ${doc.digest}`,
+      ...Object.entries(doc.pcrs).map(([index, value]) => `${`PCR${index}`.padEnd(12)} ${value}`),
+      `public_key   ${describeBytes(doc.publicKey)}`,
+      `user_data    ${describeBytes(doc.userData)}`,
+      `nonce        ${describeBytes(doc.nonce)}`,
+      `certificate  ${subject}, valid ${notBefore.toISOString()} to ${notAfter.toISOString()}`,
+    );
+  }
+  lines.push('');
+  if (result.ok && Object.keys(command.pcrs).length === 0) {
+    lines.push('note: no --pcr given, so the document is authentic but nothing pins which code it attests');
+  }
+  const failed = result.checks.filter((c) => !c.ok).length;
+  const total = result.checks.length;
+  lines.push(result.ok ? `OK: all ${total} checks passed` : `FAILED: ${failed} of ${total} checks failed`);
+  return lines.join('\n');
+}
+
+/** Hex, plus the text when the bytes are printable ASCII (e.g. a test key "dummy"). */
+function describeBytes(bytes: Uint8Array | null): string {
+  if (bytes === null) return '(none)';
+  const hex = Buffer.from(bytes).toString('hex');
+  const text = Buffer.from(bytes).toString('latin1');
+  return bytes.length > 0 && /^[\x20-\x7e]+$/.test(text) ? `${hex} ("${text}")` : hex || '(empty)';
+}
+
+function jsonBytesAsHex(_key: string, value: unknown): unknown {
+  return value instanceof Uint8Array ? Buffer.from(value).toString('hex') : value;
+}
+
+/** True when run as a script (also through an npm bin symlink), false when imported. */
+function invokedDirectly(): boolean {
+  try {
+    return process.argv[1] !== undefined && realpathSync(process.argv[1]) === fileURLToPath(import.meta.url);
+  } catch {
+    return false;
+  }
+}
+
+if (invokedDirectly()) process.exitCode = await main(process.argv.slice(2));
