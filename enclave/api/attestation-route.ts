@@ -1,0 +1,52 @@
+import type { ApiReply, ApiRequest } from '../../common/proto.js';
+import { attestationQuerySchema, type AttestationQuery } from '../../common/schemas.js';
+import { validator } from '../../common/validation.js';
+import type { AttestationProvider } from '../attestation/provider.js';
+import type { EnclaveIdentity } from '../keys.js';
+import { expectPath, jsonReply, parseTarget } from './request.js';
+
+const validQuery = validator<AttestationQuery>(attestationQuerySchema, 'querystring');
+
+export interface AttestationDeps {
+  provider: AttestationProvider;
+  identity: EnclaveIdentity;
+  operatorKey: Uint8Array;
+  /** Bytes bound into the document's user_data (the operator key, sealing keys). */
+  userData: Uint8Array;
+}
+
+// Documents carry a timestamp and a short-lived leaf certificate: renew the cached one.
+const CACHE_MS = 5 * 60 * 1000;
+
+/**
+ * GET /v1/attestation. Without a nonce one document serves every caller for a few
+ * minutes (it binds the same keys); with a nonce each answer is made fresh.
+ */
+export function attestationRoute(deps: AttestationDeps) {
+  const b64 = (bytes: Uint8Array) => Buffer.from(bytes).toString('base64');
+  let cached: { at: number; doc: Promise<Uint8Array> } | undefined;
+
+  const document = (nonce: Uint8Array | undefined): Promise<Uint8Array> => {
+    const request = { publicKey: deps.identity.publicKey, userData: deps.userData, nonce };
+    if (nonce) return deps.provider.attest(request);
+    if (!cached || Date.now() - cached.at > CACHE_MS) {
+      const doc = deps.provider.attest(request);
+      cached = { at: Date.now(), doc };
+      doc.catch(() => { if (cached?.doc === doc) cached = undefined; });
+    }
+    return cached.doc;
+  };
+
+  return async (request: ApiRequest): Promise<ApiReply> => {
+    const target = parseTarget(request.target);
+    expectPath(target, /^\/v1\/attestation\/?$/);
+    const { nonce } = validQuery({ ...target.query });
+    const doc = await document(nonce === undefined ? undefined : new Uint8Array(Buffer.from(nonce, 'hex')));
+    return jsonReply(200, {
+      code_attestation: b64(doc),
+      operator_pubkey: b64(deps.operatorKey),
+      tee_name: deps.provider.teeName,
+      tee_public_key: b64(deps.identity.publicKey),
+    });
+  };
+}

@@ -1,0 +1,62 @@
+import { notFound } from '../../common/errors.js';
+import type { ApiReply, ApiRequest } from '../../common/proto.js';
+import {
+  addMemorySchema, queryMemorySchema, tenantQuerySchema,
+  type AddMemoryInput, type QueryMemoryInput, type TenantInput,
+} from '../../common/schemas.js';
+import { validator } from '../../common/validation.js';
+import type { MemoryRecord, MemoryService } from '../memory/memory-service.js';
+import { expectPath, jsonReply, parseJsonBody, parseTarget } from './request.js';
+
+const validAdd = validator<AddMemoryInput>(addMemorySchema, 'body');
+const validQuery = validator<QueryMemoryInput>(queryMemorySchema, 'querystring');
+const validTenant = validator<TenantInput>(tenantQuerySchema, 'querystring');
+
+const collection = /^\/v1\/memory\/?$/;
+const item = /^\/v1\/memory\/([^/]+)$/;
+
+/** The memory endpoints, on the enclave's side: parse, validate again, act, answer. */
+export function memoryRoutes(memory: MemoryService) {
+  const lookup = (request: ApiRequest): { record: MemoryRecord; tenantId: string } => {
+    const target = parseTarget(request.target);
+    const [, rawId] = expectPath(target, item);
+    const { tenant_id } = validTenant(target.query);
+    const id = rawId;
+    const record = memory.get(tenant_id, id);
+    // The same answer whether the id does not exist or belongs to another tenant.
+    if (!record) throw notFound(`no memory '${id}' for tenant '${tenant_id}'`, 'memory_not_found');
+    return { record, tenantId: tenant_id };
+  };
+
+  return {
+    async add(request: ApiRequest): Promise<ApiReply> {
+      expectPath(parseTarget(request.target), collection);
+      const input = validAdd(parseJsonBody(request.body));
+      return jsonReply(200, await memory.add(input));
+    },
+
+    async query(request: ApiRequest): Promise<ApiReply> {
+      const target = parseTarget(request.target);
+      expectPath(target, collection);
+      const input = validQuery({ ...target.query });
+      const results = await memory.query(input);
+      return jsonReply(200, {
+        object: 'list',
+        data: results.map(({ record, score }) => ({ ...record, score })),
+        tenant_id: input.tenant_id,
+        query: input.query,
+        top_k: input.top_k,
+      });
+    },
+
+    async get(request: ApiRequest): Promise<ApiReply> {
+      return jsonReply(200, lookup(request).record);
+    },
+
+    async delete(request: ApiRequest): Promise<ApiReply> {
+      const { record, tenantId } = lookup(request);
+      memory.delete(tenantId, record.id);
+      return jsonReply(200, { id: record.id, object: 'memory.deleted', deleted: true });
+    },
+  };
+}

@@ -1,0 +1,70 @@
+import hnswlib from 'hnswlib-node';
+
+const { HierarchicalNSW } = hnswlib;
+
+export interface Neighbour {
+  id: string;
+  /** Cosine similarity in [-1, 1]. */
+  score: number;
+}
+
+/**
+ * One tenant's HNSW index (cosine). Maps record ids to hnswlib's integer labels, grows
+ * its capacity by doubling, and deletes with markDelete so results change at once.
+ * Vectors of zero length (text with no known words) have no direction, so they are
+ * not indexed: such records are still stored and can be fetched by id.
+ */
+export class TenantIndex {
+  private readonly index;
+  private capacity: number;
+  private nextLabel = 0;
+  private readonly labelToId = new Map<number, string>();
+  private readonly idToLabel = new Map<string, number>();
+
+  constructor(readonly dimension: number, initialCapacity = 256) {
+    this.capacity = initialCapacity;
+    this.index = new HierarchicalNSW('cosine', dimension);
+    // M=16, efConstruction=200: hnswlib's defaults, good recall at memory scale.
+    this.index.initIndex(this.capacity, 16, 200, 100);
+    this.index.setEf(64);
+  }
+
+  get size(): number {
+    return this.idToLabel.size;
+  }
+
+  add(id: string, vector: Float32Array): void {
+    if (vector.length !== this.dimension) throw new Error(`vector has ${vector.length} dimensions, index has ${this.dimension}`);
+    if (isZero(vector) || this.idToLabel.has(id)) return;
+    if (this.nextLabel >= this.capacity) {
+      this.capacity *= 2;
+      this.index.resizeIndex(this.capacity);
+    }
+    const label = this.nextLabel++;
+    this.index.addPoint(Array.from(vector), label);
+    this.labelToId.set(label, id);
+    this.idToLabel.set(id, label);
+  }
+
+  remove(id: string): void {
+    const label = this.idToLabel.get(id);
+    if (label === undefined) return;
+    this.index.markDelete(label);
+    this.idToLabel.delete(id);
+    this.labelToId.delete(label);
+  }
+
+  search(vector: Float32Array, k: number): Neighbour[] {
+    const n = Math.min(k, this.size);
+    if (n === 0 || isZero(vector)) return [];
+    // ef must be at least k for hnswlib to return k results.
+    this.index.setEf(Math.max(64, n));
+    const { neighbors, distances } = this.index.searchKnn(Array.from(vector), n);
+    return neighbors.map((label, i) => ({ id: this.labelToId.get(label)!, score: 1 - distances[i] }));
+  }
+}
+
+function isZero(v: Float32Array): boolean {
+  for (let i = 0; i < v.length; i++) if (v[i] !== 0) return false;
+  return true;
+}

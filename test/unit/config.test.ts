@@ -1,0 +1,45 @@
+import { describe, expect, it } from 'vitest';
+import { ConfigError, helpText, loadConfig, parseHostPort } from '../../common/config.js';
+import { enclaveSettings } from '../../enclave/config.js';
+import { proxySettings } from '../../proxy/config.js';
+
+describe('configuration', () => {
+  it('has defaults that serve a local two-process run on loopback', () => {
+    const proxy = loadConfig(proxySettings, {});
+    expect(proxy).toMatchObject({ host: '127.0.0.1', port: 8080, enclaveAddr: '127.0.0.1:50051', logLevel: 'info' });
+    const enclave = loadConfig(enclaveSettings, {});
+    expect(enclave).toMatchObject({ address: '127.0.0.1:50051', teeMode: 'simulated', embeddingModel: 'static', dataDir: './data' });
+    expect(enclave.modelBaseUrl).toBeUndefined();
+  });
+
+  it('reports every problem at once', () => {
+    try {
+      loadConfig(proxySettings, { PORT: 'eighty', ENCLAVE_ADDR: 'nowhere', LOG_LEVEL: 'loud' });
+      expect.unreachable();
+    } catch (err) {
+      expect(err).toBeInstanceOf(ConfigError);
+      const problems = (err as ConfigError).problems.join('\n');
+      expect(problems).toContain('PORT: expected an integer, got "eighty"');
+      expect(problems).toContain('ENCLAVE_ADDR: expected host:port, got "nowhere"');
+      expect(problems).toContain('LOG_LEVEL: must be one of');
+    }
+  });
+
+  it('checks ranges', () => {
+    expect(() => loadConfig(proxySettings, { PORT: '70000' })).toThrow(/PORT: must be between 0 and 65535/);
+    expect(() => loadConfig(enclaveSettings, { TEE_MODE: 'sgx' })).toThrow(/TEE_MODE: must be one of simulated, nitro/);
+  });
+
+  it('parses host:port including IPv6', () => {
+    expect(parseHostPort('127.0.0.1:50051')).toEqual({ host: '127.0.0.1', port: 50051 });
+    expect(parseHostPort('[::1]:8080')).toEqual({ host: '::1', port: 8080 });
+    expect(parseHostPort('localhost')).toBeUndefined();
+    expect(parseHostPort('a:0')).toBeUndefined();
+  });
+
+  it('prints help from the same table it parses', () => {
+    const help = helpText('title', proxySettings);
+    for (const s of Object.values(proxySettings)) expect(help).toContain(s.name);
+    expect(help).toContain('[default: 8080]');
+  });
+});
