@@ -1,0 +1,12 @@
+import { hostPort, integer, logLevel, optionalText, text } from '../common/config.js';
+
+/** Every setting of the proxy process; `npm run start:proxy -- --help` prints this table. */
+export const proxySettings = {
+  host: text('HOST', 'Interface the HTTP API listens on', '127.0.0.1'),
+  port: integer('PORT', 'Port the HTTP API listens on (0 = any free port)', 8080, 0, 65535),
+  enclaveAddr: hostPort('ENCLAVE_ADDR', 'Address of the enclave\'s gRPC server', '127.0.0.1:50051'),
+  requestTimeoutMs: integer('REQUEST_TIMEOUT_MS', 'Longest the proxy waits for the enclave before answering 504', 30_000, 100, 600_000),
+  tlsCert: optionalText('TLS_CERT', 'PEM certificate file; with TLS_KEY, serve HTTPS'),
+  tlsKey: optionalText('TLS_KEY', 'PEM private key file for TLS_CERT'),
+  logLevel: logLevel(),
+};

@@ -1,0 +1,35 @@
+import { configFromCli } from '../common/config.js';
+import { createLogger } from '../common/logger.js';
+import { buildProxy } from './app.js';
+import { proxySettings } from './config.js';
+import { EnclaveConnection } from './enclave-client.js';
+
+const config = configFromCli('agent-service proxy: the untrusted HTTP front (fastify) that relays to the enclave over gRPC.', proxySettings);
+const log = createLogger('proxy', config.logLevel);
+
+if ((config.tlsCert === undefined) !== (config.tlsKey === undefined)) {
+  process.stderr.write('TLS_CERT and TLS_KEY must be set together\n');
+  process.exit(2);
+}
+
+const enclave = new EnclaveConnection(config.enclaveAddr, config.requestTimeoutMs);
+const app = buildProxy({
+  enclave,
+  logger: log,
+  tls: config.tlsCert && config.tlsKey ? { cert: config.tlsCert, key: config.tlsKey } : undefined,
+});
+
+const address = await app.listen({ host: config.host, port: config.port });
+log.info({ address, enclave: config.enclaveAddr }, 'proxy listening');
+
+let stopping = false;
+const stop = async (signal: string) => {
+  if (stopping) return;
+  stopping = true;
+  log.info({ signal }, 'stopping');
+  await app.close();
+  enclave.close();
+  process.exit(0);
+};
+process.on('SIGINT', () => void stop('SIGINT'));
+process.on('SIGTERM', () => void stop('SIGTERM'));

@@ -1,0 +1,91 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { dirname, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { configFromCli, hostPort, logLevel } from '../common/config.js';
+import { createLogger } from '../common/logger.js';
+import { EnclaveConnection } from '../proxy/enclave-client.js';
+
+/**
+ * `npm start`: runs the enclave, waits until it answers, then runs the proxy; restarts
+ * either if it dies, and stops both on Ctrl-C / SIGTERM. Both children get this
+ * process's environment, so the same variables configure a supervised or a lone run.
+ */
+const config = configFromCli(
+  'agent-service: starts the enclave and the proxy together (see also start:enclave, start:proxy --help).',
+  { enclaveAddr: hostPort('ENCLAVE_ADDR', 'Address of the enclave\'s gRPC server', '127.0.0.1:50051'), logLevel: logLevel() },
+);
+const log = createLogger('supervisor', config.logLevel);
+const distRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+
+interface Supervised {
+  name: 'enclave' | 'proxy';
+  script: string;
+  child?: ChildProcess;
+  restarts: number;
+  startedAt: number;
+}
+
+const enclave: Supervised = { name: 'enclave', script: resolve(distRoot, 'enclave/main.js'), restarts: 0, startedAt: 0 };
+const proxy: Supervised = { name: 'proxy', script: resolve(distRoot, 'proxy/main.js'), restarts: 0, startedAt: 0 };
+let stopping = false;
+
+function run(s: Supervised): void {
+  s.startedAt = Date.now();
+  const child = spawn(process.execPath, [s.script], { stdio: 'inherit', env: process.env });
+  s.child = child;
+  child.on('exit', (code, signal) => {
+    s.child = undefined;
+    if (stopping) return;
+    // Back off when a process keeps dying at start, so a bad config doesn't spin.
+    if (Date.now() - s.startedAt > 30_000) s.restarts = 0;
+    const delay = Math.min(10_000, 500 * 2 ** s.restarts++);
+    log.warn({ process: s.name, code, signal, restartInMs: delay }, 'process exited; restarting');
+    setTimeout(() => { if (!stopping) run(s); }, delay);
+  });
+}
+
+async function waitForEnclave(timeoutMs: number): Promise<void> {
+  const connection = new EnclaveConnection(config.enclaveAddr, 1000);
+  const deadline = Date.now() + timeoutMs;
+  try {
+    for (;;) {
+      try {
+        await connection.health(1000);
+        return;
+      } catch {
+        if (Date.now() > deadline) throw new Error(`enclave did not answer on ${config.enclaveAddr} within ${timeoutMs / 1000}s`);
+        await new Promise((r) => setTimeout(r, 200));
+      }
+    }
+  } finally {
+    connection.close();
+  }
+}
+
+function stop(signal: NodeJS.Signals): void {
+  if (stopping) return;
+  stopping = true;
+  log.info({ signal }, 'stopping');
+  const children = [proxy, enclave].map((s) => s.child).filter((c): c is ChildProcess => c !== undefined);
+  let left = children.length;
+  if (left === 0) process.exit(0);
+  for (const child of children) {
+    child.once('exit', () => { if (--left === 0) process.exit(0); });
+    child.kill('SIGTERM');
+  }
+  setTimeout(() => { for (const c of children) c.kill('SIGKILL'); process.exit(1); }, 10_000).unref();
+}
+process.on('SIGINT', () => stop('SIGINT'));
+process.on('SIGTERM', () => stop('SIGTERM'));
+
+run(enclave);
+try {
+  await waitForEnclave(120_000);
+} catch (err) {
+  log.error({ err: (err as Error).message }, 'enclave failed to start');
+  stop('SIGTERM');
+}
+if (!stopping) {
+  log.info('enclave ready; starting proxy');
+  run(proxy);
+}
