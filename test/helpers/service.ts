@@ -1,0 +1,105 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+
+const root = resolve(import.meta.dirname, '../..');
+
+/** A port nobody is listening on right now. */
+export function freePort(): Promise<number> {
+  return new Promise((res, rej) => {
+    const srv = createServer();
+    srv.once('error', rej);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as { port: number };
+      srv.close(() => res(port));
+    });
+  });
+}
+
+export interface RunningService {
+  baseUrl: string;
+  dataDir: string;
+  enclaveAddr: string;
+  env: NodeJS.ProcessEnv;
+  enclave: ChildProcess;
+  proxy: ChildProcess;
+  /** Output of both processes so far (for assertions about logs). */
+  output(): string;
+  killEnclave(signal?: NodeJS.Signals): Promise<void>;
+  startEnclave(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts the built enclave and proxy (dist/) as two real processes on free ports with
+ * a fresh data directory, the way `npm start` runs them, and waits until the API answers.
+ */
+export async function startService(extraEnv: NodeJS.ProcessEnv = {}): Promise<RunningService> {
+  const dataDir = extraEnv.DATA_DIR ?? mkdtempSync(join(tmpdir(), 'agent-test-'));
+  const enclaveAddr = `127.0.0.1:${await freePort()}`;
+  const port = await freePort();
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    LOG_LEVEL: 'info',
+    ...extraEnv,
+    DATA_DIR: dataDir,
+    ENCLAVE_ADDR: enclaveAddr,
+    HOST: '127.0.0.1',
+    PORT: String(port),
+  };
+  let logs = '';
+  const launch = (script: string) => {
+    const child = spawn(process.execPath, [join(root, 'dist', script)], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    child.stdout!.on('data', (d: Buffer) => { logs += d.toString(); });
+    child.stderr!.on('data', (d: Buffer) => { logs += d.toString(); });
+    return child;
+  };
+  const baseUrl = `http://127.0.0.1:${port}`;
+
+  const service: RunningService = {
+    baseUrl,
+    dataDir,
+    enclaveAddr,
+    env,
+    enclave: launch('enclave/main.js'),
+    proxy: undefined as unknown as ChildProcess,
+    output: () => logs,
+    async killEnclave(signal = 'SIGKILL') {
+      await stopChild(service.enclave, signal);
+    },
+    async startEnclave() {
+      service.enclave = launch('enclave/main.js');
+      await waitFor(async () => (await fetch(`${baseUrl}/healthz`)).status === 200, 60_000, () => logs);
+    },
+    async stop() {
+      await Promise.all([stopChild(service.proxy, 'SIGTERM'), stopChild(service.enclave, 'SIGTERM')]);
+      if (!extraEnv.DATA_DIR) rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+  service.proxy = launch('proxy/main.js');
+  await waitFor(async () => (await fetch(`${baseUrl}/healthz`)).status === 200, 60_000, () => logs);
+  return service;
+}
+
+async function stopChild(child: ChildProcess | undefined, signal: NodeJS.Signals): Promise<void> {
+  if (!child || child.exitCode !== null || child.signalCode !== null) return;
+  await new Promise<void>((res) => {
+    child.once('exit', () => res());
+    child.kill(signal);
+  });
+}
+
+export async function waitFor(check: () => Promise<boolean>, timeoutMs: number, describe: () => string = () => ''): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      if (await check()) return;
+    } catch {
+      // not up yet
+    }
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms\n${describe().slice(-4000)}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
