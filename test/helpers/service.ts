@@ -36,7 +36,7 @@ export interface RunningService {
  * Starts the built enclave and proxy (dist/) as two real processes on free ports with
  * a fresh data directory, the way `npm start` runs them, and waits until the API answers.
  */
-export async function startService(extraEnv: NodeJS.ProcessEnv = {}): Promise<RunningService> {
+export async function startService(extraEnv: NodeJS.ProcessEnv = {}, options: { https?: boolean } = {}): Promise<RunningService> {
   const dataDir = extraEnv.DATA_DIR ?? mkdtempSync(join(tmpdir(), 'agent-test-'));
   const enclaveAddr = `127.0.0.1:${await freePort()}`;
   const port = await freePort();
@@ -56,7 +56,10 @@ export async function startService(extraEnv: NodeJS.ProcessEnv = {}): Promise<Ru
     child.stderr!.on('data', (d: Buffer) => { logs += d.toString(); });
     return child;
   };
-  const baseUrl = `http://127.0.0.1:${port}`;
+  const baseUrl = `${options.https ? 'https' : 'http'}://127.0.0.1:${port}`;
+  // Readiness: /healthz answers 200 once the proxy reaches the enclave. Over TLS this poll
+  // skips certificate checks; the TLS tests check the certificate themselves.
+  const ready = async () => (options.https ? (await fetchInsecure(`${baseUrl}/healthz`)) : (await fetch(`${baseUrl}/healthz`)).status) === 200;
 
   const service: RunningService = {
     baseUrl,
@@ -71,7 +74,7 @@ export async function startService(extraEnv: NodeJS.ProcessEnv = {}): Promise<Ru
     },
     async startEnclave() {
       service.enclave = launch('enclave/main.js');
-      await waitFor(async () => (await fetch(`${baseUrl}/healthz`)).status === 200, 60_000, () => logs);
+      await waitFor(ready, 60_000, () => logs);
     },
     async stop() {
       await Promise.all([stopChild(service.proxy, 'SIGTERM'), stopChild(service.enclave, 'SIGTERM')]);
@@ -79,7 +82,7 @@ export async function startService(extraEnv: NodeJS.ProcessEnv = {}): Promise<Ru
     },
   };
   service.proxy = launch('proxy/main.js');
-  await waitFor(async () => (await fetch(`${baseUrl}/healthz`)).status === 200, 60_000, () => logs);
+  await waitFor(ready, 60_000, () => logs);
   return service;
 }
 
@@ -102,4 +105,12 @@ export async function waitFor(check: () => Promise<boolean>, timeoutMs: number, 
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms\n${describe().slice(-4000)}`);
     await new Promise((r) => setTimeout(r, 100));
   }
+}
+
+/** GET over HTTPS without checking the certificate: only for readiness polling. */
+async function fetchInsecure(url: string): Promise<number> {
+  const { request } = await import('node:https');
+  return new Promise((res, rej) => {
+    request(url, { rejectUnauthorized: false }, (r) => { r.resume(); res(r.statusCode ?? 0); }).on('error', rej).end();
+  });
 }
