@@ -10,7 +10,7 @@
  *
  * Tokens mix through ctx only where the mask says so (like attention), padded positions
  * still get non-zero outputs (so pooling that ignored the mask would show), and a sequence
- * longer than 16 fails in the position Gather (so missing truncation would show).
+ * longer than 16 makes the model fail at its position table (so missing truncation would show).
  * referenceEmbedding recomputes all of it in plain float64 JavaScript.
  */
 import { mkdir, writeFile } from 'node:fs/promises';
