@@ -18,7 +18,10 @@ export interface Embedder {
   /** Model name, e.g. "static-sif-100d". */
   readonly id: string;
   readonly dimension: number;
-  /** SHA-256 (hex) of the model file, as loaded; attestation measures it. */
+  /**
+   * SHA-256 (hex) of what decides the vectors, as loaded; attestation measures it. The static
+   * model: its model.onnx. A transformer: its model.json, which pins model.onnx and the tokenizer.
+   */
   readonly sha256: string;
   /**
    * One L2-normalised vector per text, in order. A text with no known word gets the zero
