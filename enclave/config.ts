@@ -8,7 +8,8 @@ export const enclaveSettings = {
   operatorPubkey: optionalText('OPERATOR_PUBKEY', 'Operator Ed25519 public key, base64 or hex (default: a key pair kept in DATA_DIR)'),
   modelBaseUrl: optionalText('MODEL_BASE_URL', 'OpenAI-compatible chat model base URL, e.g. https://api.openai.com/v1 (default: built-in offline responder)'),
   modelApiKey: optionalText('MODEL_API_KEY', 'API key for MODEL_BASE_URL; lives only in the enclave'),
-  embeddingModel: text('EMBEDDING_MODEL', 'Embedding model name', 'static'),
+  embeddingModel: text('EMBEDDING_MODEL', 'Embedding model name: static, or a transformer model installed by `npm run model:fetch -- <name>`', 'static'),
+  modelsDir: optionalText('MODELS_DIR', 'Folder holding the embedding models (default: models/ of the installation)'),
   logLevel: logLevel(),
   nsmHelper: text('NSM_HELPER', 'With TEE_MODE=nitro: the helper that asks /dev/nsm for documents', '/usr/local/bin/nsm-attest'),
 };

@@ -20,7 +20,7 @@ mkdirSync(dataDir, { recursive: true, mode: 0o700 });
 
 const identity = generateIdentity();
 const operatorKey = resolveOperatorKey(config.operatorPubkey, dataDir);
-const embedder = await loadEmbedder({ name: config.embeddingModel, modelsDir });
+const embedder = await loadEmbedder({ name: config.embeddingModel, modelsDir: config.modelsDir ? resolve(config.modelsDir) : modelsDir });
 const memory = new MemoryService(embedder);
 const provider = await createAttestationProvider({ config, dataDir, embedder, operatorKey });
 const userData = Buffer.from(JSON.stringify({ v: 1, operator_pubkey: Buffer.from(operatorKey).toString('base64') }));

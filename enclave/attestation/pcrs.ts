@@ -97,7 +97,9 @@ export function measureConfig(config: Record<string, ConfigValue>): Uint8Array {
 /**
  * PCR2: SHA-384 of canonicalConfigJson({model, sha256}), where sha256 is the hash of the
  * exact model bytes the embedder loaded (re-reading the file could measure other bytes).
- * Anyone can recompute it from `sha256sum model.onnx`.
+ * Anyone can recompute it: `sha256sum model.onnx` for the static model; for a transformer
+ * model `sha256sum models/<name>/model.json`, the manifest that lists the SHA-256 of its
+ * model.onnx and tokenizer file, both checked against the bytes loaded.
  */
 export function measureModel(model: { id: string; sha256: string }): Uint8Array {
   return measureConfig({ model: model.id, sha256: model.sha256 });

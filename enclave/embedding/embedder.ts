@@ -1,7 +1,8 @@
 /**
  * Text embedders for the enclave: the interface the memory store uses, and the runtime of
- * each model behind it. Models are looked up by name in EMBEDDERS; a transformer model
- * would add its own loader there (its tokenizer and graph differ, the interface does not).
+ * each model behind it. Models are looked up by name in EMBEDDERS: the built-in static model,
+ * and the transformer models `npm run model:fetch` knows (transformer-pins.ts); any other
+ * folder models/<name>/ holding a transformer model.json loads as a transformer too.
  */
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
@@ -9,12 +10,18 @@ import { join } from 'node:path';
 import * as ort from 'onnxruntime-node';
 import { STATIC_MODEL, parseVocab, type StaticModelManifest } from './static-model.js';
 import { encode, vocabularyFromList, type Vocabulary } from './tokenizer.js';
+import { loadTransformerEmbedder } from './transformer-embedder.js';
+import { MANIFEST_FILE, TRANSFORMER_FORMAT, isValidModelName } from './transformer-manifest.js';
+import { PINNED_MODELS } from './transformer-pins.js';
 
 export interface Embedder {
   /** Model name, e.g. "static-sif-100d". */
   readonly id: string;
   readonly dimension: number;
-  /** SHA-256 (hex) of the model file, as loaded; attestation measures it. */
+  /**
+   * SHA-256 (hex) of what decides the vectors, as loaded; attestation measures it. The static
+   * model: its model.onnx. A transformer: its model.json, which pins model.onnx and the tokenizer.
+   */
   readonly sha256: string;
   /**
    * One L2-normalised vector per text, in order. A text with no known word gets the zero
@@ -25,7 +32,7 @@ export interface Embedder {
 }
 
 export interface LoadEmbedderOptions {
-  /** "static" (the default model) or a model id such as "static-sif-100d". */
+  /** "static" (the default model), "static-sif-100d", or a transformer model's name. */
   name: string;
   /** The models/ folder the install-time build wrote to. */
   modelsDir: string;
@@ -49,12 +56,28 @@ const BUILD_HINT = 'run `npm run prepare` (or `node dist/scripts/build-model.js`
 const EMBEDDERS: Readonly<Record<string, (modelsDir: string) => Promise<Embedder>>> = {
   static: loadStaticSif,
   [STATIC_MODEL.id]: loadStaticSif,
+  ...Object.fromEntries(PINNED_MODELS.map((pin) => [pin.name, (dir: string) => loadTransformerEmbedder(dir, pin.name, pin)])),
 };
 
 export async function loadEmbedder({ name, modelsDir }: LoadEmbedderOptions): Promise<Embedder> {
-  const load = EMBEDDERS[name];
-  if (!load) throw new Error(`unknown embedder "${name}"; known: ${Object.keys(EMBEDDERS).join(', ')}`);
-  return load(modelsDir);
+  const load = Object.hasOwn(EMBEDDERS, name) ? EMBEDDERS[name] : undefined;
+  if (load) return load(modelsDir);
+  if (await isInstalledTransformer(modelsDir, name)) return loadTransformerEmbedder(modelsDir, name);
+  throw new Error(
+    `unknown embedder "${name}"; known: ${Object.keys(EMBEDDERS).join(', ')} ` +
+      `(transformer models install with \`npm run model:fetch -- <name>\`), or a folder ${join(modelsDir, '<name>')} with a transformer ${MANIFEST_FILE}`,
+  );
+}
+
+/** Whether models/<name>/model.json is there and claims to be a transformer model (loading checks the rest). */
+async function isInstalledTransformer(modelsDir: string, name: string): Promise<boolean> {
+  if (!isValidModelName(name)) return false; // never a path outside models/
+  try {
+    const manifest = JSON.parse(await readFile(join(modelsDir, name, MANIFEST_FILE), 'utf8')) as { format?: unknown };
+    return manifest.format === TRANSFORMER_FORMAT;
+  } catch {
+    return false;
+  }
 }
 
 /**

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { AddMemoryInput, QueryMemoryInput } from '../../common/schemas.js';
 import type { Embedder } from '../embedding/embedder.js';
+import type { EmbeddingModelId } from './model-change.js';
 import { TenantIndex } from './tenant-index.js';
 
 export type Metadata = Record<string, string | number | boolean | null>;
@@ -27,17 +28,60 @@ interface Tenant {
 
 export const newMemoryId = (): string => `mem_${randomBytes(16).toString('hex')}`;
 
+/** Texts per embed call when re-embedding: large enough for full ONNX runs, small enough for steady progress. */
+const REEMBED_BATCH = 64;
+
 /**
  * Every tenant's memories: records plus an HNSW index each. Lookups always go through
  * the tenant first, so one tenant's ids are simply absent from another's view.
  */
 export class MemoryService {
   private readonly tenants = new Map<string, Tenant>();
+  private reembedding = false;
 
-  constructor(private readonly embedder: Embedder) {}
+  constructor(private embedder: Embedder) {}
 
   get tenantCount(): number {
     return this.tenants.size;
+  }
+
+  /** The model every indexed vector comes from; record it with the memories (model-change.ts). */
+  get embeddingModel(): EmbeddingModelId {
+    return { id: this.embedder.id, dimension: this.embedder.dimension, sha256: this.embedder.sha256 };
+  }
+
+  /**
+   * Re-embeds every stored memory from its content with `embedder`, in batches, and from then
+   * on uses it for adds and queries, so vectors of two models never share an index. New
+   * indexes are built aside and swapped in at the end: if embedding fails, nothing changes.
+   * Meant for start-up, before requests are served (an add racing it would index with the
+   * old model).
+   */
+  async reembed(embedder: Embedder, onProgress?: (done: number, total: number) => void): Promise<void> {
+    if (this.reembedding) throw new Error('re-embedding is already running');
+    this.reembedding = true;
+    try {
+      const total = [...this.tenants.values()].reduce((sum, tenant) => sum + tenant.records.size, 0);
+      const rebuilt = new Map<Tenant, TenantIndex>();
+      let done = 0;
+      onProgress?.(done, total);
+      for (const tenant of this.tenants.values()) {
+        const records = [...tenant.records.values()];
+        const index = new TenantIndex(embedder.dimension, Math.max(256, records.length));
+        for (let start = 0; start < records.length; start += REEMBED_BATCH) {
+          const batch = records.slice(start, start + REEMBED_BATCH);
+          const vectors = await embedder.embed(batch.map((record) => record.content));
+          batch.forEach((record, i) => index.add(record.id, vectors[i]));
+          done += batch.length;
+          onProgress?.(done, total);
+        }
+        rebuilt.set(tenant, index);
+      }
+      for (const [tenant, index] of rebuilt) tenant.index = index;
+      this.embedder = embedder;
+    } finally {
+      this.reembedding = false;
+    }
   }
 
   async add(input: AddMemoryInput): Promise<MemoryRecord> {
