@@ -119,6 +119,13 @@ describe('the data directory', () => {
     for (const file of sealed) expect(longestPrintableRun(readFileSync(file)), relative(dataDir, file)).toBeLessThan(24);
   });
 
+  it('keeps the memory files private to the enclave\'s user (0600 in a 0700 folder)', () => {
+    expect(statSync(join(dataDir, 'memory')).mode & 0o777).toBe(0o700);
+    for (const file of [...filesUnder(join(dataDir, 'memory')), join(dataDir, 'sealing-key.simulated.json')]) {
+      expect(statSync(file).mode & 0o777, relative(dataDir, file)).toBe(0o600);
+    }
+  });
+
   it('after a torn append, the enclave cuts the tail and keeps every earlier memory', async () => {
     const dir = copyOf(dataDir);
     const log = filesUnder(join(dir, 'memory')).find((f) => /log-\d+\.sealed$/.test(f))!;
