@@ -75,8 +75,9 @@ export class KmsSealingKey implements SealingKeySource {
       return stdout;
     } catch (error) {
       // Never echo the arguments: they hold credentials.
-      const stderr = (error as { stderr?: string }).stderr?.trim().split('\n').slice(-3).join(' ');
-      throw new Error(`${this.options.tool} ${args[0]} failed: ${stderr || (error as NodeJS.ErrnoException).code || 'no output'}`);
+      const { stderr, code, killed } = error as { stderr?: string; code?: string | number; killed?: boolean };
+      const reason = stderr?.trim().split('\n').slice(-3).join(' ') || (killed ? 'timed out' : code !== undefined ? `exit ${code}` : 'no output');
+      throw new Error(`${this.options.tool} ${args[0]} failed: ${reason}`);
     }
   }
 }

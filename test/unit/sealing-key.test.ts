@@ -91,6 +91,10 @@ describe('KMS sealing key (kmstool_enclave_cli)', () => {
     expect(err.message).toMatch(/genkey failed: AccessDeniedException: attestation PCR0 does not match/);
     expect(err.message).not.toContain('secret-access-key-value');
     expect(existsSync(join(dir, 'sealing-key.kms'))).toBe(false);
+
+    const missing = await createSealingKeySource({ ...config(), kmsTool: join(dir, 'no-such-tool') }, dir).load().catch((e: Error) => e);
+    expect(missing.message).toMatch(/no-such-tool genkey failed: exit ENOENT/);
+    expect(missing.message).not.toContain('secret-access-key-value');
   });
 
   it('names the missing settings', () => {
