@@ -10,7 +10,7 @@ const sentence = (i: number) => `Note ${i}: the ${topics[i % topics.length]} rem
  * In-process memory benchmark (no HTTP): embedding one text vs. a batch, and query
  * latency as a tenant grows. Ratios are computed within this one run.
  */
-export async function memoryBench(): Promise<void> {
+export async function run(): Promise<void> {
   const embedder = await loadEmbedder({ name: 'static', modelsDir });
 
   const texts = Array.from({ length: 100 }, (_, i) => sentence(i));

@@ -1,9 +1,13 @@
-import { memoryBench } from './memory.js';
+/**
+ * `npm run bench`: runs each benchmark in turn and prints its figures. Add a benchmark by
+ * adding a line to the list.
+ */
+const benches: Array<[name: string, load: () => Promise<{ run(): Promise<void> }>]> = [
+  ['memory: embedding single vs batched, query latency as a tenant grows', () => import('./memory.js')],
+  ['storage: durable memory writes (group commit vs one fsync per write), snapshot and recovery', () => import('./storage.js')],
+];
 
-/** `npm run bench`: every benchmark in turn; each prints its own figures. */
-const benches: Array<[string, () => Promise<void>]> = [['memory', memoryBench]];
-
-for (const [name, run] of benches) {
-  console.log(`\n== ${name}`);
-  await run();
+for (const [name, load] of benches) {
+  process.stdout.write(`\n## ${name}\n\n`);
+  await (await load()).run();
 }

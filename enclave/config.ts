@@ -12,4 +12,13 @@ export const enclaveSettings = {
   modelsDir: optionalText('MODELS_DIR', 'Folder holding the embedding models (default: models/ of the installation)'),
   logLevel: logLevel(),
   nsmHelper: text('NSM_HELPER', 'With TEE_MODE=nitro: the helper that asks /dev/nsm for documents', '/usr/local/bin/nsm-attest'),
+  maxMemoriesPerTenant: integer('MAX_MEMORIES_PER_TENANT', 'Most memories one tenant may hold; adding more answers 409 memory_limit_reached', 100_000, 1, 1_000_000_000),
+  snapshotLogBytes: integer('SNAPSHOT_LOG_BYTES', 'Snapshot the memories and compact once the log passes this many bytes (and the last snapshot\'s size)', 64 * 1024 * 1024, 1, 2 ** 40),
+  kmsKeyId: optionalText('KMS_KEY_ID', 'With TEE_MODE=nitro: the KMS key (id, ARN or alias) whose data key seals the enclave\'s files (deploy/sealing.md)'),
+  awsRegion: optionalText('AWS_REGION', 'With TEE_MODE=nitro: the region of KMS_KEY_ID'),
+  kmsProxyPort: integer('KMS_PROXY_PORT', 'With TEE_MODE=nitro: vsock port of the proxy to KMS', 8000, 1, 4_294_967_295),
+  kmsTool: text('KMS_TOOL', 'With TEE_MODE=nitro: path of AWS\'s kmstool_enclave_cli', '/usr/local/bin/kmstool_enclave_cli'),
+  awsAccessKeyId: optionalText('AWS_ACCESS_KEY_ID', 'With TEE_MODE=nitro: the parent role\'s credentials for KMS calls (the key policy, not their secrecy, guards the key)'),
+  awsSecretAccessKey: optionalText('AWS_SECRET_ACCESS_KEY', 'With TEE_MODE=nitro: see AWS_ACCESS_KEY_ID; never logged'),
+  awsSessionToken: optionalText('AWS_SESSION_TOKEN', 'With TEE_MODE=nitro: see AWS_ACCESS_KEY_ID; never logged'),
 };

@@ -11,6 +11,7 @@ import { createGrpcServer, listen } from './grpc-server.js';
 import { generateIdentity } from './keys.js';
 import { MemoryService } from './memory/memory-service.js';
 import { resolveOperatorKey } from './operator-key.js';
+import { openMemoryStore, refuseToStart } from './storage/open-memory-store.js';
 
 const config = configFromCli('agent-service enclave: the trusted process holding keys, memory, embeddings and attestation.', enclaveSettings);
 const log = createLogger('enclave', config.logLevel);
@@ -21,7 +22,13 @@ mkdirSync(dataDir, { recursive: true, mode: 0o700 });
 const identity = generateIdentity();
 const operatorKey = resolveOperatorKey(config.operatorPubkey, dataDir);
 const embedder = await loadEmbedder({ name: config.embeddingModel, modelsDir: config.modelsDir ? resolve(config.modelsDir) : modelsDir });
-const memory = new MemoryService(embedder);
+const memory = new MemoryService(embedder, { maxMemoriesPerTenant: config.maxMemoriesPerTenant });
+// Exits (1) on a damaged, altered or foreign store: never serve memories half-loaded.
+const store = await openMemoryStore({
+  config, dataDir, embedder, memory, log,
+  // The log's state is unknown after a failed fsync: restart and recover from disk.
+  onFailure: () => process.exit(1),
+}).catch((err: unknown) => refuseToStart(log, err));
 const provider = await createAttestationProvider({ config, dataDir, embedder, operatorKey });
 const userData = Buffer.from(JSON.stringify({ v: 1, operator_pubkey: Buffer.from(operatorKey).toString('base64') }));
 
@@ -42,7 +49,7 @@ const stop = (signal: string) => {
   stopping = true;
   log.info({ signal }, 'stopping');
   server.tryShutdown(() => {
-    void embedder.close().finally(() => process.exit(0));
+    void Promise.allSettled([store.close(), embedder.close()]).finally(() => process.exit(0));
   });
   // Don't let a hung client hold the process: force after a grace period.
   setTimeout(() => server.forceShutdown(), 5000).unref();

@@ -55,7 +55,7 @@ export function memoryRoutes(memory: MemoryService) {
 
     async delete(request: ApiRequest): Promise<ApiReply> {
       const { record, tenantId } = lookup(request);
-      memory.delete(tenantId, record.id);
+      await memory.delete(tenantId, record.id);
       return jsonReply(200, { id: record.id, object: 'memory.deleted', deleted: true });
     },
   };

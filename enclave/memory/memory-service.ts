@@ -1,6 +1,8 @@
 import { randomBytes } from 'node:crypto';
+import { ApiError } from '../../common/errors.js';
 import type { AddMemoryInput, QueryMemoryInput } from '../../common/schemas.js';
 import type { Embedder } from '../embedding/embedder.js';
+import type { MemoryEvent, MemoryJournal } from './journal.js';
 import type { EmbeddingModelId } from './model-change.js';
 import { TenantIndex } from './tenant-index.js';
 
@@ -24,7 +26,16 @@ export interface ScoredMemory {
 interface Tenant {
   index: TenantIndex;
   records: Map<string, MemoryRecord>;
+  /** Kept for snapshots, so recovery needs no re-embedding. */
+  vectors: Map<string, Float32Array>;
 }
+
+export interface MemoryServiceOptions {
+  /** Most memories one tenant may hold; adding beyond it is refused with 409. */
+  maxMemoriesPerTenant?: number;
+}
+
+export const DEFAULT_MAX_MEMORIES_PER_TENANT = 100_000;
 
 export const newMemoryId = (): string => `mem_${randomBytes(16).toString('hex')}`;
 
@@ -37,9 +48,20 @@ const REEMBED_BATCH = 64;
  */
 export class MemoryService {
   private readonly tenants = new Map<string, Tenant>();
+  /** Adds admitted but not yet committed, per tenant: they count towards the maximum. */
+  private readonly pending = new Map<string, number>();
+  private readonly maxPerTenant: number;
+  private journal?: MemoryJournal;
   private reembedding = false;
 
-  constructor(private embedder: Embedder) {}
+  constructor(private embedder: Embedder, options: MemoryServiceOptions = {}) {
+    this.maxPerTenant = options.maxMemoriesPerTenant ?? DEFAULT_MAX_MEMORIES_PER_TENANT;
+  }
+
+  /** From now on every change is made durable in `journal` before it is applied and acknowledged. */
+  useJournal(journal: MemoryJournal): void {
+    this.journal = journal;
+  }
 
   get tenantCount(): number {
     return this.tenants.size;
@@ -62,22 +84,26 @@ export class MemoryService {
     this.reembedding = true;
     try {
       const total = [...this.tenants.values()].reduce((sum, tenant) => sum + tenant.records.size, 0);
-      const rebuilt = new Map<Tenant, TenantIndex>();
+      const rebuilt = new Map<Tenant, { index: TenantIndex; vectors: Map<string, Float32Array> }>();
       let done = 0;
       onProgress?.(done, total);
       for (const tenant of this.tenants.values()) {
         const records = [...tenant.records.values()];
         const index = new TenantIndex(embedder.dimension, Math.max(256, records.length));
+        const vectors = new Map<string, Float32Array>();
         for (let start = 0; start < records.length; start += REEMBED_BATCH) {
           const batch = records.slice(start, start + REEMBED_BATCH);
-          const vectors = await embedder.embed(batch.map((record) => record.content));
-          batch.forEach((record, i) => index.add(record.id, vectors[i]));
+          const embedded = await embedder.embed(batch.map((record) => record.content));
+          batch.forEach((record, i) => {
+            index.add(record.id, embedded[i]);
+            vectors.set(record.id, embedded[i]);
+          });
           done += batch.length;
           onProgress?.(done, total);
         }
-        rebuilt.set(tenant, index);
+        rebuilt.set(tenant, { index, vectors });
       }
-      for (const [tenant, index] of rebuilt) tenant.index = index;
+      for (const [tenant, fresh] of rebuilt) Object.assign(tenant, fresh);
       this.embedder = embedder;
     } finally {
       this.reembedding = false;
@@ -85,19 +111,33 @@ export class MemoryService {
   }
 
   async add(input: AddMemoryInput): Promise<MemoryRecord> {
-    const [vector] = await this.embedder.embed([input.content]);
-    const record: MemoryRecord = {
-      id: newMemoryId(),
-      object: 'memory',
-      tenant_id: input.tenant_id,
-      content: input.content,
-      metadata: { ...(input.metadata ?? {}) },
-      created_at: Math.floor(Date.now() / 1000),
-    };
-    const tenant = this.tenant(input.tenant_id, true)!;
-    tenant.records.set(record.id, record);
-    tenant.index.add(record.id, vector);
-    return record;
+    const tenantId = input.tenant_id;
+    const pending = this.pending.get(tenantId) ?? 0;
+    if ((this.tenants.get(tenantId)?.records.size ?? 0) + pending >= this.maxPerTenant) {
+      throw new ApiError(409, 'invalid_request_error',
+        `tenant '${tenantId}' holds the maximum of ${this.maxPerTenant} memories; delete some before adding more`,
+        'memory_limit_reached', 'tenant_id');
+    }
+    this.pending.set(tenantId, pending + 1);
+    try {
+      const [vector] = await this.embedder.embed([input.content]);
+      // Checked before the change is logged: a logged change must always apply on replay.
+      if (vector.length !== this.embedder.dimension) throw new Error(`embedder returned ${vector.length} dimensions, not ${this.embedder.dimension}`);
+      const record: MemoryRecord = {
+        id: newMemoryId(),
+        object: 'memory',
+        tenant_id: tenantId,
+        content: input.content,
+        metadata: { ...(input.metadata ?? {}) },
+        created_at: Math.floor(Date.now() / 1000),
+      };
+      await this.commit({ type: 'add', record, vector });
+      return record;
+    } finally {
+      const left = this.pending.get(tenantId)! - 1;
+      if (left === 0) this.pending.delete(tenantId);
+      else this.pending.set(tenantId, left);
+    }
   }
 
   async query(input: QueryMemoryInput): Promise<ScoredMemory[]> {
@@ -113,17 +153,49 @@ export class MemoryService {
     return this.tenant(tenantId, false)?.records.get(id);
   }
 
-  delete(tenantId: string, id: string): boolean {
-    const tenant = this.tenant(tenantId, false);
-    if (!tenant?.records.delete(id)) return false;
-    tenant.index.remove(id);
+  async delete(tenantId: string, id: string): Promise<boolean> {
+    if (!this.get(tenantId, id)) return false;
+    await this.commit({ type: 'delete', tenant_id: tenantId, id });
     return true;
+  }
+
+  /**
+   * Applies a change: after the journal made it durable, or when replaying stored changes
+   * at start. Idempotent, since a snapshot and the log after it may repeat a change.
+   */
+  apply(event: MemoryEvent): void {
+    if (event.type === 'add') {
+      const { record, vector } = event;
+      const tenant = this.tenant(record.tenant_id, true)!;
+      if (tenant.records.has(record.id)) return;
+      tenant.index.add(record.id, vector);
+      tenant.records.set(record.id, record);
+      tenant.vectors.set(record.id, vector);
+    } else {
+      const tenant = this.tenant(event.tenant_id, false);
+      if (!tenant?.records.delete(event.id)) return;
+      tenant.vectors.delete(event.id);
+      tenant.index.remove(event.id);
+    }
+  }
+
+  /** Every memory with its vector: what a snapshot holds. */
+  *entries(): Generator<{ record: MemoryRecord; vector: Float32Array }> {
+    for (const tenant of this.tenants.values()) {
+      for (const [id, record] of tenant.records) yield { record, vector: tenant.vectors.get(id)! };
+    }
+  }
+
+  private async commit(event: MemoryEvent): Promise<void> {
+    const apply = () => this.apply(event);
+    if (this.journal) await this.journal.commit(event, apply);
+    else apply();
   }
 
   private tenant(id: string, create: boolean): Tenant | undefined {
     let tenant = this.tenants.get(id);
     if (!tenant && create) {
-      tenant = { index: new TenantIndex(this.embedder.dimension), records: new Map() };
+      tenant = { index: new TenantIndex(this.embedder.dimension), records: new Map(), vectors: new Map() };
       this.tenants.set(id, tenant);
     }
     return tenant;

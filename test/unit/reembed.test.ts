@@ -77,7 +77,7 @@ describe('MemoryService.reembed', () => {
     // Tenants stay apart, deletes still work, and a new memory is indexed with the new model.
     const bobHits = await memory.query({ tenant_id: 'bob', query: alice[0].content, top_k: 10 });
     expect(bobHits.map((hit) => hit.record.tenant_id)).toEqual(['bob', 'bob', 'bob']);
-    expect(memory.delete('alice', alice[0].id)).toBe(true);
+    expect(await memory.delete('alice', alice[0].id)).toBe(true);
     expect((await memory.query({ tenant_id: 'alice', query: alice[0].content, top_k: 70 })).map((h) => h.record.id)).not.toContain(alice[0].id);
     await expectFoundByOwnContent(memory, await memory.add({ tenant_id: 'carol', content: 'my dog is called rex' }));
   });

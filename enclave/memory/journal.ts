@@ -1,0 +1,16 @@
+import type { MemoryRecord } from './memory-service.js';
+
+/** A change to the memory store: what the durable log records and replays. */
+export type MemoryEvent =
+  | { type: 'add'; record: MemoryRecord; vector: Float32Array }
+  | { type: 'delete'; tenant_id: string; id: string };
+
+/**
+ * Where MemoryService makes its changes durable (enclave/storage/ implements it).
+ * `commit` calls `apply` once the event is on disk, in log order, and resolves after it:
+ * so a change is visible and acknowledged only once it would survive a crash, and what
+ * the log holds is exactly what memory holds whenever no commit is in progress.
+ */
+export interface MemoryJournal {
+  commit(event: MemoryEvent, apply: () => void): Promise<void>;
+}

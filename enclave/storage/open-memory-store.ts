@@ -1,0 +1,79 @@
+import { join } from 'node:path';
+import type { Logger } from '../../common/logger.js';
+import type { Embedder } from '../embedding/embedder.js';
+import type { MemoryService } from '../memory/memory-service.js';
+import { KmsSealingKey } from './kms-sealing-key.js';
+import { SimulatedSealingKey, type SealingKeySource } from './sealing-key.js';
+import { DurableStore } from './store.js';
+
+export interface DurabilityConfig {
+  teeMode: 'simulated' | 'nitro';
+  snapshotLogBytes: number;
+  kmsKeyId?: string;
+  awsRegion?: string;
+  kmsProxyPort: number;
+  kmsTool: string;
+  awsAccessKeyId?: string;
+  awsSecretAccessKey?: string;
+  awsSessionToken?: string;
+}
+
+/** The store's folder inside DATA_DIR. */
+export const memoryStoreDir = (dataDir: string) => join(dataDir, 'memory');
+
+/** The sealing key source for TEE_MODE: simulated locally, KMS on Nitro. */
+export function createSealingKeySource(config: DurabilityConfig, dataDir: string): SealingKeySource {
+  const storeDir = memoryStoreDir(dataDir);
+  if (config.teeMode === 'simulated') return new SimulatedSealingKey(dataDir, storeDir);
+  const missing = ([['KMS_KEY_ID', config.kmsKeyId], ['AWS_REGION', config.awsRegion], ['AWS_ACCESS_KEY_ID', config.awsAccessKeyId], ['AWS_SECRET_ACCESS_KEY', config.awsSecretAccessKey]] as const)
+    .filter(([, value]) => !value).map(([name]) => name);
+  if (missing.length > 0) throw new Error(`TEE_MODE=nitro seals with a KMS data key and needs ${missing.join(', ')} (deploy/sealing.md)`);
+  return new KmsSealingKey({
+    dataDir,
+    storeDir,
+    tool: config.kmsTool,
+    keyId: config.kmsKeyId!,
+    region: config.awsRegion!,
+    proxyPort: config.kmsProxyPort,
+    credentials: { accessKeyId: config.awsAccessKeyId!, secretAccessKey: config.awsSecretAccessKey!, sessionToken: config.awsSessionToken },
+  });
+}
+
+/**
+ * Loads the sealing key, recovers the memories from DATA_DIR/memory into `memory`, and
+ * makes every later change durable before it is acknowledged.
+ */
+export async function openMemoryStore(options: {
+  config: DurabilityConfig;
+  dataDir: string;
+  embedder: Embedder;
+  memory: MemoryService;
+  log: Logger;
+  onFailure: (err: Error) => void;
+}): Promise<DurableStore> {
+  const { config, dataDir, embedder, memory, log } = options;
+  const source = createSealingKeySource(config, dataDir);
+  const sealingKey = await source.load();
+  if (source.simulated) log.warn({ sealing: source.description }, 'SIMULATED sealing: files are encrypted, but this host can read the key');
+  else log.info({ sealing: source.description }, 'sealing key released');
+  const started = performance.now();
+  const store = await DurableStore.open({
+    dir: memoryStoreDir(dataDir),
+    sealingKey,
+    embedding: { id: embedder.id, dimension: embedder.dimension },
+    snapshotLogBytes: config.snapshotLogBytes,
+    log,
+    onFailure: options.onFailure,
+  }, memory);
+  memory.useJournal(store);
+  log.info({ ...store.recovery, ms: Math.round(performance.now() - started) }, 'memories recovered');
+  return store;
+}
+
+/** Start-up refusal: one clear line on stderr and in the log, then exit 1 (nothing is served). */
+export function refuseToStart(log: Logger, err: unknown): never {
+  const message = err instanceof Error ? err.message : String(err);
+  log.fatal({ reason: message }, 'refusing to start');
+  process.stderr.write(`enclave: refusing to start: ${message}\n`);
+  process.exit(1);
+}

@@ -1,0 +1,80 @@
+/**
+ * What a frame's payload holds: a file header, a memory event, or a snapshot's end mark.
+ *
+ *   0x01 header  JSON
+ *   0x02 add     u32 BE JSON length | JSON of the record | vector as float32 little-endian
+ *   0x03 delete  JSON {tenant_id, id}
+ *   0x04 end     JSON {count}
+ *
+ * Vectors are stored, so recovery rebuilds the indexes without running the model again.
+ */
+import type { MemoryEvent } from '../memory/journal.js';
+import type { MemoryRecord } from '../memory/memory-service.js';
+import { CorruptStoreError } from './errors.js';
+
+export const FORMAT_VERSION = 1;
+
+export interface FileMeta {
+  format: number;
+  kind: 'log' | 'snapshot';
+  /** Snapshot g holds every change of logs 1..g-1; log g holds the changes after it. */
+  generation: number;
+  embedding_model: string;
+  dimension: number;
+  created_at: number;
+}
+
+export type Payload =
+  | { type: 'header'; meta: FileMeta }
+  | { type: 'event'; event: MemoryEvent }
+  | { type: 'end'; count: number };
+
+const HEADER = 0x01;
+const ADD = 0x02;
+const DELETE = 0x03;
+const END = 0x04;
+
+const tagged = (tag: number, json: unknown) => Buffer.concat([Buffer.of(tag), Buffer.from(JSON.stringify(json))]);
+
+export const encodeHeader = (meta: FileMeta): Buffer => tagged(HEADER, meta);
+export const encodeEnd = (count: number): Buffer => tagged(END, { count });
+
+export function encodeEvent(event: MemoryEvent): Buffer {
+  if (event.type === 'delete') return tagged(DELETE, { tenant_id: event.tenant_id, id: event.id });
+  const json = Buffer.from(JSON.stringify(event.record));
+  const out = Buffer.allocUnsafe(1 + 4 + json.length + event.vector.length * 4);
+  out[0] = ADD;
+  out.writeUInt32BE(json.length, 1);
+  json.copy(out, 5);
+  let at = 5 + json.length;
+  for (const x of event.vector) at = out.writeFloatLE(x, at);
+  return out;
+}
+
+/** Decodes a payload that authenticated; a malformed one means a bug or a foreign writer. */
+export function decodePayload(payload: Buffer, where: string): Payload {
+  try {
+    switch (payload[0]) {
+      case HEADER:
+        return { type: 'header', meta: JSON.parse(payload.subarray(1).toString('utf8')) as FileMeta };
+      case END:
+        return { type: 'end', count: (JSON.parse(payload.subarray(1).toString('utf8')) as { count: number }).count };
+      case DELETE: {
+        const { tenant_id, id } = JSON.parse(payload.subarray(1).toString('utf8')) as { tenant_id: string; id: string };
+        return { type: 'event', event: { type: 'delete', tenant_id, id } };
+      }
+      case ADD: {
+        const jsonEnd = 5 + payload.readUInt32BE(1);
+        const record = JSON.parse(payload.subarray(5, jsonEnd).toString('utf8')) as MemoryRecord;
+        if ((payload.length - jsonEnd) % 4 !== 0) throw new Error('vector bytes not a multiple of 4');
+        const vector = new Float32Array((payload.length - jsonEnd) / 4);
+        for (let i = 0; i < vector.length; i++) vector[i] = payload.readFloatLE(jsonEnd + i * 4);
+        return { type: 'event', event: { type: 'add', record, vector } };
+      }
+      default:
+        throw new Error(`unknown payload type ${payload[0]}`);
+    }
+  } catch (err) {
+    throw new CorruptStoreError(`${where}: unreadable entry (${(err as Error).message})`);
+  }
+}

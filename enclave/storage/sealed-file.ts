@@ -1,0 +1,157 @@
+/**
+ * The sealed file format shared by the memory log and snapshots. Every byte of user data
+ * on disk goes through here.
+ *
+ *   file   = header frame*
+ *   header = magic (8, "PASLOG01" | "PASSNP01") | file id (16, random) | key id (8)      — in clear
+ *   frame  = "SBX1" (4) | box length (u32 BE) | nonce (24, random) | secretbox(body)
+ *   body   = header (32) | sequence number (u64 BE) | payload
+ *
+ * secretbox (XSalsa20-Poly1305) authenticates the body, and the body repeats the file's
+ * header and the frame's position, so a frame cannot be altered, reordered, dropped from
+ * the middle, duplicated, or moved from another file (even one sealed with the same key)
+ * without the reader noticing. The key id only lets the reader say "wrong key" plainly.
+ */
+import { createHash, hkdfSync, randomBytes } from 'node:crypto';
+import nacl from 'tweetnacl';
+import { CorruptStoreError } from './errors.js';
+
+export type FileKind = 'log' | 'snapshot';
+
+export const HEADER_BYTES = 32;
+const MAGIC: Record<FileKind, Buffer> = { log: Buffer.from('PASLOG01'), snapshot: Buffer.from('PASSNP01') };
+const FRAME_MAGIC = Buffer.from('SBX1');
+const FRAME_PREFIX = 4 + 4 + nacl.secretbox.nonceLength;
+const BODY_PREFIX = HEADER_BYTES + 8;
+/** No legitimate frame is this large (a memory is at most ~130 KB); larger means damage. */
+export const MAX_BOX_BYTES = 16 * 1024 * 1024;
+
+export interface StorageKey {
+  /** The secretbox key for memory files, derived from the sealing key. */
+  readonly box: Uint8Array;
+  /** 8 bytes that name the sealing key without revealing it. */
+  readonly id: Buffer;
+}
+
+/** Derives the memory-store key (domain-separated, so the sealing key can seal other things too). */
+export function deriveStorageKey(sealingKey: Uint8Array): StorageKey {
+  if (sealingKey.length !== nacl.secretbox.keyLength) throw new Error(`sealing key must be ${nacl.secretbox.keyLength} bytes`);
+  const box = new Uint8Array(hkdfSync('sha256', sealingKey, Buffer.alloc(0), 'private-agent-service/memory-store/v1', 32));
+  const id = createHash('sha256').update('private-agent-service/key-id/v1\0').update(box).digest().subarray(0, 8);
+  return { box, id: Buffer.from(id) };
+}
+
+/** A fresh header: a new random file id under the given key. */
+export function newHeader(kind: FileKind, key: StorageKey): Buffer {
+  return Buffer.concat([MAGIC[kind], randomBytes(16), key.id]);
+}
+
+export function sealFrame(key: StorageKey, header: Buffer, seq: number, payload: Uint8Array): Buffer {
+  const body = Buffer.allocUnsafe(BODY_PREFIX + payload.length);
+  header.copy(body, 0);
+  body.writeBigUInt64BE(BigInt(seq), HEADER_BYTES);
+  body.set(payload, BODY_PREFIX);
+  const nonce = randomBytes(nacl.secretbox.nonceLength);
+  const box = nacl.secretbox(body, nonce, key.box);
+  const frame = Buffer.allocUnsafe(FRAME_PREFIX + box.length);
+  FRAME_MAGIC.copy(frame, 0);
+  frame.writeUInt32BE(box.length, 4);
+  nonce.copy(frame, 8);
+  frame.set(box, FRAME_PREFIX);
+  return frame;
+}
+
+type FrameResult =
+  | { kind: 'ok'; seq: number; payload: Buffer; end: number }
+  /** Authentic under our key but from another file: only tampering does that. */
+  | { kind: 'foreign' }
+  /** The bytes end inside the frame, as after a crash mid-append. */
+  | { kind: 'torn' }
+  /** Not a frame, or one that does not authenticate. */
+  | { kind: 'bad' };
+
+function openFrame(key: StorageKey, header: Buffer, buf: Buffer, offset: number): FrameResult {
+  if (buf.length - offset < FRAME_PREFIX) {
+    // A short remainder is torn if what is there could still be the start of a frame.
+    const have = buf.subarray(offset, offset + 4);
+    return FRAME_MAGIC.subarray(0, have.length).equals(have) ? { kind: 'torn' } : { kind: 'bad' };
+  }
+  if (!buf.subarray(offset, offset + 4).equals(FRAME_MAGIC)) return { kind: 'bad' };
+  const boxLength = buf.readUInt32BE(offset + 4);
+  if (boxLength < nacl.secretbox.overheadLength + BODY_PREFIX || boxLength > MAX_BOX_BYTES) return { kind: 'bad' };
+  const end = offset + FRAME_PREFIX + boxLength;
+  if (end > buf.length) return { kind: 'torn' };
+  const nonce = buf.subarray(offset + 8, offset + FRAME_PREFIX);
+  const body = nacl.secretbox.open(buf.subarray(offset + FRAME_PREFIX, end), nonce, key.box);
+  if (!body) return { kind: 'bad' };
+  const b = Buffer.from(body.buffer, body.byteOffset, body.byteLength);
+  if (!b.subarray(0, HEADER_BYTES).equals(header)) return { kind: 'foreign' };
+  const seq = b.readBigUInt64BE(HEADER_BYTES);
+  if (seq > BigInt(Number.MAX_SAFE_INTEGER)) return { kind: 'bad' };
+  return { kind: 'ok', seq: Number(seq), payload: b.subarray(BODY_PREFIX), end };
+}
+
+export interface SealedFile {
+  header: Buffer;
+  /** Payloads in sequence order, starting at sequence 0. */
+  payloads: Buffer[];
+  /** Offset just past the last good frame. */
+  validEnd: number;
+  /** Set when a torn or corrupt tail was found (and tolerated): what would be cut. */
+  tail?: { offset: number; bytes: number };
+}
+
+export interface ReadOptions {
+  /** A log's last file may end in a torn or corrupt tail, which is reported for cutting. */
+  allowTail: boolean;
+}
+
+/**
+ * Reads and authenticates a whole sealed file. Refuses (CorruptStoreError) anything that
+ * is not exactly a run of this file's frames in order, except, when allowed, a damaged
+ * tail: bytes after the last good frame that hold no further authentic frame of this file.
+ */
+export function readSealedFile(buf: Buffer, kind: FileKind, key: StorageKey, name: string, options: ReadOptions): SealedFile {
+  if (buf.length < HEADER_BYTES) throw new CorruptStoreError(`${name} is too short to be a sealed ${kind} file`);
+  const header = Buffer.from(buf.subarray(0, HEADER_BYTES));
+  if (!header.subarray(0, 8).equals(MAGIC[kind])) throw new CorruptStoreError(`${name} is not a sealed ${kind} file`);
+  const keyId = header.subarray(24, 32);
+  if (!keyId.equals(key.id)) {
+    throw new CorruptStoreError(`${name} was sealed with a different key (key id ${keyId.toString('hex')}, this enclave's is ${key.id.toString('hex')})`);
+  }
+
+  const payloads: Buffer[] = [];
+  let offset = HEADER_BYTES;
+  let stopped: 'torn' | 'bad' | undefined;
+  while (offset < buf.length) {
+    const frame = openFrame(key, header, buf, offset);
+    if (frame.kind === 'foreign') throw new CorruptStoreError(`${name}: the frame at byte ${offset} belongs to another file`);
+    if (frame.kind !== 'ok') {
+      stopped = frame.kind;
+      break;
+    }
+    if (frame.seq !== payloads.length) {
+      throw new CorruptStoreError(`${name}: frame ${frame.seq} found where frame ${payloads.length} belongs (frames were removed, reordered or repeated)`);
+    }
+    payloads.push(frame.payload);
+    offset = frame.end;
+  }
+  if (!stopped) return { header, payloads, validEnd: offset };
+
+  // A damaged tail is acceptable only if nothing authentic follows it: an authentic frame
+  // after damage means a record in the middle was destroyed, not an interrupted append.
+  const what = stopped === 'torn' ? 'an incomplete frame' : 'a frame that does not authenticate';
+  if (authenticFrameAfter(key, header, buf, offset + 1)) {
+    throw new CorruptStoreError(`${name}: ${what} at byte ${offset} is followed by valid frames (the file was altered or damaged in the middle)`);
+  }
+  if (!options.allowTail) throw new CorruptStoreError(`${name}: ${what} at byte ${offset}`);
+  return { header, payloads, validEnd: offset, tail: { offset, bytes: buf.length - offset } };
+}
+
+function authenticFrameAfter(key: StorageKey, header: Buffer, buf: Buffer, from: number): boolean {
+  for (let at = buf.indexOf(FRAME_MAGIC, from); at !== -1; at = buf.indexOf(FRAME_MAGIC, at + 1)) {
+    const frame = openFrame(key, header, buf, at);
+    if (frame.kind === 'ok' || frame.kind === 'foreign') return true;
+  }
+  return false;
+}

@@ -1,0 +1,108 @@
+import { randomBytes } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import { CorruptStoreError } from '../../enclave/storage/errors.js';
+import { decodePayload, encodeEvent, encodeHeader, type FileMeta } from '../../enclave/storage/payloads.js';
+import { deriveStorageKey, newHeader, readSealedFile, sealFrame, type StorageKey } from '../../enclave/storage/sealed-file.js';
+import { frameSpans } from '../helpers/sealed-files.js';
+
+const key = deriveStorageKey(randomBytes(32));
+const meta: FileMeta = { format: 1, kind: 'log', generation: 1, embedding_model: 'm', dimension: 3, created_at: 0 };
+
+function sealedFile(payloads: Buffer[], k: StorageKey = key, header = newHeader('log', k)): Buffer {
+  return Buffer.concat([header, ...payloads.map((p, i) => sealFrame(k, header, i, p))]);
+}
+const three = () => [encodeHeader(meta), Buffer.from('first entry'), Buffer.from('second entry')];
+const read = (data: Buffer, allowTail = true) => readSealedFile(data, 'log', key, 'test.log', { allowTail });
+
+describe('sealed files', () => {
+  it('round-trip their payloads, and hold no plaintext', () => {
+    const secret = Buffer.from('a secret memory about Lisbon');
+    const data = sealedFile([encodeHeader(meta), secret]);
+    const file = read(data);
+    expect(file.payloads.map((p) => p.toString())).toEqual([encodeHeader(meta).toString(), secret.toString()]);
+    expect(file.validEnd).toBe(data.length);
+    expect(file.tail).toBeUndefined();
+    expect(data.includes(secret)).toBe(false);
+    expect(data.includes(Buffer.from('Lisbon'))).toBe(false);
+  });
+
+  it('use a fresh nonce per frame: the same payload twice seals differently', () => {
+    const header = newHeader('log', key);
+    expect(sealFrame(key, header, 1, Buffer.from('x')).equals(sealFrame(key, header, 1, Buffer.from('x')))).toBe(false);
+  });
+
+  it('encode memory events with their vectors exactly', () => {
+    const record = { id: 'mem_1', object: 'memory' as const, tenant_id: 't', content: 'héllo ✓', metadata: { source: 's', n: 1.5, b: true, z: null }, created_at: 5 };
+    const vector = Float32Array.from([0.1, -2.5, 3e-8]);
+    expect(decodePayload(encodeEvent({ type: 'add', record, vector }), 'x')).toEqual({ type: 'event', event: { type: 'add', record, vector } });
+    expect(decodePayload(encodeEvent({ type: 'delete', tenant_id: 't', id: 'mem_1' }), 'x'))
+      .toEqual({ type: 'event', event: { type: 'delete', tenant_id: 't', id: 'mem_1' } });
+  });
+
+  it('refuse a file sealed under another key, saying so', () => {
+    const other = deriveStorageKey(randomBytes(32));
+    expect(() => read(sealedFile(three(), other))).toThrow(/sealed with a different key/);
+  });
+
+  it('cut a torn tail at every possible length, keeping every complete frame', () => {
+    const data = sealedFile(three());
+    const [, second, last] = frameSpans(data);
+    for (let end = last[0] + 1; end < data.length; end++) {
+      const file = read(data.subarray(0, end));
+      expect(file.payloads).toHaveLength(2);
+      expect(file.validEnd).toBe(second[1]);
+      expect(file.tail).toEqual({ offset: second[1], bytes: end - second[1] });
+    }
+  });
+
+  it('treat every one-byte change as refusal, except in the last frame, which is cut as a damaged tail', () => {
+    const data = sealedFile(three());
+    const [, , last] = frameSpans(data);
+    for (let i = 0; i < data.length; i++) {
+      const changed = Buffer.from(data);
+      changed[i] ^= 0x40;
+      if (i < last[0]) {
+        expect(() => read(changed), `byte ${i}`).toThrow(CorruptStoreError);
+      } else {
+        const file = read(changed);
+        expect(file.payloads, `byte ${i}`).toHaveLength(2);
+        expect(file.tail?.offset).toBe(last[0]);
+      }
+    }
+  });
+
+  it('refuse a damaged tail where no tail is allowed (snapshots, older logs)', () => {
+    const data = sealedFile(three());
+    expect(() => read(data.subarray(0, data.length - 3), false)).toThrow(/incomplete frame/);
+  });
+
+  it('refuse frames removed from the middle, reordered, repeated, or moved from another file', () => {
+    const payloads = [...three(), Buffer.from('third entry')];
+    const data = sealedFile(payloads);
+    const spans = frameSpans(data);
+    const frame = (i: number) => data.subarray(spans[i][0], spans[i][1]);
+    const head = data.subarray(0, 32);
+    expect(() => read(Buffer.concat([head, frame(0), frame(2), frame(3)]))).toThrow(/frame 2 found where frame 1 belongs/);
+    expect(() => read(Buffer.concat([head, frame(0), frame(2), frame(1), frame(3)]))).toThrow(/frame 2 found where frame 1 belongs/);
+    expect(() => read(Buffer.concat([head, frame(0), frame(1), frame(1), frame(2)]))).toThrow(/frame 1 found where frame 2 belongs/);
+
+    // Same key, same position, another file: its frames authenticate but name another header.
+    const other = sealedFile(payloads);
+    const otherSpans = frameSpans(other);
+    const spliced = Buffer.concat([head, frame(0), other.subarray(otherSpans[1][0], otherSpans[1][1]), frame(2), frame(3)]);
+    expect(() => read(spliced)).toThrow(/belongs to another file/);
+    // …even as the last frame, where damage would otherwise be cut.
+    expect(() => read(Buffer.concat([head, frame(0), frame(1), frame(2), other.subarray(otherSpans[3][0], otherSpans[3][1])]))).toThrow(/another file/);
+  });
+
+  it('refuse a length field inflated in the middle, although it looks like a torn frame', () => {
+    const data = sealedFile([...three(), Buffer.from('third entry')]);
+    const [, second] = frameSpans(data);
+    data.writeUInt32BE(data.length, second[0] + 4);
+    expect(() => read(data)).toThrow(/followed by valid frames/);
+  });
+
+  it('refuse a file of the other kind', () => {
+    expect(() => readSealedFile(sealedFile(three()), 'snapshot', key, 'x', { allowTail: false })).toThrow(/not a sealed snapshot file/);
+  });
+});

@@ -1,0 +1,256 @@
+import { randomBytes } from 'node:crypto';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { modelsDir } from '../../common/paths.js';
+import { loadEmbedder, type Embedder } from '../../enclave/embedding/embedder.js';
+import { MemoryService, type MemoryRecord } from '../../enclave/memory/memory-service.js';
+import { CorruptStoreError, EmbeddingModelChangedError } from '../../enclave/storage/errors.js';
+import { DurableStore, type StoreOptions } from '../../enclave/storage/store.js';
+import { flipByte, frameSpans } from '../helpers/sealed-files.js';
+
+let embedder: Embedder;
+let dir: string;
+const sealingKey = randomBytes(32);
+const open: Array<{ store: DurableStore }> = [];
+
+beforeAll(async () => {
+  embedder = await loadEmbedder({ name: 'static', modelsDir });
+});
+afterAll(async () => {
+  await embedder?.close();
+});
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), 'store-'));
+});
+afterEach(async () => {
+  for (const s of open.splice(0)) await s.store.close().catch(() => {});
+  rmSync(dir, { recursive: true, force: true });
+});
+
+async function start(options: Partial<StoreOptions> = {}) {
+  const memory = new MemoryService(embedder);
+  const store = await DurableStore.open({
+    dir, sealingKey, embedding: { id: embedder.id, dimension: embedder.dimension }, snapshotLogBytes: 1 << 30, ...options,
+  }, memory);
+  memory.useJournal(store);
+  const handle = { memory, store };
+  open.push(handle);
+  return handle;
+}
+async function stop(h: { store: DurableStore }) {
+  await h.store.close();
+  open.splice(open.indexOf(h), 1);
+}
+
+const words = ['apple', 'river', 'garden', 'piano', 'winter', 'castle', 'coffee', 'island', 'doctor', 'engine', 'forest', 'silver'];
+/** Distinct sentences of known words, so each has its own direction. */
+const sentence = (i: number) => `${words[i % 12]} ${words[Math.floor(i / 12) % 12]} ${words[Math.floor(i / 144) % 12]} number ${i}`;
+
+function snapshotOf(memory: MemoryService): Array<{ record: MemoryRecord; vector: number[] }> {
+  return [...memory.entries()].map(({ record, vector }) => ({ record, vector: [...vector] })).sort((a, b) => a.record.id.localeCompare(b.record.id));
+}
+const files = () => readdirSync(join(dir)).sort();
+const logPath = (g = 1) => join(dir, `log-${String(g).padStart(12, '0')}.sealed`);
+
+describe('durable store', () => {
+  it('recovers adds and deletes, with the stored vectors (no re-embedding)', async () => {
+    const a = await start();
+    const records = await Promise.all(Array.from({ length: 20 }, (_, i) => a.memory.add({ tenant_id: i % 2 ? 'odd' : 'even', content: sentence(i), metadata: { n: i } })));
+    expect(await a.memory.delete('even', records[4].id)).toBe(true);
+    const before = snapshotOf(a.memory);
+    await stop(a);
+
+    const b = await start();
+    expect(b.store.recovery).toMatchObject({ snapshotGeneration: null, logs: 1, events: 21 });
+    expect(snapshotOf(b.memory)).toEqual(before);
+    expect(b.memory.get('even', records[4].id)).toBeUndefined();
+    expect(b.memory.get('odd', records[5].id)).toEqual(records[5]);
+    const [top] = await b.memory.query({ tenant_id: 'odd', query: sentence(7), top_k: 1 });
+    expect(top.record.id).toBe(records[7].id);
+  });
+
+  it('shares fsyncs between concurrent writes, and loses none of them', async () => {
+    const a = await start();
+    await Promise.all(Array.from({ length: 200 }, (_, i) => a.memory.add({ tenant_id: 't', content: sentence(i) })));
+    const stats = a.store.stats();
+    expect(stats.commits).toBe(200);
+    expect(stats.syncs).toBeLessThan(200);
+    expect(stats.largestBatch).toBeGreaterThan(1);
+    await stop(a);
+    expect(snapshotOf((await start()).memory)).toHaveLength(200);
+  });
+
+  it('cuts a torn last entry, keeps every earlier one, and goes on appending after it', async () => {
+    const a = await start();
+    const records: MemoryRecord[] = [];
+    for (let i = 0; i < 5; i++) records.push(await a.memory.add({ tenant_id: 't', content: sentence(i) }));
+    await stop(a);
+    const size = statSync(logPath()).size;
+    truncateSync(logPath(), size - 10);
+
+    const b = await start();
+    expect(b.store.recovery.cutTail).toMatchObject({ file: 'log-000000000001.sealed' });
+    expect(snapshotOf(b.memory).map((e) => e.record.id).sort()).toEqual(records.slice(0, 4).map((r) => r.id).sort());
+    const spans = frameSpans(readFileSync(logPath()));
+    expect(statSync(logPath()).size).toBe(spans[spans.length - 1][1]);
+    const later = await b.memory.add({ tenant_id: 't', content: 'after the cut' });
+    await stop(b);
+
+    const c = await start();
+    expect(c.store.recovery.cutTail).toBeUndefined();
+    expect(c.memory.get('t', later.id)).toEqual(later);
+    expect(snapshotOf(c.memory)).toHaveLength(5);
+  });
+
+  it('cuts garbage or a corrupt entry at the end of the log', async () => {
+    const a = await start();
+    await a.memory.add({ tenant_id: 't', content: 'kept' });
+    const last = await a.memory.add({ tenant_id: 't', content: 'damaged' });
+    await stop(a);
+    writeFileSync(logPath(), Buffer.concat([readFileSync(logPath()), Buffer.from('SBX1\x00\x00')]));
+    expect(snapshotOf((await start()).memory)).toHaveLength(2);
+    await stop(open[0]);
+
+    const spans = frameSpans(readFileSync(logPath()));
+    flipByte(logPath(), spans[spans.length - 1][0] + 50);
+    const c = await start();
+    expect(c.memory.get('t', last.id)).toBeUndefined();
+    expect(snapshotOf(c.memory).map((e) => e.record.content)).toEqual(['kept']);
+  });
+
+  it('refuses a log changed in the middle, or opened with the wrong key', async () => {
+    const a = await start();
+    for (let i = 0; i < 4; i++) await a.memory.add({ tenant_id: 't', content: sentence(i) });
+    await stop(a);
+    const pristine = readFileSync(logPath());
+
+    flipByte(logPath(), frameSpans(pristine)[2][0] + 40);
+    await expect(start()).rejects.toThrow(/log-000000000001.sealed: a frame that does not authenticate at byte \d+ is followed by valid frames/);
+
+    writeFileSync(logPath(), pristine);
+    await expect(start({ sealingKey: randomBytes(32) })).rejects.toThrow(/sealed with a different key/);
+
+    writeFileSync(logPath(), pristine);
+    const memory = await start();
+    expect(snapshotOf(memory.memory)).toHaveLength(4);
+  });
+
+  it('snapshots and compacts, then recovers from the snapshot and the log after it', async () => {
+    const a = await start({ snapshotLogBytes: 4096 });
+    const records: MemoryRecord[] = [];
+    for (let i = 0; i < 60; i++) records.push(await a.memory.add({ tenant_id: `t${i % 3}`, content: sentence(i), metadata: { source: 'unit' } }));
+    for (const r of records.slice(0, 10)) await a.memory.delete(r.tenant_id, r.id);
+    const stats = a.store.stats();
+    expect(stats.snapshots).toBeGreaterThan(0);
+    const before = snapshotOf(a.memory);
+    await stop(a);
+    // One snapshot and the one log after it: older logs were deleted.
+    const names = files();
+    expect(names).toEqual(['log-' + String(stats.generation).padStart(12, '0') + '.sealed', 'snapshot.sealed']);
+
+    const b = await start({ snapshotLogBytes: 4096 });
+    expect(b.store.recovery.snapshotGeneration).toBe(stats.generation);
+    expect(snapshotOf(b.memory)).toEqual(before);
+    expect(before).toHaveLength(50);
+  });
+
+  it('refuses a changed, shortened, missing or stale snapshot', async () => {
+    const a = await start();
+    for (let i = 0; i < 5; i++) await a.memory.add({ tenant_id: 't', content: sentence(i) });
+    await a.store.compact();
+    await a.memory.add({ tenant_id: 't', content: 'after the snapshot' });
+    await stop(a);
+    expect(files()).toEqual(['log-000000000002.sealed', 'snapshot.sealed']);
+    const snapshot = join(dir, 'snapshot.sealed');
+    const pristine = readFileSync(snapshot);
+
+    flipByte(snapshot, frameSpans(pristine)[3][0] + 45);
+    await expect(start()).rejects.toThrow(CorruptStoreError);
+
+    writeFileSync(snapshot, pristine.subarray(0, frameSpans(pristine).at(-1)![0]));
+    await expect(start()).rejects.toThrow(/snapshot.sealed is incomplete/);
+
+    rmSync(snapshot);
+    await expect(start()).rejects.toThrow(/log-000000000001.sealed is missing/);
+
+    // A newer compaction, then the old snapshot put back: its log is gone.
+    writeFileSync(snapshot, pristine);
+    const b = await start();
+    await b.store.compact();
+    await stop(b);
+    writeFileSync(snapshot, pristine);
+    await expect(start()).rejects.toThrow(/log-000000000002.sealed is missing/);
+  });
+
+  it('refuses a missing or renamed log', async () => {
+    const a = await start();
+    await a.memory.add({ tenant_id: 't', content: 'one' });
+    await a.store.compact();
+    await stop(a);
+    rmSync(logPath(2));
+    await expect(start()).rejects.toThrow(/log-000000000002.sealed is missing \(snapshot.sealed is followed by no log\)/);
+
+    const b = mkdtempSync(join(tmpdir(), 'store-b-'));
+    try {
+      dir = b;
+      const c = await start();
+      await c.memory.add({ tenant_id: 't', content: 'two' });
+      await c.store.compact();
+      await stop(c);
+      copyFileSync(logPath(2), logPath(3));
+      await expect(start()).rejects.toThrow(/log-000000000003.sealed holds log 2: it was renamed or copied/);
+    } finally {
+      rmSync(b, { recursive: true, force: true });
+    }
+  });
+
+  it('recovers from a crash at any step of a compaction', async () => {
+    const a = await start();
+    const first = await a.memory.add({ tenant_id: 't', content: 'before compaction' });
+    const log1 = readFileSync(logPath(1));
+    // Make the snapshot fail, as if the enclave died before writing it: two logs remain.
+    mkdirSync(join(dir, 'snapshot.sealed.tmp'));
+    await a.store.compact();
+    const second = await a.memory.add({ tenant_id: 't', content: 'after the new log' });
+    await stop(a);
+    expect(files()).toEqual(['log-000000000001.sealed', 'log-000000000002.sealed', 'snapshot.sealed.tmp']);
+    rmSync(join(dir, 'snapshot.sealed.tmp'), { recursive: true });
+
+    const b = await start();
+    expect(b.store.recovery).toMatchObject({ snapshotGeneration: null, logs: 2 });
+    expect(b.memory.get('t', first.id)).toEqual(first);
+    expect(b.memory.get('t', second.id)).toEqual(second);
+    await b.store.compact();
+    await stop(b);
+
+    // The snapshot is in place but the old log was not yet deleted: it is covered, so dropped.
+    writeFileSync(logPath(1), log1);
+    writeFileSync(join(dir, 'snapshot.sealed.tmp'), 'half a snapshot');
+    const c = await start();
+    expect(files()).toEqual(['log-000000000003.sealed', 'snapshot.sealed']);
+    expect(snapshotOf(c.memory).map((e) => e.record.id).sort()).toEqual([first.id, second.id].sort());
+  });
+
+  it('refuses vectors from another embedding model, naming it; an empty store starts over', async () => {
+    const a = await start();
+    await a.memory.add({ tenant_id: 't', content: 'one' });
+    await stop(a);
+    const err = await start({ embedding: { id: 'bge-small-en-v1.5', dimension: 384 } }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(EmbeddingModelChangedError);
+    expect((err as EmbeddingModelChangedError).stored).toEqual({ id: embedder.id, dimension: embedder.dimension });
+    expect((err as Error).message).toMatch(/start with EMBEDDING_MODEL=static-sif-100d, or re-embed/);
+
+    rmSync(dir, { recursive: true });
+    const b = await start();
+    const only = await b.memory.add({ tenant_id: 't', content: 'short-lived' });
+    await b.memory.delete('t', only.id);
+    await stop(b);
+    const memory = new MemoryService(embedder);
+    const c = await DurableStore.open({ dir, sealingKey, embedding: { id: 'other', dimension: embedder.dimension }, snapshotLogBytes: 1 << 30 }, memory);
+    open.push({ store: c });
+    expect(existsSync(join(dir, 'snapshot.sealed'))).toBe(true);
+    expect([...memory.entries()]).toEqual([]);
+  });
+});
