@@ -98,6 +98,15 @@ describe('the host relays sealed calls without seeing their plaintext', () => {
     expect(noRoute.body.error.code).toBe('unknown_route');
     expect(seen('memory_not_found')).toEqual([]);
   });
+
+  it('a sealed body up to the 1 MiB request limit fits through the proxy (the envelope is about 1.8 times larger)', async () => {
+    const body = JSON.stringify({ tenant_id: SECRET.tenant, content: 'x'.repeat(1024 * 1024 - 60) });
+    expect(body.length).toBeLessThanOrEqual(1024 * 1024);
+    // It reaches the enclave, which refuses the content as too long, inside the sealed reply.
+    const tooLong = await tee.sealedCall<{ error: { code: string; param: string } }>('POST', '/v1/memory', body);
+    expect(tooLong.status).toBe(400);
+    expect(tooLong.body.error).toMatchObject({ code: 'string_above_max_length', param: 'content' });
+  });
 });
 
 describe('replayed, altered and malformed envelopes fail cleanly (4xx, OpenAI error shape)', () => {

@@ -167,15 +167,15 @@ describe('POST /v1/sealed in the enclave (enclave/api/sealed-route.ts)', () => {
   });
 
   it.each([
-    ['not JSON', () => '{', 400, 'invalid_json'],
-    ['a missing field', () => ({ nonce: fresh().envelope.nonce, ciphertext: fresh().envelope.ciphertext }), 400, 'missing_required_parameter'],
-    ['an extra field', () => ({ ...fresh().envelope, plain: 'x' }), 400, 'unknown_parameter'],
-    ['a key that decodes to 31 bytes', () => ({ ...fresh().envelope, client_public_key: `${'A'.repeat(42)}==` }), 400, 'invalid_sealed_request'],
-    ['one changed ciphertext bit', () => { const e = fresh().envelope; return { ...e, ciphertext: flip(e.ciphertext, 30) }; }, 400, 'sealed_open_failed'],
-    ['a key from another enclave', () => sealRequest(nacl.box.keyPair().publicKey, { ...inner, timestamp: Date.now() }).envelope, 400, 'sealed_open_failed'],
-    ['an old timestamp', () => sealRequest(key.publicKey, { ...inner, timestamp: Date.now() - SEALED_MAX_AGE_MS - 1000 }).envelope, 400, 'sealed_request_expired'],
-    ['a sealed body over the limit', () => sealRequest(key.publicKey, { ...inner, body: new Uint8Array(1024 * 1024 + 1), timestamp: Date.now() }).envelope, 413, 'too_large'],
-  ])('refuses %s (%i %s)', async (_name, make, status, code) => {
+    ['not JSON', 400, 'invalid_json', () => '{'],
+    ['a missing field', 400, 'missing_required_parameter', () => ({ nonce: fresh().envelope.nonce, ciphertext: fresh().envelope.ciphertext })],
+    ['an extra field', 400, 'unknown_parameter', () => ({ ...fresh().envelope, plain: 'x' })],
+    ['a key that decodes to 31 bytes', 400, 'invalid_sealed_request', () => ({ ...fresh().envelope, client_public_key: `${'A'.repeat(42)}==` })],
+    ['one changed ciphertext bit', 400, 'sealed_open_failed', () => { const e = fresh().envelope; return { ...e, ciphertext: flip(e.ciphertext, 30) }; }],
+    ['a key from another enclave', 400, 'sealed_open_failed', () => sealRequest(nacl.box.keyPair().publicKey, { ...inner, timestamp: Date.now() }).envelope],
+    ['an old timestamp', 400, 'sealed_request_expired', () => sealRequest(key.publicKey, { ...inner, timestamp: Date.now() - SEALED_MAX_AGE_MS - 1000 }).envelope],
+    ['a sealed body over the limit', 413, 'too_large', () => sealRequest(key.publicKey, { ...inner, body: new Uint8Array(1024 * 1024 + 1), timestamp: Date.now() }).envelope],
+  ] as const)('refuses %s (%i %s)', async (_name, status, code, make) => {
     expect(await refusal(make())).toMatchObject({ status, code });
   });
 
