@@ -5,6 +5,11 @@
 export const limits = {
   /** Largest request body the proxy reads, in bytes. */
   maxBodyBytes: 1024 * 1024,
+  /**
+   * Largest POST /v1/sealed envelope: a sealed body of maxBodyBytes is base64 inside the
+   * encrypted JSON, which is base64 again in the envelope (about 1.8 MiB), plus headroom.
+   */
+  maxSealedEnvelopeBytes: 2560 * 1024,
   /** Longest memory content, in characters. */
   maxContentChars: 32 * 1024,
   /** Longest memory query, in characters. */

@@ -1,3 +1,4 @@
+import { SEALED_REQUEST_TYPE } from '../sdk/protocol/sealed.js';
 import { limits } from './limits.js';
 
 /**
@@ -89,4 +90,45 @@ export const attestationQuerySchema = {
 
 export interface AttestationQuery {
   nonce?: string;
+}
+
+// Sealed requests (sdk/protocol/sealed.ts describes the envelopes).
+
+const base64 = (description: string, minLength: number, maxLength: number) => ({
+  type: 'string', minLength, maxLength, pattern: '^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$', description,
+} as const);
+
+/** POST /v1/sealed: what the host sees, and all it can check. */
+export const sealedEnvelopeSchema = {
+  type: 'object',
+  required: ['client_public_key', 'nonce', 'ciphertext'],
+  additionalProperties: false,
+  properties: {
+    client_public_key: base64('must be 32 bytes of base64 (an X25519 public key)', 44, 44),
+    nonce: base64('must be 24 bytes of base64', 32, 32),
+    // At least the 16-byte authenticator.
+    ciphertext: base64('must be base64', 24, limits.maxSealedEnvelopeBytes),
+  },
+} as const;
+
+/** The decrypted request inside a sealed envelope; only the enclave ever sees it. */
+export const sealedPayloadSchema = {
+  type: 'object',
+  required: ['type', 'method', 'target', 'body', 'timestamp'],
+  additionalProperties: false,
+  properties: {
+    type: { const: SEALED_REQUEST_TYPE },
+    method: { type: 'string', enum: ['GET', 'POST', 'DELETE'] },
+    target: { type: 'string', minLength: 1, maxLength: 16 * 1024, pattern: '^/', description: 'must be a path starting with /' },
+    body: base64('must be base64', 0, limits.maxSealedEnvelopeBytes),
+    authorization: { type: 'string', maxLength: 8 * 1024 },
+    organization: { type: 'string', maxLength: 256 },
+    timestamp: { type: 'integer', minimum: 0 },
+  },
+} as const;
+
+export interface SealedEnvelopeInput {
+  client_public_key: string;
+  nonce: string;
+  ciphertext: string;
 }

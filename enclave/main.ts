@@ -4,14 +4,17 @@ import { configFromCli } from '../common/config.js';
 import { createLogger } from '../common/logger.js';
 import { modelsDir } from '../common/paths.js';
 import { createApi } from './api/index.js';
+import { ReplayGuard } from './api/replay-guard.js';
 import { createAttestationProvider } from './attestation/create-provider.js';
 import { enclaveSettings } from './config.js';
 import { loadEmbedder } from './embedding/embedder.js';
 import { createGrpcServer, listen } from './grpc-server.js';
-import { generateIdentity } from './keys.js';
+import { generateIdentity, generateSealedRequestKey } from './keys.js';
 import { MemoryService } from './memory/memory-service.js';
 import { resolveOperatorKey } from './operator-key.js';
 import { openMemoryStore, refuseToStart } from './storage/open-memory-store.js';
+import { SEALED_MAX_AGE_MS } from '../sdk/protocol/sealed.js';
+import { encodeUserData } from '../sdk/protocol/user-data.js';
 
 const config = configFromCli('agent-service enclave: the trusted process holding keys, memory, embeddings and attestation.', enclaveSettings);
 const log = createLogger('enclave', config.logLevel);
@@ -20,6 +23,7 @@ const dataDir = resolve(config.dataDir);
 mkdirSync(dataDir, { recursive: true, mode: 0o700 });
 
 const identity = generateIdentity();
+const requestKey = generateSealedRequestKey();
 const operatorKey = resolveOperatorKey(config.operatorPubkey, dataDir);
 const embedder = await loadEmbedder({ name: config.embeddingModel, modelsDir: config.modelsDir ? resolve(config.modelsDir) : modelsDir });
 const memory = new MemoryService(embedder, { maxMemoriesPerTenant: config.maxMemoriesPerTenant });
@@ -30,9 +34,15 @@ const store = await openMemoryStore({
   onFailure: () => process.exit(1),
 }).catch((err: unknown) => refuseToStart(log, err));
 const provider = await createAttestationProvider({ config, dataDir, embedder, operatorKey });
-const userData = Buffer.from(JSON.stringify({ v: 1, operator_pubkey: Buffer.from(operatorKey).toString('base64') }));
+const userData = encodeUserData({ operatorKey, boxPublicKey: requestKey.publicKey });
 
-const api = createApi({ memory, attestation: { provider, identity, operatorKey, userData }, log });
+const api = createApi({
+  memory,
+  attestation: { provider, identity, operatorKey, boxPublicKey: requestKey.publicKey, userData },
+  identity,
+  sealed: { key: requestKey, replay: new ReplayGuard(SEALED_MAX_AGE_MS) },
+  log,
+});
 const server = createGrpcServer(api, () => ({
   ready: true,
   tee_name: provider.teeName,

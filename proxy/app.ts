@@ -4,7 +4,7 @@ import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest }
 import { limits } from '../common/limits.js';
 import type { Logger } from '../common/logger.js';
 import {
-  addMemorySchema, attestationQuerySchema, memoryIdParamsSchema, queryMemorySchema, tenantQuerySchema,
+  addMemorySchema, attestationQuerySchema, memoryIdParamsSchema, queryMemorySchema, sealedEnvelopeSchema, tenantQuerySchema,
 } from '../common/schemas.js';
 import { compileSchema } from '../common/validation.js';
 import type { EnclaveConnection, UnaryRpc } from './enclave-client.js';
@@ -84,6 +84,8 @@ export function buildProxy(options: ProxyOptions): FastifyInstance {
   app.get('/v1/memory', { schema: { querystring: queryMemorySchema } }, relay('QueryMemory'));
   app.get('/v1/memory/:id', { schema: { params: memoryIdParamsSchema, querystring: tenantQuerySchema } }, relay('GetMemory'));
   app.delete('/v1/memory/:id', { schema: { params: memoryIdParamsSchema, querystring: tenantQuerySchema } }, relay('DeleteMemory'));
+  // Ciphertext for the enclave: the host checks only the envelope's shape.
+  app.post('/v1/sealed', { schema: { body: sealedEnvelopeSchema }, bodyLimit: limits.maxSealedEnvelopeBytes }, relay('Sealed'));
 
   app.get('/healthz', async (_req, reply) => {
     const health = await options.enclave.health();

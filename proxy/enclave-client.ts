@@ -2,7 +2,7 @@ import * as grpc from '@grpc/grpc-js';
 import { ApiError, timedOut, unavailable } from '../common/errors.js';
 import { channelOptions, enclaveProto, type ApiReplyIn, type EnclaveClient, type HealthReplyIn } from '../common/proto.js';
 
-export type UnaryRpc = 'GetAttestation' | 'AddMemory' | 'QueryMemory' | 'GetMemory' | 'DeleteMemory' | 'ChatCompletion';
+export type UnaryRpc = 'GetAttestation' | 'AddMemory' | 'QueryMemory' | 'GetMemory' | 'DeleteMemory' | 'ChatCompletion' | 'Sealed';
 
 export interface ForwardedRequest {
   requestId: string;

@@ -11,7 +11,9 @@ export interface AttestationDeps {
   provider: AttestationProvider;
   identity: EnclaveIdentity;
   operatorKey: Uint8Array;
-  /** Bytes bound into the document's user_data (the operator key, sealing keys). */
+  /** The X25519 key sealed requests are encrypted to (also in userData). */
+  boxPublicKey: Uint8Array;
+  /** Bytes bound into the document's user_data (the operator key, the sealed-request key). */
   userData: Uint8Array;
 }
 
@@ -47,6 +49,7 @@ export function attestationRoute(deps: AttestationDeps) {
       operator_pubkey: b64(deps.operatorKey),
       tee_name: deps.provider.teeName,
       tee_public_key: b64(deps.identity.publicKey),
+      tee_box_public_key: b64(deps.boxPublicKey),
     });
   };
 }

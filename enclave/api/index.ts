@@ -1,12 +1,17 @@
 import { ApiError, internal } from '../../common/errors.js';
 import type { Logger } from '../../common/logger.js';
 import type { ApiReply, ApiRequest } from '../../common/proto.js';
+import type { EnclaveIdentity, SealedRequestKey } from '../keys.js';
 import type { MemoryService } from '../memory/memory-service.js';
 import { attestationRoute, type AttestationDeps } from './attestation-route.js';
 import { memoryRoutes } from './memory-routes.js';
+import type { ReplayGuard } from './replay-guard.js';
 import { errorReply } from './request.js';
+import { dispatcher, methodOf, type Handler } from './routes.js';
+import { sealedRoute } from './sealed-route.js';
+import { signReply } from './signing.js';
 
-export type Handler = (request: ApiRequest) => Promise<ApiReply>;
+export type { Handler } from './routes.js';
 
 export interface EnclaveApi {
   GetAttestation: Handler;
@@ -14,21 +19,28 @@ export interface EnclaveApi {
   QueryMemory: Handler;
   GetMemory: Handler;
   DeleteMemory: Handler;
+  Sealed: Handler;
 }
 
 export interface ApiDeps {
   memory: MemoryService;
   attestation: AttestationDeps;
+  /** Signs every reply (enclave/api/signing.ts). */
+  identity: EnclaveIdentity;
+  sealed: { key: SealedRequestKey; replay: ReplayGuard };
   log: Logger;
 }
 
 /**
  * The enclave's API, one handler per RPC. Every handler answers with a complete reply:
  * refusals become OpenAI-shaped error bodies here, and anything unexpected becomes a
- * bare 500 (details go to the log, never to the caller).
+ * bare 500 (details go to the log, never to the caller). Every reply, errors included,
+ * leaves signed by the enclave's key. POST /v1/sealed opens a sealed request and
+ * dispatches it to these same handlers.
  */
 export function createApi(deps: ApiDeps): EnclaveApi {
   const memory = memoryRoutes(deps.memory);
+  const sign = (method: string, request: ApiRequest, reply: ApiReply) => signReply(deps.identity, method, request, reply);
   const wrap = (rpc: string, handler: Handler): Handler => async (request) => {
     const started = performance.now();
     const log = deps.log.child({ reqId: request.request_id, rpc });
@@ -44,14 +56,16 @@ export function createApi(deps: ApiDeps): EnclaveApi {
       }
     }
     log.info({ status: reply.status, ms: Math.round(performance.now() - started) }, 'handled');
-    return reply;
+    return sign(methodOf(rpc), request, reply);
   };
 
-  return {
+  const api = {
     GetAttestation: wrap('GetAttestation', attestationRoute(deps.attestation)),
     AddMemory: wrap('AddMemory', memory.add),
     QueryMemory: wrap('QueryMemory', memory.query),
     GetMemory: wrap('GetMemory', memory.get),
     DeleteMemory: wrap('DeleteMemory', memory.delete),
   };
+  const dispatch = dispatcher(api as Record<string, Handler>, sign);
+  return { ...api, Sealed: wrap('Sealed', sealedRoute({ ...deps.sealed, dispatch })) };
 }

@@ -35,5 +35,9 @@ export async function createAttestationProvider(inputs: ProviderInputs): Promise
     },
     model: inputs.embedder,
   });
-  return new SimulatedNitroProvider({ dataDir: inputs.dataDir, pcrs });
+  const provider = new SimulatedNitroProvider({ dataDir: inputs.dataDir, pcrs });
+  // Create (or load) the CA now, so $DATA_DIR/simulated-root.pem exists as soon as the
+  // enclave is up: a client pins it before asking for its first document.
+  await provider.rootCertificatePem();
+  return provider;
 }

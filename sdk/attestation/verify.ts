@@ -13,6 +13,7 @@
 import { X509Certificate, verify as verifySignature } from 'node:crypto';
 import { AWS_NITRO_ROOT_G1_PEM } from './aws-root.js';
 import { decodeCoseSign1, decodeNitroDocument, sigStructure, type CoseSign1, type NitroDocument } from './cose.js';
+import { parseUserData } from '../protocol/user-data.js';
 
 export interface VerifyOptions {
   /** PEM of the root to pin; defaults to the AWS Nitro Enclaves Root G1. */
@@ -23,6 +24,10 @@ export interface VerifyOptions {
   /** Expected PCR values by index; PCRs not listed are not compared. */
   pcrs?: Record<number, Uint8Array>;
   publicKey?: Uint8Array;
+  /** Expected operator key in user_data (this service's format, sdk/protocol/user-data.ts). */
+  operatorKey?: Uint8Array;
+  /** Expected X25519 sealing key in user_data. */
+  boxPublicKey?: Uint8Array;
 }
 
 export interface Check {
@@ -114,6 +119,14 @@ export async function verifyAttestation(document: Uint8Array, options: VerifyOpt
     const expected = options.publicKey;
     checks.push(check('public key', () => compareBytes('public key', expected, payload.publicKey)));
   }
+  const bound = attempt(() => parseUserData(payload.userData));
+  const userDataKey = (name: string, expected: Uint8Array, pick: (keys: Exclude<typeof bound, Error>) => Uint8Array) =>
+    check(name, () => {
+      if (bound instanceof Error) throw bound;
+      return { ...compareBytes(`${name} in user_data`, expected, pick(bound)), name };
+    });
+  if (options.operatorKey) checks.push(userDataKey('operator key', options.operatorKey, (keys) => keys.operatorKey));
+  if (options.boxPublicKey) checks.push(userDataKey('box key', options.boxPublicKey, (keys) => keys.boxPublicKey));
 
   return {
     ok: checks.every((c) => c.ok),

@@ -14,13 +14,16 @@ export const USAGE = `Usage: agent-verify <file | base-url> [options]
 
 Verifies an attestation document. <file> holds the base64 document or the JSON returned
 by GET /v1/attestation; with an http(s) <base-url>, fetches <base-url>/v1/attestation.
-When the JSON has tee_public_key, the document's public_key must equal it.
+When the JSON has tee_public_key, the document's public_key must equal it; when it has
+operator_pubkey and tee_box_public_key, the document's user_data must bind them.
 
 Options:
   --root <pem-file>     root certificate to pin (default: AWS Nitro Enclaves Root G1)
   --at <unix-seconds>   check certificate validity at this time (default: now)
   --nonce <hex>         expected nonce (also sent as ?nonce= when fetching)
   --pcr <index>=<hex>   expected PCR value; repeatable
+  --operator-key <key>  expected operator Ed25519 key in user_data, base64 or hex
+                        (instead of the operator_pubkey the service advertises)
   --json                print the result as JSON
   -h, --help            show this help
 
@@ -33,6 +36,7 @@ export interface VerifyCommand {
   at?: Date;
   nonce?: Uint8Array;
   pcrs: Record<number, Uint8Array>;
+  operatorKey?: Uint8Array;
   json: boolean;
 }
 
@@ -51,6 +55,7 @@ export function parseArgs(argv: string[]): Command {
         at: { type: 'string' },
         nonce: { type: 'string' },
         pcr: { type: 'string', multiple: true },
+        'operator-key': { type: 'string' },
         json: { type: 'boolean', default: false },
         help: { type: 'boolean', short: 'h', default: false },
       },
@@ -72,6 +77,11 @@ export function parseArgs(argv: string[]): Command {
     const nonce = parseHex(values.nonce);
     if (!nonce) return usageError(`--nonce must be hex, got "${values.nonce}"`);
     command.nonce = nonce;
+  }
+  if (values['operator-key'] !== undefined) {
+    const key = parseKey32(values['operator-key']);
+    if (!key) return usageError('--operator-key must be a 32-byte key in base64 or hex');
+    command.operatorKey = key;
   }
   for (const spec of values.pcr ?? []) {
     const match = /^(\d{1,2})=(.*)$/.exec(spec);
@@ -124,13 +134,15 @@ export async function main(argv: string[], io: Io = defaultIo): Promise<number> 
 
   let result: VerificationResult;
   try {
-    const { document, teePublicKey } = await loadDocument(command, io.fetch);
+    const { document, teePublicKey, operatorKey, boxPublicKey } = await loadDocument(command, io.fetch);
     result = await verifyAttestation(document, {
       rootPem,
       at: command.at,
       nonce: command.nonce,
       pcrs: command.pcrs,
       publicKey: teePublicKey,
+      operatorKey: command.operatorKey ?? operatorKey,
+      boxPublicKey,
     });
   } catch (error) {
     // Nothing to verify: report it like any other failed check.
@@ -143,8 +155,10 @@ export async function main(argv: string[], io: Io = defaultIo): Promise<number> 
 
 interface LoadedDocument {
   document: Uint8Array;
-  /** From the /v1/attestation JSON; the document must bind this key. */
+  /** From the /v1/attestation JSON; the document must bind these keys. */
   teePublicKey?: Uint8Array;
+  operatorKey?: Uint8Array;
+  boxPublicKey?: Uint8Array;
 }
 
 async function loadDocument(command: VerifyCommand, fetchImpl: typeof fetch): Promise<LoadedDocument> {
@@ -163,7 +177,10 @@ async function loadDocument(command: VerifyCommand, fetchImpl: typeof fetch): Pr
     : { document: decodeBase64(text, `${command.input}`) };
 }
 
-/** The body of GET /v1/attestation: {code_attestation, operator_pubkey, tee_name, tee_public_key}. */
+/**
+ * The body of GET /v1/attestation:
+ * {code_attestation, operator_pubkey, tee_name, tee_public_key, tee_box_public_key}.
+ */
 function fromAttestationJson(text: string, source: string): LoadedDocument {
   let body: unknown;
   try {
@@ -171,12 +188,19 @@ function fromAttestationJson(text: string, source: string): LoadedDocument {
   } catch {
     throw new Error(`${source} is not valid JSON`);
   }
-  const { code_attestation: attestation, tee_public_key: teeKey } = (body ?? {}) as Record<string, unknown>;
-  if (typeof attestation !== 'string') throw new Error(`${source} has no code_attestation string`);
-  if (teeKey !== undefined && typeof teeKey !== 'string') throw new Error(`${source}: tee_public_key is not a string`);
+  const fields = (body ?? {}) as Record<string, unknown>;
+  if (typeof fields.code_attestation !== 'string') throw new Error(`${source} has no code_attestation string`);
+  const optionalKey = (name: string): Uint8Array | undefined => {
+    const value = fields[name];
+    if (value === undefined) return undefined;
+    if (typeof value !== 'string') throw new Error(`${source}: ${name} is not a string`);
+    return decodeBase64(value, `${source} ${name}`);
+  };
   return {
-    document: decodeBase64(attestation, `${source} code_attestation`),
-    teePublicKey: teeKey === undefined ? undefined : decodeBase64(teeKey, `${source} tee_public_key`),
+    document: decodeBase64(fields.code_attestation, `${source} code_attestation`),
+    teePublicKey: optionalKey('tee_public_key'),
+    operatorKey: optionalKey('operator_pubkey'),
+    boxPublicKey: optionalKey('tee_box_public_key'),
   };
 }
 
@@ -187,6 +211,13 @@ function decodeBase64(text: string, what: string): Uint8Array {
     throw new Error(`${what} is not base64`);
   }
   return new Uint8Array(Buffer.from(compact, 'base64'));
+}
+
+/** A 32-byte key given as 64 hex digits or as base64. */
+function parseKey32(text: string): Uint8Array | undefined {
+  if (/^[0-9a-fA-F]{64}$/.test(text)) return new Uint8Array(Buffer.from(text, 'hex'));
+  const bytes = Buffer.from(text, 'base64');
+  return bytes.length === 32 && bytes.toString('base64') === text ? new Uint8Array(bytes) : undefined;
 }
 
 function parseHex(text: string): Uint8Array | undefined {

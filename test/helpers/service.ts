@@ -32,11 +32,21 @@ export interface RunningService {
   stop(): Promise<void>;
 }
 
+export interface StartOptions {
+  /**
+   * The address the proxy should use for the enclave, given the enclave's own: e.g. a
+   * relay that records the channel. Default: the enclave's address.
+   */
+  proxyEnclaveAddr?: (enclaveAddr: string) => Promise<string>;
+  /** The proxy serves HTTPS (TLS_CERT/TLS_KEY are in the env). */
+  https?: boolean;
+}
+
 /**
  * Starts the built enclave and proxy (dist/) as two real processes on free ports with
  * a fresh data directory, the way `npm start` runs them, and waits until the API answers.
  */
-export async function startService(extraEnv: NodeJS.ProcessEnv = {}, options: { https?: boolean } = {}): Promise<RunningService> {
+export async function startService(extraEnv: NodeJS.ProcessEnv = {}, options: StartOptions = {}): Promise<RunningService> {
   const dataDir = extraEnv.DATA_DIR ?? mkdtempSync(join(tmpdir(), 'agent-test-'));
   const enclaveAddr = `127.0.0.1:${await freePort()}`;
   const port = await freePort();
@@ -50,8 +60,8 @@ export async function startService(extraEnv: NodeJS.ProcessEnv = {}, options: { 
     PORT: String(port),
   };
   let logs = '';
-  const launch = (script: string) => {
-    const child = spawn(process.execPath, [join(root, 'dist', script)], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const launch = (script: string, overrides: NodeJS.ProcessEnv = {}) => {
+    const child = spawn(process.execPath, [join(root, 'dist', script)], { env: { ...env, ...overrides }, stdio: ['ignore', 'pipe', 'pipe'] });
     child.stdout!.on('data', (d: Buffer) => { logs += d.toString(); });
     child.stderr!.on('data', (d: Buffer) => { logs += d.toString(); });
     return child;
@@ -81,7 +91,8 @@ export async function startService(extraEnv: NodeJS.ProcessEnv = {}, options: { 
       if (!extraEnv.DATA_DIR) rmSync(dataDir, { recursive: true, force: true });
     },
   };
-  service.proxy = launch('proxy/main.js');
+  const proxyEnclaveAddr = options.proxyEnclaveAddr ? await options.proxyEnclaveAddr(enclaveAddr) : enclaveAddr;
+  service.proxy = launch('proxy/main.js', { ENCLAVE_ADDR: proxyEnclaveAddr });
   await waitFor(ready, 60_000, () => logs);
   return service;
 }

@@ -20,6 +20,7 @@ import {
   measureModel,
 } from '../../enclave/attestation/pcrs.js';
 import { SimulatedNitroProvider, SimulatedNsm, simulatedRootPath } from '../../enclave/attestation/simulated-nsm.js';
+import { encodeUserData } from '../../sdk/protocol/user-data.js';
 
 const temporaryDirs: string[] = [];
 async function tempDir(): Promise<string> {
@@ -306,6 +307,12 @@ describe('agent-verify argument parsing', () => {
     });
   });
 
+  it('parses --operator-key as base64 or hex', () => {
+    const key = Buffer.alloc(32, 9);
+    expect(parseArgs(['f', '--operator-key', key.toString('base64')])).toMatchObject({ operatorKey: new Uint8Array(key) });
+    expect(parseArgs(['f', '--operator-key', key.toString('hex')])).toMatchObject({ operatorKey: new Uint8Array(key) });
+  });
+
   it('recognises help', () => {
     expect(parseArgs(['--help'])).toEqual({ kind: 'help' });
     expect(parseArgs(['-h', 'file'])).toEqual({ kind: 'help' });
@@ -322,6 +329,7 @@ describe('agent-verify argument parsing', () => {
     [['f', '--pcr', `32=${PCR3}`], /--pcr must be <index 0-31>=<hex>/],
     [['f', '--pcr', '3=abcd'], /--pcr 3 must be 96 hex digits/],
     [['f', '--pcr', `3=${PCR3}`, '--pcr', `3=${PCR4}`], /--pcr 3 given twice/],
+    [['f', '--operator-key', 'AQ=='], /--operator-key must be a 32-byte key/],
   ])('%j is a usage error', (argv, message) => {
     const command = parseArgs(argv as string[]);
     expect(command.kind).toBe('usage-error');
@@ -396,6 +404,9 @@ describe('agent-verify', () => {
     let baseUrl: string;
     let requestedUrls: string[] = [];
     let advertisedKey = TEE_KEY;
+    const OPERATOR_KEY = new Uint8Array(32).fill(9);
+    const BOX_KEY = new Uint8Array(32).fill(10);
+    let advertisedOperator = OPERATOR_KEY;
 
     beforeAll(async () => {
       dataDir = await tempDir();
@@ -405,14 +416,19 @@ describe('agent-verify', () => {
       server = createServer(async (request, response) => {
         requestedUrls.push(request.url!);
         const nonce = new URL(request.url!, 'http://localhost').searchParams.get('nonce');
-        const document = await provider.attest({ publicKey: TEE_KEY, nonce: nonce ? Buffer.from(nonce, 'hex') : undefined });
+        const document = await provider.attest({
+          publicKey: TEE_KEY,
+          userData: encodeUserData({ operatorKey: OPERATOR_KEY, boxPublicKey: BOX_KEY }),
+          nonce: nonce ? Buffer.from(nonce, 'hex') : undefined,
+        });
         response.setHeader('content-type', 'application/json');
         response.end(
           JSON.stringify({
             code_attestation: Buffer.from(document).toString('base64'),
-            operator_pubkey: Buffer.alloc(32, 9).toString('base64'),
+            operator_pubkey: Buffer.from(advertisedOperator).toString('base64'),
             tee_name: provider.teeName,
             tee_public_key: Buffer.from(advertisedKey).toString('base64'),
+            tee_box_public_key: Buffer.from(BOX_KEY).toString('base64'),
           }),
         );
       });
@@ -423,6 +439,7 @@ describe('agent-verify', () => {
     afterEach(() => {
       requestedUrls = [];
       advertisedKey = TEE_KEY;
+      advertisedOperator = OPERATOR_KEY;
     });
     afterAll(() => new Promise((resolve) => server.close(resolve)));
 
@@ -434,6 +451,24 @@ describe('agent-verify', () => {
       expect(requestedUrls).toEqual(['/v1/attestation?nonce=c0ffee']);
       expect(io.stdout).toContain(`✓ public key: matches ${Buffer.from(TEE_KEY).toString('hex')}`);
       expect(io.stdout).toContain('✓ nonce: matches c0ffee');
+      expect(io.stdout).toContain(`✓ operator key: matches ${Buffer.from(OPERATOR_KEY).toString('hex')}`);
+      expect(io.stdout).toContain(`✓ box key: matches ${Buffer.from(BOX_KEY).toString('hex')}`);
+    });
+
+    it('fails when the advertised operator_pubkey is not the one bound in user_data (exit 1)', async () => {
+      advertisedOperator = new Uint8Array(32).fill(11);
+      const io = capture(fetch);
+      expect(await main([baseUrl, '--root', rootFile], io)).toBe(1);
+      expect(io.stdout).toContain('✗ operator key: operator key in user_data mismatch: expected 0b0b');
+    });
+
+    it('checks a pinned --operator-key instead of the advertised one', async () => {
+      const pinned = Buffer.alloc(32, 12).toString('hex');
+      const io = capture(fetch);
+      expect(await main([baseUrl, '--root', rootFile, '--operator-key', pinned], io)).toBe(1);
+      expect(io.stdout).toContain(`✗ operator key: operator key in user_data mismatch: expected ${pinned}`);
+      const ok = capture(fetch);
+      expect(await main([baseUrl, '--root', rootFile, '--operator-key', Buffer.from(OPERATOR_KEY).toString('base64')], ok)).toBe(0);
     });
 
     it('fails when tee_public_key is not the key in the document (exit 1)', async () => {

@@ -1,0 +1,43 @@
+/**
+ * Remembers which sealed envelopes the enclave has opened, so the host cannot make it
+ * act twice on one (e.g. store a memory twice) by sending a recorded envelope again.
+ * An envelope is accepted only while its sealed timestamp is within `maxAgeMs` of now,
+ * and remembered until then: older copies fail the timestamp check instead, so memory
+ * stays bounded by the traffic of one window.
+ */
+export type Admission = 'ok' | 'replayed' | 'stale' | 'full';
+
+export class ReplayGuard {
+  /** Envelope id → when it may be forgotten (its timestamp + maxAgeMs). */
+  private readonly seen = new Map<string, number>();
+
+  constructor(
+    private readonly maxAgeMs: number,
+    private readonly capacity = 100_000,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  get size(): number {
+    return this.seen.size;
+  }
+
+  admit(id: string, timestamp: number): Admission {
+    const now = this.now();
+    if (!Number.isFinite(timestamp) || Math.abs(now - timestamp) > this.maxAgeMs) return 'stale';
+    if (this.seen.has(id)) return 'replayed';
+    this.forgetExpired(now, false);
+    if (this.seen.size >= this.capacity) this.forgetExpired(now, true);
+    // Refuse rather than forget a live entry: forgetting would let its replay through.
+    if (this.seen.size >= this.capacity) return 'full';
+    this.seen.set(id, timestamp + this.maxAgeMs);
+    return 'ok';
+  }
+
+  /** Insertion order is roughly expiry order: drop from the front, or sweep everything. */
+  private forgetExpired(now: number, everything: boolean): void {
+    for (const [id, forgetAt] of this.seen) {
+      if (forgetAt < now) this.seen.delete(id);
+      else if (!everything) return;
+    }
+  }
+}

@@ -1,0 +1,88 @@
+import { ApiError, badRequest, tooLarge, unavailable } from '../../common/errors.js';
+import { limits } from '../../common/limits.js';
+import type { ApiReply, ApiRequest } from '../../common/proto.js';
+import { sealedEnvelopeSchema, sealedPayloadSchema, type SealedEnvelopeInput } from '../../common/schemas.js';
+import { validator } from '../../common/validation.js';
+import { decodeBase64, SealedFormatError, sealReply, type SealedRequestPlaintext } from '../../sdk/protocol/sealed.js';
+import type { SealedRequestKey } from '../keys.js';
+import type { ReplayGuard } from './replay-guard.js';
+import { expectPath, jsonReply, parseJsonBody, parseTarget } from './request.js';
+
+const validEnvelope = validator<SealedEnvelopeInput>(sealedEnvelopeSchema, 'body');
+const validPayload = validator<SealedRequestPlaintext>(sealedPayloadSchema, 'body');
+
+export interface SealedDeps {
+  key: SealedRequestKey;
+  replay: ReplayGuard;
+  /** Handles a decrypted request exactly as the plain route would (and signs its reply). */
+  dispatch: (method: string, request: ApiRequest) => Promise<ApiReply>;
+}
+
+const cannotOpen = () => badRequest(
+  'the sealed request does not open with the enclave\'s box key: it was altered, or sealed to a key from an earlier start (fetch /v1/attestation again)',
+  null,
+  'sealed_open_failed',
+);
+
+/**
+ * POST /v1/sealed: opens the envelope, refuses replays, hands the inner request to the
+ * same handler as its plain route, and seals the whole reply (status, headers, body) to
+ * the client's key. Refusals of the envelope itself are plain errors: they reveal nothing
+ * the host does not already see.
+ */
+export function sealedRoute(deps: SealedDeps) {
+  return async (request: ApiRequest): Promise<ApiReply> => {
+    expectPath(parseTarget(request.target), /^\/v1\/sealed\/?$/);
+    const envelope = validEnvelope(parseJsonBody(request.body));
+    let opened;
+    try {
+      opened = deps.key.open(envelope);
+    } catch (error) {
+      // The schema admits e.g. a 44-character key that decodes to 31 bytes.
+      if (error instanceof SealedFormatError) throw badRequest(error.message, null, 'invalid_sealed_request');
+      throw error;
+    }
+    if (!opened) throw cannotOpen();
+
+    let payload: SealedRequestPlaintext;
+    try {
+      payload = validPayload(opened.plaintext);
+    } catch (error) {
+      const detail = error instanceof ApiError ? `: ${error.message}` : '';
+      throw badRequest(`the sealed plaintext is not a sealed request${detail}`, null, 'invalid_sealed_request');
+    }
+    let body: Uint8Array;
+    try {
+      body = decodeBase64(payload.body, 'body');
+    } catch (error) {
+      if (error instanceof SealedFormatError) throw badRequest(`the sealed request's ${error.message}`, null, 'invalid_sealed_request');
+      throw error;
+    }
+    if (body.length > limits.maxBodyBytes) throw tooLarge(`the sealed request body is larger than ${limits.maxBodyBytes} bytes`);
+
+    switch (deps.replay.admit(opened.replayId, payload.timestamp)) {
+      case 'stale':
+        throw badRequest('the sealed request\'s timestamp is too far from the enclave\'s clock (seal it again)', null, 'sealed_request_expired');
+      case 'replayed':
+        throw new ApiError(409, 'invalid_request_error', 'this sealed request was already handled; seal every request afresh', 'sealed_request_replayed');
+      case 'full':
+        throw unavailable('too many sealed requests in the replay window; try again shortly', 'sealed_replay_window_full');
+      case 'ok':
+        break;
+    }
+
+    const inner: ApiRequest = {
+      request_id: request.request_id,
+      target: payload.target,
+      body: Buffer.from(body),
+      authorization: payload.authorization ?? '',
+      organization: payload.organization ?? '',
+    };
+    const reply = await deps.dispatch(payload.method, inner);
+    const sealed = sealReply(
+      { status: reply.status ?? 200, headers: reply.headers ?? {}, body: (reply.body ?? new Uint8Array()) as Uint8Array },
+      opened.sharedKey,
+    );
+    return jsonReply(200, sealed);
+  };
+}

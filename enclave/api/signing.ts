@@ -1,0 +1,55 @@
+import { createHash } from 'node:crypto';
+import type { ApiReply, ApiRequest } from '../../common/proto.js';
+import {
+  SIGNATURE_HEADER, TIMESTAMP_HEADER, sha256Hex, signAnswer, streamSignatureEvent, type SignedRequest,
+} from '../../sdk/protocol/response-signature.js';
+import type { EnclaveIdentity } from '../keys.js';
+
+/** The request as the statement names it (sdk/protocol/response-signature.ts). */
+function signedRequest(method: string, request: ApiRequest): SignedRequest {
+  return { method, target: request.target, organization: request.organization, body: request.body };
+}
+
+/**
+ * Adds x-tee-signature and x-tee-timestamp to a reply: the enclave's Ed25519 signature
+ * over (method, target, organization, request body hash, status, response body hash,
+ * timestamp).
+ */
+export function signReply(identity: EnclaveIdentity, method: string, request: ApiRequest, reply: ApiReply): ApiReply {
+  const body = reply.body ?? new Uint8Array();
+  const { signature, timestamp } = signAnswer(
+    (message) => identity.sign(message),
+    signedRequest(method, request),
+    { status: reply.status ?? 200, bodySha256: sha256Hex(body as Uint8Array) },
+  );
+  return { ...reply, headers: { ...reply.headers, [SIGNATURE_HEADER]: signature, [TIMESTAMP_HEADER]: timestamp } };
+}
+
+export interface StreamSigner {
+  /** Feed every byte sent to the client after the head, in order. */
+  update(chunk: Uint8Array): void;
+  /** The final SSE event signing everything fed so far; send it last. */
+  finish(): Buffer;
+}
+
+/**
+ * Signs a streamed answer (server-stream RPC): hashes the streamed bytes as they go and
+ * ends with an `event: tee-signature` SSE event over the same statement as signReply,
+ * whose response body is the concatenation of the streamed bytes.
+ */
+export function streamSigner(identity: EnclaveIdentity, method: string, request: ApiRequest, status: number): StreamSigner {
+  const hash = createHash('sha256');
+  let finished = false;
+  return {
+    update(chunk) {
+      if (finished) throw new Error('stream already signed');
+      hash.update(chunk);
+    },
+    finish() {
+      if (finished) throw new Error('stream already signed');
+      finished = true;
+      const signature = signAnswer((m) => identity.sign(m), signedRequest(method, request), { status, bodySha256: hash.digest('hex') });
+      return Buffer.from(streamSignatureEvent(signature), 'utf8');
+    },
+  };
+}

@@ -1,0 +1,285 @@
+/**
+ * A client that trusts the enclave, not the host in front of it.
+ *
+ *   const tee = await connect({ baseUrl, rootPem, pcrs: { 0: '…' } });
+ *   await tee.call('GET', '/v1/memory?tenant_id=t1&query=dogs');        // signature checked
+ *   await tee.sealedCall('POST', '/v1/memory', { tenant_id, content });  // the host sees ciphertext
+ *
+ * connect() fetches /v1/attestation with a fresh random nonce and verifies the document
+ * (chain to the pinned root, signature, nonce, PCRs, key bindings) before anything else.
+ * Every later answer must carry a valid signature by the attested key, or the call throws.
+ */
+import { randomBytes } from 'node:crypto';
+import type { Check, DecodedDocument } from './attestation/verify.js';
+import { verifyAttestation } from './attestation/verify.js';
+import {
+  checkSignature, DEFAULT_MAX_SKEW_MS, sha256Hex, SIGNATURE_HEADER, splitSignedStream, STREAM_SIGNATURE_EVENT,
+  TIMESTAMP_HEADER, type SignedRequest,
+} from './protocol/response-signature.js';
+import { openReply, SEALED_PATH, sealRequest, SealedFormatError } from './protocol/sealed.js';
+import { parseUserData } from './protocol/user-data.js';
+
+export interface ConnectOptions {
+  /** The service's origin, e.g. http://127.0.0.1:8080 (a path prefix would change the signed target). */
+  baseUrl: string;
+  /** PEM of the root to pin; default the AWS Nitro Enclaves Root G1. Locally: $DATA_DIR/simulated-root.pem. */
+  rootPem?: string;
+  /** Expected PCR values (hex or bytes) by index. Without them any code signed by the root is accepted. */
+  pcrs?: Record<number, string | Uint8Array>;
+  /** Expected operator Ed25519 key (base64, hex or bytes), checked against the document's user_data. */
+  operatorKey?: string | Uint8Array;
+  /** Sent as the Authorization header, and inside sealed requests. */
+  authorization?: string;
+  /** Largest accepted gap between a signature's timestamp and this machine's clock (default 5 minutes). */
+  maxClockSkewMs?: number;
+  /** Time at which certificates must be valid (default now). */
+  at?: Date;
+  fetch?: typeof fetch;
+}
+
+export interface CallOptions {
+  /** The organization_id header: the chat tenant. Signed (and sealed, for sealed calls). */
+  organization?: string;
+  /** Extra plain headers (not covered by the signature). */
+  headers?: Record<string, string>;
+}
+
+export interface TeeResponse<T = unknown> {
+  status: number;
+  /** Parsed JSON, or the text when the body is not JSON. */
+  body: T;
+  raw: Uint8Array;
+  /** For a plain call, the response headers as the host delivered them; for a sealed call, the enclave's. */
+  headers: Record<string, string>;
+  /** When the enclave signed the answer. */
+  signedAt: Date;
+}
+
+export interface VerifiedAttestation {
+  teeName: string;
+  /** Ed25519 key that signs every answer (the document's public_key). */
+  teePublicKey: Uint8Array;
+  /** X25519 key sealed requests are encrypted to (from user_data). */
+  boxPublicKey: Uint8Array;
+  operatorKey: Uint8Array;
+  document: DecodedDocument;
+  checks: Check[];
+}
+
+/** Base class: something the client could not verify. */
+export class TrustError extends Error {
+  override name = 'TrustError';
+}
+
+/** The attestation document did not verify; `checks` says which checks failed and why. */
+export class AttestationError extends TrustError {
+  override name = 'AttestationError';
+  constructor(message: string, readonly checks: Check[] = []) {
+    super(message);
+  }
+}
+
+/**
+ * An answer that is not signed by the attested enclave, or whose signature does not
+ * match what was sent and received. `status` and `body` are what arrived: unverified.
+ */
+export class ResponseSignatureError extends TrustError {
+  override name = 'ResponseSignatureError';
+  constructor(message: string, readonly status: number, readonly body: string) {
+    super(message);
+  }
+}
+
+/** A sealed call whose envelope the enclave refused, or whose reply could not be opened. */
+export class SealedCallError extends TrustError {
+  override name = 'SealedCallError';
+  constructor(message: string, readonly status?: number, readonly body?: unknown) {
+    super(message);
+  }
+}
+
+type Body = unknown;
+
+export async function connect(options: ConnectOptions): Promise<TeeClient> {
+  const fetchImpl = options.fetch ?? globalThis.fetch;
+  const nonce = randomBytes(32);
+  const target = `/v1/attestation?nonce=${nonce.toString('hex')}`;
+  const response = await fetchImpl(new URL(target, options.baseUrl));
+  const raw = new Uint8Array(await response.arrayBuffer());
+  if (response.status !== 200) {
+    throw new AttestationError(`GET ${target} returned HTTP ${response.status}: ${Buffer.from(raw).toString('utf8').slice(0, 300)}`);
+  }
+  const fields = parseJson(raw) as Record<string, unknown> | undefined;
+  const text = (name: string) => {
+    const value = fields?.[name];
+    if (typeof value !== 'string') throw new AttestationError(`the attestation response has no ${name}`);
+    return value;
+  };
+  const teePublicKey = new Uint8Array(Buffer.from(text('tee_public_key'), 'base64'));
+  const expectedOperator = options.operatorKey === undefined ? undefined : key32(options.operatorKey, 'operatorKey');
+
+  const result = await verifyAttestation(new Uint8Array(Buffer.from(text('code_attestation'), 'base64')), {
+    rootPem: options.rootPem,
+    at: options.at,
+    nonce,
+    pcrs: Object.fromEntries(Object.entries(options.pcrs ?? {}).map(([i, v]) => [i, typeof v === 'string' ? Buffer.from(v, 'hex') : v])),
+    publicKey: teePublicKey,
+    // The advertised keys must be the bound ones; a pinned operator key wins over the advertised one.
+    operatorKey: expectedOperator ?? new Uint8Array(Buffer.from(text('operator_pubkey'), 'base64')),
+    boxPublicKey: new Uint8Array(Buffer.from(text('tee_box_public_key'), 'base64')),
+  });
+  if (!result.ok || !result.document) {
+    const failed = result.checks.filter((c) => !c.ok).map((c) => `${c.name}: ${c.detail}`);
+    throw new AttestationError(`attestation of ${options.baseUrl} failed: ${failed.join('; ')}`, result.checks);
+  }
+  const bound = parseUserData(result.document.userData);
+  const client = new TeeClient(options, fetchImpl, {
+    teeName: text('tee_name'),
+    teePublicKey,
+    boxPublicKey: bound.boxPublicKey,
+    operatorKey: bound.operatorKey,
+    document: result.document,
+    checks: result.checks,
+  });
+  // The attestation answer itself is signed by the key it attests.
+  client.verify({ method: 'GET', target, body: new Uint8Array() }, response.status, raw, headersOf(response.headers));
+  return client;
+}
+
+export class TeeClient {
+  constructor(
+    private readonly options: ConnectOptions,
+    private readonly fetchImpl: typeof fetch,
+    readonly attestation: VerifiedAttestation,
+  ) {}
+
+  /**
+   * A plain call whose answer must be signed by the attested enclave. Returns the answer
+   * whatever its status (a signed 404 is a true 404); throws ResponseSignatureError when
+   * the answer is unsigned (e.g. the host refused the request itself) or does not verify.
+   */
+  async call<T = unknown>(method: string, path: string, body?: Body, options: CallOptions = {}): Promise<TeeResponse<T>> {
+    const { url, target } = this.resolve(path);
+    const bytes = encodeBody(body);
+    const headers: Record<string, string> = { ...options.headers };
+    if (bytes.length > 0) headers['content-type'] = 'application/json';
+    if (this.options.authorization) headers.authorization = this.options.authorization;
+    if (options.organization) headers.organization_id = options.organization;
+    const response = await this.fetchImpl(url, { method, headers, body: bytes.length > 0 ? bytes : undefined });
+    const raw = new Uint8Array(await response.arrayBuffer());
+    const responseHeaders = headersOf(response.headers);
+    const signedAt = this.verify(
+      { method, target, organization: options.organization, body: bytes }, response.status, raw, responseHeaders,
+    );
+    return { status: response.status, body: parseJson(raw) as T, raw, headers: responseHeaders, signedAt };
+  }
+
+  /**
+   * A call the host cannot read: method, target, body, authorization and organization are
+   * sealed to the attested box key, and the whole answer comes back sealed to a key only
+   * this call holds. The inner answer must also carry a valid enclave signature.
+   */
+  async sealedCall<T = unknown>(method: string, path: string, body?: Body, options: CallOptions = {}): Promise<TeeResponse<T>> {
+    const { target } = this.resolve(path);
+    const bytes = encodeBody(body);
+    const { envelope, replyKey } = sealRequest(this.attestation.boxPublicKey, {
+      method,
+      target,
+      body: bytes,
+      authorization: this.options.authorization,
+      organization: options.organization,
+      timestamp: Date.now(),
+    });
+    // The outer request is itself a signed plain call.
+    const outer = await this.call<unknown>('POST', SEALED_PATH, envelope, { headers: options.headers });
+    if (outer.status !== 200) {
+      const message = describeError(outer.body) ?? `HTTP ${outer.status}`;
+      throw new SealedCallError(`the enclave refused the sealed request: ${message}`, outer.status, outer.body);
+    }
+    let reply;
+    try {
+      reply = openReply(outer.body, replyKey);
+    } catch (error) {
+      if (error instanceof SealedFormatError) throw new SealedCallError(error.message, outer.status, outer.body);
+      throw error;
+    }
+    const signedAt = this.verify(
+      { method, target, organization: options.organization, body: bytes }, reply.status, reply.body, reply.headers,
+    );
+    return { status: reply.status, body: parseJson(reply.body) as T, raw: reply.body, headers: reply.headers, signedAt };
+  }
+
+  /** Checks an answer's signature; returns when it was signed, or throws ResponseSignatureError. */
+  verify(request: SignedRequest, status: number, body: Uint8Array, headers: Record<string, string>): Date {
+    const result = checkSignature(
+      this.attestation.teePublicKey,
+      request,
+      { status, bodySha256: sha256Hex(body) },
+      { signature: headers[SIGNATURE_HEADER], timestamp: headers[TIMESTAMP_HEADER] },
+      { maxSkewMs: this.options.maxClockSkewMs ?? DEFAULT_MAX_SKEW_MS },
+    );
+    if (!result.ok) {
+      const text = Buffer.from(body).toString('utf8');
+      throw new ResponseSignatureError(`${request.method} ${request.target} (HTTP ${status}): ${result.reason}`, status, text);
+    }
+    return result.signedAt;
+  }
+
+  /**
+   * Checks a complete Server-Sent Events transcript (a streamed answer) that ends with
+   * the enclave's `event: tee-signature`; returns the signed bytes before that event.
+   */
+  verifyStream(request: SignedRequest, status: number, transcript: Uint8Array): { body: Uint8Array; signedAt: Date } {
+    const split = splitSignedStream(transcript);
+    if (!split) {
+      throw new ResponseSignatureError(
+        `${request.method} ${request.target}: the stream does not end with a ${STREAM_SIGNATURE_EVENT} event (cut short, or not signed)`,
+        status,
+        Buffer.from(transcript).toString('utf8'),
+      );
+    }
+    const signedAt = this.verify(request, status, split.body, {
+      [SIGNATURE_HEADER]: split.signature.signature,
+      [TIMESTAMP_HEADER]: split.signature.timestamp,
+    });
+    return { body: split.body, signedAt };
+  }
+
+  /** The URL to fetch and the request target the proxy and the enclave will see. */
+  private resolve(path: string): { url: URL; target: string } {
+    if (!path.startsWith('/')) throw new TypeError(`path must start with "/": ${path}`);
+    const url = new URL(path, this.options.baseUrl);
+    return { url, target: `${url.pathname}${url.search}` };
+  }
+}
+
+function encodeBody(body: Body): Uint8Array {
+  if (body === undefined) return new Uint8Array();
+  if (body instanceof Uint8Array) return body;
+  return new Uint8Array(Buffer.from(typeof body === 'string' ? body : JSON.stringify(body), 'utf8'));
+}
+
+function parseJson(raw: Uint8Array): unknown {
+  const text = Buffer.from(raw).toString('utf8');
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
+}
+
+function headersOf(headers: Headers): Record<string, string> {
+  return Object.fromEntries(headers.entries());
+}
+
+function describeError(body: unknown): string | undefined {
+  const error = (body as { error?: { message?: unknown; code?: unknown } } | undefined)?.error;
+  return typeof error?.message === 'string' ? `${error.message}${typeof error.code === 'string' ? ` (${error.code})` : ''}` : undefined;
+}
+
+function key32(value: string | Uint8Array, what: string): Uint8Array {
+  if (value instanceof Uint8Array) return value;
+  const bytes = /^[0-9a-fA-F]{64}$/.test(value) ? Buffer.from(value, 'hex') : Buffer.from(value, 'base64');
+  if (bytes.length !== 32) throw new TypeError(`${what} must be a 32-byte key in base64 or hex`);
+  return new Uint8Array(bytes);
+}

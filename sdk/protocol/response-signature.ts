@@ -1,0 +1,195 @@
+/**
+ * Signed responses: the one definition of what the enclave signs and what a client
+ * checks. The enclave (enclave/api/signing.ts) and the sdk (sdk/client.ts) both build the
+ * statement here, so the two cannot drift apart.
+ *
+ * The statement is UTF-8 text, eight lines joined by a single "\n" (no trailing newline):
+ *
+ *   agent-service/response-signature/v1
+ *   method <HTTP method>                         e.g. method GET
+ *   target <JSON string of the request target>  e.g. target "/v1/memory?query=dogs&tenant_id=t1"
+ *   organization <JSON string>                   the organization_id header, "" when absent
+ *   request-body-sha256 <64 lowercase hex>       of the exact request body bytes (empty → e3b0c442…)
+ *   status <decimal HTTP status>
+ *   response-body-sha256 <64 lowercase hex>      of the exact response body bytes
+ *   timestamp <decimal unix milliseconds>        = the x-tee-timestamp header
+ *
+ * The signature is Ed25519 (the enclave's key, `tee_public_key`, bound in the attestation
+ * document as `public_key`) over those bytes, sent base64 in `x-tee-signature`.
+ *
+ * Method and target bind the answer to the question: a signed answer to one request
+ * does not verify as the answer to another. The target and organization are written as
+ * JSON strings so that no value can contain a line break and shift the other fields.
+ */
+import { createHash, createPublicKey, verify as verifyEd25519 } from 'node:crypto';
+
+export const SIGNATURE_HEADER = 'x-tee-signature';
+export const TIMESTAMP_HEADER = 'x-tee-timestamp';
+export const STATEMENT_TAG = 'agent-service/response-signature/v1';
+/** The name of the final Server-Sent Event that signs a streamed answer. */
+export const STREAM_SIGNATURE_EVENT = 'tee-signature';
+
+/** The request as the client sent it (and as the proxy relayed it to the enclave). */
+export interface SignedRequest {
+  method: string;
+  /** Path plus query string, exactly as on the request line. */
+  target: string;
+  /** The organization_id header; empty or absent when not sent. */
+  organization?: string;
+  body: Uint8Array;
+}
+
+export interface SignedAnswer {
+  status: number;
+  /** SHA-256 of the response body, lowercase hex. */
+  bodySha256: string;
+  /** Unix milliseconds, decimal. */
+  timestamp: string;
+}
+
+export interface ResponseSignature {
+  /** base64 Ed25519 signature: the x-tee-signature header. */
+  signature: string;
+  /** The x-tee-timestamp header. */
+  timestamp: string;
+}
+
+export function sha256Hex(bytes: Uint8Array): string {
+  return createHash('sha256').update(bytes).digest('hex');
+}
+
+/** The exact text that is signed. Throws on values that have no place in a statement. */
+export function responseStatement(request: SignedRequest, answer: SignedAnswer): string {
+  if (!/^[A-Z]{1,16}$/.test(request.method)) throw new Error(`not an HTTP method: ${JSON.stringify(request.method)}`);
+  if (!Number.isInteger(answer.status) || answer.status < 100 || answer.status > 599) {
+    throw new Error(`not an HTTP status: ${answer.status}`);
+  }
+  if (!/^[0-9a-f]{64}$/.test(answer.bodySha256)) throw new Error('response body hash must be 64 lowercase hex digits');
+  if (!/^\d{1,16}$/.test(answer.timestamp)) throw new Error(`not a timestamp in milliseconds: ${JSON.stringify(answer.timestamp)}`);
+  return [
+    STATEMENT_TAG,
+    `method ${request.method}`,
+    `target ${JSON.stringify(request.target)}`,
+    `organization ${JSON.stringify(request.organization ?? '')}`,
+    `request-body-sha256 ${sha256Hex(request.body)}`,
+    `status ${answer.status}`,
+    `response-body-sha256 ${answer.bodySha256}`,
+    `timestamp ${answer.timestamp}`,
+  ].join('\n');
+}
+
+/** Signs an answer with `sign` (the enclave's Ed25519 key; it never leaves the enclave). */
+export function signAnswer(
+  sign: (message: Uint8Array) => Uint8Array,
+  request: SignedRequest,
+  answer: { status: number; bodySha256: string },
+  now: number = Date.now(),
+): ResponseSignature {
+  const timestamp = String(Math.floor(now));
+  const statement = responseStatement(request, { ...answer, timestamp });
+  return { signature: Buffer.from(sign(Buffer.from(statement, 'utf8'))).toString('base64'), timestamp };
+}
+
+export type SignatureCheck = { ok: true; signedAt: Date } | { ok: false; reason: string };
+
+export interface CheckOptions {
+  /** Largest accepted difference between the signature's timestamp and `now`. */
+  maxSkewMs?: number;
+  now?: number;
+}
+
+export const DEFAULT_MAX_SKEW_MS = 5 * 60 * 1000;
+
+/**
+ * Checks a signature from the x-tee-* headers against what the client sent and got.
+ * Never throws; says why a check failed.
+ */
+export function checkSignature(
+  publicKey: Uint8Array,
+  request: SignedRequest,
+  answer: { status: number; bodySha256: string },
+  signature: Partial<ResponseSignature>,
+  options: CheckOptions = {},
+): SignatureCheck {
+  if (!signature.signature) return { ok: false, reason: `the reply has no ${SIGNATURE_HEADER} header: it was not signed by the enclave` };
+  if (!signature.timestamp || !/^\d{1,16}$/.test(signature.timestamp)) {
+    return { ok: false, reason: `the reply's ${TIMESTAMP_HEADER} header is missing or not unix milliseconds` };
+  }
+  const sig = Buffer.from(signature.signature, 'base64');
+  if (sig.length !== 64 || sig.toString('base64') !== signature.signature) {
+    return { ok: false, reason: `${SIGNATURE_HEADER} is not a base64 Ed25519 signature` };
+  }
+  let statement: string;
+  try {
+    statement = responseStatement(request, { ...answer, timestamp: signature.timestamp });
+  } catch (error) {
+    return { ok: false, reason: (error as Error).message };
+  }
+  if (!ed25519Verify(publicKey, Buffer.from(statement, 'utf8'), sig)) {
+    return {
+      ok: false,
+      reason: `${SIGNATURE_HEADER} does not verify with the enclave's key for ${request.method} ${request.target} ` +
+        `(status ${answer.status}, response body sha256 ${answer.bodySha256}): the status or body was altered, ` +
+        'or the reply belongs to another request',
+    };
+  }
+  const signedAt = Number(signature.timestamp);
+  const now = options.now ?? Date.now();
+  const maxSkew = options.maxSkewMs ?? DEFAULT_MAX_SKEW_MS;
+  if (Math.abs(now - signedAt) > maxSkew) {
+    return {
+      ok: false,
+      reason: `the signature is from ${new Date(signedAt).toISOString()}, more than ${maxSkew} ms from now ` +
+        `(${new Date(now).toISOString()}): a replayed or stale reply`,
+    };
+  }
+  return { ok: true, signedAt: new Date(signedAt) };
+}
+
+/** DER prefix of an SPKI Ed25519 public key; the 32-byte key follows. */
+const SPKI_ED25519_PREFIX = Buffer.from('302a300506032b6570032100', 'hex');
+
+/** Ed25519 verification by OpenSSL (tweetnacl's JavaScript is far slower). */
+function ed25519Verify(publicKey: Uint8Array, message: Uint8Array, signature: Uint8Array): boolean {
+  if (publicKey.length !== 32) return false;
+  const key = createPublicKey({ key: Buffer.concat([SPKI_ED25519_PREFIX, publicKey]), format: 'der', type: 'spki' });
+  return verifyEd25519(null, message, key, signature);
+}
+
+// ---------------------------------------------------------------------------------------
+// Streamed answers (Server-Sent Events)
+
+/**
+ * A streamed answer cannot carry its signature in headers (sent before the body), so it
+ * ends with one more event:
+ *
+ *   event: tee-signature\ndata: {"signature":"<base64>","timestamp":"<ms>"}\n\n
+ *
+ * signing the same statement, where the response body is every byte streamed before
+ * that event, and the status is the stream's HTTP status.
+ */
+export function streamSignatureEvent(signature: ResponseSignature): string {
+  return `event: ${STREAM_SIGNATURE_EVENT}\ndata: ${JSON.stringify({ signature: signature.signature, timestamp: signature.timestamp })}\n\n`;
+}
+
+/**
+ * Splits a complete SSE transcript into the signed body and the final signature event.
+ * Returns undefined when the transcript does not end with a well-formed signature event.
+ */
+export function splitSignedStream(transcript: Uint8Array): { body: Uint8Array; signature: ResponseSignature } | undefined {
+  const text = Buffer.from(transcript).toString('latin1'); // 1 char per byte: indexes are byte offsets
+  const marker = `event: ${STREAM_SIGNATURE_EVENT}\ndata: `;
+  const at = text.lastIndexOf(marker);
+  if (at < 0 || (at > 0 && !text.slice(0, at).endsWith('\n\n'))) return undefined;
+  const rest = text.slice(at + marker.length);
+  if (!rest.endsWith('\n\n') || rest.slice(0, -2).includes('\n')) return undefined;
+  let data: unknown;
+  try {
+    data = JSON.parse(rest.slice(0, -2));
+  } catch {
+    return undefined;
+  }
+  const { signature, timestamp } = (data ?? {}) as Record<string, unknown>;
+  if (typeof signature !== 'string' || typeof timestamp !== 'string') return undefined;
+  return { body: transcript.subarray(0, at), signature: { signature, timestamp } };
+}

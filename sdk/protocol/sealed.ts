@@ -1,0 +1,187 @@
+/**
+ * Sealed requests: the one definition of the envelopes, used by the sdk to seal and by
+ * the enclave to open (enclave/api/sealed-route.ts).
+ *
+ * The client makes a fresh X25519 key pair per request and encrypts with nacl.box
+ * (X25519 + XSalsa20-Poly1305) to the enclave's `tee_box_public_key`, which the
+ * attestation document binds in user_data. It POSTs to /v1/sealed:
+ *
+ *   {"client_public_key":"<b64, 32 bytes>","nonce":"<b64, 24 bytes>","ciphertext":"<b64>"}
+ *
+ * where the plaintext is UTF-8 JSON
+ *
+ *   {"type":"agent-service/sealed-request/v1","method":"POST","target":"/v1/memory",
+ *    "body":"<b64 of the exact body bytes>","authorization":"…","organization":"…",
+ *    "timestamp":<unix ms>}
+ *
+ * (authorization and organization optional). The enclave answers 200 with
+ *
+ *   {"nonce":"<b64, 24 bytes>","ciphertext":"<b64>"}
+ *
+ * boxed to the client's key, whose plaintext is
+ *
+ *   {"type":"agent-service/sealed-reply/v1","status":200,"headers":{…},"body":"<b64>"}
+ *
+ * The `type` tags keep a request from being reflected back as its own reply (both
+ * directions share one box key). A fresh client key per request means a reply can be
+ * opened only by the request's sender, and never as the answer to another request.
+ */
+import nacl from 'tweetnacl';
+
+export const SEALED_PATH = '/v1/sealed';
+export const SEALED_REQUEST_TYPE = 'agent-service/sealed-request/v1';
+export const SEALED_REPLY_TYPE = 'agent-service/sealed-reply/v1';
+/** A sealed request older (or further in the future) than this is refused as a possible replay. */
+export const SEALED_MAX_AGE_MS = 5 * 60 * 1000;
+
+export interface SealedRequest {
+  method: string;
+  target: string;
+  body: Uint8Array;
+  authorization?: string;
+  organization?: string;
+  /** Unix milliseconds when sealed. */
+  timestamp: number;
+}
+
+export interface SealedReply {
+  status: number;
+  headers: Record<string, string>;
+  body: Uint8Array;
+}
+
+export interface RequestEnvelope {
+  client_public_key: string;
+  nonce: string;
+  ciphertext: string;
+}
+
+export interface ReplyEnvelope {
+  nonce: string;
+  ciphertext: string;
+}
+
+/** The plaintext of a request box, as JSON. */
+export interface SealedRequestPlaintext {
+  type: typeof SEALED_REQUEST_TYPE;
+  method: string;
+  target: string;
+  body: string;
+  authorization?: string;
+  organization?: string;
+  timestamp: number;
+}
+
+/** A reply that cannot be opened or is malformed. */
+export class SealedFormatError extends Error {
+  override name = 'SealedFormatError';
+}
+
+const b64 = (bytes: Uint8Array) => Buffer.from(bytes).toString('base64');
+const utf8 = (value: unknown) => new Uint8Array(Buffer.from(JSON.stringify(value), 'utf8'));
+
+// ---------------------------------------------------------------------------------------
+// Client side
+
+/**
+ * Seals a request to the enclave's box key with a fresh key pair (or the one given, for
+ * tests). `replyKey` (the shared key, nacl.box.before) is what opens the reply; keep it
+ * only for this call.
+ */
+export function sealRequest(
+  enclaveBoxKey: Uint8Array,
+  request: SealedRequest,
+  ephemeral: nacl.BoxKeyPair = nacl.box.keyPair(),
+): { envelope: RequestEnvelope; replyKey: Uint8Array } {
+  const plaintext: SealedRequestPlaintext = {
+    type: SEALED_REQUEST_TYPE,
+    method: request.method,
+    target: request.target,
+    body: b64(request.body),
+    ...(request.authorization ? { authorization: request.authorization } : {}),
+    ...(request.organization ? { organization: request.organization } : {}),
+    timestamp: request.timestamp,
+  };
+  // One X25519 multiplication serves both directions (tweetnacl's are slow).
+  const sharedKey = nacl.box.before(enclaveBoxKey, ephemeral.secretKey);
+  const nonce = nacl.randomBytes(nacl.box.nonceLength);
+  const ciphertext = nacl.box.after(utf8(plaintext), nonce, sharedKey);
+  return {
+    envelope: { client_public_key: b64(ephemeral.publicKey), nonce: b64(nonce), ciphertext: b64(ciphertext) },
+    replyKey: sharedKey,
+  };
+}
+
+/** Opens the enclave's sealed reply with the call's replyKey; throws SealedFormatError when it cannot. */
+export function openReply(envelope: unknown, replyKey: Uint8Array): SealedReply {
+  const { nonce, ciphertext } = (typeof envelope === 'object' && envelope !== null ? envelope : {}) as Record<string, unknown>;
+  const nonceBytes = decodeBase64(nonce, 'nonce', nacl.box.nonceLength);
+  const boxed = decodeBase64(ciphertext, 'ciphertext');
+  const opened = nacl.box.open.after(boxed, nonceBytes, replyKey);
+  if (!opened) throw new SealedFormatError('the sealed reply does not open with the enclave\'s box key: it was altered or not made by the enclave');
+  let reply: Record<string, unknown>;
+  try {
+    reply = JSON.parse(Buffer.from(opened).toString('utf8')) as Record<string, unknown>;
+  } catch {
+    throw new SealedFormatError('the sealed reply is not JSON');
+  }
+  if (reply?.type !== SEALED_REPLY_TYPE) throw new SealedFormatError(`the sealed reply's type is not ${SEALED_REPLY_TYPE}`);
+  const { status, headers, body } = reply;
+  if (!Number.isInteger(status) || (status as number) < 100 || (status as number) > 599) throw new SealedFormatError('the sealed reply has no valid status');
+  if (typeof headers !== 'object' || headers === null || Object.values(headers).some((v) => typeof v !== 'string')) {
+    throw new SealedFormatError('the sealed reply\'s headers are not strings');
+  }
+  return { status: status as number, headers: headers as Record<string, string>, body: decodeBase64(body, 'body') };
+}
+
+// ---------------------------------------------------------------------------------------
+// Enclave side
+
+export interface OpenedRequest {
+  /** The decrypted JSON, still to be validated (common/schemas.ts sealedPayloadSchema). */
+  plaintext: unknown;
+  clientPublicKey: Uint8Array;
+  /** The key shared with this client (nacl.box.before): seals the reply. */
+  sharedKey: Uint8Array;
+  /** Identifies this envelope for replay detection (client key and nonce). */
+  replayId: string;
+}
+
+/**
+ * Opens a request envelope whose fields are already known to be base64 strings of the
+ * right lengths (the schema). Returns undefined when the box does not open, i.e. it was
+ * altered or sealed to another key.
+ */
+export function openRequest(envelope: RequestEnvelope, boxSecretKey: Uint8Array): OpenedRequest | undefined {
+  const clientPublicKey = decodeBase64(envelope.client_public_key, 'client_public_key', nacl.box.publicKeyLength);
+  const nonce = decodeBase64(envelope.nonce, 'nonce', nacl.box.nonceLength);
+  const sharedKey = nacl.box.before(clientPublicKey, boxSecretKey);
+  const opened = nacl.box.open.after(decodeBase64(envelope.ciphertext, 'ciphertext'), nonce, sharedKey);
+  if (!opened) return undefined;
+  let plaintext: unknown;
+  try {
+    plaintext = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(opened));
+  } catch {
+    plaintext = undefined;
+  }
+  // Decoded bytes, not the base64 text: two spellings of the same bytes are one envelope.
+  const replayId = Buffer.concat([clientPublicKey, nonce]).toString('base64');
+  return { plaintext, clientPublicKey, sharedKey, replayId };
+}
+
+/** Seals the reply to the client, with the key shared when its request was opened. */
+export function sealReply(reply: SealedReply, sharedKey: Uint8Array): ReplyEnvelope {
+  const plaintext = { type: SEALED_REPLY_TYPE, status: reply.status, headers: reply.headers, body: b64(reply.body) };
+  const nonce = nacl.randomBytes(nacl.box.nonceLength);
+  return { nonce: b64(nonce), ciphertext: b64(nacl.box.after(utf8(plaintext), nonce, sharedKey)) };
+}
+
+/** Strict base64 (Buffer.from skips junk); optionally of an exact decoded length. */
+export function decodeBase64(value: unknown, what: string, length?: number): Uint8Array {
+  if (typeof value !== 'string' || value.length % 4 !== 0 || !/^[A-Za-z0-9+/]*={0,2}$/.test(value)) {
+    throw new SealedFormatError(`${what} is not base64`);
+  }
+  const bytes = new Uint8Array(Buffer.from(value, 'base64'));
+  if (length !== undefined && bytes.length !== length) throw new SealedFormatError(`${what} must be ${length} bytes, got ${bytes.length}`);
+  return bytes;
+}

@@ -1,0 +1,110 @@
+import { createServer as createHttpServer, type IncomingMessage, type Server as HttpServer } from 'node:http';
+import { connect, createServer, type Server, type Socket } from 'node:net';
+
+/**
+ * A TCP relay on loopback that records every byte in both directions: what a host in
+ * the middle (the proxy's machine, the network) gets to see.
+ */
+export interface RecordingRelay {
+  address: string;
+  port: number;
+  /** Bytes from the connecting side towards the target. */
+  upstream(): Buffer;
+  /** Bytes from the target back to the connecting side. */
+  downstream(): Buffer;
+  close(): Promise<void>;
+}
+
+export async function startRecordingRelay(target: string): Promise<RecordingRelay> {
+  const [host, port] = splitHostPort(target);
+  const up: Buffer[] = [];
+  const down: Buffer[] = [];
+  const sockets = new Set<Socket>();
+  const server: Server = createServer((client) => {
+    const upstream = connect(port, host);
+    for (const s of [client, upstream]) {
+      sockets.add(s);
+      s.on('close', () => sockets.delete(s));
+      s.on('error', () => { client.destroy(); upstream.destroy(); });
+    }
+    client.on('data', (d: Buffer) => { up.push(Buffer.from(d)); upstream.write(d); });
+    upstream.on('data', (d: Buffer) => { down.push(Buffer.from(d)); client.write(d); });
+    client.on('end', () => upstream.end());
+    upstream.on('end', () => client.end());
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const bound = (server.address() as { port: number }).port;
+  return {
+    address: `127.0.0.1:${bound}`,
+    port: bound,
+    upstream: () => Buffer.concat(up),
+    downstream: () => Buffer.concat(down),
+    close: () => new Promise((resolve) => {
+      for (const s of sockets) s.destroy();
+      server.close(() => resolve());
+    }),
+  };
+}
+
+function splitHostPort(address: string): [string, number] {
+  const at = address.lastIndexOf(':');
+  return [address.slice(0, at), Number(address.slice(at + 1))];
+}
+
+export interface Exchange {
+  method: string;
+  url: string;
+  status: number;
+  headers: Record<string, string>;
+  body: Buffer;
+}
+
+/**
+ * An HTTP relay on loopback in front of the proxy, playing a malicious host: `tamper`
+ * may rewrite each answer (status, headers, body) before the client gets it.
+ */
+export interface TamperingRelay {
+  baseUrl: string;
+  /** May rewrite each request before it is forwarded. */
+  tamperRequest: (request: { method: string; url: string; body: Buffer }) => { method: string; url: string; body: Buffer };
+  tamper: (exchange: Exchange) => Exchange;
+  close(): Promise<void>;
+}
+
+export async function startTamperingRelay(targetBaseUrl: string): Promise<TamperingRelay> {
+  const relay: TamperingRelay = { baseUrl: '', tamperRequest: (request) => request, tamper: (exchange) => exchange, close: async () => {} };
+  const server: HttpServer = createHttpServer(async (req, res) => {
+    try {
+      const { method, url, body } = relay.tamperRequest({ method: req.method!, url: req.url!, body: await readAll(req) });
+      const headers: Record<string, string> = {};
+      for (const [name, value] of Object.entries(req.headers)) {
+        if (typeof value === 'string' && !['host', 'connection', 'content-length', 'keep-alive'].includes(name)) headers[name] = value;
+      }
+      const answer = await fetch(targetBaseUrl + url, { method, headers, body: body.length > 0 ? body : undefined });
+      const exchange = relay.tamper({
+        method,
+        url,
+        status: answer.status,
+        headers: Object.fromEntries([...answer.headers].filter(([name]) => !['content-length', 'transfer-encoding', 'connection', 'keep-alive'].includes(name))),
+        body: Buffer.from(await answer.arrayBuffer()),
+      });
+      res.writeHead(exchange.status, { ...exchange.headers, 'content-length': String(exchange.body.length) });
+      res.end(exchange.body);
+    } catch (error) {
+      res.writeHead(599).end(String(error));
+    }
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  relay.baseUrl = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+  relay.close = () => new Promise((resolve) => { server.closeAllConnections(); server.close(() => resolve()); });
+  return relay;
+}
+
+function readAll(req: IncomingMessage): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (d: Buffer) => chunks.push(d));
+    req.on('end', () => resolve(Buffer.concat(chunks)));
+    req.on('error', reject);
+  });
+}

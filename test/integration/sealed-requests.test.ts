@@ -1,0 +1,193 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import nacl from 'tweetnacl';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { connect, ResponseSignatureError, SealedCallError, type TeeClient } from '../../sdk/client.js';
+import { openReply, SEALED_MAX_AGE_MS, sealRequest } from '../../sdk/protocol/sealed.js';
+import { expectError, request } from '../helpers/http.js';
+import { startRecordingRelay, type RecordingRelay } from '../helpers/relay.js';
+import { startService, type RunningService } from '../helpers/service.js';
+
+/**
+ * Sealed requests against the real two processes, with a recording TCP relay on each
+ * side of the proxy: client ⇄ [front relay] ⇄ proxy ⇄ [back relay] ⇄ enclave. The relays
+ * see every byte the host sees, in both directions.
+ */
+let svc: RunningService;
+let front: RecordingRelay;
+let back: RecordingRelay | undefined;
+let tee: TeeClient;
+let frontUrl: string;
+
+// Secrets that must never cross the host in the clear.
+const SECRET = {
+  content: 'Bartholomew buried the emerald beneath the lighthouse stairs.',
+  query: 'where did Bartholomew hide the emerald',
+  tenant: 'tenant-sealed-5f2c9a',
+};
+// The same kind of data, sent in the clear: the relays must see these (a positive control).
+const PLAIN = { content: 'Quentin parks the tractor behind the granary.', tenant: 'tenant-plain-81d7e3' };
+
+const seen = (needle: string) => {
+  const hits: string[] = [];
+  for (const [name, bytes] of [
+    ['client → proxy', front.upstream()], ['proxy → client', front.downstream()],
+    ['proxy → enclave', back!.upstream()], ['enclave → proxy', back!.downstream()],
+  ] as const) {
+    if (bytes.includes(Buffer.from(needle, 'utf8'))) hits.push(name);
+  }
+  return hits;
+};
+
+beforeAll(async () => {
+  svc = await startService({}, {
+    proxyEnclaveAddr: async (enclaveAddr) => {
+      back = await startRecordingRelay(enclaveAddr);
+      return back.address;
+    },
+  });
+  front = await startRecordingRelay(svc.baseUrl.replace('http://', ''));
+  frontUrl = `http://${front.address}`;
+  tee = await connect({ baseUrl: frontUrl, rootPem: readFileSync(join(svc.dataDir, 'simulated-root.pem'), 'utf8') });
+});
+afterAll(async () => {
+  await front?.close();
+  await svc?.stop();
+  await back?.close();
+});
+
+describe('the host relays sealed calls without seeing their plaintext', () => {
+  it('a sealed store and a sealed query succeed, and no memory content, query or tenant id crosses the host in the clear', async () => {
+    const stored = await tee.sealedCall<{ id: string; tenant_id: string }>('POST', '/v1/memory', { tenant_id: SECRET.tenant, content: SECRET.content });
+    expect(stored.status).toBe(200);
+    expect(stored.body.tenant_id).toBe(SECRET.tenant);
+
+    const target = `/v1/memory?tenant_id=${SECRET.tenant}&query=${encodeURIComponent(SECRET.query)}&top_k=1`;
+    const found = await tee.sealedCall<{ data: { id: string; content: string }[] }>('GET', target);
+    expect(found.status).toBe(200);
+    expect(found.body.data[0]).toMatchObject({ id: stored.body.id, content: SECRET.content });
+    // The inner answer carries the enclave's signature too (checked by sealedCall).
+    expect(found.headers['x-tee-signature']).toBeDefined();
+
+    // Both relays carried the traffic…
+    for (const bytes of [front.upstream(), front.downstream(), back!.upstream(), back!.downstream()]) expect(bytes.length).toBeGreaterThan(1000);
+    expect(front.upstream().includes(Buffer.from('POST /v1/sealed HTTP/1.1'))).toBe(true);
+    // …and saw none of it.
+    for (const needle of [SECRET.content, SECRET.query, encodeURIComponent(SECRET.query), SECRET.tenant, 'Bartholomew', 'emerald', 'lighthouse']) {
+      expect(seen(needle), needle).toEqual([]);
+    }
+    // Nor which operation was asked for.
+    expect(seen('/v1/memory')).toEqual([]);
+  });
+
+  it('the same data sent plainly is visible to both relays, in both directions (so the recording would catch a leak)', async () => {
+    await tee.call('POST', '/v1/memory', { tenant_id: PLAIN.tenant, content: PLAIN.content });
+    expect(seen(PLAIN.content).sort()).toEqual(['client → proxy', 'enclave → proxy', 'proxy → client', 'proxy → enclave']);
+    expect(seen(PLAIN.tenant)).toHaveLength(4);
+  });
+
+  it('an error inside a sealed call comes back sealed: the host sees a 200 envelope', async () => {
+    const missing = await tee.sealedCall<{ error: { code: string } }>('GET', `/v1/memory/mem_nope?tenant_id=${SECRET.tenant}`);
+    expect(missing.status).toBe(404);
+    expect(missing.body.error.code).toBe('memory_not_found');
+    const invalid = await tee.sealedCall<{ error: { param: string } }>('POST', '/v1/memory', { tenant_id: SECRET.tenant });
+    expect(invalid.status).toBe(400);
+    expect(invalid.body.error.param).toBe('content');
+    const noRoute = await tee.sealedCall<{ error: { code: string } }>('POST', '/v1/sealed', {});
+    expect(noRoute.status).toBe(404);
+    expect(noRoute.body.error.code).toBe('unknown_route');
+    expect(seen('memory_not_found')).toEqual([]);
+  });
+
+  it('a sealed body up to the 1 MiB request limit fits through the proxy (the envelope is about 1.8 times larger)', async () => {
+    const body = JSON.stringify({ tenant_id: SECRET.tenant, content: 'x'.repeat(1024 * 1024 - 60) });
+    expect(body.length).toBeLessThanOrEqual(1024 * 1024);
+    // It reaches the enclave, which refuses the content as too long, inside the sealed reply.
+    const tooLong = await tee.sealedCall<{ error: { code: string; param: string } }>('POST', '/v1/memory', body);
+    expect(tooLong.status).toBe(400);
+    expect(tooLong.body.error).toMatchObject({ code: 'string_above_max_length', param: 'content' });
+  });
+});
+
+describe('replayed, altered and malformed envelopes fail cleanly (4xx, OpenAI error shape)', () => {
+  const boxKey = () => tee.attestation.boxPublicKey;
+  const post = (envelope: unknown) => request(frontUrl, 'POST', '/v1/sealed', envelope);
+  const fresh = (extra: Partial<Parameters<typeof sealRequest>[1]> = {}) => sealRequest(boxKey(), {
+    method: 'POST', target: '/v1/memory', body: Buffer.from(JSON.stringify({ tenant_id: SECRET.tenant, content: 'replay me' })), timestamp: Date.now(), ...extra,
+  });
+
+  it('a recorded envelope sent again is refused with 409, and its memory is stored once', async () => {
+    const { envelope, replyKey } = fresh();
+    const first = await post(envelope);
+    expect(first.status).toBe(200);
+    expect(openReply(first.body, replyKey).status).toBe(200);
+    expectError(await post(envelope), 409, 'sealed_request_replayed');
+    const count = await tee.sealedCall<{ data: { content: string }[] }>('GET', `/v1/memory?tenant_id=${SECRET.tenant}&query=replay%20me&top_k=10`);
+    expect(count.body.data.filter((m) => m.content === 'replay me')).toHaveLength(1);
+  });
+
+  it('one flipped bit in the ciphertext, nonce or client key: 400 sealed_open_failed', async () => {
+    for (const field of ['ciphertext', 'nonce', 'client_public_key'] as const) {
+      const { envelope } = fresh();
+      const bytes = Buffer.from(envelope[field], 'base64');
+      bytes[5] ^= 0x01;
+      expectError(await post({ ...envelope, [field]: bytes.toString('base64') }), 400, 'sealed_open_failed');
+    }
+  });
+
+  it('sealed to another key, or too old: 400', async () => {
+    const other = sealRequest(nacl.box.keyPair().publicKey, { method: 'GET', target: '/v1/attestation', body: new Uint8Array(), timestamp: Date.now() });
+    expectError(await post(other.envelope), 400, 'sealed_open_failed');
+    expectError(await post(fresh({ timestamp: Date.now() - SEALED_MAX_AGE_MS - 60_000 }).envelope), 400, 'sealed_request_expired');
+  });
+
+  it('malformed envelopes are refused by the proxy and by the enclave, never with a 500', async () => {
+    const { envelope } = fresh();
+    const cases: [unknown, number][] = [
+      [{ ...envelope, ciphertext: undefined }, 400],
+      [{ ...envelope, nonce: 'short' }, 400],
+      [{ ...envelope, ciphertext: 'not base64!' }, 400],
+      [{ ...envelope, extra: true }, 400],
+      [{ ...envelope, client_public_key: `${'A'.repeat(42)}==` }, 400],
+      ['[]', 400],
+      ['{', 400],
+    ];
+    for (const [body, status] of cases) expectError(await post(body), status);
+  });
+
+  it('the sdk turns a refused envelope into a SealedCallError naming the reason', async () => {
+    // A client that believes in a stale box key (e.g. from before an enclave restart).
+    const stale = Object.create(tee) as TeeClient;
+    Object.defineProperty(stale, 'attestation', { value: { ...tee.attestation, boxPublicKey: nacl.box.keyPair().publicKey } });
+    const error = await stale.sealedCall('GET', '/v1/attestation').catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(SealedCallError);
+    expect((error as SealedCallError).status).toBe(400);
+    expect((error as Error).message).toMatch(/sealed_open_failed/);
+  });
+
+  it('nothing above made either process answer 5xx or hit an unexpected error', () => {
+    // (Health checks during start-up answer 503 until the enclave is up: not counted.)
+    const failures = svc.output().split('\n').filter((line) => /"status":5\d\d/.test(line) && !line.includes('"/healthz"'));
+    expect(failures).toEqual([]);
+    expect(svc.output()).not.toMatch(/unexpected error/);
+    expect(svc.output()).toMatch(/"rpc":"Sealed","status":409/);
+  });
+});
+
+describe('keys live only in the enclave process', () => {
+  it('after the enclave restarts it has new signing and box keys: old clients fail closed and must attest again', async () => {
+    const before = tee.attestation;
+    await svc.killEnclave('SIGKILL');
+    await svc.startEnclave();
+    const again = await connect({ baseUrl: frontUrl, rootPem: readFileSync(join(svc.dataDir, 'simulated-root.pem'), 'utf8') });
+    expect(Buffer.from(again.attestation.teePublicKey)).not.toEqual(Buffer.from(before.teePublicKey));
+    expect(Buffer.from(again.attestation.boxPublicKey)).not.toEqual(Buffer.from(before.boxPublicKey));
+    // The operator key and the simulated root are configuration, not enclave secrets: they stay.
+    expect(again.attestation.operatorKey).toEqual(before.operatorKey);
+
+    await expect(tee.call('GET', '/v1/attestation')).rejects.toThrow(/does not verify with the enclave's key/);
+    // (The enclave refuses the envelope sealed to the old key, under its new signature.)
+    await expect(tee.sealedCall('GET', '/v1/attestation')).rejects.toThrow(ResponseSignatureError);
+    expect((await again.sealedCall('GET', '/v1/attestation')).status).toBe(200);
+  });
+});

@@ -1,0 +1,184 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { connect, ResponseSignatureError, type TeeClient } from '../../sdk/client.js';
+import { checkSignature, DEFAULT_MAX_SKEW_MS, sha256Hex, SIGNATURE_HEADER, TIMESTAMP_HEADER } from '../../sdk/protocol/response-signature.js';
+import { request } from '../helpers/http.js';
+import { startTamperingRelay, type Exchange, type TamperingRelay } from '../helpers/relay.js';
+import { startService, type RunningService } from '../helpers/service.js';
+
+/**
+ * Signed responses against the real two processes: every answer from the enclave is
+ * signed, and a host that alters an answer, or hands back the answer to another
+ * request, is caught by the sdk client.
+ */
+let svc: RunningService;
+let relay: TamperingRelay;
+let rootPem: string;
+let direct: TeeClient;
+/** A client whose every request goes through the tampering relay in front of the proxy. */
+let relayed: TeeClient;
+
+beforeAll(async () => {
+  svc = await startService();
+  rootPem = readFileSync(join(svc.dataDir, 'simulated-root.pem'), 'utf8');
+  relay = await startTamperingRelay(svc.baseUrl);
+  direct = await connect({ baseUrl: svc.baseUrl, rootPem });
+  relayed = await connect({ baseUrl: relay.baseUrl, rootPem });
+});
+afterEach(() => {
+  relay.tamper = (exchange) => exchange;
+  relay.tamperRequest = (req) => req;
+});
+afterAll(async () => {
+  await relay?.close();
+  await svc?.stop();
+});
+
+describe('every answer from the enclave is signed', () => {
+  it('memory add, query, get and delete, and attestation, verify with the attested key', async () => {
+    const added = await direct.call<{ id: string }>('POST', '/v1/memory', { tenant_id: 'sig-t1', content: 'The heron nests by the mill pond.' });
+    expect(added.status).toBe(200);
+    const id = added.body.id;
+    const queried = await direct.call<{ data: { id: string }[] }>('GET', '/v1/memory?tenant_id=sig-t1&query=heron&top_k=2');
+    expect(queried.body.data[0].id).toBe(id);
+    expect((await direct.call('GET', `/v1/memory/${id}?tenant_id=sig-t1`)).status).toBe(200);
+    expect((await direct.call('DELETE', `/v1/memory/${id}?tenant_id=sig-t1`)).status).toBe(200);
+    const attestation = await direct.call('GET', '/v1/attestation');
+    expect(attestation.status).toBe(200);
+    expect(attestation.signedAt.getTime()).toBeGreaterThan(Date.now() - 60_000);
+  });
+
+  it('errors the enclave decides are signed too (404 for a memory that is not there)', async () => {
+    const missing = await direct.call<{ error: { code: string } }>('GET', '/v1/memory/mem_nope?tenant_id=sig-t1');
+    expect(missing.status).toBe(404);
+    expect(missing.body.error.code).toBe('memory_not_found');
+    expect(missing.headers[SIGNATURE_HEADER]).toMatch(/^[A-Za-z0-9+/]{86}==$/);
+  });
+
+  it('the signature binds the organization header', async () => {
+    const res = await request(svc.baseUrl, 'GET', '/v1/attestation', undefined, { organization_id: 'org-a' });
+    const sig = { signature: res.headers.get(SIGNATURE_HEADER)!, timestamp: res.headers.get(TIMESTAMP_HEADER)! };
+    const answer = { status: res.status, bodySha256: sha256Hex(Buffer.from(res.text)) };
+    const asked = { method: 'GET', target: '/v1/attestation', body: new Uint8Array() };
+    const key = direct.attestation.teePublicKey;
+    expect(checkSignature(key, { ...asked, organization: 'org-a' }, answer, sig).ok).toBe(true);
+    expect(checkSignature(key, { ...asked, organization: 'org-b' }, answer, sig).ok).toBe(false);
+    expect(checkSignature(key, asked, answer, sig).ok).toBe(false);
+  });
+
+  it('what the host answers by itself (a request refused by the proxy) is reported as not signed', async () => {
+    const error = await direct.call('GET', '/v1/memory?tenant_id=sig-t1').catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ResponseSignatureError);
+    expect((error as ResponseSignatureError).status).toBe(400);
+    expect((error as Error).message).toMatch(/has no x-tee-signature header: it was not signed by the enclave/);
+  });
+});
+
+describe('a host that tampers with answers (an HTTP relay in front of the proxy)', () => {
+  it('passes honest answers through: the relayed client verifies them', async () => {
+    const res = await relayed.call('POST', '/v1/memory', { tenant_id: 'sig-t2', content: 'Keys are under the flowerpot.' });
+    expect(res.status).toBe(200);
+  });
+
+  it('one flipped byte in a response body is detected', async () => {
+    let flipped = false;
+    relay.tamper = (exchange) => {
+      if (!exchange.url.startsWith('/v1/memory')) return exchange;
+      const body = Buffer.from(exchange.body);
+      const at = body.indexOf('flowerpot');
+      expect(at).toBeGreaterThan(0);
+      body[at] ^= 0x20; // 'f' → 'F': still valid JSON, one byte different
+      flipped = true;
+      return { ...exchange, body };
+    };
+    const error = await relayed.call('GET', '/v1/memory?tenant_id=sig-t2&query=keys').catch((e: unknown) => e);
+    expect(flipped).toBe(true);
+    expect(error).toBeInstanceOf(ResponseSignatureError);
+    expect((error as Error).message).toMatch(/does not verify with the enclave's key for GET \/v1\/memory\?tenant_id=sig-t2&query=keys/);
+    expect((error as ResponseSignatureError).body).toContain('Flowerpot');
+  });
+
+  it('a changed status is detected (a signed 404 passed off as 200)', async () => {
+    relay.tamper = (exchange) => ({ ...exchange, status: exchange.status === 404 ? 200 : exchange.status });
+    await expect(relayed.call('GET', '/v1/memory/mem_nope?tenant_id=sig-t2')).rejects.toThrow(/status 200.*does not verify|does not verify.*status 200/);
+  });
+
+  it('a stripped signature is detected', async () => {
+    relay.tamper = (exchange) => {
+      const headers = { ...exchange.headers };
+      delete headers[SIGNATURE_HEADER];
+      return { ...exchange, headers };
+    };
+    await expect(relayed.call('GET', '/v1/attestation')).rejects.toThrow(/has no x-tee-signature header/);
+  });
+
+  it('a signed answer to one request does not verify as the answer to another', async () => {
+    await relayed.call('POST', '/v1/memory', { tenant_id: 'sig-t3', content: 'Tenant three likes green tea.' });
+    // Record the signed answer to tenant t3's query, then hand it back for tenant t4's.
+    let recorded: Exchange | undefined;
+    relay.tamper = (exchange) => {
+      if (exchange.url.includes('tenant_id=sig-t3')) recorded = exchange;
+      else if (exchange.url.includes('tenant_id=sig-t4') && recorded) return { ...recorded, url: exchange.url };
+      return exchange;
+    };
+    const own = await relayed.call<{ data: { content: string }[] }>('GET', '/v1/memory?tenant_id=sig-t3&query=tea');
+    expect(own.body.data[0].content).toBe('Tenant three likes green tea.');
+    expect(recorded).toBeDefined();
+    const error = await relayed.call('GET', '/v1/memory?tenant_id=sig-t4&query=tea').catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ResponseSignatureError);
+    expect((error as Error).message).toMatch(/does not verify .*or the reply belongs to another request/);
+    // The recorded answer is intact and still verifies as the answer to its own request.
+    expect(checkSignature(
+      relayed.attestation.teePublicKey,
+      { method: 'GET', target: '/v1/memory?tenant_id=sig-t3&query=tea', body: new Uint8Array() },
+      { status: recorded!.status, bodySha256: sha256Hex(recorded!.body) },
+      { signature: recorded!.headers[SIGNATURE_HEADER], timestamp: recorded!.headers[TIMESTAMP_HEADER] },
+    ).ok).toBe(true);
+  });
+
+  it('the same goes for a POST answered with the signed answer of another POST', async () => {
+    let first: Exchange | undefined;
+    relay.tamper = (exchange) => {
+      if (exchange.method !== 'POST') return exchange;
+      if (!first) return (first = exchange);
+      return first;
+    };
+    await relayed.call('POST', '/v1/memory', { tenant_id: 'sig-t5', content: 'first' });
+    await expect(relayed.call('POST', '/v1/memory', { tenant_id: 'sig-t5', content: 'second' })).rejects.toThrow(ResponseSignatureError);
+  });
+
+  it('an altered plain request is carried out, but its answer does not verify for what the client sent', async () => {
+    relay.tamperRequest = (req) => ({ ...req, body: Buffer.from(req.body.toString().replace('Tuesday', 'Friday')) });
+    const error = await relayed.call('POST', '/v1/memory', { tenant_id: 'sig-t6', content: 'The plumber comes on Tuesday.' }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ResponseSignatureError);
+    expect((error as ResponseSignatureError).body).toContain('Friday');
+    // The write happened: plain requests are not protected against a host that rewrites them (sealed ones are).
+    relay.tamperRequest = (req) => req;
+    const stored = await direct.call<{ data: { content: string }[] }>('GET', '/v1/memory?tenant_id=sig-t6&query=plumber');
+    expect(stored.body.data[0].content).toBe('The plumber comes on Friday.');
+  });
+
+  it('known limit: the signed answer to an identical plain request can be replayed within the clock-skew window', async () => {
+    const target = '/v1/memory?tenant_id=sig-t7&query=tea';
+    let recorded: Exchange | undefined;
+    relay.tamper = (exchange) => (exchange.method === 'GET' && exchange.url === target ? (recorded ??= exchange) : exchange);
+    const first = await relayed.call<{ data: unknown[] }>('GET', target);
+    expect(first.body.data).toEqual([]);
+    await relayed.call('POST', '/v1/memory', { tenant_id: 'sig-t7', content: 'Tenant seven likes tea.' });
+    // The host hands back the old answer ("no memories"): it verifies, same request and a recent timestamp.
+    const replayed = await relayed.call<{ data: unknown[] }>('GET', target);
+    expect(replayed.body.data).toEqual([]);
+    expect(replayed.signedAt).toEqual(first.signedAt);
+    expect((await direct.call<{ data: unknown[] }>('GET', target)).body.data).toHaveLength(1);
+    // Past the window (5 minutes by default) the same answer is refused as stale.
+    const check = checkSignature(
+      relayed.attestation.teePublicKey,
+      { method: 'GET', target, body: new Uint8Array() },
+      { status: recorded!.status, bodySha256: sha256Hex(recorded!.body) },
+      { signature: recorded!.headers[SIGNATURE_HEADER], timestamp: recorded!.headers[TIMESTAMP_HEADER] },
+      { now: first.signedAt.getTime() + DEFAULT_MAX_SKEW_MS + 1 },
+    );
+    expect(check).toEqual({ ok: false, reason: expect.stringMatching(/replayed or stale/) });
+  });
+});

@@ -1,0 +1,173 @@
+import nacl from 'tweetnacl';
+import { describe, expect, it } from 'vitest';
+import { enclaveProto } from '../../common/proto.js';
+import { findRoute, methodOf, routes } from '../../enclave/api/routes.js';
+import { signReply, streamSigner } from '../../enclave/api/signing.js';
+import { generateIdentity } from '../../enclave/keys.js';
+import {
+  checkSignature, responseStatement, sha256Hex, signAnswer, splitSignedStream, streamSignatureEvent,
+  SIGNATURE_HEADER, TIMESTAMP_HEADER, type SignedRequest,
+} from '../../sdk/protocol/response-signature.js';
+import type { ApiRequest } from '../../common/proto.js';
+
+const utf8 = (text: string) => new Uint8Array(Buffer.from(text, 'utf8'));
+const EMPTY_SHA256 = 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855';
+
+const request: SignedRequest = {
+  method: 'POST',
+  target: '/v1/memory',
+  organization: 'org-1',
+  body: utf8('{"tenant_id":"t1","content":"hello"}'),
+};
+const responseBody = utf8('{"id":"mem_1"}');
+const answer = { status: 200, bodySha256: sha256Hex(responseBody) };
+const NOW = 1_731_000_000_000;
+
+describe('the signed statement', () => {
+  it('is exactly the documented eight lines', () => {
+    const text = responseStatement(
+      { method: 'GET', target: '/v1/memory?query=dogs&tenant_id=t1', body: new Uint8Array() },
+      { status: 404, bodySha256: sha256Hex(utf8('{}')), timestamp: '1731000000000' },
+    );
+    expect(text).toBe([
+      'agent-service/response-signature/v1',
+      'method GET',
+      'target "/v1/memory?query=dogs&tenant_id=t1"',
+      'organization ""',
+      `request-body-sha256 ${EMPTY_SHA256}`,
+      'status 404',
+      'response-body-sha256 44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a',
+      'timestamp 1731000000000',
+    ].join('\n'));
+  });
+
+  it('writes the target and organization as JSON strings, so a line break cannot add a field', () => {
+    const text = responseStatement(
+      { method: 'GET', target: '/v1/x\nstatus 200', organization: 'a"\nb', body: new Uint8Array() },
+      { status: 500, bodySha256: EMPTY_SHA256, timestamp: '1' },
+    );
+    expect(text.split('\n')).toHaveLength(8);
+    expect(text).toContain('target "/v1/x\\nstatus 200"');
+    expect(text).toContain('organization "a\\"\\nb"');
+  });
+
+  it('refuses values that have no place in it', () => {
+    const ok = { status: 200, bodySha256: EMPTY_SHA256, timestamp: '1' };
+    expect(() => responseStatement({ ...request, method: 'get\n' }, ok)).toThrow(/not an HTTP method/);
+    expect(() => responseStatement(request, { ...ok, status: 42 })).toThrow(/not an HTTP status/);
+    expect(() => responseStatement(request, { ...ok, bodySha256: 'XYZ' })).toThrow(/64 lowercase hex/);
+    expect(() => responseStatement(request, { ...ok, timestamp: '1.5' })).toThrow(/timestamp/);
+  });
+});
+
+describe('signing and checking', () => {
+  const keys = nacl.sign.keyPair();
+  const sign = (m: Uint8Array) => nacl.sign.detached(m, keys.secretKey);
+  const signature = signAnswer(sign, request, answer, NOW);
+
+  it('verifies what was signed, within the allowed clock skew', () => {
+    expect(signature.timestamp).toBe(String(NOW));
+    expect(checkSignature(keys.publicKey, request, answer, signature, { now: NOW + 1000 })).toEqual({ ok: true, signedAt: new Date(NOW) });
+  });
+
+  it.each([
+    ['another method', { ...request, method: 'DELETE' }, answer],
+    ['another target', { ...request, target: '/v1/memory?tenant_id=t2' }, answer],
+    ['another organization', { ...request, organization: 'org-2' }, answer],
+    ['no organization', { ...request, organization: undefined }, answer],
+    ['another request body', { ...request, body: utf8('{"tenant_id":"t1","content":"hellO"}') }, answer],
+    ['another status', request, { ...answer, status: 201 }],
+    ['another response body', request, { ...answer, bodySha256: sha256Hex(utf8('{"id":"mem_2"}')) }],
+  ])('fails for %s', (_name, otherRequest, otherAnswer) => {
+    const result = checkSignature(keys.publicKey, otherRequest, otherAnswer, signature, { now: NOW });
+    expect(result.ok).toBe(false);
+    expect(!result.ok && result.reason).toMatch(/does not verify with the enclave's key/);
+  });
+
+  it('fails for another timestamp, another key, a missing or malformed signature', () => {
+    const check = (sig: Parameters<typeof checkSignature>[3], key = keys.publicKey) => checkSignature(key, request, answer, sig, { now: NOW });
+    expect(check({ ...signature, timestamp: String(NOW + 1) })).toMatchObject({ ok: false });
+    expect(check(signature, nacl.sign.keyPair().publicKey)).toMatchObject({ ok: false });
+    expect(check({ timestamp: signature.timestamp })).toEqual({ ok: false, reason: expect.stringMatching(/no x-tee-signature header/) });
+    expect(check({ signature: signature.signature })).toEqual({ ok: false, reason: expect.stringMatching(/x-tee-timestamp/) });
+    expect(check({ ...signature, signature: 'AAAA' })).toEqual({ ok: false, reason: expect.stringMatching(/not a base64 Ed25519 signature/) });
+  });
+
+  it('fails for a signature older (or newer) than the allowed skew: a replayed answer', () => {
+    const late = checkSignature(keys.publicKey, request, answer, signature, { now: NOW + 5 * 60_000 + 1 });
+    expect(late).toEqual({ ok: false, reason: expect.stringMatching(/replayed or stale/) });
+    expect(checkSignature(keys.publicKey, request, answer, signature, { now: NOW - 10_000, maxSkewMs: 5000 }).ok).toBe(false);
+  });
+});
+
+describe('the enclave side (enclave/api/signing.ts)', () => {
+  const identity = generateIdentity();
+  const apiRequest: ApiRequest = {
+    request_id: 'r1', target: request.target, body: Buffer.from(request.body), authorization: 'Bearer x', organization: 'org-1',
+  };
+
+  it('signReply adds headers that the sdk accepts for that request only', () => {
+    const reply = signReply(identity, 'POST', apiRequest, { status: 200, body: Buffer.from(responseBody), headers: { 'x-other': '1' } });
+    expect(reply.headers).toMatchObject({ 'x-other': '1', [SIGNATURE_HEADER]: expect.any(String), [TIMESTAMP_HEADER]: expect.stringMatching(/^\d+$/) });
+    const sig = { signature: reply.headers![SIGNATURE_HEADER], timestamp: reply.headers![TIMESTAMP_HEADER] };
+    expect(checkSignature(identity.publicKey, request, answer, sig).ok).toBe(true);
+    expect(checkSignature(identity.publicKey, { ...request, method: 'GET' }, answer, sig).ok).toBe(false);
+  });
+
+  it('signs plain Ed25519 (OpenSSL), which tweetnacl verifies too', () => {
+    const message = utf8('any statement');
+    const signature = identity.sign(message);
+    expect(nacl.sign.detached.verify(message, signature, identity.publicKey)).toBe(true);
+    expect(nacl.sign.detached.verify(utf8('another statement'), signature, identity.publicKey)).toBe(false);
+  });
+
+  it('streamSigner signs the concatenation of the streamed bytes, as a final SSE event', () => {
+    const chunks = ['data: {"a":1}\n\n', 'data: {"b":2}\n\n', 'data: [DONE]\n\n'].map(utf8);
+    const signer = streamSigner(identity, 'POST', apiRequest, 200);
+    for (const chunk of chunks) signer.update(chunk);
+    const finalEvent = signer.finish();
+    expect(finalEvent.toString()).toMatch(/^event: tee-signature\ndata: \{"signature":"[A-Za-z0-9+/=]+","timestamp":"\d+"\}\n\n$/);
+    expect(() => signer.finish()).toThrow(/already signed/);
+
+    const transcript = Buffer.concat([...chunks, finalEvent]);
+    const split = splitSignedStream(transcript)!;
+    expect(Buffer.from(split.body).toString()).toBe(Buffer.concat(chunks).toString());
+    const streamed = { status: 200, bodySha256: sha256Hex(split.body) };
+    expect(checkSignature(identity.publicKey, request, streamed, split.signature).ok).toBe(true);
+
+    // One byte changed in the stream: the signature no longer matches.
+    const altered = Buffer.from(transcript);
+    altered[8] ^= 0x01;
+    const alteredSplit = splitSignedStream(altered)!;
+    expect(checkSignature(identity.publicKey, request, { status: 200, bodySha256: sha256Hex(alteredSplit.body) }, alteredSplit.signature).ok).toBe(false);
+  });
+
+  it('a stream cut short, or with junk after the signature, has no signature to check', () => {
+    const event = streamSignatureEvent({ signature: 'c2ln', timestamp: '1' });
+    expect(splitSignedStream(utf8('data: {"a":1}\n\n'))).toBeUndefined();
+    expect(splitSignedStream(utf8(`data: {"a":1}\n\n${event}data: more\n\n`))).toBeUndefined();
+    expect(splitSignedStream(utf8(`data: {"a":1}\n${event}`))).toBeUndefined();
+    expect(splitSignedStream(utf8(event))).toEqual({ body: new Uint8Array(), signature: { signature: 'c2ln', timestamp: '1' } });
+  });
+});
+
+describe('routes (enclave/api/routes.ts)', () => {
+  it('name an HTTP method for every unary RPC of the channel, so none can go unsigned', () => {
+    const service = enclaveProto().Enclave.service as Record<string, { responseStream: boolean }>;
+    const rpcs = Object.keys(service).filter((name) => name !== 'Health');
+    expect(rpcs).toEqual(expect.arrayContaining(['GetAttestation', 'AddMemory', 'ChatCompletion', 'ChatCompletionStream', 'Sealed']));
+    for (const rpc of rpcs) expect(methodOf(rpc)).toMatch(/^(GET|POST|DELETE)$/);
+    expect(() => methodOf('Nope')).toThrow(/no entry/);
+  });
+
+  it('dispatch by method and path', () => {
+    expect(findRoute('GET', '/v1/memory')?.rpc).toBe('QueryMemory');
+    expect(findRoute('POST', '/v1/memory')?.rpc).toBe('AddMemory');
+    expect(findRoute('GET', '/v1/memory/mem_1')?.rpc).toBe('GetMemory');
+    expect(findRoute('DELETE', '/v1/memory/mem_1')?.rpc).toBe('DeleteMemory');
+    expect(findRoute('POST', '/v1/chat/completions')?.rpc).toBe('ChatCompletion');
+    expect(findRoute('PUT', '/v1/memory')).toBeUndefined();
+    expect(findRoute('GET', '/v1/memory/a/b')).toBeUndefined();
+    expect(new Set(routes.map((r) => r.rpc)).size).toBe(routes.length);
+  });
+});

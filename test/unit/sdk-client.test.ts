@@ -1,0 +1,119 @@
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { createServer, type Server } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import nacl from 'tweetnacl';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { SimulatedNitroProvider, simulatedRootPath } from '../../enclave/attestation/simulated-nsm.js';
+import { signReply, streamSigner } from '../../enclave/api/signing.js';
+import { generateIdentity } from '../../enclave/keys.js';
+import { AttestationError, connect, ResponseSignatureError, type TeeClient } from '../../sdk/client.js';
+import { encodeUserData } from '../../sdk/protocol/user-data.js';
+
+/**
+ * The sdk against a loopback server that answers GET /v1/attestation with real simulated
+ * documents and real signatures, and can be told to lie in one way at a time.
+ */
+type Lie = 'none' | 'ignore-nonce' | 'unsigned' | 'other-signer' | 'other-box-key' | 'other-operator';
+
+const identity = generateIdentity();
+const impostor = generateIdentity();
+const operatorKey = nacl.sign.keyPair().publicKey;
+const boxKey = nacl.box.keyPair().publicKey;
+const PCRS = new Map([[0, new Uint8Array(48).fill(0xa0)], [1, new Uint8Array(48).fill(0xa1)], [2, new Uint8Array(48).fill(0xa2)]]);
+const b64 = (bytes: Uint8Array) => Buffer.from(bytes).toString('base64');
+
+let dataDir: string;
+let rootPem: string;
+let server: Server;
+let baseUrl: string;
+let lie: Lie = 'none';
+
+beforeAll(async () => {
+  dataDir = await mkdtemp(join(tmpdir(), 'sdk-client-'));
+  const provider = new SimulatedNitroProvider({ dataDir, pcrs: PCRS });
+  await provider.rootCertificatePem();
+  rootPem = await readFile(simulatedRootPath(dataDir), 'utf8');
+  server = createServer(async (req, res) => {
+    const nonce = new URL(req.url!, 'http://x').searchParams.get('nonce');
+    const document = await provider.attest({
+      publicKey: identity.publicKey,
+      userData: encodeUserData({ operatorKey, boxPublicKey: boxKey }),
+      nonce: lie === 'ignore-nonce' || !nonce ? undefined : Buffer.from(nonce, 'hex'),
+    });
+    const body = Buffer.from(JSON.stringify({
+      code_attestation: b64(document),
+      operator_pubkey: b64(lie === 'other-operator' ? nacl.sign.keyPair().publicKey : operatorKey),
+      tee_name: provider.teeName,
+      tee_public_key: b64(identity.publicKey),
+      tee_box_public_key: b64(lie === 'other-box-key' ? nacl.box.keyPair().publicKey : boxKey),
+    }));
+    const request = { request_id: '', target: req.url!, body: Buffer.alloc(0), authorization: '', organization: '' };
+    const signer = lie === 'other-signer' ? impostor : identity;
+    const reply = lie === 'unsigned' ? { status: 200, body, headers: {} } : signReply(signer, 'GET', request, { status: 200, body, headers: {} });
+    res.writeHead(200, { 'content-type': 'application/json', ...reply.headers }).end(body);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  baseUrl = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+});
+afterEach(() => {
+  lie = 'none';
+});
+afterAll(async () => {
+  await new Promise((resolve) => server.close(resolve));
+  await rm(dataDir, { recursive: true, force: true });
+});
+
+describe('connect', () => {
+  it('verifies the document, its bindings and the signed answer, and exposes the attested keys', async () => {
+    const tee = await connect({ baseUrl, rootPem, pcrs: { 0: Buffer.from(PCRS.get(0)!).toString('hex'), 2: PCRS.get(2)! }, operatorKey: b64(operatorKey) });
+    expect(tee.attestation.teePublicKey).toEqual(identity.publicKey);
+    expect(tee.attestation.boxPublicKey).toEqual(boxKey);
+    expect(tee.attestation.operatorKey).toEqual(operatorKey);
+    expect(tee.attestation.checks.map((c) => c.name)).toEqual([
+      'structure', 'signature', 'certificate chain', 'certificate validity', 'nonce', 'PCR0', 'PCR2', 'public key', 'operator key', 'box key',
+    ]);
+  });
+
+  it.each([
+    ['a document without our fresh nonce', 'ignore-nonce', /nonce: the document has no nonce/],
+    ['an advertised box key that the document does not bind', 'other-box-key', /box key: box key in user_data mismatch/],
+    ['an advertised operator key that the document does not bind', 'other-operator', /operator key: operator key in user_data mismatch/],
+  ] as const)('refuses %s', async (_name, how, message) => {
+    lie = how;
+    const error = await connect({ baseUrl, rootPem }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(AttestationError);
+    expect((error as Error).message).toMatch(message);
+  });
+
+  it('refuses a pinned PCR or operator key that does not match, the AWS root, and an unsigned or impostor-signed answer', async () => {
+    const wrongPcr = await connect({ baseUrl, rootPem, pcrs: { 1: 'ff'.repeat(48) } }).catch((e: AttestationError) => e);
+    expect(wrongPcr.message).toMatch(/PCR1: PCR1 mismatch: expected ffff/);
+    expect(wrongPcr.checks.find((c) => c.name === 'PCR1')?.ok).toBe(false);
+    await expect(connect({ baseUrl, rootPem, operatorKey: Buffer.alloc(32, 1).toString('hex') })).rejects.toThrow(/operator key in user_data mismatch/);
+    await expect(connect({ baseUrl })).rejects.toThrow(/certificate chain: chain does not end at the pinned root/);
+    lie = 'unsigned';
+    await expect(connect({ baseUrl, rootPem })).rejects.toThrow(ResponseSignatureError);
+    lie = 'other-signer';
+    await expect(connect({ baseUrl, rootPem })).rejects.toThrow(/does not verify with the enclave's key/);
+  });
+});
+
+describe('TeeClient.verifyStream', () => {
+  let tee: TeeClient;
+  beforeAll(async () => {
+    tee = await connect({ baseUrl, rootPem });
+  });
+  const request = { method: 'POST', target: '/v1/chat/completions', organization: 'org', body: Buffer.from('{"stream":true}') };
+  const apiRequest = { request_id: '', target: request.target, body: request.body, authorization: '', organization: 'org' };
+
+  it('returns the signed bytes of a stream that ends with the enclave\'s signature event', () => {
+    const signer = streamSigner(identity, 'POST', apiRequest, 200);
+    const data = Buffer.from('data: {"choices":[]}\n\ndata: [DONE]\n\n');
+    signer.update(data);
+    const transcript = Buffer.concat([data, signer.finish()]);
+    expect(Buffer.from(tee.verifyStream(request, 200, transcript).body)).toEqual(data);
+    expect(() => tee.verifyStream({ ...request, organization: 'other' }, 200, transcript)).toThrow(ResponseSignatureError);
+    expect(() => tee.verifyStream(request, 200, data)).toThrow(/does not end with a tee-signature event/);
+  });
+});

@@ -1,0 +1,225 @@
+import nacl from 'tweetnacl';
+import { describe, expect, it } from 'vitest';
+import { ApiError } from '../../common/errors.js';
+import type { ApiReply, ApiRequest } from '../../common/proto.js';
+import { ReplayGuard } from '../../enclave/api/replay-guard.js';
+import { sealedRoute } from '../../enclave/api/sealed-route.js';
+import { generateSealedRequestKey } from '../../enclave/keys.js';
+import {
+  openReply, openRequest, sealReply, sealRequest, SEALED_MAX_AGE_MS, SealedFormatError, type RequestEnvelope,
+} from '../../sdk/protocol/sealed.js';
+import { encodeUserData, parseUserData } from '../../sdk/protocol/user-data.js';
+
+const utf8 = (text: string) => new Uint8Array(Buffer.from(text, 'utf8'));
+const enclave = nacl.box.keyPair();
+const inner = {
+  method: 'POST',
+  target: '/v1/memory',
+  body: utf8('{"tenant_id":"t1","content":"secret"}'),
+  authorization: 'Bearer k',
+  organization: 'org-1',
+  timestamp: 1_731_000_000_000,
+};
+
+/** Flips one bit in the decoded bytes of a base64 field, keeping it valid base64. */
+function flip(b64: string, index = 3): string {
+  const bytes = Buffer.from(b64, 'base64');
+  bytes[index] ^= 0x01;
+  return bytes.toString('base64');
+}
+
+describe('sealed envelopes (sdk/protocol/sealed.ts)', () => {
+  it('round-trip: the enclave opens what the client sealed, the client opens the sealed reply', () => {
+    const { envelope, replyKey } = sealRequest(enclave.publicKey, inner);
+    expect(JSON.stringify(envelope)).not.toContain('secret');
+    const opened = openRequest(envelope, enclave.secretKey)!;
+    expect(opened.plaintext).toEqual({
+      type: 'agent-service/sealed-request/v1',
+      method: 'POST',
+      target: '/v1/memory',
+      body: Buffer.from(inner.body).toString('base64'),
+      authorization: 'Bearer k',
+      organization: 'org-1',
+      timestamp: inner.timestamp,
+    });
+    const reply = { status: 201, headers: { 'x-tee-signature': 'sig' }, body: utf8('{"id":"mem_1"}') };
+    expect(opened.sharedKey).toEqual(replyKey);
+    const sealed = sealReply(reply, opened.sharedKey);
+    expect(openReply(sealed, replyKey)).toEqual(reply);
+  });
+
+  it('uses a fresh client key and nonce for every request', () => {
+    const a = sealRequest(enclave.publicKey, inner).envelope;
+    const b = sealRequest(enclave.publicKey, inner).envelope;
+    expect(a.client_public_key).not.toBe(b.client_public_key);
+    expect(a.nonce).not.toBe(b.nonce);
+    expect(openRequest(a, enclave.secretKey)!.replayId).not.toBe(openRequest(b, enclave.secretKey)!.replayId);
+  });
+
+  it.each(['client_public_key', 'nonce', 'ciphertext'] as const)('does not open with one bit of %s changed', (field) => {
+    const { envelope } = sealRequest(enclave.publicKey, inner);
+    expect(openRequest({ ...envelope, [field]: flip(envelope[field]) }, enclave.secretKey)).toBeUndefined();
+  });
+
+  it('does not open for another enclave key', () => {
+    const { envelope } = sealRequest(nacl.box.keyPair().publicKey, inner);
+    expect(openRequest(envelope, enclave.secretKey)).toBeUndefined();
+  });
+
+  it('a reply opens only for the request that it answers, and a request cannot be reflected as its reply', () => {
+    const first = sealRequest(enclave.publicKey, inner);
+    const second = sealRequest(enclave.publicKey, inner);
+    const opened = openRequest(first.envelope, enclave.secretKey)!;
+    const sealed = sealReply({ status: 200, headers: {}, body: utf8('{}') }, opened.sharedKey);
+    expect(() => openReply(sealed, second.replyKey)).toThrow(/does not open/);
+    expect(() => openReply({ ...sealed, ciphertext: flip(sealed.ciphertext, 20) }, first.replyKey)).toThrow(SealedFormatError);
+    // Both directions share one box key: the type tag tells a request from a reply.
+    expect(() => openReply(first.envelope, first.replyKey)).toThrow(/type is not agent-service\/sealed-reply\/v1/);
+    expect(() => openReply({ nonce: 'x', ciphertext: '' }, first.replyKey)).toThrow(/nonce is not base64/);
+  });
+});
+
+describe('ReplayGuard', () => {
+  it('admits an envelope once, and refuses stale or future timestamps', () => {
+    let now = 1_000_000;
+    const guard = new ReplayGuard(60_000, 10, () => now);
+    expect(guard.admit('a', now)).toBe('ok');
+    expect(guard.admit('a', now)).toBe('replayed');
+    expect(guard.admit('b', now - 60_001)).toBe('stale');
+    expect(guard.admit('c', now + 60_001)).toBe('stale');
+    expect(guard.admit('d', Number.NaN)).toBe('stale');
+    // Once 'a' could no longer pass the timestamp check, it is forgotten.
+    now += 60_001;
+    expect(guard.admit('a', now - 60_001)).toBe('stale');
+    expect(guard.admit('e', now)).toBe('ok');
+    expect(guard.size).toBe(1);
+  });
+
+  it('refuses new envelopes rather than forget live ones when full, and frees space as they expire', () => {
+    let now = 0;
+    const guard = new ReplayGuard(1000, 3, () => now);
+    for (const id of ['a', 'b', 'c']) expect(guard.admit(id, now)).toBe('ok');
+    expect(guard.admit('d', now)).toBe('full');
+    expect(guard.admit('a', now)).toBe('replayed');
+    now = 500;
+    expect(guard.admit('e', 400)).toBe('full');
+    now = 1001;
+    expect(guard.admit('e', 900)).toBe('ok');
+    expect(guard.size).toBe(1);
+  });
+});
+
+describe('POST /v1/sealed in the enclave (enclave/api/sealed-route.ts)', () => {
+  const key = generateSealedRequestKey();
+  const dispatched: { method: string; request: ApiRequest }[] = [];
+  const route = sealedRoute({
+    key,
+    replay: new ReplayGuard(SEALED_MAX_AGE_MS),
+    dispatch: async (method, request): Promise<ApiReply> => {
+      dispatched.push({ method, request });
+      return { status: 201, headers: { 'x-inner': 'yes' }, body: Buffer.from('{"id":"mem_1"}') };
+    },
+  });
+  const post = (body: unknown) => route({
+    request_id: 'r1',
+    target: '/v1/sealed',
+    body: Buffer.from(typeof body === 'string' ? body : JSON.stringify(body)),
+    authorization: 'Bearer outer',
+    organization: 'outer-org',
+  });
+  const refusal = async (body: unknown): Promise<ApiError> => {
+    const error = await post(body).then(() => undefined, (e: unknown) => e);
+    expect(error).toBeInstanceOf(ApiError);
+    expect((error as ApiError).status).toBeGreaterThanOrEqual(400);
+    expect((error as ApiError).status).toBeLessThan(500);
+    return error as ApiError;
+  };
+  const fresh = () => sealRequest(key.publicKey, { ...inner, timestamp: Date.now() });
+
+  it('opens, dispatches with the sealed method, target, body, authorization and organization, and seals the reply', async () => {
+    const { envelope, replyKey } = fresh();
+    const reply = await post(envelope);
+    expect(reply.status).toBe(200);
+    expect(dispatched.at(-1)).toEqual({
+      method: 'POST',
+      request: { request_id: 'r1', target: '/v1/memory', body: Buffer.from(inner.body), authorization: 'Bearer k', organization: 'org-1' },
+    });
+    const opened = openReply(JSON.parse(Buffer.from(reply.body as Uint8Array).toString()), replyKey);
+    expect(opened).toEqual({ status: 201, headers: { 'x-inner': 'yes' }, body: utf8('{"id":"mem_1"}') });
+  });
+
+  it('takes nothing from the host: no sealed authorization or organization means none', async () => {
+    const { envelope } = sealRequest(key.publicKey, { method: 'GET', target: '/v1/memory?tenant_id=t', body: new Uint8Array(), timestamp: Date.now() });
+    await post(envelope);
+    expect(dispatched.at(-1)!.request).toMatchObject({ authorization: '', organization: '', target: '/v1/memory?tenant_id=t' });
+  });
+
+  it('refuses a replayed envelope with 409, before dispatching it again', async () => {
+    const { envelope } = fresh();
+    await post(envelope);
+    const count = dispatched.length;
+    expect(await refusal(envelope)).toMatchObject({ status: 409, code: 'sealed_request_replayed' });
+    // The same bytes spelled differently (non-canonical base64 padding bits) are the same envelope.
+    const respelled = { ...envelope, client_public_key: envelope.client_public_key.replace(/(.)=$/, (_m, c: string) => `${String.fromCharCode(c.charCodeAt(0) + 1)}=`) };
+    expect(Buffer.from(respelled.client_public_key, 'base64')).toEqual(Buffer.from(envelope.client_public_key, 'base64'));
+    expect(await refusal(respelled)).toMatchObject({ status: 409 });
+    expect(dispatched).toHaveLength(count);
+  });
+
+  it.each([
+    ['not JSON', 400, 'invalid_json', () => '{'],
+    ['a missing field', 400, 'missing_required_parameter', () => ({ nonce: fresh().envelope.nonce, ciphertext: fresh().envelope.ciphertext })],
+    ['an extra field', 400, 'unknown_parameter', () => ({ ...fresh().envelope, plain: 'x' })],
+    ['a key that decodes to 31 bytes', 400, 'invalid_sealed_request', () => ({ ...fresh().envelope, client_public_key: `${'A'.repeat(42)}==` })],
+    ['one changed ciphertext bit', 400, 'sealed_open_failed', () => { const e = fresh().envelope; return { ...e, ciphertext: flip(e.ciphertext, 30) }; }],
+    ['a key from another enclave', 400, 'sealed_open_failed', () => sealRequest(nacl.box.keyPair().publicKey, { ...inner, timestamp: Date.now() }).envelope],
+    ['an old timestamp', 400, 'sealed_request_expired', () => sealRequest(key.publicKey, { ...inner, timestamp: Date.now() - SEALED_MAX_AGE_MS - 1000 }).envelope],
+    ['a sealed body over the limit', 413, 'too_large', () => sealRequest(key.publicKey, { ...inner, body: new Uint8Array(1024 * 1024 + 1), timestamp: Date.now() }).envelope],
+  ] as const)('refuses %s (%i %s)', async (_name, status, code, make) => {
+    expect(await refusal(make())).toMatchObject({ status, code });
+  });
+
+  it('refuses sealed plaintext that is not a sealed request', async () => {
+    const sealRaw = (plaintext: string): RequestEnvelope => {
+      const client = nacl.box.keyPair();
+      const nonce = nacl.randomBytes(24);
+      const b64 = (b: Uint8Array) => Buffer.from(b).toString('base64');
+      return { client_public_key: b64(client.publicKey), nonce: b64(nonce), ciphertext: b64(nacl.box(utf8(plaintext), nonce, key.publicKey, client.secretKey)) };
+    };
+    const base = { type: 'agent-service/sealed-request/v1', method: 'GET', target: '/v1/memory', body: '', timestamp: Date.now() };
+    for (const plaintext of [
+      'not json',
+      JSON.stringify({ ...base, type: 'agent-service/sealed-reply/v1' }),
+      JSON.stringify({ ...base, method: 'PUT' }),
+      JSON.stringify({ ...base, target: 'v1/memory' }),
+      JSON.stringify({ ...base, body: 'not base64!' }),
+      JSON.stringify({ ...base, extra: 1 }),
+    ]) {
+      const error = await refusal(sealRaw(plaintext));
+      expect(error).toMatchObject({ status: 400, code: 'invalid_sealed_request' });
+      expect(error.message).not.toContain('not json');
+    }
+  });
+});
+
+describe('user_data (sdk/protocol/user-data.ts)', () => {
+  const keys = { operatorKey: new Uint8Array(32).fill(1), boxPublicKey: new Uint8Array(32).fill(2) };
+
+  it('binds the operator key and the box key, in a fixed encoding', () => {
+    const bytes = encodeUserData(keys);
+    expect(Buffer.from(bytes).toString()).toBe(
+      `{"v":1,"operator_pubkey":"${Buffer.alloc(32, 1).toString('base64')}","tee_box_public_key":"${Buffer.alloc(32, 2).toString('base64')}"}`,
+    );
+    expect(parseUserData(bytes)).toEqual(keys);
+  });
+
+  it.each([
+    [null, /no user_data/],
+    [utf8('dummy'), /not UTF-8 JSON/],
+    [utf8('{"v":2}'), /not version 1/],
+    [utf8('{"v":1,"operator_pubkey":"AQ=="}'), /operator_pubkey is not 32 bytes/],
+    [utf8(`{"v":1,"operator_pubkey":"${Buffer.alloc(32).toString('base64')}"}`), /no tee_box_public_key/],
+  ])('refuses %s', (bytes, message) => {
+    expect(() => parseUserData(bytes)).toThrow(message);
+  });
+});
