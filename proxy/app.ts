@@ -59,7 +59,7 @@ export function buildProxy(options: ProxyOptions): FastifyInstance {
   });
 
   app.setErrorHandler((err, req, reply) => {
-    const { error, unexpected } = toApiError(err);
+    const { error, unexpected } = toApiError(err, req.routeOptions.bodyLimit);
     if (unexpected) req.log.error({ err }, 'unexpected error');
     void reply.code(error.status).headers(error.headers).send(error.toBody());
   });

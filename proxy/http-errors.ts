@@ -8,7 +8,7 @@ import { schemaError } from '../common/validation.js';
  * malformed requests to 4xx with a clear message, unknown failures to a bare 500.
  * Returns the error and whether it was unexpected (worth logging as an error).
  */
-export function toApiError(err: unknown): { error: ApiError; unexpected: boolean } {
+export function toApiError(err: unknown, bodyLimit: number = limits.maxBodyBytes): { error: ApiError; unexpected: boolean } {
   if (err instanceof ApiError) return { error: err, unexpected: false };
   const e = err as FastifyError & { validationContext?: string };
   if (e.validation) {
@@ -16,7 +16,7 @@ export function toApiError(err: unknown): { error: ApiError; unexpected: boolean
   }
   switch (e.code) {
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
-      return { error: tooLarge(`request body is larger than ${limits.maxBodyBytes} bytes`), unexpected: false };
+      return { error: tooLarge(`request body is larger than ${bodyLimit} bytes`), unexpected: false };
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
       return { error: new ApiError(415, 'invalid_request_error', 'Content-Type must be application/json', 'unsupported_media_type'), unexpected: false };
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':
