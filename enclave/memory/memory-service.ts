@@ -1,6 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import type { AddMemoryInput, QueryMemoryInput } from '../../common/schemas.js';
 import type { Embedder } from '../embedding/embedder.js';
+import { Bm25Index } from '../retrieval/bm25.js';
+import { FUSION_DEPTH, fuseHits, type RetrievalMode } from '../retrieval/hybrid.js';
 import { TenantIndex } from './tenant-index.js';
 
 export type Metadata = Record<string, string | number | boolean | null>;
@@ -17,11 +19,16 @@ export interface MemoryRecord {
 
 export interface ScoredMemory {
   record: MemoryRecord;
+  /** Cosine similarity of the query and the memory (0 when either has no vector). */
   score: number;
+  /** What ranked it: results are ordered by `fused`; `lexical` is null when no query term matched. */
+  scores: { vector: number | null; lexical: number | null; fused: number };
 }
 
 interface Tenant {
   index: TenantIndex;
+  /** BM25 over the same memories, kept in step with `index` and `records`. */
+  lexical: Bm25Index;
   records: Map<string, MemoryRecord>;
 }
 
@@ -41,28 +48,54 @@ export class MemoryService {
   }
 
   async add(input: AddMemoryInput): Promise<MemoryRecord> {
-    const [vector] = await this.embedder.embed([input.content]);
-    const record: MemoryRecord = {
-      id: newMemoryId(),
-      object: 'memory',
-      tenant_id: input.tenant_id,
-      content: input.content,
-      metadata: { ...(input.metadata ?? {}) },
-      created_at: Math.floor(Date.now() / 1000),
-    };
-    const tenant = this.tenant(input.tenant_id, true)!;
-    tenant.records.set(record.id, record);
-    tenant.index.add(record.id, vector);
+    const [record] = await this.addMany([input]);
     return record;
   }
 
-  async query(input: QueryMemoryInput): Promise<ScoredMemory[]> {
+  /**
+   * Stores memories (of any tenants) in order, embedding all of them in one embedder call.
+   * The embedding is the step that can fail, and it comes first: then nothing is stored.
+   */
+  async addMany(inputs: readonly AddMemoryInput[]): Promise<MemoryRecord[]> {
+    const vectors = await this.embedder.embed(inputs.map((input) => input.content));
+    const createdAt = Math.floor(Date.now() / 1000);
+    return inputs.map((input, i) => {
+      const record: MemoryRecord = {
+        id: newMemoryId(),
+        object: 'memory',
+        tenant_id: input.tenant_id,
+        content: input.content,
+        metadata: { ...(input.metadata ?? {}) },
+        created_at: createdAt,
+      };
+      const tenant = this.tenant(input.tenant_id, true)!;
+      tenant.records.set(record.id, record);
+      tenant.index.add(record.id, vectors[i]);
+      tenant.lexical.add(record.id, record.content);
+      return record;
+    });
+  }
+
+  /**
+   * The tenant's top_k memories for the query: the vector (HNSW) ranking and the lexical
+   * (BM25) ranking fused by reciprocal rank fusion (see retrieval/hybrid.ts). `mode` picks one
+   * ranking alone, which only the evaluation uses.
+   */
+  async query(input: QueryMemoryInput, mode: RetrievalMode = 'hybrid'): Promise<ScoredMemory[]> {
     const tenant = this.tenant(input.tenant_id, false);
     if (!tenant || tenant.records.size === 0) return [];
     const [vector] = await this.embedder.embed([input.query]);
-    return tenant.index
-      .search(vector, input.top_k)
-      .map(({ id, score }) => ({ record: tenant.records.get(id)!, score }));
+    const depth = Math.max(input.top_k, FUSION_DEPTH);
+    const fused = fuseHits(tenant.index.search(vector, depth), tenant.lexical.search(input.query, depth), mode);
+    return fused.slice(0, input.top_k).map((hit) => {
+      // A memory only the lexical ranking found still gets its cosine similarity.
+      const similarity = hit.vector ?? tenant.index.similarity(hit.id, vector);
+      return {
+        record: tenant.records.get(hit.id)!,
+        score: similarity ?? 0,
+        scores: { vector: similarity ?? null, lexical: hit.lexical ?? null, fused: hit.fused },
+      };
+    });
   }
 
   get(tenantId: string, id: string): MemoryRecord | undefined {
@@ -73,13 +106,14 @@ export class MemoryService {
     const tenant = this.tenant(tenantId, false);
     if (!tenant?.records.delete(id)) return false;
     tenant.index.remove(id);
+    tenant.lexical.remove(id);
     return true;
   }
 
   private tenant(id: string, create: boolean): Tenant | undefined {
     let tenant = this.tenants.get(id);
     if (!tenant && create) {
-      tenant = { index: new TenantIndex(this.embedder.dimension), records: new Map() };
+      tenant = { index: new TenantIndex(this.embedder.dimension), lexical: new Bm25Index(), records: new Map() };
       this.tenants.set(id, tenant);
     }
     return tenant;
