@@ -15,7 +15,7 @@ import { FUSION_DEPTH, type RetrievalMode } from '../../enclave/retrieval/hybrid
 import { loadRetrievalSet, loadSimilarityPairs, type QuestionKind } from './datasets.js';
 import { recallAt, reciprocalRank, spearman } from './metrics.js';
 
-const MODES: RetrievalMode[] = ['vector', 'lexical', 'hybrid'];
+const MODES: RetrievalMode[] = ['vector', 'lexical', 'hybrid', 'hybrid-rrf'];
 
 export interface Scores {
   questions: number;
@@ -97,17 +97,18 @@ export function formatReport(report: EvalReport): string {
   const lines = [`model: ${report.model}`, ''];
   const questions = report.retrieval.hybrid.questions;
   lines.push(`retrieval (${questions} questions, bench/eval/retrieval-set.json)`);
-  lines.push('| method  | recall@1 | recall@5 | MRR   |', '|---------|----------|----------|-------|');
+  lines.push('| method     | recall@1 | recall@5 | MRR   |', '|------------|----------|----------|-------|');
   for (const mode of MODES) {
     const s = report.retrieval[mode];
-    lines.push(`| ${mode.padEnd(7)} | ${f3(s.recall1)}    | ${f3(s.recall5)}    | ${f3(s.mrr)} |`);
+    lines.push(`| ${mode.padEnd(10)} | ${f3(s.recall1)}    | ${f3(s.recall5)}    | ${f3(s.mrr)} |`);
   }
+  lines.push('(hybrid: the API\'s fusion, a convex combination of scores; hybrid-rrf: reciprocal rank fusion, k = 60, for comparison)');
   lines.push('', 'MRR by kind of question');
   const kinds = Object.keys(report.retrieval.hybrid.byKind);
-  lines.push(`| method  | ${kinds.map((k) => `${k} (${report.retrieval.hybrid.byKind[k].questions})`).join(' | ')} |`);
+  lines.push(`| method     | ${kinds.map((k) => `${k} (${report.retrieval.hybrid.byKind[k].questions})`).join(' | ')} |`);
   for (const mode of MODES) {
     const byKind = report.retrieval[mode].byKind;
-    lines.push(`| ${mode.padEnd(7)} | ${kinds.map((k) => f3(byKind[k].mrr).padEnd(`${k} (${byKind[k].questions})`.length)).join(' | ')} |`);
+    lines.push(`| ${mode.padEnd(10)} | ${kinds.map((k) => f3(byKind[k].mrr).padEnd(`${k} (${byKind[k].questions})`.length)).join(' | ')} |`);
   }
   const { similarity } = report;
   lines.push('', `semantic similarity, Spearman's rho: dev ${f3(similarity.dev)} (${similarity.devPairs} pairs), held-out test ${f3(similarity.test)} (${similarity.testPairs} pairs)`);

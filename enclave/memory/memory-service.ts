@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { AddMemoryInput, QueryMemoryInput } from '../../common/schemas.js';
 import type { Embedder } from '../embedding/embedder.js';
 import { Bm25Index } from '../retrieval/bm25.js';
-import { FUSION_DEPTH, fuseHits, type RetrievalMode } from '../retrieval/hybrid.js';
+import { FUSION_DEPTH, fuse, type Candidate, type RetrievalMode } from '../retrieval/hybrid.js';
 import { TenantIndex } from './tenant-index.js';
 
 export type Metadata = Record<string, string | number | boolean | null>;
@@ -21,8 +21,8 @@ export interface ScoredMemory {
   record: MemoryRecord;
   /** Cosine similarity of the query and the memory (0 when either has no vector). */
   score: number;
-  /** What ranked it: results are ordered by `fused`; `lexical` is null when no query term matched. */
-  scores: { vector: number | null; lexical: number | null; fused: number };
+  /** What ranked it: results are ordered by `fused`; `lexical` (BM25) is null when no query term matched. */
+  scores: { vector: number; lexical: number | null; fused: number };
 }
 
 interface Tenant {
@@ -78,24 +78,29 @@ export class MemoryService {
 
   /**
    * The tenant's top_k memories for the query: the vector (HNSW) ranking and the lexical
-   * (BM25) ranking fused by reciprocal rank fusion (see retrieval/hybrid.ts). `mode` picks one
-   * ranking alone, which only the evaluation uses.
+   * (BM25) ranking fused by a convex combination of their scores (see retrieval/hybrid.ts).
+   * `mode` picks another ranking, which only the evaluation uses.
    */
   async query(input: QueryMemoryInput, mode: RetrievalMode = 'hybrid'): Promise<ScoredMemory[]> {
     const tenant = this.tenant(input.tenant_id, false);
     if (!tenant || tenant.records.size === 0) return [];
     const [vector] = await this.embedder.embed([input.query]);
     const depth = Math.max(input.top_k, FUSION_DEPTH);
-    const fused = fuseHits(tenant.index.search(vector, depth), tenant.lexical.search(input.query, depth), mode);
-    return fused.slice(0, input.top_k).map((hit) => {
+    const candidates = new Map<string, Candidate>();
+    tenant.index.search(vector, depth).forEach(({ id, score }, i) => candidates.set(id, { id, vector: score, vectorRank: i + 1 }));
+    tenant.lexical.search(input.query, depth).forEach(({ id, score }, i) => {
+      const candidate = candidates.get(id);
+      if (candidate) Object.assign(candidate, { lexical: score, lexicalRank: i + 1 });
       // A memory only the lexical ranking found still gets its cosine similarity.
-      const similarity = hit.vector ?? tenant.index.similarity(hit.id, vector);
-      return {
-        record: tenant.records.get(hit.id)!,
-        score: similarity ?? 0,
-        scores: { vector: similarity ?? null, lexical: hit.lexical ?? null, fused: hit.fused },
-      };
+      else candidates.set(id, { id, vector: tenant.index.similarity(id, vector) ?? 0, lexical: score, lexicalRank: i + 1 });
     });
+    return fuse([...candidates.values()], mode)
+      .slice(0, input.top_k)
+      .map((hit) => ({
+        record: tenant.records.get(hit.id)!,
+        score: hit.vector,
+        scores: { vector: hit.vector, lexical: hit.lexical ?? null, fused: hit.fused },
+      }));
   }
 
   get(tenantId: string, id: string): MemoryRecord | undefined {

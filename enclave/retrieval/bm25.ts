@@ -20,8 +20,10 @@ export const BM25_B = 0.75;
 export class Bm25Index {
   private readonly postings = new Map<string, Map<string, number>>();
   /** Each memory's term counts (to undo its postings on removal) and its length in terms. */
-  private readonly documents = new Map<string, { counts: Map<string, number>; length: number }>();
+  private readonly documents = new Map<string, { counts: Map<string, number>; length: number; order: number }>();
   private totalLength = 0;
+  /** Insertion counter: equal scores rank the older memory first, so results are stable. */
+  private added = 0;
 
   get size(): number {
     return this.documents.size;
@@ -32,7 +34,7 @@ export class Bm25Index {
     const counts = new Map<string, number>();
     const terms = lexicalTerms(text);
     for (const term of terms) counts.set(term, (counts.get(term) ?? 0) + 1);
-    this.documents.set(id, { counts, length: terms.length });
+    this.documents.set(id, { counts, length: terms.length, order: this.added++ });
     this.totalLength += terms.length;
     for (const [term, count] of counts) {
       let posting = this.postings.get(term);
@@ -72,7 +74,7 @@ export class Bm25Index {
     }
     return [...scores]
       .map(([id, score]) => ({ id, score }))
-      .sort((x, y) => y.score - x.score || (x.id < y.id ? -1 : 1))
+      .sort((x, y) => y.score - x.score || this.documents.get(x.id)!.order - this.documents.get(y.id)!.order)
       .slice(0, k);
   }
 }
