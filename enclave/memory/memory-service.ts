@@ -19,9 +19,13 @@ export interface MemoryRecord {
 
 export interface ScoredMemory {
   record: MemoryRecord;
-  /** Cosine similarity of the query and the memory (0 when either has no vector). */
+  /** The ranking score: results are in decreasing order of it (= scores.fused). */
   score: number;
-  /** What ranked it: results are ordered by `fused`; `lexical` (BM25) is null when no query term matched. */
+  /**
+   * What it is made of: `vector` the cosine similarity of query and memory (0 when either has
+   * no vector), `lexical` the BM25 score (null when no query term matched), `fused` their
+   * combination (see retrieval/hybrid.ts).
+   */
   scores: { vector: number; lexical: number | null; fused: number };
 }
 
@@ -98,7 +102,7 @@ export class MemoryService {
       .slice(0, input.top_k)
       .map((hit) => ({
         record: tenant.records.get(hit.id)!,
-        score: hit.vector,
+        score: hit.fused,
         scores: { vector: hit.vector, lexical: hit.lexical ?? null, fused: hit.fused },
       }));
   }
