@@ -14,7 +14,8 @@
  * and contractions are expanded to the full words the vocabulary does have: "don't" -> "do"
  * "not", "can't" -> "can" "not", "we're" -> "we" "are". Ambiguous clitics take their commonest
  * reading: "'s" is "is" after a pronoun ("it's", "what's") and otherwise a possessive, which
- * carries no word of its own ("pet's" -> "pet"); "'d" is "would".
+ * carries no word of its own ("pet's" -> "pet"); "'d" is "would". Words the vocabulary lacks
+ * are encoded as subword bucket ids when the model has them (see encode and subwords.ts).
  */
 
 import { subwordBuckets, wantsSubwords, type SubwordConfig } from './subwords.js';
