@@ -21,6 +21,8 @@ export const limits = {
   maxMetadataKeys: 16,
   maxMetadataKeyChars: 64,
   maxMetadataValueChars: 512,
+  /** Memories in one batch POST /v1/memory (`{"memories": [...]}`), all embedded in one ONNX run. */
+  maxBatchMemories: 100,
   /** top_k for memory queries. */
   defaultTopK: 5,
   maxTopK: 100,

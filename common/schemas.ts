@@ -39,6 +39,28 @@ export const addMemorySchema = {
   },
 } as const;
 
+/** POST /v1/memory with `{"memories": [...]}`: up to limits.maxBatchMemories memories at once. */
+export const addMemoriesSchema = {
+  type: 'object',
+  required: ['memories'],
+  additionalProperties: false,
+  properties: {
+    memories: { type: 'array', minItems: 1, maxItems: limits.maxBatchMemories, items: addMemorySchema },
+  },
+} as const;
+
+/**
+ * The body of POST /v1/memory: one memory, or a batch under `memories`. Written as if/then/else
+ * rather than oneOf so a refusal names the actual fault ("memories.3.content"), not a mismatch
+ * with the other form.
+ */
+export const addMemoryRequestSchema = {
+  type: 'object',
+  if: { required: ['memories'] },
+  then: addMemoriesSchema,
+  else: addMemorySchema,
+} as const;
+
 export const queryMemorySchema = {
   type: 'object',
   required: ['query', 'tenant_id'],
@@ -68,6 +90,12 @@ export interface AddMemoryInput {
   tenant_id: string;
   metadata?: Record<string, string | number | boolean | null>;
 }
+
+export interface AddMemoriesInput {
+  memories: AddMemoryInput[];
+}
+
+export type AddMemoryRequest = AddMemoryInput | AddMemoriesInput;
 
 export interface QueryMemoryInput {
   query: string;

@@ -35,6 +35,13 @@ export function schemaError(errors: ErrorObject[] | null | undefined, where: 'bo
     case 'minimum':
     case 'maximum':
       return badRequest(`'${path}' must be ${e.keyword === 'minimum' ? 'at least' : 'at most'} ${e.params.limit}`, path, 'out_of_range');
+    case 'minItems':
+    case 'maxItems':
+      return badRequest(
+        `'${path}' must have ${e.keyword === 'minItems' ? 'at least' : 'at most'} ${e.params.limit} items`,
+        path,
+        e.keyword === 'minItems' ? 'array_below_min_length' : 'array_above_max_length',
+      );
     case 'maxProperties':
       return badRequest(`'${path}' has too many keys: at most ${e.params.limit}`, path, 'too_many_keys');
     default:

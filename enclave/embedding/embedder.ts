@@ -8,8 +8,8 @@ import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import * as ort from 'onnxruntime-node';
-import { STATIC_MODEL, parseVocab, type StaticModelManifest } from './static-model.js';
-import { encode, vocabularyFromList, type Vocabulary } from './tokenizer.js';
+import { STATIC_MODEL, parseVocab, subwordLayoutJson, type StaticModelManifest } from './static-model.js';
+import { encode, vocabularyFromList, type Encoded, type SubwordTable, type Vocabulary } from './tokenizer.js';
 import { loadTransformerEmbedder } from './transformer-embedder.js';
 import { MANIFEST_FILE, TRANSFORMER_FORMAT, isValidModelName } from './transformer-manifest.js';
 import { PINNED_MODELS } from './transformer-pins.js';
@@ -98,20 +98,23 @@ async function loadStaticSif(modelsDir: string): Promise<Embedder> {
   const sha256 = hash(model);
   const vocabSha256 = hash(vocabText);
   const manifest = parseManifest(manifestText);
-  // onnxruntime-node does not expose model metadata, so the vocabulary hash recorded in
-  // model.onnx is checked by finding it in the model's bytes.
+  // onnxruntime-node does not expose model metadata, so the vocabulary hash and the subword
+  // layout recorded in model.onnx are checked by finding them in the model's bytes.
   if (
     manifest?.sha256 !== sha256 ||
     manifest.vocab_sha256 !== vocabSha256 ||
     manifest.dimension !== STATIC_MODEL.dimension ||
-    !model.includes(vocabSha256)
+    !manifest.subwords ||
+    !model.includes(vocabSha256) ||
+    !model.includes(subwordLayoutJson(manifest.subwords))
   ) {
     throw new Error(`embedding model in ${dir} does not match its model.json; rebuild it with \`node dist/scripts/build-model.js --force\``);
   }
 
   const session = await ort.InferenceSession.create(model, { executionProviders: ['cpu'] });
   const vocab = vocabularyFromList(parseVocab(vocabText.toString('utf8')));
-  return new StaticSifEmbedder(session, vocab, sha256);
+  const { offset, buckets, minN, maxN } = manifest.subwords;
+  return new StaticSifEmbedder(session, vocab, { offset, buckets, minN, maxN }, sha256);
 }
 
 class StaticSifEmbedder implements Embedder {
@@ -121,23 +124,35 @@ class StaticSifEmbedder implements Embedder {
   constructor(
     private readonly session: ort.InferenceSession,
     private readonly vocab: Vocabulary,
+    private readonly subwords: SubwordTable,
     readonly sha256: string,
   ) {}
 
   async embed(texts: string[]): Promise<Float32Array[]> {
-    const ids = texts.map((text) => encode(text, this.vocab, MAX_TOKENS_PER_TEXT));
+    const encoded = texts.map((text) => encode(text, this.vocab, MAX_TOKENS_PER_TEXT, this.subwords));
     const vectors: Float32Array[] = [];
-    for (const run of runs(ids)) vectors.push(...(await this.run(run)));
+    for (const run of planRuns(encoded.map(({ ids }) => ids.length))) {
+      vectors.push(...(await this.run(encoded.slice(run.start, run.end))));
+    }
     return vectors;
   }
 
-  /** Embeds texts in one ONNX run, right-padding their ids with 0 to the longest. */
-  private async run(batch: number[][]): Promise<Float32Array[]> {
+  /** Embeds texts in one ONNX run, right-padding their ids with 0 (scale 0) to the longest. */
+  private async run(batch: Encoded[]): Promise<Float32Array[]> {
     // At least one column, so a batch of texts without known words is still a valid tensor.
-    const length = batch.reduce((longest, ids) => Math.max(longest, ids.length), 1);
+    const length = batch.reduce((longest, { ids }) => Math.max(longest, ids.length), 1);
     const input = new BigInt64Array(batch.length * length);
-    batch.forEach((ids, row) => ids.forEach((id, col) => (input[row * length + col] = BigInt(id))));
-    const feeds = { [STATIC_MODEL.inputName]: new ort.Tensor('int64', input, [batch.length, length]) };
+    const scales = new Float32Array(batch.length * length);
+    batch.forEach(({ ids, scales: shares }, row) =>
+      ids.forEach((id, col) => {
+        input[row * length + col] = BigInt(id);
+        scales[row * length + col] = shares[col];
+      }),
+    );
+    const feeds = {
+      [STATIC_MODEL.inputName]: new ort.Tensor('int64', input, [batch.length, length]),
+      [STATIC_MODEL.scalesInputName]: new ort.Tensor('float32', scales, [batch.length, length]),
+    };
     const output = (await this.session.run(feeds))[STATIC_MODEL.outputName];
     const data = output.data as Float32Array;
     return batch.map((_, row) => data.slice(row * this.dimension, (row + 1) * this.dimension));
@@ -148,20 +163,25 @@ class StaticSifEmbedder implements Embedder {
   }
 }
 
-/** Splits a batch, in order, into runs of at most MAX_IDS_PER_RUN padded ids. */
-function* runs(batch: number[][]): Generator<number[][]> {
-  let run: number[][] = [];
+/**
+ * Splits a batch of texts (given by their id counts), in order, into runs [start, end) of at
+ * most MAX_IDS_PER_RUN padded ids. A full API batch (100 texts of at most MAX_TOKENS_PER_TEXT
+ * ids: 51,200) always fits one run.
+ */
+export function planRuns(lengths: readonly number[]): { start: number; end: number }[] {
+  const runs: { start: number; end: number }[] = [];
+  let start = 0;
   let longest = 1;
-  for (const ids of batch) {
-    if (run.length > 0 && (run.length + 1) * Math.max(longest, ids.length) > MAX_IDS_PER_RUN) {
-      yield run;
-      run = [];
+  lengths.forEach((length, i) => {
+    if (i > start && (i - start + 1) * Math.max(longest, length) > MAX_IDS_PER_RUN) {
+      runs.push({ start, end: i });
+      start = i;
       longest = 1;
     }
-    run.push(ids);
-    longest = Math.max(longest, ids.length);
-  }
-  if (run.length > 0) yield run;
+    longest = Math.max(longest, length);
+  });
+  if (lengths.length > start) runs.push({ start, end: lengths.length });
+  return runs;
 }
 
 function parseManifest(text: Buffer): StaticModelManifest | undefined {

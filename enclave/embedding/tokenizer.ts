@@ -10,11 +10,15 @@
  *   "can't"/"won't" survive, as "ca"/"wo".
  *
  * So numbers stay whole (they are unknown, and splitting "3.5" would turn it into a "."),
+ * day-of-month ordinals are spelt out ("25th" -> "twenty-fifth", which the vocabulary has),
  * and contractions are expanded to the full words the vocabulary does have: "don't" -> "do"
  * "not", "can't" -> "can" "not", "we're" -> "we" "are". Ambiguous clitics take their commonest
  * reading: "'s" is "is" after a pronoun ("it's", "what's") and otherwise a possessive, which
- * carries no word of its own ("pet's" -> "pet"); "'d" is "would".
+ * carries no word of its own ("pet's" -> "pet"); "'d" is "would". Words the vocabulary lacks
+ * are encoded as subword bucket ids when the model has them (see encode and subwords.ts).
  */
+
+import { subwordBuckets, wantsSubwords, type SubwordConfig } from './subwords.js';
 
 /** Clitics after a word, and the vocabulary word each stands for. */
 const CLITIC_WORDS: Readonly<Record<string, string>> = {
@@ -29,6 +33,24 @@ const CLITIC_WORDS: Readonly<Record<string, string>> = {
 const S_MEANS_IS = new Set([
   'it', 'he', 'she', 'that', 'this', 'there', 'here', 'what', 'who', 'where', 'when', 'why', 'how',
 ]);
+
+/** Ordinals the vocabulary spells out: "1st" -> "first" ... "31st" -> "thirty-first" (dates). */
+const ORDINAL_WORDS = [
+  'first', 'second', 'third', 'fourth', 'fifth', 'sixth', 'seventh', 'eighth', 'ninth', 'tenth',
+  'eleventh', 'twelfth', 'thirteenth', 'fourteenth', 'fifteenth', 'sixteenth', 'seventeenth', 'eighteenth',
+  'nineteenth', 'twentieth',
+];
+const ORDINAL = /^(\d{1,2})(?:st|nd|rd|th)$/;
+
+/** The vocabulary's word for an ordinal written in digits, or undefined. */
+function ordinalWord(token: string): string | undefined {
+  const n = Number(ORDINAL.exec(token)?.[1]);
+  if (!(n >= 1 && n <= 31)) return undefined;
+  if (n <= 20) return ORDINAL_WORDS[n - 1];
+  if (n === 30) return 'thirtieth';
+  const tens = n < 30 ? 'twenty' : 'thirty';
+  return `${tens}-${ORDINAL_WORDS[(n % 10) - 1]}`;
+}
 
 /** "n't" stems that are not words themselves: ca(n't), wo(n't), sha(n't), ai(n't). */
 const NEGATED_STEMS: Readonly<Record<string, string>> = { ca: 'can', wo: 'will', sha: 'shall', ai: 'is' };
@@ -89,7 +111,7 @@ function* tokens(text: string): Generator<string> {
       yield NEGATED_STEMS[neg] ?? neg;
       yield 'not';
     } else if (word !== undefined) {
-      yield word;
+      yield ordinalWord(word) ?? word;
       const expanded = clitic === undefined ? undefined : cliticWord(word, clitic);
       if (expanded !== undefined) yield expanded;
     } else {
@@ -113,22 +135,43 @@ export function vocabularyFromList(list: readonly string[]): Vocabulary {
   return vocab;
 }
 
+/** Where a model's subword buckets sit in its table: rows offset + 0 ... offset + buckets - 1. */
+export interface SubwordTable extends SubwordConfig {
+  offset: number;
+}
+
+/** Token ids of a text and, per id, the share of its token's weight it carries. */
+export interface Encoded {
+  ids: number[];
+  /** 1 for a vocabulary word; 1 / n for each of the n bucket ids of an out-of-vocabulary word. */
+  scales: number[];
+}
+
 /**
- * Maps the text's tokens to ids, skipping unknown tokens (so an all-unknown text gives no ids)
- * and stopping after `maxTokens` ids. A hyphenated compound the vocabulary lacks falls back to
- * its parts ("dog-friendly" -> "dog", "friendly").
+ * Maps the text's tokens to ids, stopping before `maxTokens` ids. A hyphenated compound the
+ * vocabulary lacks falls back to its parts ("dog-friendly" -> "dog", "friendly"). With
+ * `subwords`, an unknown word becomes its n-gram bucket ids (see subwords.ts); without, or for
+ * numbers and codes, it is skipped, so a text of only unknown tokens can give no ids.
  */
-export function encode(text: string, vocab: Vocabulary, maxTokens: number): number[] {
-  const ids: number[] = [];
-  if (maxTokens <= 0) return ids;
+export function encode(text: string, vocab: Vocabulary, maxTokens: number, subwords?: SubwordTable): Encoded {
+  const encoded: Encoded = { ids: [], scales: [] };
   for (const token of tokens(text)) {
     const parts = vocab.has(token) || !token.includes('-') ? [token] : token.split('-');
     for (const part of parts) {
       const id = vocab.get(part);
-      if (id === undefined) continue;
-      ids.push(id);
-      if (ids.length >= maxTokens) return ids;
+      if (id !== undefined) {
+        if (encoded.ids.length >= maxTokens) return encoded;
+        encoded.ids.push(id);
+        encoded.scales.push(1);
+      } else if (subwords && wantsSubwords(part)) {
+        const buckets = subwordBuckets(part, subwords);
+        if (encoded.ids.length + buckets.length > maxTokens) return encoded;
+        for (const bucket of buckets) {
+          encoded.ids.push(subwords.offset + bucket);
+          encoded.scales.push(1 / buckets.length);
+        }
+      }
     }
   }
-  return ids;
+  return encoded;
 }

@@ -4,6 +4,8 @@ import type { AddMemoryInput, QueryMemoryInput } from '../../common/schemas.js';
 import type { Embedder } from '../embedding/embedder.js';
 import type { MemoryEvent, MemoryJournal } from './journal.js';
 import type { EmbeddingModelId } from './model-change.js';
+import { Bm25Index } from '../retrieval/bm25.js';
+import { FUSION_DEPTH, fuse, type Candidate, type RetrievalMode } from '../retrieval/hybrid.js';
 import { TenantIndex } from './tenant-index.js';
 
 export type Metadata = Record<string, string | number | boolean | null>;
@@ -20,11 +22,20 @@ export interface MemoryRecord {
 
 export interface ScoredMemory {
   record: MemoryRecord;
+  /** The ranking score: results are in decreasing order of it (= scores.fused). */
   score: number;
+  /**
+   * What it is made of: `vector` the cosine similarity of query and memory (0 when either has
+   * no vector), `lexical` the BM25 score (null when no query term matched), `fused` their
+   * combination (see retrieval/hybrid.ts).
+   */
+  scores: { vector: number; lexical: number | null; fused: number };
 }
 
 interface Tenant {
   index: TenantIndex;
+  /** BM25 over the same memories, kept in step with `index` and `records`. */
+  lexical: Bm25Index;
   records: Map<string, MemoryRecord>;
   /** Kept for snapshots, so recovery needs no re-embedding. */
   vectors: Map<string, Float32Array>;
@@ -111,42 +122,80 @@ export class MemoryService {
   }
 
   async add(input: AddMemoryInput): Promise<MemoryRecord> {
-    const tenantId = input.tenant_id;
-    const pending = this.pending.get(tenantId) ?? 0;
-    if ((this.tenants.get(tenantId)?.records.size ?? 0) + pending >= this.maxPerTenant) {
-      throw new ApiError(409, 'invalid_request_error',
-        `tenant '${tenantId}' holds the maximum of ${this.maxPerTenant} memories; delete some before adding more`,
-        'memory_limit_reached', 'tenant_id');
+    const [record] = await this.addMany([input]);
+    return record;
+  }
+
+  /**
+   * Stores memories (of any tenants) in order, embedding all of them in one embedder call.
+   * Everything that can refuse or fail (the per-tenant maximum, embedding) comes before
+   * anything is logged, so a refused batch stores nothing; each change is then made
+   * durable (one group commit for the batch) before it is applied and acknowledged.
+   */
+  async addMany(inputs: readonly AddMemoryInput[]): Promise<MemoryRecord[]> {
+    const perTenant = new Map<string, number>();
+    for (const input of inputs) perTenant.set(input.tenant_id, (perTenant.get(input.tenant_id) ?? 0) + 1);
+    for (const [tenantId, count] of perTenant) {
+      const held = (this.tenants.get(tenantId)?.records.size ?? 0) + (this.pending.get(tenantId) ?? 0);
+      if (held + count > this.maxPerTenant) {
+        const message = held >= this.maxPerTenant
+          ? `tenant '${tenantId}' holds the maximum of ${this.maxPerTenant} memories; delete some before adding more`
+          : `tenant '${tenantId}' holds ${held} memories; adding ${count} would pass its maximum of ${this.maxPerTenant}`;
+        throw new ApiError(409, 'invalid_request_error', message, 'memory_limit_reached', 'tenant_id');
+      }
     }
-    this.pending.set(tenantId, pending + 1);
+    for (const [tenantId, count] of perTenant) this.pending.set(tenantId, (this.pending.get(tenantId) ?? 0) + count);
     try {
-      const [vector] = await this.embedder.embed([input.content]);
+      const vectors = await this.embedder.embed(inputs.map((input) => input.content));
       // Checked before the change is logged: a logged change must always apply on replay.
-      if (vector.length !== this.embedder.dimension) throw new Error(`embedder returned ${vector.length} dimensions, not ${this.embedder.dimension}`);
-      const record: MemoryRecord = {
+      for (const vector of vectors) {
+        if (vector.length !== this.embedder.dimension) throw new Error(`embedder returned ${vector.length} dimensions, not ${this.embedder.dimension}`);
+      }
+      const createdAt = Math.floor(Date.now() / 1000);
+      const records = inputs.map((input): MemoryRecord => ({
         id: newMemoryId(),
         object: 'memory',
-        tenant_id: tenantId,
+        tenant_id: input.tenant_id,
         content: input.content,
         metadata: { ...(input.metadata ?? {}) },
-        created_at: Math.floor(Date.now() / 1000),
-      };
-      await this.commit({ type: 'add', record, vector });
-      return record;
+        created_at: createdAt,
+      }));
+      await Promise.all(records.map((record, i) => this.commit({ type: 'add', record, vector: vectors[i] })));
+      return records;
     } finally {
-      const left = this.pending.get(tenantId)! - 1;
-      if (left === 0) this.pending.delete(tenantId);
-      else this.pending.set(tenantId, left);
+      for (const [tenantId, count] of perTenant) {
+        const left = this.pending.get(tenantId)! - count;
+        if (left === 0) this.pending.delete(tenantId);
+        else this.pending.set(tenantId, left);
+      }
     }
   }
 
-  async query(input: QueryMemoryInput): Promise<ScoredMemory[]> {
+  /**
+   * The tenant's top_k memories for the query: the vector (HNSW) ranking and the lexical
+   * (BM25) ranking fused by a convex combination of their scores (see retrieval/hybrid.ts).
+   * `mode` picks another ranking, which only the evaluation uses.
+   */
+  async query(input: QueryMemoryInput, mode: RetrievalMode = 'hybrid'): Promise<ScoredMemory[]> {
     const tenant = this.tenant(input.tenant_id, false);
     if (!tenant || tenant.records.size === 0) return [];
     const [vector] = await this.embedder.embed([input.query]);
-    return tenant.index
-      .search(vector, input.top_k)
-      .map(({ id, score }) => ({ record: tenant.records.get(id)!, score }));
+    const depth = Math.max(input.top_k, FUSION_DEPTH);
+    const candidates = new Map<string, Candidate>();
+    tenant.index.search(vector, depth).forEach(({ id, score }, i) => candidates.set(id, { id, vector: score, vectorRank: i + 1 }));
+    tenant.lexical.search(input.query, depth).forEach(({ id, score }, i) => {
+      const candidate = candidates.get(id);
+      if (candidate) Object.assign(candidate, { lexical: score, lexicalRank: i + 1 });
+      // A memory only the lexical ranking found still gets its cosine similarity.
+      else candidates.set(id, { id, vector: tenant.index.similarity(id, vector) ?? 0, lexical: score, lexicalRank: i + 1 });
+    });
+    return fuse([...candidates.values()], mode)
+      .slice(0, input.top_k)
+      .map((hit) => ({
+        record: tenant.records.get(hit.id)!,
+        score: hit.fused,
+        scores: { vector: hit.vector, lexical: hit.lexical ?? null, fused: hit.fused },
+      }));
   }
 
   get(tenantId: string, id: string): MemoryRecord | undefined {
@@ -169,6 +218,7 @@ export class MemoryService {
       const tenant = this.tenant(record.tenant_id, true)!;
       if (tenant.records.has(record.id)) return;
       tenant.index.add(record.id, vector);
+      tenant.lexical.add(record.id, record.content);
       tenant.records.set(record.id, record);
       tenant.vectors.set(record.id, vector);
     } else {
@@ -176,6 +226,7 @@ export class MemoryService {
       if (!tenant?.records.delete(event.id)) return;
       tenant.vectors.delete(event.id);
       tenant.index.remove(event.id);
+      tenant.lexical.remove(event.id);
     }
   }
 
@@ -195,7 +246,7 @@ export class MemoryService {
   private tenant(id: string, create: boolean): Tenant | undefined {
     let tenant = this.tenants.get(id);
     if (!tenant && create) {
-      tenant = { index: new TenantIndex(this.embedder.dimension), records: new Map(), vectors: new Map() };
+      tenant = { index: new TenantIndex(this.embedder.dimension), lexical: new Bm25Index(), records: new Map(), vectors: new Map() };
       this.tenants.set(id, tenant);
     }
     return tenant;

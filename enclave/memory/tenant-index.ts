@@ -54,6 +54,17 @@ export class TenantIndex {
     this.labelToId.delete(label);
   }
 
+  /** Cosine similarity of `vector` and the memory's stored vector; undefined if it has none. */
+  similarity(id: string, vector: Float32Array): number | undefined {
+    const label = this.idToLabel.get(id);
+    if (label === undefined) return undefined;
+    // hnswlib stores cosine-space points normalised, and our vectors are unit length or zero.
+    const point = this.index.getPoint(label);
+    let dot = 0;
+    for (let d = 0; d < point.length; d++) dot += point[d] * vector[d];
+    return dot;
+  }
+
   search(vector: Float32Array, k: number): Neighbour[] {
     const n = Math.min(k, this.size);
     if (n === 0 || isZero(vector)) return [];

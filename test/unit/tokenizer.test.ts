@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { subwordBuckets } from '../../enclave/embedding/subwords.js';
 import { encode, tokenize, vocabularyFromList } from '../../enclave/embedding/tokenizer.js';
 
 describe('tokenize', () => {
@@ -57,22 +58,61 @@ describe('tokenize', () => {
 describe('encode', () => {
   const vocab = vocabularyFromList(['<pad>', 'my', 'dog', 'well-known', 'friendly', 'not', 'do']);
 
-  it('maps known tokens to ids and skips unknown ones', () => {
-    expect(encode("My dog don't bark!", vocab, 10)).toEqual([1, 2, 6, 5]);
-    expect(encode('zzz qqq 42', vocab, 10)).toEqual([]);
+  const ids = (text: string, max: number) => encode(text, vocab, max).ids;
+
+  it('maps known tokens to ids, with scale 1, and skips unknown ones', () => {
+    expect(encode("My dog don't bark!", vocab, 10)).toEqual({ ids: [1, 2, 6, 5], scales: [1, 1, 1, 1] });
+    expect(ids('zzz qqq 42', 10)).toEqual([]);
   });
 
   it('never yields the padding id', () => {
-    expect(encode('<pad> pad', vocab, 10)).toEqual([]);
+    expect(ids('<pad> pad', 10)).toEqual([]);
   });
 
   it('splits an unknown compound into its parts, but not a known one', () => {
-    expect(encode('dog-friendly well-known', vocab, 10)).toEqual([2, 4, 3]);
+    expect(ids('dog-friendly well-known', 10)).toEqual([2, 4, 3]);
   });
 
   it('stops at maxTokens known tokens', () => {
-    expect(encode('my unknown dog my dog', vocab, 3)).toEqual([1, 2, 1]);
-    expect(encode('dog-friendly', vocab, 1)).toEqual([2]);
-    expect(encode('my dog', vocab, 0)).toEqual([]);
+    expect(ids('my unknown dog my dog', 3)).toEqual([1, 2, 1]);
+    expect(ids('dog-friendly', 1)).toEqual([2]);
+    expect(ids('my dog', 0)).toEqual([]);
+  });
+
+  describe('with subword buckets', () => {
+    const subwords = { offset: 7, buckets: 1000, minN: 3, maxN: 5 };
+
+    it('turns an unknown word into its bucket ids, sharing one weight between them', () => {
+      const buckets = subwordBuckets('dogsitter', subwords);
+      const { ids: got, scales } = encode('my dogsitter', vocab, 100, subwords);
+      expect(got).toEqual([1, ...buckets.map((b) => 7 + b)]);
+      expect(scales[0]).toBe(1);
+      expect(scales.slice(1)).toEqual(buckets.map(() => 1 / buckets.length));
+      expect(scales.slice(1).reduce((sum, x) => sum + x, 0)).toBeCloseTo(1, 10);
+    });
+
+    it('gives unknown parts of a compound their own buckets, and none to numbers, codes or punctuation', () => {
+      const { ids: got } = encode('dog-walker 88213 ZX-4471 p99 ?!', vocab, 100, subwords);
+      expect(got).toEqual([2, ...subwordBuckets('walker', subwords).map((b) => 7 + b)]);
+    });
+
+    it('never splits a word across the maxTokens cap', () => {
+      const n = subwordBuckets('dogsitter', subwords).length;
+      expect(encode('my dogsitter', vocab, n, subwords).ids).toEqual([1]);
+      expect(encode('my dogsitter', vocab, n + 1, subwords).ids).toHaveLength(n + 1);
+    });
+  });
+});
+
+describe('ordinals', () => {
+  it('spells out day-of-month ordinals as the vocabulary writes them', () => {
+    expect(tokenize('the 1st, 2nd, 3rd, 12th, 21st, 25th, 30th and 31st')).toEqual([
+      'the', 'first', ',', 'second', ',', 'third', ',', 'twelfth', ',', 'twenty-first', ',',
+      'twenty-fifth', ',', 'thirtieth', 'and', 'thirty-first',
+    ]);
+  });
+
+  it('leaves other numbers with suffixes alone', () => {
+    expect(tokenize('40th 0th 100k 5g')).toEqual(['40th', '0th', '100k', '5g']);
   });
 });

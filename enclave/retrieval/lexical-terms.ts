@@ -1,0 +1,72 @@
+/**
+ * Terms for lexical (BM25) retrieval: what a text is matched on by its words rather than its
+ * meaning. Unlike the embedding tokenizer, which must map text onto a fixed vocabulary, this
+ * keeps every word, number and code the text contains, because the rare ones ("ZX-4471",
+ * "88213", "Okafor") are exactly what word vectors cannot tell apart.
+ *
+ * - Case, accents and compatibility forms are folded ("Café" and "CAFE" match).
+ * - A code or compound with inner separators is kept whole and also split into its parts, so
+ *   "ZX-4471" matches a query for "zx-4471", "ZX 4471" or "4471", and the whole term scores a
+ *   query that writes it the same way higher.
+ * - Thousands separators are dropped ("1,450" = "1450"); decimals and versions stay whole
+ *   ("15.4", "5.12.0") and are split into parts like other codes.
+ * - English stop words and clitics ("'s", "n't") are dropped: they match everything.
+ * - Plural "-s" endings are stripped (S-stemmer, Harman 1991), so "invoices" finds "invoice".
+ */
+
+/** Function words that carry no topic; matching on them only adds noise. */
+const STOP_WORDS = new Set(
+  (
+    'a an and are as at be been being but by can could did do does doing done for from had has have having ' +
+    'he her hers herself him himself his how i if in into is it its itself just me my myself no nor not of ' +
+    'off on once only or our ours ourselves out over own same she should so some such than that the their ' +
+    'theirs them themselves then there these they this those through to too under until up very was we were ' +
+    'what when where which while who whom why will with would you your yours yourself yourselves ' +
+    'about above after again against all am any because before below between both during each few further ' +
+    'here more most other s t d ll m re ve don doesn didn isn wasn weren hasn haven hadn won wouldn shouldn ' +
+    'couldn let us also get got please tell give'
+  ).split(' '),
+);
+
+// Letters, digits and combining marks make up words.
+const W = '[\\p{L}\\p{M}\\p{N}]';
+/** A word, or a code/compound whose parts are joined by - _ . / : @ + # (not at either end). */
+const TERM = new RegExp(`${W}+(?:[-_./:@+#]${W}+)*`, 'gu');
+const PART = new RegExp(`${W}+`, 'gu');
+const CLITIC = /['\u2019](?:s|re|ll|ve|m|d)\b|n['\u2019]t\b/gu;
+const THOUSANDS = /(\p{N}),(?=\p{N}{3}(?!\p{N}))/gu;
+const LATIN_ACCENTS = /(\p{Script=Latin})\p{Mn}+/gu;
+
+/** Folds case, accents and compatibility forms; drops clitics and thousands separators. */
+export function foldText(text: string): string {
+  return text
+    .normalize('NFKD')
+    .toLowerCase()
+    .replace(LATIN_ACCENTS, '$1')
+    .replace(CLITIC, '')
+    .replace(THOUSANDS, '$1');
+}
+
+/** S-stemmer: "invoices" -> "invoice", "batteries" -> "battery"; leaves "class", "bus", "analysis". */
+export function stem(word: string): string {
+  if (word.length <= 3 || !/^\p{L}+$/u.test(word)) return word;
+  if (word.endsWith('ies') && !word.endsWith('eies') && !word.endsWith('aies')) return `${word.slice(0, -3)}y`;
+  if (word.endsWith('es') && !word.endsWith('aes') && !word.endsWith('ees') && !word.endsWith('oes')) return word.slice(0, -1);
+  if (word.endsWith('s') && !word.endsWith('us') && !word.endsWith('ss') && !word.endsWith('is')) return word.slice(0, -1);
+  return word;
+}
+
+/** The lexical terms of a text, in order, with repeats (BM25 counts them). */
+export function lexicalTerms(text: string): string[] {
+  const terms: string[] = [];
+  for (const [term] of foldText(text).matchAll(TERM)) {
+    const parts = term.match(PART)!;
+    if (parts.length === 1) {
+      if (!STOP_WORDS.has(term)) terms.push(stem(term));
+      continue;
+    }
+    terms.push(term);
+    for (const part of parts) if (!STOP_WORDS.has(part)) terms.push(stem(part));
+  }
+  return terms;
+}
