@@ -48,7 +48,7 @@ async function writes(groupCommit: boolean, writers: number, total: number) {
   const dir = mkdtempSync(join(base, 'bench-store-'));
   try {
     const target = mapTarget();
-    const store = await DurableStore.open({ dir, sealingKey: randomBytes(32), embedding: { id: 'bench', dimension: DIMENSION }, snapshotLogBytes: 2 ** 40, groupCommit }, target);
+    const store = await DurableStore.open({ dir, sealingKey: randomBytes(32), embedding: { id: 'bench', dimension: DIMENSION, sha256: 'bench' }, snapshotLogBytes: 2 ** 40, groupCommit }, target);
     const events = Array.from({ length: total }, (_, i) => randomEvent(i));
     const latencies: number[] = [];
     let next = 0;
@@ -82,7 +82,7 @@ async function endToEnd(writers: number, total: number) {
   const embedder = await loadEmbedder({ name: 'static', modelsDir });
   try {
     const memory = new MemoryService(embedder);
-    const store = await DurableStore.open({ dir, sealingKey: randomBytes(32), embedding: { id: embedder.id, dimension: embedder.dimension }, snapshotLogBytes: 64 * 1024 * 1024 }, memory);
+    const store = await DurableStore.open({ dir, sealingKey: randomBytes(32), embedding: memory.embeddingModel, snapshotLogBytes: 64 * 1024 * 1024 }, memory);
     memory.useJournal(store);
     let next = 0;
     const started = performance.now();
@@ -103,7 +103,7 @@ async function snapshotAndRecovery(count: number) {
   const dir = mkdtempSync(join(base, 'bench-snap-'));
   const embedder = await loadEmbedder({ name: 'static', modelsDir });
   const sealingKey = randomBytes(32);
-  const options = { dir, sealingKey, embedding: { id: embedder.id, dimension: embedder.dimension }, snapshotLogBytes: 2 ** 40 };
+  const options = { dir, sealingKey, embedding: { id: embedder.id, dimension: embedder.dimension, sha256: embedder.sha256 }, snapshotLogBytes: 2 ** 40 };
   try {
     const memory = new MemoryService(embedder);
     const store = await DurableStore.open(options, memory);
