@@ -9,6 +9,7 @@ export const enclaveSettings = {
   modelBaseUrl: optionalText('MODEL_BASE_URL', 'OpenAI-compatible chat model base URL, e.g. https://api.openai.com/v1 (default: built-in offline responder)'),
   modelApiKey: optionalText('MODEL_API_KEY', 'API key for MODEL_BASE_URL; lives only in the enclave'),
   embeddingModel: text('EMBEDDING_MODEL', 'Embedding model name: static, or a transformer model installed by `npm run model:fetch -- <name>`', 'static'),
+  onModelChange: oneOf('ON_MODEL_CHANGE', 'When the stored memories were embedded with another model than EMBEDDING_MODEL: re-embed them all at start (progress in the log), or refuse to start', ['reembed', 'refuse'] as const, 'reembed'),
   modelsDir: optionalText('MODELS_DIR', 'Folder holding the embedding models (default: models/ of the installation)'),
   logLevel: logLevel(),
   nsmHelper: text('NSM_HELPER', 'With TEE_MODE=nitro: the helper that asks /dev/nsm for documents', '/usr/local/bin/nsm-attest'),

@@ -28,6 +28,8 @@ const operatorKey = resolveOperatorKey(config.operatorPubkey, dataDir);
 const embedder = await loadEmbedder({ name: config.embeddingModel, modelsDir: config.modelsDir ? resolve(config.modelsDir) : modelsDir });
 const memory = new MemoryService(embedder, { maxMemoriesPerTenant: config.maxMemoriesPerTenant });
 // Exits (1) on a damaged, altered or foreign store: never serve memories half-loaded.
+// Memories stored under another embedding model are re-embedded here, before anything is
+// served, or refused (ON_MODEL_CHANGE).
 const store = await openMemoryStore({
   config, dataDir, embedder, memory, log,
   // The log's state is unknown after a failed fsync: restart and recover from disk.

@@ -53,7 +53,9 @@ async function waitForEnclave(timeoutMs: number): Promise<void> {
         await connection.health(1000);
         return;
       } catch {
-        if (Date.now() > deadline) throw new Error(`enclave did not answer on ${config.enclaveAddr} within ${timeoutMs / 1000}s`);
+        // A running enclave may be re-embedding every memory after a model change (progress
+        // in its log), which can take minutes: give up only on one that keeps exiting.
+        if (Date.now() > deadline && !enclave.child) throw new Error(`enclave did not answer on ${config.enclaveAddr} within ${timeoutMs / 1000}s and is not running`);
         await new Promise((r) => setTimeout(r, 200));
       }
     }

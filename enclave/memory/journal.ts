@@ -6,6 +6,12 @@ export type MemoryEvent =
   | { type: 'delete'; tenant_id: string; id: string };
 
 /**
+ * A change as restored at start. An add whose vector came from another embedding model is
+ * restored without it (`vector: null`): the record is kept and is re-embedded before use.
+ */
+export type RestoredEvent = MemoryEvent | { type: 'add'; record: MemoryRecord; vector: null };
+
+/**
  * Where MemoryService makes its changes durable (enclave/storage/ implements it).
  * `commit` calls `apply` once the event is on disk, in log order, and resolves after it:
  * so a change is visible and acknowledged only once it would survive a crash, and what

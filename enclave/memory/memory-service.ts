@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { ApiError } from '../../common/errors.js';
 import type { AddMemoryInput, QueryMemoryInput } from '../../common/schemas.js';
 import type { Embedder } from '../embedding/embedder.js';
-import type { MemoryEvent, MemoryJournal } from './journal.js';
+import type { MemoryEvent, MemoryJournal, RestoredEvent } from './journal.js';
 import type { EmbeddingModelId } from './model-change.js';
 import { Bm25Index } from '../retrieval/bm25.js';
 import { FUSION_DEPTH, fuse, type Candidate, type RetrievalMode } from '../retrieval/hybrid.js';
@@ -37,7 +37,7 @@ interface Tenant {
   /** BM25 over the same memories, kept in step with `index` and `records`. */
   lexical: Bm25Index;
   records: Map<string, MemoryRecord>;
-  /** Kept for snapshots, so recovery needs no re-embedding. */
+  /** Kept for snapshots, so recovery needs no re-embedding. A record restored without a vector has none until reembed(). */
   vectors: Map<string, Float32Array>;
 }
 
@@ -211,16 +211,19 @@ export class MemoryService {
   /**
    * Applies a change: after the journal made it durable, or when replaying stored changes
    * at start. Idempotent, since a snapshot and the log after it may repeat a change.
+   * An add without a vector keeps the record unindexed, for reembed() to index.
    */
-  apply(event: MemoryEvent): void {
+  apply(event: RestoredEvent): void {
     if (event.type === 'add') {
       const { record, vector } = event;
       const tenant = this.tenant(record.tenant_id, true)!;
       if (tenant.records.has(record.id)) return;
-      tenant.index.add(record.id, vector);
+      if (vector) {
+        tenant.index.add(record.id, vector);
+        tenant.vectors.set(record.id, vector);
+      }
       tenant.lexical.add(record.id, record.content);
       tenant.records.set(record.id, record);
-      tenant.vectors.set(record.id, vector);
     } else {
       const tenant = this.tenant(event.tenant_id, false);
       if (!tenant?.records.delete(event.id)) return;
@@ -233,7 +236,11 @@ export class MemoryService {
   /** Every memory with its vector: what a snapshot holds. */
   *entries(): Generator<{ record: MemoryRecord; vector: Float32Array }> {
     for (const tenant of this.tenants.values()) {
-      for (const [id, record] of tenant.records) yield { record, vector: tenant.vectors.get(id)! };
+      for (const [id, record] of tenant.records) {
+        const vector = tenant.vectors.get(id);
+        if (!vector) throw new Error(`memory ${id} was restored without a vector and not yet re-embedded`);
+        yield { record, vector };
+      }
     }
   }
 

@@ -1,3 +1,5 @@
+import { describeModel, type EmbeddingModelId } from '../memory/model-change.js';
+
 /**
  * Refusals of the durable store. Each stops the enclave at start with its message: a
  * store that cannot be read completely is never served in part.
@@ -13,18 +15,19 @@ export class CorruptStoreError extends Error {
 
 /**
  * The stored vectors came from a different embedding model than the one this enclave
- * runs; they cannot be compared with new ones. `stored` names the model to start with,
- * or to re-embed from.
+ * runs, and re-embedding is not allowed (ON_MODEL_CHANGE=refuse): they cannot be compared
+ * with new ones. `stored` names the model to start with.
  */
 export class EmbeddingModelChangedError extends Error {
   constructor(
-    readonly stored: { id: string; dimension: number },
-    readonly current: { id: string; dimension: number },
+    readonly stored: EmbeddingModelId,
+    readonly current: EmbeddingModelId,
     where: string,
   ) {
     super(
-      `${where} holds vectors from embedding model ${stored.id} (${stored.dimension} dimensions) but this enclave runs ` +
-      `${current.id} (${current.dimension} dimensions); start with EMBEDDING_MODEL=${stored.id}, or re-embed the stored memories`,
+      `${where} holds vectors from embedding model ${describeModel(stored)} but this enclave runs ${describeModel(current)}; ` +
+      `refusing to mix vectors of two models: start with EMBEDDING_MODEL=${stored.id} (the same model files), ` +
+      'or set ON_MODEL_CHANGE=reembed to re-embed every stored memory with the new model',
     );
     this.name = 'EmbeddingModelChangedError';
   }

@@ -2,6 +2,7 @@ import { join } from 'node:path';
 import type { Logger } from '../../common/logger.js';
 import type { Embedder } from '../embedding/embedder.js';
 import type { MemoryService } from '../memory/memory-service.js';
+import { reembedWithProgress, type ModelChangePolicy } from '../memory/model-change.js';
 import { KmsSealingKey } from './kms-sealing-key.js';
 import { SimulatedSealingKey, type SealingKeySource } from './sealing-key.js';
 import { DurableStore } from './store.js';
@@ -9,6 +10,7 @@ import { DurableStore } from './store.js';
 export interface DurabilityConfig {
   teeMode: 'simulated' | 'nitro';
   snapshotLogBytes: number;
+  onModelChange: ModelChangePolicy;
   kmsKeyId?: string;
   awsRegion?: string;
   kmsProxyPort: number;
@@ -41,7 +43,9 @@ export function createSealingKeySource(config: DurabilityConfig, dataDir: string
 
 /**
  * Loads the sealing key, recovers the memories from DATA_DIR/memory into `memory`, and
- * makes every later change durable before it is acknowledged.
+ * makes every later change durable before it is acknowledged. If they were stored under
+ * another embedding model, they are re-embedded with `embedder` (progress in the log) and
+ * the store is rewritten under it, or, with ON_MODEL_CHANGE=refuse, opening fails.
  */
 export async function openMemoryStore(options: {
   config: DurabilityConfig;
@@ -60,7 +64,8 @@ export async function openMemoryStore(options: {
   const store = await DurableStore.open({
     dir: memoryStoreDir(dataDir),
     sealingKey,
-    embedding: { id: embedder.id, dimension: embedder.dimension },
+    embedding: memory.embeddingModel,
+    reembed: config.onModelChange === 'reembed' ? () => reembedWithProgress(memory, embedder, log) : undefined,
     snapshotLogBytes: config.snapshotLogBytes,
     log,
     onFailure: options.onFailure,

@@ -12,15 +12,20 @@ import type { MemoryEvent } from '../memory/journal.js';
 import type { MemoryRecord } from '../memory/memory-service.js';
 import { CorruptStoreError } from './errors.js';
 
-export const FORMAT_VERSION = 1;
+/** 2 records the embedding model's hash; format 1 files (without it) are still read. */
+export const FORMAT_VERSION = 2;
+export const READABLE_FORMATS: readonly number[] = [1, 2];
 
 export interface FileMeta {
   format: number;
   kind: 'log' | 'snapshot';
   /** Snapshot g holds every change of logs 1..g-1; log g holds the changes after it. */
   generation: number;
+  /** The model the file's vectors come from (EmbeddingModelId). */
   embedding_model: string;
   dimension: number;
+  /** Absent in format 1. */
+  embedding_sha256?: string;
   created_at: number;
 }
 

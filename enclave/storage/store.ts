@@ -1,12 +1,13 @@
 import { mkdir, readdir, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from '../../common/logger.js';
-import type { MemoryEvent, MemoryJournal } from '../memory/journal.js';
+import type { MemoryEvent, MemoryJournal, RestoredEvent } from '../memory/journal.js';
+import { describeModel, sameEmbeddingModel, type EmbeddingModelId } from '../memory/model-change.js';
 import { CorruptStoreError, EmbeddingModelChangedError } from './errors.js';
 import { fsyncDir } from './fs-utils.js';
 import { GroupCommitLog, type CommitStats } from './group-commit.js';
 import { logGeneration, logName, SealedLog, type LogFile } from './log-file.js';
-import { decodePayload, encodeEvent, FORMAT_VERSION, type FileMeta } from './payloads.js';
+import { decodePayload, encodeEvent, FORMAT_VERSION, READABLE_FORMATS, type FileMeta } from './payloads.js';
 import { deriveStorageKey, readSealedFile, type StorageKey } from './sealed-file.js';
 import { readSnapshot, SNAPSHOT_NAME, writeSnapshot, type SnapshotEntry } from './snapshot.js';
 
@@ -15,8 +16,15 @@ export interface StoreOptions {
   dir: string;
   /** 32 bytes from a SealingKeySource. */
   sealingKey: Uint8Array;
-  /** The model whose vectors are stored; a store written by another model is refused. */
-  embedding: { id: string; dimension: number };
+  /** The model whose vectors are stored (MemoryService.embeddingModel). */
+  embedding: EmbeddingModelId;
+  /**
+   * Opens a store whose files hold vectors of another model: called once its memories are
+   * restored without vectors, it must re-embed them all into the target with `embedding`;
+   * the store is then rewritten under `embedding`. Without it such a store is refused
+   * (EmbeddingModelChangedError), unless it holds no memories.
+   */
+  reembed?: () => Promise<void>;
   /** Snapshot and compact once the log is larger than this and than the last snapshot. */
   snapshotLogBytes: number;
   /** Default true; false writes and syncs one entry at a time (for comparison). */
@@ -28,7 +36,7 @@ export interface StoreOptions {
 
 /** What the store restores into at open and snapshots from later (MemoryService). */
 export interface StoreTarget {
-  apply(event: MemoryEvent): void;
+  apply(event: RestoredEvent): void;
   entries(): Iterable<SnapshotEntry>;
 }
 
@@ -39,6 +47,8 @@ export interface RecoveryReport {
   events: number;
   /** A torn or corrupt log tail that was cut. */
   cutTail?: { file: string; offset: number; bytes: number };
+  /** The files held vectors of another model; `memories` were re-embedded and the store rewritten. */
+  modelChange?: { from: EmbeddingModelId; to: EmbeddingModelId; memories: number };
 }
 
 export interface StoreStats extends CommitStats {
@@ -59,6 +69,10 @@ export interface StoreStats extends CommitStats {
  * Snapshot g holds every change of logs < g. Log g+1 is created (durably) before snapshot
  * g+1 is written, and logs < g+1 are deleted only after it is durable, so a crash at any
  * point leaves a snapshot followed by a consecutive run of logs.
+ *
+ * Every file records the embedding model of its vectors. After a model change the store is
+ * rewritten the same way, by a compaction under the new model; until that finishes some
+ * file still names the old model, so a crash part-way makes the next start re-embed again.
  */
 export class DurableStore implements MemoryJournal {
   private readonly commits: GroupCommitLog;
@@ -139,15 +153,12 @@ export class DurableStore implements MemoryJournal {
       if (isLast) last = { generation, header: file.header, frames: file.payloads.length, validEnd: file.validEnd };
     }
 
-    // Vectors from another model cannot be compared with new ones: refuse, unless nothing
-    // is stored, in which case the store simply starts over under the new model.
-    const other = metas.find(({ meta }) => meta.embedding_model !== options.embedding.id || meta.dimension !== options.embedding.dimension);
-    const empty = other !== undefined && liveIds(events) === 0;
-    if (other && !empty) {
-      throw new EmbeddingModelChangedError({ id: other.meta.embedding_model, dimension: other.meta.dimension }, options.embedding, other.where);
-    }
-
-    if (!empty) for (const event of events) target.apply(event);
+    // Vectors from another model cannot be compared with new ones: such a store is restored
+    // without its vectors, to be re-embedded, or refused. An empty one simply starts over.
+    const changed = metas.find(({ meta }) => !sameEmbeddingModel(storedModel(meta), options.embedding));
+    const modelChange = changed && { from: storedModel(changed.meta), to: options.embedding, memories: liveIds(events) };
+    if (modelChange && modelChange.memories > 0 && !options.reembed) throw new EmbeddingModelChangedError(modelChange.from, modelChange.to, changed.where);
+    for (const event of events) target.apply(modelChange && event.type === 'add' ? { ...event, vector: null } : event);
     const file = last
       ? await SealedLog.reopen(join(dir, logName(last.generation)), key, last.header, last.generation, last.frames, last.validEnd)
       : await SealedLog.create(join(dir, logName(start)), key, fileMeta(options, 'log', start));
@@ -158,14 +169,34 @@ export class DurableStore implements MemoryJournal {
       logs: live.length,
       events: events.length,
       ...(cutTail ? { cutTail } : {}),
+      ...(modelChange ? { modelChange } : {}),
     });
     // Logs a finished compaction had not yet deleted: the snapshot holds their changes.
     if (stale.length > 0) await store.deleteLogsBefore(start);
-    if (empty) {
-      log?.info({ stored: other.meta.embedding_model, current: options.embedding.id }, 'the store holds no memories: starting it over under the new embedding model');
-      await store.compact();
+    if (modelChange) {
+      try {
+        await store.rewriteUnderNewModel(modelChange);
+      } catch (err) {
+        await store.close().catch(() => {});
+        throw err;
+      }
     }
     return store;
+  }
+
+  /** Re-embeds what open() restored without vectors, then replaces every file by ones under the current model. */
+  private async rewriteUnderNewModel({ from, to, memories }: NonNullable<RecoveryReport['modelChange']>): Promise<void> {
+    const { log } = this.options;
+    const models = { from: describeModel(from), to: describeModel(to) };
+    if (memories === 0) {
+      log?.info(models, 'the store holds no memories: starting it over under the new embedding model');
+    } else {
+      log?.info({ ...models, memories }, 'embedding model changed: re-embedding every stored memory');
+      await this.options.reembed!();
+    }
+    // A new log and a snapshot under the new model; only then are the old files deleted.
+    await this.compact();
+    log?.info({ model: to.id, memories }, 'memory store rewritten under the new embedding model');
   }
 
   commit(event: MemoryEvent, apply: () => void): Promise<void> {
@@ -183,10 +214,16 @@ export class DurableStore implements MemoryJournal {
     };
   }
 
-  /** Starts a new log, snapshots the state it continues from, and deletes the older logs. */
+  /**
+   * Starts a new log, snapshots the state it continues from, and deletes the older logs.
+   * Rejects if the snapshot fails (the older logs are then kept, and recovery still works).
+   */
   async compact(): Promise<void> {
-    await this.commits.exclusive(() => this.rotate());
-    await this.snapshotting;
+    let rotated: { snapshot: Promise<void> } | undefined;
+    await this.commits.exclusive(async () => {
+      rotated = await this.rotate();
+    });
+    await rotated!.snapshot;
   }
 
   /** Waits for pending writes and any snapshot, then closes the log. */
@@ -208,8 +245,8 @@ export class DurableStore implements MemoryJournal {
     }
   }
 
-  /** Only while no batch is in flight (between batches, or exclusive). */
-  private async rotate(): Promise<void> {
+  /** Only while no batch is in flight (between batches, or exclusive). The snapshot goes on in the background. */
+  private async rotate(): Promise<{ snapshot: Promise<void> }> {
     await this.snapshotting;
     const generation = this.commits.current.generation + 1;
     const next = await SealedLog.create(join(this.options.dir, logName(generation)), this.key, fileMeta(this.options, 'log', generation));
@@ -218,9 +255,11 @@ export class DurableStore implements MemoryJournal {
     const previous = this.commits.current;
     this.commits.switchTo(next);
     await previous.close();
-    this.snapshotting = this.snapshot(generation, entries).finally(() => {
+    const snapshot = this.snapshot(generation, entries);
+    this.snapshotting = snapshot.catch(() => {}).finally(() => {
       this.snapshotting = undefined;
     });
+    return { snapshot };
   }
 
   private async snapshot(generation: number, entries: SnapshotEntry[]): Promise<void> {
@@ -233,6 +272,7 @@ export class DurableStore implements MemoryJournal {
     } catch (err) {
       // The older logs are kept, so recovery still replays everything.
       this.options.log?.error({ err: (err as Error).message, generation }, 'memory snapshot failed; older logs kept');
+      throw err;
     }
   }
 
@@ -253,14 +293,20 @@ function fileMeta(options: StoreOptions, kind: FileMeta['kind'], generation: num
     generation,
     embedding_model: options.embedding.id,
     dimension: options.embedding.dimension,
+    embedding_sha256: options.embedding.sha256,
     created_at: Math.floor(Date.now() / 1000),
   };
 }
 
 function checkMeta(meta: FileMeta, kind: FileMeta['kind'], where: string): void {
-  if (meta.format !== FORMAT_VERSION) throw new CorruptStoreError(`${where} has format ${meta.format}; this enclave reads format ${FORMAT_VERSION}`);
+  if (!READABLE_FORMATS.includes(meta.format)) throw new CorruptStoreError(`${where} has format ${meta.format}; this enclave reads formats ${READABLE_FORMATS.join(', ')}`);
   if (meta.kind !== kind) throw new CorruptStoreError(`${where} is a ${meta.kind}, not a ${kind}`);
   if (!Number.isSafeInteger(meta.generation) || meta.generation < 1) throw new CorruptStoreError(`${where} has no valid generation`);
+}
+
+/** The model a file's vectors come from; format 1 did not record its hash, so it matches no model. */
+function storedModel(meta: FileMeta): EmbeddingModelId {
+  return { id: meta.embedding_model, dimension: meta.dimension, sha256: meta.embedding_sha256 ?? 'unrecorded' };
 }
 
 /** How many memories a run of events leaves. */

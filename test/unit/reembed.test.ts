@@ -7,7 +7,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { modelsDir } from '../../common/paths.js';
 import { loadEmbedder, type Embedder } from '../../enclave/embedding/embedder.js';
 import { MemoryService, type MemoryRecord } from '../../enclave/memory/memory-service.js';
-import { checkEmbeddingModel, reconcileEmbeddingModel, type EmbeddingModelId } from '../../enclave/memory/model-change.js';
+import { reembedWithProgress, sameEmbeddingModel, type EmbeddingModelId } from '../../enclave/memory/model-change.js';
 import { buildStaticSifModel } from '../../scripts/build-model.js';
 import { installTinyBert } from '../helpers/tiny-bert.js';
 
@@ -108,24 +108,17 @@ describe('MemoryService.reembed', () => {
   });
 });
 
-describe('the start-up check', () => {
+describe('a model change', () => {
   const recorded = { id: 'static-sif-100d', dimension: 100, sha256: 'a'.repeat(64) };
 
-  it('keeps vectors of the same model, and of a state with no model recorded', () => {
-    expect(checkEmbeddingModel(recorded, { ...recorded }, 'refuse')).toBe('keep');
-    expect(checkEmbeddingModel(undefined, recorded, 'refuse')).toBe('keep');
-  });
-
-  it('treats a different id, dimension or hash as a change', () => {
+  it('is a different id, dimension or hash', () => {
+    expect(sameEmbeddingModel(recorded, { ...recorded })).toBe(true);
     for (const current of [{ ...recorded, id: 'all-MiniLM-L6-v2' }, { ...recorded, dimension: 384 }, { ...recorded, sha256: 'b'.repeat(64) }]) {
-      expect(checkEmbeddingModel(recorded, current, 'reembed')).toBe('reembed');
-      expect(() => checkEmbeddingModel(recorded, current, 'refuse')).toThrow(
-        /embedded with static-sif-100d \(100-d, sha256 aaaaaaaaaaaa\) but the configured embedding model is .*refusing to mix vectors of two models: set EMBEDDING_MODEL=static-sif-100d/,
-      );
+      expect(sameEmbeddingModel(recorded, current)).toBe(false);
     }
   });
 
-  it('re-embeds on a model change with progress in the log, or refuses leaving memories as they were', async () => {
+  it('re-embeds with progress in the log', async () => {
     const lines: { msg: string; percent?: number; memories?: number }[] = [];
     const sink = new Writable({
       write(chunk: Buffer, _encoding, done) {
@@ -137,15 +130,10 @@ describe('the start-up check', () => {
     const memory = new MemoryService(staticModel);
     for (let n = 0; n < 100; n++) await memory.add({ tenant_id: 'alice', content: text(n) });
 
-    await expect(reconcileEmbeddingModel({ memory, recorded: idOf(staticModel), embedder: tiny, policy: 'refuse', log })).rejects.toThrow(/refusing to mix/);
-    expect(memory.embeddingModel).toEqual(idOf(staticModel));
-
-    expect(await reconcileEmbeddingModel({ memory, recorded: idOf(staticModel), embedder: tiny, policy: 'reembed', log })).toBe('reembed');
+    await reembedWithProgress(memory, tiny, log);
     expect(memory.embeddingModel).toEqual(idOf(tiny));
-    expect(lines[0].msg).toBe('embedding model changed: re-embedding every stored memory');
+    // Batches of 64: the first report, then each tenth of the work that a batch reaches.
     expect(lines.filter((l) => l.msg === 're-embedding memories with tiny').map((l) => l.percent)).toEqual([0, 64, 100]);
     expect(lines.at(-1)).toMatchObject({ msg: 're-embedded all memories', memories: 100 });
-
-    expect(await reconcileEmbeddingModel({ memory, recorded: idOf(tiny), embedder: tiny, policy: 'refuse', log })).toBe('keep');
   });
 });
