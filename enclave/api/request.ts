@@ -1,4 +1,5 @@
-import { ApiError, badRequest, notFound } from '../../common/errors.js';
+import { ApiError, badRequest, notFound, tooLarge } from '../../common/errors.js';
+import { limits } from '../../common/limits.js';
 import type { ApiReply } from '../../common/proto.js';
 
 export interface Target {
@@ -26,14 +27,38 @@ export function parseTarget(target: string): Target {
   return { path: url.pathname, query: { ...query } };
 }
 
-/** Parses a JSON body; anything but a JSON object or array is refused with a 400. */
+/**
+ * Parses a JSON body under the same rules as the proxy: at most limits.maxBodyBytes (413),
+ * valid UTF-8 JSON (400), and no `__proto__` or `constructor.prototype` keys (400), which
+ * the proxy's parser refuses too, so both sides agree on what a body means.
+ */
 export function parseJsonBody(body: Uint8Array): unknown {
   if (body.length === 0) throw badRequest('request body is required', null, 'missing_body');
+  if (body.length > limits.maxBodyBytes) throw tooLarge(`request body is larger than ${limits.maxBodyBytes} bytes`);
+  let value: unknown;
   try {
-    return JSON.parse(Buffer.from(body).toString('utf8'));
+    value = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(body));
   } catch {
     throw badRequest('request body is not valid JSON', null, 'invalid_json');
   }
+  if (hasPrototypeKeys(value)) throw badRequest('request body has a forbidden key (__proto__ or constructor.prototype)', null, 'invalid_json');
+  return value;
+}
+
+/** Walks the parsed value without recursion (nesting depth is the client's choice). */
+function hasPrototypeKeys(root: unknown): boolean {
+  const stack: unknown[] = [root];
+  while (stack.length) {
+    const node = stack.pop();
+    if (typeof node !== 'object' || node === null) continue;
+    if (!Array.isArray(node)) {
+      if (Object.hasOwn(node, '__proto__')) return true;
+      const ctor = (node as Record<string, unknown>).constructor;
+      if (Object.hasOwn(node, 'constructor') && typeof ctor === 'object' && ctor !== null && Object.hasOwn(ctor, 'prototype')) return true;
+    }
+    for (const child of Object.values(node)) stack.push(child);
+  }
+  return false;
 }
 
 /** Refuses a target whose path is not the one the operation serves. */
