@@ -7,7 +7,10 @@ import {
   addMemorySchema, attestationQuerySchema, memoryIdParamsSchema, queryMemorySchema, tenantQuerySchema,
 } from '../common/schemas.js';
 import { compileSchema } from '../common/validation.js';
+import { badRequest } from '../common/errors.js';
+import { clientErrorHandler } from './client-errors.js';
 import type { EnclaveConnection, UnaryRpc } from './enclave-client.js';
+import { registerGuards, type GuardOptions } from './guards.js';
 import { routeNotFound, toApiError } from './http-errors.js';
 
 declare module 'fastify' {
@@ -21,18 +24,24 @@ export interface ProxyOptions {
   enclave: EnclaveConnection;
   logger: Logger;
   tls?: { cert: string; key: string };
+  guards: GuardOptions;
+  /** Longest a client may take to send its whole request. */
+  receiveTimeoutMs: number;
 }
 
 const requestIdPattern = /^[A-Za-z0-9._-]{1,64}$/;
+const utf8 = new TextDecoder('utf-8', { fatal: true });
 
 /**
  * The untrusted host's HTTP front: routing, schema validation and body limits, then a
  * relay of the client's exact bytes to the enclave and of the enclave's answer back.
  */
-export function buildProxy(options: ProxyOptions): FastifyInstance {
+export async function buildProxy(options: ProxyOptions): Promise<FastifyInstance> {
   const app = Fastify({
     loggerInstance: options.logger,
     bodyLimit: limits.maxBodyBytes,
+    requestTimeout: options.receiveTimeoutMs,
+    clientErrorHandler,
     https: options.tls ? { cert: readFileSync(options.tls.cert), key: readFileSync(options.tls.key) } : null,
     genReqId: (req) => {
       const given = req.headers['x-request-id'];
@@ -50,13 +59,23 @@ export function buildProxy(options: ProxyOptions): FastifyInstance {
   app.removeContentTypeParser(['application/json', 'text/plain']);
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (req, body, done) => {
     req.rawBody = body as Buffer;
-    defaultJson(req, (body as Buffer).toString('utf8'), done);
+    let text: string;
+    try {
+      // Invalid UTF-8 is not JSON; the enclave refuses it too, so refuse it here first.
+      text = utf8.decode(body as Buffer);
+    } catch {
+      done(badRequest('request body is not valid JSON', null, 'invalid_json'), undefined);
+      return;
+    }
+    defaultJson(req, text, done);
   });
 
   app.addHook('onResponse', (req, reply, done) => {
     req.log.info({ method: req.method, path: req.url.split('?')[0], status: reply.statusCode, ms: Math.round(reply.elapsedTime) }, 'request');
     done();
   });
+
+  await registerGuards(app, options.guards);
 
   app.setErrorHandler((err, req, reply) => {
     const { error, unexpected } = toApiError(err);
