@@ -42,7 +42,10 @@ export async function buildProxy(options: ProxyOptions): Promise<FastifyInstance
     bodyLimit: limits.maxBodyBytes,
     requestTimeout: options.receiveTimeoutMs,
     clientErrorHandler,
-    https: options.tls ? { cert: readFileSync(options.tls.cert), key: readFileSync(options.tls.key) } : null,
+    // Node checks request timeouts on this interval (default 30 s); check every second.
+    ...(options.tls
+      ? { https: { cert: readFileSync(options.tls.cert), key: readFileSync(options.tls.key), connectionsCheckingInterval: 1000 } }
+      : { http: { connectionsCheckingInterval: 1000 } }),
     genReqId: (req) => {
       const given = req.headers['x-request-id'];
       return typeof given === 'string' && requestIdPattern.test(given) ? given : randomUUID();
