@@ -54,6 +54,9 @@ export async function buildProxy(options: ProxyOptions): Promise<FastifyInstance
     disableRequestLogging: true,
   }) as unknown as FastifyInstance;
 
+  // Node enforces requestTimeout only when headersTimeout (default 60 s) is not longer.
+  app.server.headersTimeout = Math.min(app.server.headersTimeout, options.receiveTimeoutMs);
+
   app.setValidatorCompiler(({ schema, httpPart }) => compileSchema(schema, httpPart ?? 'body'));
 
   // Keep the raw bytes (the enclave needs them), and parse with fastify's own hardened
