@@ -8,7 +8,7 @@ import {
 } from '../common/schemas.js';
 import { compileSchema } from '../common/validation.js';
 import { badRequest } from '../common/errors.js';
-import { clientErrorHandler } from './client-errors.js';
+import { answerProtocolEdges, clientErrorHandler } from './client-errors.js';
 import type { EnclaveConnection, UnaryRpc } from './enclave-client.js';
 import { registerGuards, type GuardOptions } from './guards.js';
 import { routeNotFound, toApiError } from './http-errors.js';
@@ -42,6 +42,14 @@ export async function buildProxy(options: ProxyOptions): Promise<FastifyInstance
     bodyLimit: limits.maxBodyBytes,
     requestTimeout: options.receiveTimeoutMs,
     clientErrorHandler,
+    // Errors the router raises before any hook runs (bad percent-encoding, an overlong
+    // path segment) take the same path to the error shape as everything else.
+    frameworkErrors: (err: unknown, _req: FastifyRequest, reply: FastifyReply) => {
+      const { error } = toApiError(err);
+      void reply.code(error.status).send(error.toBody());
+    },
+    // Long enough that the id schema (≤ 128 characters) decides, not the router.
+    routerOptions: { maxParamLength: 512 },
     // Node checks request timeouts on this interval (default 30 s); check every second.
     ...(options.tls
       ? { https: { cert: readFileSync(options.tls.cert), key: readFileSync(options.tls.key), connectionsCheckingInterval: 1000 } }
@@ -56,6 +64,7 @@ export async function buildProxy(options: ProxyOptions): Promise<FastifyInstance
 
   // Node enforces requestTimeout only when headersTimeout (default 60 s) is not longer.
   app.server.headersTimeout = Math.min(app.server.headersTimeout, options.receiveTimeoutMs);
+  answerProtocolEdges(app.server);
 
   app.setValidatorCompiler(({ schema, httpPart }) => compileSchema(schema, httpPart ?? 'body'));
 
