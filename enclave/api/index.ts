@@ -5,7 +5,7 @@ import type { Authorizer } from '../auth/authorizer.js';
 import type { MemoryService } from '../memory/memory-service.js';
 import { attestationRoute, type AttestationDeps } from './attestation-route.js';
 import { memoryRoutes } from './memory-routes.js';
-import { errorReply } from './request.js';
+import { errorReply, requestIdForLog } from './request.js';
 import { WorkGate, type WorkLimits } from './work-gate.js';
 
 /** What the transport knows about a call: its deadline (epoch ms), if the caller set one. */
@@ -42,7 +42,7 @@ export function createApi(deps: ApiDeps): EnclaveApi {
   const gate = new WorkGate(deps.work);
   const wrap = (rpc: string, handler: Handler): Handler => async (request, context) => {
     const started = performance.now();
-    const log = deps.log.child({ reqId: request.request_id, rpc });
+    const log = deps.log.child({ reqId: requestIdForLog(request.request_id), rpc });
     let reply: ApiReply;
     try {
       reply = await gate.run(() => handler(request, context), context?.deadline);

@@ -75,3 +75,12 @@ export function jsonReply(status: number, body: unknown, headers: Record<string,
 export function errorReply(err: ApiError): ApiReply {
   return jsonReply(err.status, err.toBody(), err.headers);
 }
+
+/**
+ * The request id as it may appear in logs. The proxy makes ids safe, but the enclave does
+ * not rely on the proxy: anything else is logged as "invalid", so a hostile host cannot
+ * write arbitrary text (or megabytes) into the enclave's logs through it.
+ */
+export function requestIdForLog(id: string): string {
+  return /^[A-Za-z0-9._-]{1,64}$/.test(id) ? id : 'invalid';
+}
