@@ -109,6 +109,19 @@ describe('timeouts', () => {
     expectError(await rawRequest(portOf(svc), `GET /v1/attestation HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`), 431, 'headers_too_large');
     expectError(await rawRequest(portOf(svc), 'GET /v1/attestation HTTP/1.1\r\nHost: x\r\nNo colon here\r\n\r\n'), 400, 'malformed_request');
     expectError(await rawRequest(portOf(svc), 'BREW /\u0000 HTCPCP/1.0\r\n\r\n'), 400, 'malformed_request');
+    expectError(await rawRequest(portOf(svc), 'GET /v1/attestation HTTP/1.1\r\nHost: x\r\nExpect: 200-ok\r\n\r\n'), 417, 'expectation_failed');
+    expectError(await rawRequest(portOf(svc), 'CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n'), 404, 'unknown_route');
     expect(svc.proxy.exitCode).toBeNull();
+  });
+
+  it('path segments: an id over 128 characters is 400, a segment over 512 is 414, bad escapes 400', async () => {
+    expect(expectError(await request(svc.baseUrl, 'GET', `/v1/memory/${'a'.repeat(200)}?tenant_id=t`), 400).param).toBe('id');
+    expectError(await request(svc.baseUrl, 'GET', `/v1/memory/${'a'.repeat(600)}?tenant_id=t`), 414, 'uri_too_long');
+    expectError(await request(svc.baseUrl, 'GET', '/v1/memory/%zz?tenant_id=t'), 400, 'invalid_url');
+  });
+
+  it('a body that is not valid UTF-8 is 400 invalid_json at the proxy', async () => {
+    const body = Buffer.from('{"content":"\xed\xa0\x80","tenant_id":"t"}', 'latin1');
+    expectError(await request(svc.baseUrl, 'POST', '/v1/memory', body, { 'content-type': 'application/json' }), 400, 'invalid_json');
   });
 });
