@@ -1,13 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import { badRequest } from '../common/errors.js';
 import { limits } from '../common/limits.js';
 import type { Logger } from '../common/logger.js';
 import {
   addMemorySchema, attestationQuerySchema, memoryIdParamsSchema, queryMemorySchema, tenantQuerySchema,
 } from '../common/schemas.js';
 import { compileSchema } from '../common/validation.js';
-import { badRequest } from '../common/errors.js';
 import { answerProtocolEdges, clientErrorHandler } from './client-errors.js';
 import type { EnclaveConnection, UnaryRpc } from './enclave-client.js';
 import { registerGuards, type GuardOptions } from './guards.js';

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import rateLimit from '@fastify/rate-limit';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { bearerToken } from '../common/bearer.js';
 import { ApiError } from '../common/errors.js';
 
 export interface GuardOptions {
@@ -26,15 +27,15 @@ const busy = () => new ApiError(503, 'service_unavailable_error',
 
 /**
  * What a caller is rate-limited as: its API key when it sends one (as a SHA-256, so the
- * limiter's memory never holds a key), else its IP address. The proxy cannot tell a real
- * key from an invented one (only the enclave can), so a second, per-IP limit stops a
- * client from escaping the first by inventing a new key per request.
+ * limiter's memory never holds a key; the token, so "bearer  k" and "Bearer k" are one
+ * client), else its IP address. The proxy cannot tell a real key from an invented one
+ * (only the enclave can), so a second, per-IP limit stops a client from escaping the
+ * first by inventing a new key per request.
  */
 export function rateLimitKey(req: FastifyRequest): string {
   const auth = req.headers.authorization;
-  return typeof auth === 'string' && auth !== ''
-    ? `key:${createHash('sha256').update(auth).digest('hex')}`
-    : `ip:${req.ip}`;
+  if (typeof auth !== 'string' || auth === '') return `ip:${req.ip}`;
+  return `key:${createHash('sha256').update(bearerToken(auth) ?? auth).digest('hex')}`;
 }
 
 /**

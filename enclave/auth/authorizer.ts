@@ -8,6 +8,7 @@
  * not depend on which key (if any) matched or on how many bytes agreed.
  */
 import { timingSafeEqual } from 'node:crypto';
+import { bearerToken } from '../../common/bearer.js';
 import { ApiError, badRequest, forbidden } from '../../common/errors.js';
 import { limits } from '../../common/limits.js';
 import { hashApiKey, type KeyEntry } from './keys-file.js';
@@ -31,20 +32,10 @@ export interface Authorizer {
   chatTenant(authorization: string, organization: string | undefined): string | undefined;
 }
 
-/** Longest Authorization header considered; a longer one is refused without hashing. */
-const MAX_AUTHORIZATION_CHARS = 1024;
-
 const missingKey = () => new ApiError(401, 'authentication_error',
   'missing API key: send "Authorization: Bearer <key>"', 'missing_api_key', null, { 'www-authenticate': 'Bearer' });
 const invalidKey = () => new ApiError(401, 'authentication_error',
   'invalid API key', 'invalid_api_key', null, { 'www-authenticate': 'Bearer error="invalid_token"' });
-
-/** The key from `Bearer <key>` (scheme case-insensitive), or undefined when absent or malformed. */
-export function bearerToken(authorization: string): string | undefined {
-  if (authorization.length > MAX_AUTHORIZATION_CHARS) return undefined;
-  const m = /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/i.exec(authorization);
-  return m?.[1];
-}
 
 /** A set of keys, each holding some tenants. */
 export class KeyRing {

@@ -10,11 +10,11 @@
  * while the enclave reports keys off. A compromised host could skip that check, but it
  * could also call an open enclave directly, so open mode is for trusted set-ups only.
  */
+import { readFileSync } from 'node:fs';
+import { parseHostPort } from '../../common/config.js';
 import type { Logger } from '../../common/logger.js';
 import { isLoopbackHost } from '../../common/loopback.js';
-import { parseHostPort } from '../../common/config.js';
 import { KeyRing, keyAuthorizer, openAuthorizer, type Authorizer } from './authorizer.js';
-import { readFileSync } from 'node:fs';
 import { parseKeysFile } from './keys-file.js';
 
 export interface AuthConfig {

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { ApiError } from '../../common/errors.js';
 import { isLoopbackHost } from '../../common/loopback.js';
-import { bearerToken, KeyRing, keyAuthorizer, openAuthorizer } from '../../enclave/auth/authorizer.js';
+import { bearerToken } from '../../common/bearer.js';
+import { KeyRing, keyAuthorizer, openAuthorizer } from '../../enclave/auth/authorizer.js';
 import {
   entryId, formatKeysFile, generateApiKey, hashApiKey, KeysFileError, parseKeysFile,
 } from '../../enclave/auth/keys-file.js';
@@ -85,6 +86,7 @@ describe('authorizer with keys', () => {
     expect(bearerToken(`Basic ${keyA}`)).toBeUndefined();
     expect(bearerToken('Bearer a b')).toBeUndefined();
     expect(bearerToken(`Bearer ${'a'.repeat(2000)}`)).toBeUndefined();
+    expect(bearerToken(undefined)).toBeUndefined();
   });
 
   it('answers 401 for a missing, malformed or unknown key', () => {
