@@ -133,3 +133,18 @@ export function configFromCli<S extends Record<string, Setting<unknown>>>(title:
 export function logLevel(): Setting<string> {
   return oneOf('LOG_LEVEL', 'Log level', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const, 'info');
 }
+
+/** An on/off switch: 1/true/yes or 0/false/no (unset = off). */
+export function flag(name: string, description: string): Setting<boolean> {
+  return {
+    name,
+    description,
+    defaultText: '0',
+    parse(raw) {
+      const v = (raw ?? '').trim().toLowerCase();
+      if (v === '' || v === '0' || v === 'false' || v === 'no') return false;
+      if (v === '1' || v === 'true' || v === 'yes') return true;
+      return fail(name, `expected 1 or 0, got "${raw}"`);
+    },
+  };
+}

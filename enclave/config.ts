@@ -1,4 +1,4 @@
-import { hostPort, integer, logLevel, oneOf, optionalText, text } from '../common/config.js';
+import { flag, hostPort, integer, logLevel, oneOf, optionalText, text } from '../common/config.js';
 
 /** Every setting of the enclave process; `npm run start:enclave -- --help` prints this table. */
 export const enclaveSettings = {
@@ -11,6 +11,10 @@ export const enclaveSettings = {
   embeddingModel: text('EMBEDDING_MODEL', 'Embedding model name: static, or a transformer model installed by `npm run model:fetch -- <name>`', 'static'),
   onModelChange: oneOf('ON_MODEL_CHANGE', 'When the stored memories were embedded with another model than EMBEDDING_MODEL: re-embed them all at start (progress in the log), or refuse to start', ['reembed', 'refuse'] as const, 'reembed'),
   modelsDir: optionalText('MODELS_DIR', 'Folder holding the embedding models (default: models/ of the installation)'),
+  apiKeysFile: optionalText('API_KEYS_FILE', 'JSON file {"<key or sha256:hex>": ["<tenant>", ...]} read at start and on SIGHUP; set = every memory and chat request needs a key (manage with agent-keys)'),
+  allowOpen: flag('ALLOW_OPEN', 'Without API_KEYS_FILE, run open even where not loopback-only (non-loopback ENCLAVE_ADDR or TEE_MODE=nitro)'),
+  maxInFlight: integer('ENCLAVE_MAX_IN_FLIGHT', 'Requests the enclave handles at once; beyond, 503 enclave_overloaded', 64, 1, 100_000),
+  timeoutMs: integer('ENCLAVE_TIMEOUT_MS', 'Longest the enclave works on one request (or the caller\'s gRPC deadline, if sooner) before 504', 30_000, 100, 600_000),
   logLevel: logLevel(),
   nsmHelper: text('NSM_HELPER', 'With TEE_MODE=nitro: the helper that asks /dev/nsm for documents', '/usr/local/bin/nsm-attest'),
   maxMemoriesPerTenant: integer('MAX_MEMORIES_PER_TENANT', 'Most memories one tenant may hold; adding more answers 409 memory_limit_reached', 100_000, 1, 1_000_000_000),

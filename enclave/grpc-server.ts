@@ -2,7 +2,7 @@ import * as grpc from '@grpc/grpc-js';
 import { parseHostPort } from '../common/config.js';
 import type { Logger } from '../common/logger.js';
 import { channelOptions, enclaveProto, type ApiRequest, type HealthReply } from '../common/proto.js';
-import type { EnclaveApi } from './api/index.js';
+import type { EnclaveApi, Handler } from './api/index.js';
 
 /**
  * The gRPC adapter: decodes calls, hands them to the API and sends its replies back.
@@ -11,9 +11,9 @@ import type { EnclaveApi } from './api/index.js';
  */
 export function createGrpcServer(api: EnclaveApi, health: () => HealthReply, log: Logger): grpc.Server {
   const server = new grpc.Server(channelOptions);
-  const unary = (handler: (r: ApiRequest) => Promise<unknown>): grpc.handleUnaryCall<ApiRequest, never> =>
+  const unary = (handler: Handler): grpc.handleUnaryCall<ApiRequest, never> =>
     (call, callback) => {
-      handler(call.request).then(
+      handler(call.request, { deadline: deadlineMs(call.getDeadline()) }).then(
         (reply) => callback(null, reply as never),
         (err: unknown) => {
           log.error({ err }, 'handler failed');
@@ -28,6 +28,11 @@ export function createGrpcServer(api: EnclaveApi, health: () => HealthReply, log
   for (const [rpc, handler] of Object.entries(api)) handlers[rpc] = unary(handler);
   server.addService(enclaveProto().Enclave.service, handlers);
   return server;
+}
+
+/** The caller's gRPC deadline as epoch ms (Infinity when none was set). */
+function deadlineMs(deadline: grpc.Deadline): number {
+  return deadline instanceof Date ? deadline.getTime() : deadline;
 }
 
 /** Binds the server to host:port; resolves with the port actually bound (0 = any free port). */

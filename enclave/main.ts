@@ -6,6 +6,7 @@ import { modelsDir } from '../common/paths.js';
 import { createApi } from './api/index.js';
 import { ReplayGuard } from './api/replay-guard.js';
 import { createAttestationProvider } from './attestation/create-provider.js';
+import { setUpAuth } from './auth/setup.js';
 import { enclaveSettings } from './config.js';
 import { loadEmbedder } from './embedding/embedder.js';
 import { createGrpcServer, listen } from './grpc-server.js';
@@ -21,6 +22,17 @@ const log = createLogger('enclave', config.logLevel);
 
 const dataDir = resolve(config.dataDir);
 mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+
+let auth: ReturnType<typeof setUpAuth>;
+try {
+  auth = setUpAuth(config, log);
+} catch (err) {
+  // A bad keys file or a forbidden open mode stops the enclave, with the reason.
+  log.fatal({ problem: (err as Error).message }, 'cannot start');
+  process.stderr.write(`${(err as Error).message}\n`);
+  process.exit(2);
+}
+process.on('SIGHUP', () => auth.reload());
 
 const identity = generateIdentity();
 const requestKey = generateSealedRequestKey();
@@ -43,6 +55,8 @@ const api = createApi({
   attestation: { provider, identity, operatorKey, boxPublicKey: requestKey.publicKey, userData },
   identity,
   sealed: { key: requestKey, replay: new ReplayGuard(SEALED_MAX_AGE_MS) },
+  auth: auth.authorizer,
+  work: { maxInFlight: config.maxInFlight, timeoutMs: config.timeoutMs },
   log,
 });
 const server = createGrpcServer(api, () => ({
@@ -50,6 +64,7 @@ const server = createGrpcServer(api, () => ({
   tee_name: provider.teeName,
   embedding_model: embedder.id,
   tenants: memory.tenantCount,
+  auth_required: auth.authorizer.required,
 }), log);
 
 const port = await listen(server, config.address);

@@ -1,13 +1,16 @@
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import { badRequest } from '../common/errors.js';
 import { limits } from '../common/limits.js';
 import type { Logger } from '../common/logger.js';
 import {
   addMemoryRequestSchema, attestationQuerySchema, memoryIdParamsSchema, queryMemorySchema, sealedEnvelopeSchema, tenantQuerySchema,
 } from '../common/schemas.js';
 import { compileSchema } from '../common/validation.js';
+import { answerProtocolEdges, clientErrorHandler } from './client-errors.js';
 import type { EnclaveConnection, UnaryRpc } from './enclave-client.js';
+import { registerGuards, type GuardOptions } from './guards.js';
 import { routeNotFound, toApiError } from './http-errors.js';
 
 declare module 'fastify' {
@@ -21,19 +24,36 @@ export interface ProxyOptions {
   enclave: EnclaveConnection;
   logger: Logger;
   tls?: { cert: string; key: string };
+  guards: GuardOptions;
+  /** Longest a client may take to send its whole request. */
+  receiveTimeoutMs: number;
 }
 
 const requestIdPattern = /^[A-Za-z0-9._-]{1,64}$/;
+const utf8 = new TextDecoder('utf-8', { fatal: true });
 
 /**
  * The untrusted host's HTTP front: routing, schema validation and body limits, then a
  * relay of the client's exact bytes to the enclave and of the enclave's answer back.
  */
-export function buildProxy(options: ProxyOptions): FastifyInstance {
+export async function buildProxy(options: ProxyOptions): Promise<FastifyInstance> {
   const app = Fastify({
     loggerInstance: options.logger,
     bodyLimit: limits.maxBodyBytes,
-    https: options.tls ? { cert: readFileSync(options.tls.cert), key: readFileSync(options.tls.key) } : null,
+    requestTimeout: options.receiveTimeoutMs,
+    clientErrorHandler,
+    // Errors the router raises before any hook runs (bad percent-encoding, an overlong
+    // path segment) take the same path to the error shape as everything else.
+    frameworkErrors: (err: unknown, _req: FastifyRequest, reply: FastifyReply) => {
+      const { error } = toApiError(err);
+      void reply.code(error.status).send(error.toBody());
+    },
+    // Long enough that the id schema (≤ 128 characters) decides, not the router.
+    routerOptions: { maxParamLength: 512 },
+    // Node checks request timeouts on this interval (default 30 s); check every second.
+    ...(options.tls
+      ? { https: { cert: readFileSync(options.tls.cert), key: readFileSync(options.tls.key), connectionsCheckingInterval: 1000 } }
+      : { http: { connectionsCheckingInterval: 1000 } }),
     genReqId: (req) => {
       const given = req.headers['x-request-id'];
       return typeof given === 'string' && requestIdPattern.test(given) ? given : randomUUID();
@@ -41,6 +61,10 @@ export function buildProxy(options: ProxyOptions): FastifyInstance {
     // Query strings carry memory queries and tenant ids: log paths only.
     disableRequestLogging: true,
   }) as unknown as FastifyInstance;
+
+  // Node enforces requestTimeout only when headersTimeout (default 60 s) is not longer.
+  app.server.headersTimeout = Math.min(app.server.headersTimeout, options.receiveTimeoutMs);
+  answerProtocolEdges(app.server);
 
   app.setValidatorCompiler(({ schema, httpPart }) => compileSchema(schema, httpPart ?? 'body'));
 
@@ -50,13 +74,23 @@ export function buildProxy(options: ProxyOptions): FastifyInstance {
   app.removeContentTypeParser(['application/json', 'text/plain']);
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (req, body, done) => {
     req.rawBody = body as Buffer;
-    defaultJson(req, (body as Buffer).toString('utf8'), done);
+    let text: string;
+    try {
+      // Invalid UTF-8 is not JSON; the enclave refuses it too, so refuse it here first.
+      text = utf8.decode(body as Buffer);
+    } catch {
+      done(badRequest('request body is not valid JSON', null, 'invalid_json'), undefined);
+      return;
+    }
+    defaultJson(req, text, done);
   });
 
   app.addHook('onResponse', (req, reply, done) => {
     req.log.info({ method: req.method, path: req.url.split('?')[0], status: reply.statusCode, ms: Math.round(reply.elapsedTime) }, 'request');
     done();
   });
+
+  await registerGuards(app, options.guards);
 
   app.setErrorHandler((err, req, reply) => {
     const { error, unexpected } = toApiError(err, req.routeOptions.bodyLimit);

@@ -1,4 +1,4 @@
-import { hostPort, integer, logLevel, optionalText, text } from '../common/config.js';
+import { flag, hostPort, integer, logLevel, optionalText, text } from '../common/config.js';
 
 /** Every setting of the proxy process; `npm run start:proxy -- --help` prints this table. */
 export const proxySettings = {
@@ -6,6 +6,12 @@ export const proxySettings = {
   port: integer('PORT', 'Port the HTTP API listens on (0 = any free port)', 8080, 0, 65535),
   enclaveAddr: hostPort('ENCLAVE_ADDR', 'Address of the enclave\'s gRPC server', '127.0.0.1:50051'),
   requestTimeoutMs: integer('REQUEST_TIMEOUT_MS', 'Longest the proxy waits for the enclave before answering 504', 30_000, 100, 600_000),
+  allowOpen: flag('ALLOW_OPEN', 'Listen beyond loopback even when the enclave runs without API keys'),
+  receiveTimeoutMs: integer('HTTP_RECEIVE_TIMEOUT_MS', 'Longest a client may take to send a whole request (headers and body) before 408', 30_000, 1000, 600_000),
+  maxInFlight: integer('MAX_IN_FLIGHT', 'Requests the proxy relays at once; beyond, 503 proxy_overloaded with Retry-After', 256, 1, 100_000),
+  rateLimitMax: integer('RATE_LIMIT_MAX', 'Requests per window per API key (per client IP without a key); 0 = no limit', 600, 0, 10_000_000),
+  rateLimitIpMax: integer('RATE_LIMIT_IP_MAX', 'Requests per window per client IP, whatever keys it sends; 0 = no limit', 3000, 0, 10_000_000),
+  rateLimitWindowMs: integer('RATE_LIMIT_WINDOW_MS', 'Rate-limit window', 60_000, 1000, 86_400_000),
   tlsCert: optionalText('TLS_CERT', 'PEM certificate file; with TLS_KEY, serve HTTPS'),
   tlsKey: optionalText('TLS_KEY', 'PEM private key file for TLS_CERT'),
   logLevel: logLevel(),

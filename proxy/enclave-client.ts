@@ -61,10 +61,15 @@ export function transportError(err: grpc.ServiceError): ApiError {
     case grpc.status.DEADLINE_EXCEEDED:
       return timedOut('the enclave did not answer in time', 'enclave_timeout');
     case grpc.status.UNAVAILABLE:
-      return unavailable('the enclave is unavailable; try again shortly');
+      return retryable(unavailable('the enclave is unavailable; try again shortly'));
     case grpc.status.RESOURCE_EXHAUSTED:
-      return unavailable('the enclave is overloaded; try again shortly', 'enclave_overloaded');
+      return retryable(unavailable('the enclave is overloaded; try again shortly', 'enclave_overloaded'));
     default:
       return new ApiError(502, 'upstream_error', 'the enclave failed to handle the request', 'enclave_error');
   }
+}
+
+/** A 503 tells the client when to come back, like the enclave's own overload answer. */
+function retryable(error: ApiError): ApiError {
+  return new ApiError(error.status, error.type, error.message, error.code, error.param, { ...error.headers, 'retry-after': '1' });
 }

@@ -25,6 +25,10 @@ export function toApiError(err: unknown, bodyLimit: number = limits.maxBodyBytes
       return { error: badRequest('Content-Length does not match the body', null, 'invalid_content_length'), unexpected: false };
     case 'FST_ERR_CTP_INVALID_JSON_BODY':
       return { error: badRequest('request body is not valid JSON', null, 'invalid_json'), unexpected: false };
+    case 'FST_ERR_BAD_URL':
+      return { error: badRequest('malformed URL: invalid percent-encoding in the path', null, 'invalid_url'), unexpected: false };
+    case 'FST_ERR_MAX_PARAM_LENGTH':
+      return { error: new ApiError(414, 'invalid_request_error', 'a path segment is too long', 'uri_too_long'), unexpected: false };
     default:
       break;
   }

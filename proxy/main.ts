@@ -3,6 +3,7 @@ import { createLogger } from '../common/logger.js';
 import { buildProxy } from './app.js';
 import { proxySettings } from './config.js';
 import { EnclaveConnection } from './enclave-client.js';
+import { exposureProblem } from './exposure.js';
 
 const config = configFromCli('agent-service proxy: the untrusted HTTP front (fastify) that relays to the enclave over gRPC.', proxySettings);
 const log = createLogger('proxy', config.logLevel);
@@ -13,10 +14,23 @@ if ((config.tlsCert === undefined) !== (config.tlsKey === undefined)) {
 }
 
 const enclave = new EnclaveConnection(config.enclaveAddr, config.requestTimeoutMs);
-const app = buildProxy({
+const exposure = await exposureProblem({ host: config.host, allowOpen: config.allowOpen, enclave, log });
+if (exposure) {
+  log.fatal({ problem: exposure }, 'refusing to listen');
+  process.stderr.write(`${exposure}\n`);
+  process.exit(2);
+}
+const app = await buildProxy({
   enclave,
   logger: log,
   tls: config.tlsCert && config.tlsKey ? { cert: config.tlsCert, key: config.tlsKey } : undefined,
+  receiveTimeoutMs: config.receiveTimeoutMs,
+  guards: {
+    rateLimitMax: config.rateLimitMax,
+    rateLimitIpMax: config.rateLimitIpMax,
+    rateLimitWindowMs: config.rateLimitWindowMs,
+    maxInFlight: config.maxInFlight,
+  },
 });
 
 const address = await app.listen({ host: config.host, port: config.port });

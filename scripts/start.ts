@@ -79,6 +79,8 @@ function stop(signal: NodeJS.Signals): void {
 }
 process.on('SIGINT', () => stop('SIGINT'));
 process.on('SIGTERM', () => stop('SIGTERM'));
+// SIGHUP reloads the enclave's API keys; pass it on rather than die of it.
+process.on('SIGHUP', () => { enclave.child?.kill('SIGHUP'); });
 
 run(enclave);
 try {

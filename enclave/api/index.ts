@@ -1,17 +1,19 @@
 import { ApiError, internal } from '../../common/errors.js';
 import type { Logger } from '../../common/logger.js';
 import type { ApiReply, ApiRequest } from '../../common/proto.js';
+import type { Authorizer } from '../auth/authorizer.js';
 import type { EnclaveIdentity, SealedRequestKey } from '../keys.js';
 import type { MemoryService } from '../memory/memory-service.js';
 import { attestationRoute, type AttestationDeps } from './attestation-route.js';
 import { memoryRoutes } from './memory-routes.js';
 import type { ReplayGuard } from './replay-guard.js';
-import { errorReply } from './request.js';
+import { errorReply, requestIdForLog } from './request.js';
 import { dispatcher, methodOf, type Handler } from './routes.js';
 import { sealedRoute } from './sealed-route.js';
 import { signReply } from './signing.js';
+import { WorkGate, type WorkLimits } from './work-gate.js';
 
-export type { Handler } from './routes.js';
+export type { CallContext, Handler } from './routes.js';
 
 export interface EnclaveApi {
   GetAttestation: Handler;
@@ -28,25 +30,29 @@ export interface ApiDeps {
   /** Signs every reply (enclave/api/signing.ts). */
   identity: EnclaveIdentity;
   sealed: { key: SealedRequestKey; replay: ReplayGuard };
+  auth: Authorizer;
+  work: WorkLimits;
   log: Logger;
 }
 
 /**
  * The enclave's API, one handler per RPC. Every handler answers with a complete reply:
  * refusals become OpenAI-shaped error bodies here, and anything unexpected becomes a
- * bare 500 (details go to the log, never to the caller). Every reply, errors included,
- * leaves signed by the enclave's key. POST /v1/sealed opens a sealed request and
- * dispatches it to these same handlers.
+ * bare 500 (details go to the log, never to the caller). Every handler runs through one
+ * WorkGate (a bounded number at once, each within its time limit), and every reply,
+ * errors included, leaves signed by the enclave's key. POST /v1/sealed opens a sealed
+ * request and dispatches it to these same handlers.
  */
 export function createApi(deps: ApiDeps): EnclaveApi {
-  const memory = memoryRoutes(deps.memory);
+  const memory = memoryRoutes(deps.memory, deps.auth);
+  const gate = new WorkGate(deps.work);
   const sign = (method: string, request: ApiRequest, reply: ApiReply) => signReply(deps.identity, method, request, reply);
-  const wrap = (rpc: string, handler: Handler): Handler => async (request) => {
+  const wrap = (rpc: string, handler: Handler): Handler => async (request, context) => {
     const started = performance.now();
-    const log = deps.log.child({ reqId: request.request_id, rpc });
+    const log = deps.log.child({ reqId: requestIdForLog(request.request_id), rpc });
     let reply: ApiReply;
     try {
-      reply = await handler(request);
+      reply = await gate.run(() => handler(request, context), context?.deadline);
     } catch (err) {
       if (err instanceof ApiError) {
         reply = errorReply(err);

@@ -1,7 +1,8 @@
-import { notFound } from '../../common/errors.js';
+import { badRequest, notFound } from '../../common/errors.js';
 import type { ApiReply, ApiRequest } from '../../common/proto.js';
+import type { Authorizer } from '../auth/authorizer.js';
 import {
-  addMemoryRequestSchema, queryMemorySchema, tenantQuerySchema,
+  addMemoryRequestSchema, memoryIdParamsSchema, queryMemorySchema, tenantQuerySchema,
   type AddMemoryRequest, type QueryMemoryInput, type TenantInput,
 } from '../../common/schemas.js';
 import { validator } from '../../common/validation.js';
@@ -11,17 +12,23 @@ import { expectPath, jsonReply, parseJsonBody, parseTarget } from './request.js'
 const validAdd = validator<AddMemoryRequest>(addMemoryRequestSchema, 'body');
 const validQuery = validator<QueryMemoryInput>(queryMemorySchema, 'querystring');
 const validTenant = validator<TenantInput>(tenantQuerySchema, 'querystring');
+const validId = validator<{ id: string }>(memoryIdParamsSchema, 'params');
 
 const collection = /^\/v1\/memory\/?$/;
 const item = /^\/v1\/memory\/([^/]+)$/;
 
-/** The memory endpoints, on the enclave's side: parse, validate again, act, answer. */
-export function memoryRoutes(memory: MemoryService) {
+/**
+ * The memory endpoints, on the enclave's side: parse, validate again, check the caller's
+ * key holds the tenant, act, answer. The key is checked before any lookup, so a refused
+ * caller learns nothing about what exists.
+ */
+export function memoryRoutes(memory: MemoryService, auth: Authorizer) {
   const lookup = (request: ApiRequest): { record: MemoryRecord; tenantId: string } => {
     const target = parseTarget(request.target);
     const [, rawId] = expectPath(target, item);
     const { tenant_id } = validTenant(target.query);
-    const id = rawId;
+    const { id } = validId({ id: decodeSegment(rawId) });
+    auth.authorize(request.authorization, tenant_id);
     const record = memory.get(tenant_id, id);
     // The same answer whether the id does not exist or belongs to another tenant.
     if (!record) throw notFound(`no memory '${id}' for tenant '${tenant_id}'`, 'memory_not_found');
@@ -32,8 +39,12 @@ export function memoryRoutes(memory: MemoryService) {
     async add(request: ApiRequest): Promise<ApiReply> {
       expectPath(parseTarget(request.target), collection);
       const input = validAdd(parseJsonBody(request.body));
-      // A batch is validated whole before anything is stored: one bad item refuses them all.
-      if ('memories' in input) return jsonReply(200, { object: 'list', data: await memory.addMany(input.memories) });
+      // A batch is validated whole, and every tenant in it authorized, before anything is stored.
+      if ('memories' in input) {
+        for (const item of input.memories) auth.authorize(request.authorization, item.tenant_id);
+        return jsonReply(200, { object: 'list', data: await memory.addMany(input.memories) });
+      }
+      auth.authorize(request.authorization, input.tenant_id);
       return jsonReply(200, await memory.add(input));
     },
 
@@ -41,6 +52,7 @@ export function memoryRoutes(memory: MemoryService) {
       const target = parseTarget(request.target);
       expectPath(target, collection);
       const input = validQuery({ ...target.query });
+      auth.authorize(request.authorization, input.tenant_id);
       const results = await memory.query(input);
       return jsonReply(200, {
         object: 'list',
@@ -61,4 +73,13 @@ export function memoryRoutes(memory: MemoryService) {
       return jsonReply(200, { id: record.id, object: 'memory.deleted', deleted: true });
     },
   };
+}
+
+/** A path segment as the proxy's router sees it: percent-decoded (malformed escapes are a 400). */
+function decodeSegment(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    throw badRequest('invalid memory id in the path', 'id');
+  }
 }

@@ -1,4 +1,5 @@
-import { ApiError, badRequest, notFound } from '../../common/errors.js';
+import { ApiError, badRequest, notFound, tooLarge } from '../../common/errors.js';
+import { limits } from '../../common/limits.js';
 import type { ApiReply } from '../../common/proto.js';
 
 export interface Target {
@@ -26,14 +27,39 @@ export function parseTarget(target: string): Target {
   return { path: url.pathname, query: { ...query } };
 }
 
-/** Parses a JSON body; anything but a JSON object or array is refused with a 400. */
-export function parseJsonBody(body: Uint8Array): unknown {
+/**
+ * Parses a JSON body under the same rules as the proxy: at most `maxBytes` (413; the
+ * route's limit, limits.maxBodyBytes unless it says otherwise),
+ * valid UTF-8 JSON (400), and no `__proto__` or `constructor.prototype` keys (400), which
+ * the proxy's parser refuses too, so both sides agree on what a body means.
+ */
+export function parseJsonBody(body: Uint8Array, maxBytes: number = limits.maxBodyBytes): unknown {
   if (body.length === 0) throw badRequest('request body is required', null, 'missing_body');
+  if (body.length > maxBytes) throw tooLarge(`request body is larger than ${maxBytes} bytes`);
+  let value: unknown;
   try {
-    return JSON.parse(Buffer.from(body).toString('utf8'));
+    value = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(body));
   } catch {
     throw badRequest('request body is not valid JSON', null, 'invalid_json');
   }
+  if (hasPrototypeKeys(value)) throw badRequest('request body has a forbidden key (__proto__ or constructor.prototype)', null, 'invalid_json');
+  return value;
+}
+
+/** Walks the parsed value without recursion (nesting depth is the client's choice). */
+function hasPrototypeKeys(root: unknown): boolean {
+  const stack: unknown[] = [root];
+  while (stack.length) {
+    const node = stack.pop();
+    if (typeof node !== 'object' || node === null) continue;
+    if (!Array.isArray(node)) {
+      if (Object.hasOwn(node, '__proto__')) return true;
+      const ctor = (node as Record<string, unknown>).constructor;
+      if (Object.hasOwn(node, 'constructor') && typeof ctor === 'object' && ctor !== null && Object.hasOwn(ctor, 'prototype')) return true;
+    }
+    for (const child of Object.values(node)) stack.push(child);
+  }
+  return false;
 }
 
 /** Refuses a target whose path is not the one the operation serves. */
@@ -49,4 +75,13 @@ export function jsonReply(status: number, body: unknown, headers: Record<string,
 
 export function errorReply(err: ApiError): ApiReply {
   return jsonReply(err.status, err.toBody(), err.headers);
+}
+
+/**
+ * The request id as it may appear in logs. The proxy makes ids safe, but the enclave does
+ * not rely on the proxy: anything else is logged as "invalid", so a hostile host cannot
+ * write arbitrary text (or megabytes) into the enclave's logs through it.
+ */
+export function requestIdForLog(id: string): string {
+  return /^[A-Za-z0-9._-]{1,64}$/.test(id) ? id : 'invalid';
 }

@@ -2,7 +2,12 @@ import { ApiError, notFound } from '../../common/errors.js';
 import type { ApiReply, ApiRequest } from '../../common/proto.js';
 import { errorReply, parseTarget } from './request.js';
 
-export type Handler = (request: ApiRequest) => Promise<ApiReply>;
+/** What the transport knows about a call: its deadline (epoch ms), if the caller set one. */
+export interface CallContext {
+  deadline?: number;
+}
+
+export type Handler = (request: ApiRequest, context?: CallContext) => Promise<ApiReply>;
 
 /**
  * The enclave's routing table: which RPC serves which HTTP method and path. The proxy

@@ -33,7 +33,7 @@ const cannotOpen = () => badRequest(
 export function sealedRoute(deps: SealedDeps) {
   return async (request: ApiRequest): Promise<ApiReply> => {
     expectPath(parseTarget(request.target), /^\/v1\/sealed\/?$/);
-    const envelope = validEnvelope(parseJsonBody(request.body));
+    const envelope = validEnvelope(parseJsonBody(request.body, limits.maxSealedEnvelopeBytes));
     let opened;
     try {
       opened = deps.key.open(envelope);

@@ -10,7 +10,9 @@ export interface Neighbour {
 
 /**
  * One tenant's HNSW index (cosine). Maps record ids to hnswlib's integer labels, grows
- * its capacity by doubling, and deletes with markDelete so results change at once.
+ * its capacity by doubling, and deletes with markDelete so results change at once. A new
+ * vector takes the place of a deleted one when there is one, so an index under steady
+ * ingest-and-delete does not grow without bound.
  * Vectors of zero length (text with no known words) have no direction, so they are
  * not indexed: such records are still stored and can be fetched by id.
  */
@@ -18,6 +20,8 @@ export class TenantIndex {
   private readonly index;
   private capacity: number;
   private nextLabel = 0;
+  /** Slots marked deleted and not yet reused. */
+  private deleted = 0;
   private readonly labelToId = new Map<number, string>();
   private readonly idToLabel = new Map<string, number>();
 
@@ -25,7 +29,7 @@ export class TenantIndex {
     this.capacity = initialCapacity;
     this.index = new HierarchicalNSW('cosine', dimension);
     // M=16, efConstruction=200: hnswlib's defaults, good recall at memory scale.
-    this.index.initIndex(this.capacity, 16, 200, 100);
+    this.index.initIndex(this.capacity, 16, 200, 100, true);
     this.index.setEf(64);
   }
 
@@ -33,15 +37,22 @@ export class TenantIndex {
     return this.idToLabel.size;
   }
 
+  /** Vector slots allocated (live, deleted and free). */
+  get allocated(): number {
+    return this.capacity;
+  }
+
   add(id: string, vector: Float32Array): void {
     if (vector.length !== this.dimension) throw new Error(`vector has ${vector.length} dimensions, index has ${this.dimension}`);
     if (isZero(vector) || this.idToLabel.has(id)) return;
-    if (this.nextLabel >= this.capacity) {
+    const reuse = this.deleted > 0;
+    if (!reuse && this.index.getCurrentCount() >= this.capacity) {
       this.capacity *= 2;
       this.index.resizeIndex(this.capacity);
     }
     const label = this.nextLabel++;
-    this.index.addPoint(Array.from(vector), label);
+    this.index.addPoint(Array.from(vector), label, reuse);
+    if (reuse) this.deleted--;
     this.labelToId.set(label, id);
     this.idToLabel.set(id, label);
   }
@@ -50,6 +61,7 @@ export class TenantIndex {
     const label = this.idToLabel.get(id);
     if (label === undefined) return;
     this.index.markDelete(label);
+    this.deleted++;
     this.idToLabel.delete(id);
     this.labelToId.delete(label);
   }

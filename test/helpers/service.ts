@@ -53,6 +53,10 @@ export async function startService(extraEnv: NodeJS.ProcessEnv = {}, options: St
   const env: NodeJS.ProcessEnv = {
     ...process.env,
     LOG_LEVEL: 'info',
+    // Rate limits are tested on their own (limits.test.ts); elsewhere they would only
+    // turn a test's bursts of requests into 429s.
+    RATE_LIMIT_MAX: '0',
+    RATE_LIMIT_IP_MAX: '0',
     ...extraEnv,
     DATA_DIR: dataDir,
     ENCLAVE_ADDR: enclaveAddr,

@@ -34,6 +34,20 @@ describe('TenantIndex (hnswlib, cosine)', () => {
     expect(index.search(unit(1, 0), 5)).toEqual([]);
   });
 
+  it('reuses the space of deleted vectors instead of growing', () => {
+    const index = new TenantIndex(3, 4);
+    const live: string[] = [];
+    for (let i = 0; i < 200; i++) {
+      index.add(`m${i}`, unit(1, i % 7, i % 5));
+      live.push(`m${i}`);
+      if (live.length > 3) index.remove(live.shift()!);
+    }
+    expect(index.size).toBe(3);
+    expect(index.allocated).toBe(4);
+    const found = index.search(unit(1, 199 % 7, 199 % 5), 3).map((h) => h.id);
+    expect(found.sort()).toEqual(['m197', 'm198', 'm199']);
+  });
+
   it('asks for no more results than it holds and skips zero vectors', () => {
     const index = new TenantIndex(2);
     index.add('zero', new Float32Array(2));

@@ -1,0 +1,47 @@
+import { ApiError, timedOut } from '../../common/errors.js';
+
+export interface WorkLimits {
+  /** Requests handled at once; one more is refused with 503 at once rather than queued. */
+  maxInFlight: number;
+  /** Longest one request may take, whatever deadline the caller gave. */
+  timeoutMs: number;
+}
+
+export const overloaded = () => new ApiError(503, 'service_unavailable_error',
+  'the enclave is at capacity; retry shortly', 'enclave_overloaded', null, { 'retry-after': '1' });
+
+/**
+ * Bounds the enclave's work: at most `maxInFlight` requests run at once, and each answers
+ * within min(timeoutMs, the caller's deadline). Refusing at the door keeps overload from
+ * piling up memory and latency; a request that times out still holds its place until its
+ * work really ends, so the cap counts real work, not answered requests.
+ */
+export class WorkGate {
+  private active = 0;
+
+  constructor(private readonly limits: WorkLimits) {}
+
+  get inFlight(): number {
+    return this.active;
+  }
+
+  /** Runs `work`; throws 503 when full and 504 when the time runs out. `deadline` is epoch ms. */
+  async run<T>(work: () => Promise<T>, deadline = Infinity): Promise<T> {
+    const budget = Math.min(this.limits.timeoutMs, deadline - Date.now());
+    if (budget <= 0) throw timedOut('the request reached the enclave after its deadline', 'deadline_exceeded');
+    if (this.active >= this.limits.maxInFlight) throw overloaded();
+    this.active++;
+    const done = work().finally(() => { this.active--; });
+    let timer: NodeJS.Timeout | undefined;
+    const expired = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(timedOut(`the enclave did not finish within ${Math.round(budget)} ms`, 'enclave_timeout')), budget);
+    });
+    try {
+      return await Promise.race([done, expired]);
+    } finally {
+      clearTimeout(timer);
+      // The work may still fail after the timeout answered; that is already reported.
+      done.catch(() => {});
+    }
+  }
+}

@@ -1,0 +1,36 @@
+import { STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { ApiError } from '../common/errors.js';
+
+/**
+ * Requests Node's HTTP layer answers before fastify sees them (a malformed request line
+ * or header, headers over 16 KiB, a client too slow to send its request, an Expect it
+ * cannot meet, a CONNECT) still get an answer in the API's error shape, not Node's bare
+ * default or a silently closed socket.
+ */
+export function clientErrorHandler(err: NodeJS.ErrnoException, socket: Duplex): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  const error = err.code === 'HPE_HEADER_OVERFLOW' ? new ApiError(431, 'invalid_request_error', 'request headers are too large (at most 16 KiB)', 'headers_too_large')
+    : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? new ApiError(408, 'timeout_error', 'the request was not received in time', 'request_timeout')
+      : new ApiError(400, 'invalid_request_error', 'malformed HTTP request', 'malformed_request');
+  writeRawError(socket, error);
+}
+
+/** Answers the requests Node routes around the request handler. */
+export function answerProtocolEdges(server: Server): void {
+  server.on('checkExpectation', (_req: IncomingMessage, res: ServerResponse) => {
+    const body = JSON.stringify(new ApiError(417, 'invalid_request_error', 'only "Expect: 100-continue" is supported', 'expectation_failed').toBody());
+    res.writeHead(417, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), connection: 'close' }).end(body);
+  });
+  server.on('connect', (_req: IncomingMessage, socket: Duplex) => {
+    writeRawError(socket, new ApiError(404, 'not_found_error', 'no route for CONNECT', 'unknown_route'));
+  });
+}
+
+function writeRawError(socket: Duplex, error: ApiError): void {
+  const body = JSON.stringify(error.toBody());
+  if (socket.writable) {
+    socket.write(`HTTP/1.1 ${error.status} ${STATUS_CODES[error.status]}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+  }
+  socket.destroy();
+}

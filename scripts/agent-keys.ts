@@ -1,0 +1,185 @@
+#!/usr/bin/env node
+/**
+ * agent-keys: the operator's tool for the enclave's API keys file. Issues random keys
+ * (printed once; the file keeps only their SHA-256), revokes them and lists them.
+ * Every change rewrites the file atomically (temporary file, fsync, rename) under a lock
+ * file, so the enclave never reads a half-written file and two edits cannot interleave.
+ * Exit status: 0 done, 1 refused (bad file, unknown key, lock held), 2 usage error.
+ */
+import { closeSync, existsSync, fsyncSync, openSync, readFileSync, realpathSync, renameSync, unlinkSync, writeSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { basename, dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import {
+  entryId, formatKeysFile, generateApiKey, hashApiKey, HASH_PREFIX, KeysFileError, parseKeysFile,
+} from '../enclave/auth/keys-file.js';
+
+export const USAGE = `Usage:
+  agent-keys issue --tenant <id> [--tenant <id> ...] [--file <path>]
+  agent-keys revoke (--key <key> | --id <sha256:hex-prefix>) [--file <path>]
+  agent-keys list [--file <path>]
+
+--file defaults to $API_KEYS_FILE. "issue" prints the new key on stdout, once: the file
+keeps only its SHA-256. The enclave reads the file at start; after a change, restart it
+or send it SIGHUP (kill -HUP <enclave pid>).`;
+
+class Refused extends Error {}
+class Usage extends Error {}
+
+type KeysMap = Record<string, string[]>;
+
+export async function main(argv: string[], out = process.stdout, err = process.stderr): Promise<number> {
+  try {
+    const { values, positionals } = parseArgs({
+      args: argv,
+      allowPositionals: true,
+      options: {
+        file: { type: 'string' },
+        tenant: { type: 'string', multiple: true },
+        key: { type: 'string' },
+        id: { type: 'string' },
+        help: { type: 'boolean', short: 'h' },
+      },
+    });
+    if (values.help) {
+      out.write(`${USAGE}\n`);
+      return 0;
+    }
+    const [command, ...extra] = positionals;
+    if (extra.length) throw new Usage(`unexpected argument: ${extra[0]}`);
+    const file = values.file ?? process.env.API_KEYS_FILE;
+    if (!file) throw new Usage('no keys file: pass --file or set API_KEYS_FILE');
+    const path = resolve(file);
+
+    switch (command) {
+      case 'issue': {
+        const tenants = values.tenant ?? [];
+        if (tenants.length === 0) throw new Usage('issue needs at least one --tenant');
+        const key = generateApiKey();
+        const name = `${HASH_PREFIX}${hashApiKey(key).toString('hex')}`;
+        edit(path, (map) => ({ ...map, [name]: [...new Set(tenants)] }), true);
+        out.write(`${key}\n`);
+        err.write(`issued ${entryId(hashApiKey(key))} for ${tenants.join(', ')} in ${path}\n`
+          + 'This is the only time the key is shown. Restart the enclave or send it SIGHUP to apply.\n');
+        return 0;
+      }
+      case 'revoke': {
+        if ((values.key === undefined) === (values.id === undefined)) throw new Usage('revoke needs exactly one of --key or --id');
+        let revoked: string[] = [];
+        edit(path, (map) => {
+          const entries = Object.entries(map);
+          const matches = values.key !== undefined ? matchKey(entries, values.key) : matchId(entries, values.id!);
+          revoked = matches.map(([name]) => entryId(entryHash(name)));
+          const names = new Set(matches.map(([name]) => name));
+          return Object.fromEntries(entries.filter(([name]) => !names.has(name)));
+        }, false);
+        err.write(`revoked ${revoked.join(', ')} in ${path}\nRestart the enclave or send it SIGHUP to apply.\n`);
+        return 0;
+      }
+      case 'list': {
+        if (!existsSync(path)) throw new Refused(`${path} does not exist`);
+        const map = readMap(path);
+        for (const [name, tenants] of Object.entries(map)) {
+          const plain = name.startsWith(HASH_PREFIX) ? '' : '  (key stored in plaintext)';
+          out.write(`${entryId(entryHash(name))}  ${tenants.join(',')}${plain}\n`);
+        }
+        return 0;
+      }
+      default:
+        throw new Usage(command ? `unknown command: ${command}` : 'missing command');
+    }
+  } catch (e) {
+    if (e instanceof Usage || (e as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
+      err.write(`agent-keys: ${(e as Error).message}\n\n${USAGE}\n`);
+      return 2;
+    }
+    err.write(`agent-keys: ${(e as Error).message}\n`);
+    return 1;
+  }
+}
+
+function entryHash(name: string): Buffer {
+  return name.startsWith(HASH_PREFIX) ? Buffer.from(name.slice(HASH_PREFIX.length), 'hex') : hashApiKey(name);
+}
+
+function matchKey(entries: [string, string[]][], key: string): [string, string[]][] {
+  const hash = hashApiKey(key);
+  const found = entries.filter(([name]) => entryHash(name).equals(hash));
+  if (!found.length) throw new Refused('no such key in the file');
+  return found;
+}
+
+function matchId(entries: [string, string[]][], id: string): [string, string[]][] {
+  const prefix = id.toLowerCase().replace(/^sha256:/, '');
+  if (!/^[0-9a-f]{8,64}$/.test(prefix)) throw new Usage('--id must be at least 8 hex digits of the key\'s SHA-256 (as shown by list)');
+  const found = entries.filter(([name]) => entryHash(name).toString('hex').startsWith(prefix));
+  if (found.length === 0) throw new Refused(`no key with id sha256:${prefix}`);
+  if (found.length > 1) throw new Refused(`sha256:${prefix} matches ${found.length} keys; give more digits`);
+  return found;
+}
+
+/** Reads and checks the file exactly as the enclave will; an invalid file is not edited. */
+function readMap(path: string): KeysMap {
+  const text = readFileSync(path, 'utf8');
+  try {
+    parseKeysFile(text);
+  } catch (e) {
+    if (e instanceof KeysFileError) throw new Refused(`${path}: ${e.message}`);
+    throw e;
+  }
+  return JSON.parse(text) as KeysMap;
+}
+
+/** Applies `change` to the file under a lock, then replaces it atomically. */
+function edit(path: string, change: (map: KeysMap) => KeysMap, create: boolean): void {
+  const lock = `${path}.lock`;
+  let lockFd: number;
+  try {
+    lockFd = openSync(lock, 'wx', 0o600);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'EEXIST') throw new Refused(`${lock} exists: another agent-keys is editing the file (remove the lock if it is stale)`);
+    throw e;
+  }
+  try {
+    if (!existsSync(path) && !create) throw new Refused(`${path} does not exist`);
+    const next = change(existsSync(path) ? readMap(path) : {});
+    const text = formatKeysFile(next);
+    parseKeysFile(text); // never write a file the enclave would refuse
+    const tmp = join(dirname(path), `.${basename(path)}.${randomBytes(6).toString('hex')}.tmp`);
+    const fd = openSync(tmp, 'wx', 0o600);
+    try {
+      writeSync(fd, text);
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    try {
+      renameSync(tmp, path);
+    } catch (e) {
+      unlinkSync(tmp);
+      throw e;
+    }
+    // Make the rename itself durable.
+    const dirFd = openSync(dirname(path), 'r');
+    try {
+      fsyncSync(dirFd);
+    } finally {
+      closeSync(dirFd);
+    }
+  } finally {
+    closeSync(lockFd);
+    unlinkSync(lock);
+  }
+}
+
+/** True when run as a script (also through an npm bin symlink), false when imported. */
+function invokedDirectly(): boolean {
+  try {
+    return process.argv[1] !== undefined && realpathSync(process.argv[1]) === fileURLToPath(import.meta.url);
+  } catch {
+    return false;
+  }
+}
+
+if (invokedDirectly()) process.exitCode = await main(process.argv.slice(2));

@@ -1,0 +1,80 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createWriteStream, readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { dirname, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const distRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+
+/** A port nobody listens on right now, on loopback. */
+export function freePort(): Promise<number> {
+  return new Promise((res, rej) => {
+    const srv = createServer();
+    srv.once('error', rej);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as { port: number };
+      srv.close(() => res(port));
+    });
+  });
+}
+
+export interface Service {
+  baseUrl: string;
+  enclave: ChildProcess;
+  proxy: ChildProcess;
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts the built enclave and proxy on loopback only (free ports), their output appended
+ * to `logFile`, and resolves once the API answers.
+ */
+export async function startService(env: NodeJS.ProcessEnv, logFile: string): Promise<Service> {
+  const port = await freePort();
+  const fullEnv = { ...process.env, ...env, HOST: '127.0.0.1', PORT: String(port), ENCLAVE_ADDR: `127.0.0.1:${await freePort()}` };
+  const log = createWriteStream(logFile, { flags: 'a' });
+  const launch = (script: string) => {
+    const child = spawn(process.execPath, [resolve(distRoot, script)], { env: fullEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+    child.stdout!.pipe(log, { end: false });
+    child.stderr!.pipe(log, { end: false });
+    return child;
+  };
+  const enclave = launch('enclave/main.js');
+  const proxy = launch('proxy/main.js');
+  const baseUrl = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    if (enclave.exitCode !== null || proxy.exitCode !== null) throw new Error(`a process exited at start; see ${logFile}`);
+    try {
+      if ((await fetch(`${baseUrl}/healthz`)).status === 200) break;
+    } catch {
+      // not up yet
+    }
+    if (Date.now() > deadline) throw new Error(`the service did not come up; see ${logFile}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  const stopChild = (c: ChildProcess) => new Promise<void>((res) => {
+    if (c.exitCode !== null || c.signalCode !== null) return res();
+    c.once('exit', () => res());
+    c.kill('SIGTERM');
+  });
+  return {
+    baseUrl,
+    enclave,
+    proxy,
+    async stop() {
+      await Promise.all([stopChild(proxy), stopChild(enclave)]);
+      log.end();
+    },
+  };
+}
+
+/** Resident set size of a process in MiB (Linux /proc), or NaN where unavailable. */
+export function rssMiB(pid: number | undefined): number {
+  try {
+    const kb = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
+    return kb ? Number(kb) / 1024 : Number.NaN;
+  } catch {
+    return Number.NaN;
+  }
+}

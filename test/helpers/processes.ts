@@ -1,0 +1,49 @@
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { join, resolve } from 'node:path';
+import { waitFor } from './service.js';
+
+const root = resolve(import.meta.dirname, '../..');
+
+/** Runs the built `agent-keys` CLI as an operator would; returns its exit status and output. */
+export function agentKeys(args: string[]): { status: number | null; stdout: string; stderr: string } {
+  const r = spawnSync(process.execPath, [join(root, 'dist/scripts/agent-keys.js'), ...args], { encoding: 'utf8' });
+  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+/** Issues a key for `tenants` into `file` with the CLI and returns it. */
+export function issueKey(file: string, tenants: string[]): string {
+  const r = agentKeys(['issue', '--file', file, ...tenants.flatMap((t) => ['--tenant', t])]);
+  if (r.status !== 0) throw new Error(`agent-keys issue failed: ${r.stderr}`);
+  return r.stdout.trim();
+}
+
+export interface Lone {
+  child: ChildProcess;
+  output(): string;
+  /** Resolves with the exit code once the process ends. */
+  exited: Promise<number | null>;
+  /** Waits until the output contains `text`. */
+  waitForOutput(text: string, timeoutMs?: number): Promise<void>;
+  stop(): Promise<void>;
+}
+
+/** Starts one built process (e.g. 'enclave/main.js') alone with exactly `env` added. */
+export function startLone(script: string, env: NodeJS.ProcessEnv): Lone {
+  const child = spawn(process.execPath, [join(root, 'dist', script)], { env: { ...process.env, LOG_LEVEL: 'info', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  child.stdout!.on('data', (d: Buffer) => { out += d.toString(); });
+  child.stderr!.on('data', (d: Buffer) => { out += d.toString(); });
+  const exited = new Promise<number | null>((res) => child.once('exit', (code) => res(code)));
+  return {
+    child,
+    output: () => out,
+    exited,
+    waitForOutput: (text, timeoutMs = 60_000) => waitFor(async () => out.includes(text), timeoutMs, () => out),
+    async stop() {
+      if (child.exitCode === null && child.signalCode === null) {
+        child.kill('SIGTERM');
+        await exited;
+      }
+    },
+  };
+}

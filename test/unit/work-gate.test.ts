@@ -1,0 +1,69 @@
+import { describe, expect, it } from 'vitest';
+import { ApiError } from '../../common/errors.js';
+import { WorkGate } from '../../enclave/api/work-gate.js';
+
+/** A piece of work that ends when the test says so. */
+function pending<T>() {
+  let resolve!: (v: T) => void;
+  const promise = new Promise<T>((r) => { resolve = r; });
+  return { promise, resolve };
+}
+
+async function refusal(p: Promise<unknown>): Promise<ApiError> {
+  try {
+    await p;
+  } catch (err) {
+    if (err instanceof ApiError) return err;
+    throw err;
+  }
+  throw new Error('expected a refusal');
+}
+
+describe('WorkGate', () => {
+  it('runs up to the cap at once and refuses the next with 503 and Retry-After', async () => {
+    const gate = new WorkGate({ maxInFlight: 2, timeoutMs: 60_000 });
+    const a = pending<string>();
+    const b = pending<string>();
+    const ra = gate.run(() => a.promise);
+    const rb = gate.run(() => b.promise);
+    expect(gate.inFlight).toBe(2);
+    const e = await refusal(gate.run(async () => 'c'));
+    expect([e.status, e.code, e.headers['retry-after']]).toEqual([503, 'enclave_overloaded', '1']);
+
+    a.resolve('a');
+    expect(await ra).toBe('a');
+    expect(gate.inFlight).toBe(1);
+    expect(await gate.run(async () => 'd')).toBe('d');
+    b.resolve('b');
+    expect(await rb).toBe('b');
+    expect(gate.inFlight).toBe(0);
+  });
+
+  it('frees its place when the work fails', async () => {
+    const gate = new WorkGate({ maxInFlight: 1, timeoutMs: 60_000 });
+    await expect(gate.run(async () => { throw new Error('boom'); })).rejects.toThrow('boom');
+    expect(gate.inFlight).toBe(0);
+  });
+
+  it('answers 504 when the time runs out, but keeps the place until the work really ends', async () => {
+    const gate = new WorkGate({ maxInFlight: 1, timeoutMs: 20 });
+    const slow = pending<string>();
+    const e = await refusal(gate.run(() => slow.promise));
+    expect([e.status, e.type, e.code]).toEqual([504, 'timeout_error', 'enclave_timeout']);
+    expect(gate.inFlight).toBe(1);
+    expect((await refusal(gate.run(async () => 'x'))).status).toBe(503);
+    slow.resolve('late');
+    await slow.promise;
+    await new Promise((r) => setImmediate(r));
+    expect(gate.inFlight).toBe(0);
+  });
+
+  it('uses the caller\'s deadline when it is sooner, and does not start work already past it', async () => {
+    const gate = new WorkGate({ maxInFlight: 1, timeoutMs: 60_000 });
+    let started = false;
+    const late = await refusal(gate.run(async () => { started = true; }, Date.now() - 1));
+    expect([late.status, late.code, started]).toEqual([504, 'deadline_exceeded', false]);
+    const soon = await refusal(gate.run(() => new Promise(() => {}), Date.now() + 20));
+    expect(soon.code).toBe('enclave_timeout');
+  });
+});
