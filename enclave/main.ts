@@ -5,6 +5,8 @@ import { createLogger } from '../common/logger.js';
 import { modelsDir } from '../common/paths.js';
 import { createApi } from './api/index.js';
 import { createAttestationProvider } from './attestation/create-provider.js';
+import { ChatService } from './chat/chat-service.js';
+import { UpstreamModel } from './chat/upstream.js';
 import { enclaveSettings } from './config.js';
 import { loadEmbedder } from './embedding/embedder.js';
 import { createGrpcServer, listen } from './grpc-server.js';
@@ -25,7 +27,16 @@ const memory = new MemoryService(embedder);
 const provider = await createAttestationProvider({ config, dataDir, embedder, operatorKey });
 const userData = Buffer.from(JSON.stringify({ v: 1, operator_pubkey: Buffer.from(operatorKey).toString('base64') }));
 
-const api = createApi({ memory, attestation: { provider, identity, operatorKey, userData }, log });
+const upstream = config.modelBaseUrl === undefined ? undefined : new UpstreamModel({
+  baseUrl: config.modelBaseUrl,
+  apiKey: config.modelApiKey,
+  connectTimeoutMs: config.modelConnectTimeoutMs,
+  responseTimeoutMs: config.modelTimeoutMs,
+  connectRetries: config.modelConnectRetries,
+});
+const chat = new ChatService(memory, upstream, { memoryTopK: config.chatMemoryTopK, toolRounds: config.chatToolRounds });
+
+const api = createApi({ memory, attestation: { provider, identity, operatorKey, userData }, chat, log });
 const server = createGrpcServer(api, () => ({
   ready: true,
   tee_name: provider.teeName,
@@ -34,7 +45,10 @@ const server = createGrpcServer(api, () => ({
 }), log);
 
 const port = await listen(server, config.address);
-log.info({ address: config.address, port, tee: provider.teeName, embedding: embedder.id, dim: embedder.dimension }, 'enclave listening');
+log.info({
+  address: config.address, port, tee: provider.teeName, embedding: embedder.id, dim: embedder.dimension,
+  chatModel: upstream ? new URL(config.modelBaseUrl!).origin : 'local-memory (offline)',
+}, 'enclave listening');
 
 let stopping = false;
 const stop = (signal: string) => {
@@ -42,7 +56,7 @@ const stop = (signal: string) => {
   stopping = true;
   log.info({ signal }, 'stopping');
   server.tryShutdown(() => {
-    void embedder.close().finally(() => process.exit(0));
+    void Promise.allSettled([embedder.close(), upstream?.close()]).finally(() => process.exit(0));
   });
   // Don't let a hung client hold the process: force after a grace period.
   setTimeout(() => server.forceShutdown(), 5000).unref();

@@ -1,12 +1,17 @@
 import { ApiError, internal } from '../../common/errors.js';
 import type { Logger } from '../../common/logger.js';
 import type { ApiReply, ApiRequest } from '../../common/proto.js';
+import type { ChatService } from '../chat/chat-service.js';
 import type { MemoryService } from '../memory/memory-service.js';
 import { attestationRoute, type AttestationDeps } from './attestation-route.js';
+import { chatRoutes } from './chat-route.js';
 import { memoryRoutes } from './memory-routes.js';
 import { errorReply } from './request.js';
+import { wrapStream, type StreamHandler } from './stream.js';
 
-export type Handler = (request: ApiRequest) => Promise<ApiReply>;
+/** A unary RPC; `signal` is aborted when the caller cancels the call. */
+export type Handler = (request: ApiRequest, signal?: AbortSignal) => Promise<ApiReply>;
+export type { StreamHandler };
 
 export interface EnclaveApi {
   GetAttestation: Handler;
@@ -14,11 +19,14 @@ export interface EnclaveApi {
   QueryMemory: Handler;
   GetMemory: Handler;
   DeleteMemory: Handler;
+  ChatCompletion: Handler;
+  ChatCompletionStream: StreamHandler;
 }
 
 export interface ApiDeps {
   memory: MemoryService;
   attestation: AttestationDeps;
+  chat: ChatService;
   log: Logger;
 }
 
@@ -29,12 +37,13 @@ export interface ApiDeps {
  */
 export function createApi(deps: ApiDeps): EnclaveApi {
   const memory = memoryRoutes(deps.memory);
-  const wrap = (rpc: string, handler: Handler): Handler => async (request) => {
+  const chat = chatRoutes(deps.chat);
+  const wrap = (rpc: string, handler: Handler): Handler => async (request, signal) => {
     const started = performance.now();
     const log = deps.log.child({ reqId: request.request_id, rpc });
     let reply: ApiReply;
     try {
-      reply = await handler(request);
+      reply = await handler(request, signal);
     } catch (err) {
       if (err instanceof ApiError) {
         reply = errorReply(err);
@@ -53,5 +62,7 @@ export function createApi(deps: ApiDeps): EnclaveApi {
     QueryMemory: wrap('QueryMemory', memory.query),
     GetMemory: wrap('GetMemory', memory.get),
     DeleteMemory: wrap('DeleteMemory', memory.delete),
+    ChatCompletion: wrap('ChatCompletion', chat.complete),
+    ChatCompletionStream: wrapStream('ChatCompletionStream', chat.stream, deps.log),
   };
 }
