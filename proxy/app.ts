@@ -1,13 +1,16 @@
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import { chatCompletionSchema, chatHeadersSchema } from '../common/chat-schema.js';
 import { limits } from '../common/limits.js';
 import type { Logger } from '../common/logger.js';
+import type { ApiReplyIn } from '../common/proto.js';
 import {
   addMemorySchema, attestationQuerySchema, memoryIdParamsSchema, queryMemorySchema, tenantQuerySchema,
 } from '../common/schemas.js';
 import { compileSchema } from '../common/validation.js';
-import type { EnclaveConnection, UnaryRpc } from './enclave-client.js';
+import { chatRoute } from './chat-route.js';
+import type { EnclaveConnection, ForwardedRequest, UnaryRpc } from './enclave-client.js';
 import { routeNotFound, toApiError } from './http-errors.js';
 
 declare module 'fastify' {
@@ -21,6 +24,8 @@ export interface ProxyOptions {
   enclave: EnclaveConnection;
   logger: Logger;
   tls?: { cert: string; key: string };
+  /** Deadline of a chat completion (default 300 s). */
+  chatTimeoutMs?: number;
 }
 
 const requestIdPattern = /^[A-Za-z0-9._-]{1,64}$/;
@@ -68,15 +73,18 @@ export function buildProxy(options: ProxyOptions): FastifyInstance {
     void reply.code(error.status).send(error.toBody());
   });
 
-  const relay = (rpc: UnaryRpc) => async (req: FastifyRequest, reply: FastifyReply) => {
-    const answer = await options.enclave.call(rpc, {
-      requestId: String(req.id),
-      target: req.url,
-      body: req.rawBody,
-      authorization: req.headers.authorization,
-      organization: header(req, 'organization_id') ?? header(req, 'openai-organization'),
-    });
+  const forward = (req: FastifyRequest): ForwardedRequest => ({
+    requestId: String(req.id),
+    target: req.url,
+    body: req.rawBody,
+    authorization: req.headers.authorization,
+    organization: header(req, 'organization_id') ?? header(req, 'openai-organization'),
+  });
+  const send = (req: FastifyRequest, reply: FastifyReply, answer: ApiReplyIn) => {
     void reply.code(answer.status).headers(answer.headers).header('x-request-id', req.id).type('application/json').send(answer.body);
+  };
+  const relay = (rpc: UnaryRpc) => async (req: FastifyRequest, reply: FastifyReply) => {
+    send(req, reply, await options.enclave.call(rpc, forward(req)));
   };
 
   app.get('/v1/attestation', { schema: { querystring: attestationQuerySchema } }, relay('GetAttestation'));
@@ -84,6 +92,8 @@ export function buildProxy(options: ProxyOptions): FastifyInstance {
   app.get('/v1/memory', { schema: { querystring: queryMemorySchema } }, relay('QueryMemory'));
   app.get('/v1/memory/:id', { schema: { params: memoryIdParamsSchema, querystring: tenantQuerySchema } }, relay('GetMemory'));
   app.delete('/v1/memory/:id', { schema: { params: memoryIdParamsSchema, querystring: tenantQuerySchema } }, relay('DeleteMemory'));
+  app.post('/v1/chat/completions', { schema: { body: chatCompletionSchema, headers: chatHeadersSchema } },
+    chatRoute({ enclave: options.enclave, forward, send, timeoutMs: options.chatTimeoutMs ?? 300_000 }));
 
   app.get('/healthz', async (_req, reply) => {
     const health = await options.enclave.health();

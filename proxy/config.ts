@@ -6,6 +6,7 @@ export const proxySettings = {
   port: integer('PORT', 'Port the HTTP API listens on (0 = any free port)', 8080, 0, 65535),
   enclaveAddr: hostPort('ENCLAVE_ADDR', 'Address of the enclave\'s gRPC server', '127.0.0.1:50051'),
   requestTimeoutMs: integer('REQUEST_TIMEOUT_MS', 'Longest the proxy waits for the enclave before answering 504', 30_000, 100, 600_000),
+  chatTimeoutMs: integer('CHAT_TIMEOUT_MS', 'Longest a chat completion may take, streamed or not (model calls and memory tool rounds)', 300_000, 100, 3_600_000),
   tlsCert: optionalText('TLS_CERT', 'PEM certificate file; with TLS_KEY, serve HTTPS'),
   tlsKey: optionalText('TLS_KEY', 'PEM private key file for TLS_CERT'),
   logLevel: logLevel(),

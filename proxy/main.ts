@@ -16,6 +16,7 @@ const enclave = new EnclaveConnection(config.enclaveAddr, config.requestTimeoutM
 const app = buildProxy({
   enclave,
   logger: log,
+  chatTimeoutMs: config.chatTimeoutMs,
   tls: config.tlsCert && config.tlsKey ? { cert: config.tlsCert, key: config.tlsKey } : undefined,
 });
 
