@@ -26,4 +26,7 @@ export const limits = {
   /** top_k for memory queries. */
   defaultTopK: 5,
   maxTopK: 100,
+  /** Chat completions: messages per request, tools per request. */
+  maxChatMessages: 2048,
+  maxChatTools: 128,
 } as const;

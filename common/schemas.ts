@@ -7,7 +7,7 @@ import { limits } from './limits.js';
  * disagree about what is valid.
  */
 
-const tenantId = {
+export const tenantId = {
   type: 'string', minLength: 1, maxLength: limits.maxTenantIdChars, pattern: limits.tenantIdPattern,
   description: 'may contain only letters, digits and . _ : @ - (1 to 128 characters)',
 } as const;

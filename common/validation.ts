@@ -21,7 +21,7 @@ export function schemaError(errors: ErrorObject[] | null | undefined, where: 'bo
     }
     case 'type':
       return path
-        ? badRequest(`invalid type for '${path}': expected ${e.params.type}`, path, 'invalid_type')
+        ? badRequest(`invalid type for '${path}': expected ${String(e.params.type).replace(/,/g, ' or ')}`, path, 'invalid_type')
         : badRequest(`request ${where} must be a JSON ${e.params.type}`, null, 'invalid_type');
     case 'maxLength':
       return badRequest(`'${path}' is too long: at most ${e.params.limit} characters`, path, 'string_above_max_length');
@@ -35,13 +35,14 @@ export function schemaError(errors: ErrorObject[] | null | undefined, where: 'bo
     case 'minimum':
     case 'maximum':
       return badRequest(`'${path}' must be ${e.keyword === 'minimum' ? 'at least' : 'at most'} ${e.params.limit}`, path, 'out_of_range');
+    case 'enum':
+      return badRequest(`'${path}' must be one of: ${(e.params.allowedValues as unknown[]).join(', ')}`, path, 'invalid_value');
     case 'minItems':
+      return e.params.limit === 1
+        ? badRequest(`'${path}' must not be empty`, path, 'empty_array')
+        : badRequest(`'${path}' must have at least ${e.params.limit} items`, path, 'array_below_min_length');
     case 'maxItems':
-      return badRequest(
-        `'${path}' must have ${e.keyword === 'minItems' ? 'at least' : 'at most'} ${e.params.limit} items`,
-        path,
-        e.keyword === 'minItems' ? 'array_below_min_length' : 'array_above_max_length',
-      );
+      return badRequest(`'${path}' has too many items: at most ${e.params.limit}`, path, 'array_above_max_length');
     case 'maxProperties':
       return badRequest(`'${path}' has too many keys: at most ${e.params.limit}`, path, 'too_many_keys');
     default:

@@ -1,8 +1,8 @@
 import * as grpc from '@grpc/grpc-js';
 import { parseHostPort } from '../common/config.js';
 import type { Logger } from '../common/logger.js';
-import { channelOptions, enclaveProto, type ApiRequest, type HealthReply } from '../common/proto.js';
-import type { EnclaveApi, Handler } from './api/index.js';
+import { channelOptions, enclaveProto, type ApiChunk, type ApiRequest, type HealthReply } from '../common/proto.js';
+import type { EnclaveApi, Handler, StreamHandler } from './api/index.js';
 
 /**
  * The gRPC adapter: decodes calls, hands them to the API and sends its replies back.
@@ -13,7 +13,7 @@ export function createGrpcServer(api: EnclaveApi, health: () => HealthReply, log
   const server = new grpc.Server(channelOptions);
   const unary = (handler: Handler): grpc.handleUnaryCall<ApiRequest, never> =>
     (call, callback) => {
-      handler(call.request, { deadline: deadlineMs(call.getDeadline()) }).then(
+      handler(call.request, { deadline: deadlineMs(call.getDeadline()), signal: cancellation(call) }).then(
         (reply) => callback(null, reply as never),
         (err: unknown) => {
           log.error({ err }, 'handler failed');
@@ -25,14 +25,56 @@ export function createGrpcServer(api: EnclaveApi, health: () => HealthReply, log
   const handlers: grpc.UntypedServiceImplementation = {
     Health: (_call: unknown, callback: grpc.sendUnaryData<HealthReply>) => callback(null, health()),
   };
-  for (const [rpc, handler] of Object.entries(api)) handlers[rpc] = unary(handler);
-  server.addService(enclaveProto().Enclave.service, handlers);
+  const service = enclaveProto().Enclave.service;
+  // The proto says which RPCs stream their answer.
+  for (const [rpc, handler] of Object.entries(api)) {
+    handlers[rpc] = service[rpc].responseStream ? streaming(handler as StreamHandler, log) : unary(handler as Handler);
+  }
+  server.addService(service, handlers);
   return server;
 }
 
 /** The caller's gRPC deadline as epoch ms (Infinity when none was set). */
 function deadlineMs(deadline: grpc.Deadline): number {
   return deadline instanceof Date ? deadline.getTime() : deadline;
+}
+
+/** An AbortSignal that fires when the caller cancels the call (e.g. its HTTP client went away). */
+function cancellation(call: grpc.ServerUnaryCall<ApiRequest, unknown> | grpc.ServerWritableStream<ApiRequest, ApiChunk>): AbortSignal {
+  const controller = new AbortController();
+  call.on('cancelled', () => controller.abort());
+  return controller.signal;
+}
+
+/** Server streaming: the handler writes a head then data; writes wait while gRPC's buffer is full. */
+function streaming(handler: StreamHandler, log: Logger): grpc.handleServerStreamingCall<ApiRequest, ApiChunk> {
+  return (call) => {
+    const signal = cancellation(call);
+    const write = (chunk: ApiChunk): Promise<void> => {
+      if (signal.aborted) return Promise.resolve();
+      if (call.write(chunk)) return Promise.resolve();
+      return new Promise((resolve) => {
+        const done = () => {
+          call.off('drain', done);
+          signal.removeEventListener('abort', done);
+          resolve();
+        };
+        call.on('drain', done);
+        signal.addEventListener('abort', done);
+      });
+    };
+    const sink = {
+      head: (reply: ApiChunk['head']) => void write({ head: reply }),
+      data: (bytes: Uint8Array) => write({ data: Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength) }),
+    };
+    handler(call.request, sink, signal, deadlineMs(call.getDeadline())).then(
+      () => { if (!signal.aborted) call.end(); },
+      (err: unknown) => {
+        log.error({ err }, 'stream handler failed');
+        if (!signal.aborted) call.emit('error', { code: grpc.status.INTERNAL, details: 'internal error' });
+      },
+    );
+  };
 }
 
 /** Binds the server to host:port; resolves with the port actually bound (0 = any free port). */

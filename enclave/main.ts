@@ -7,6 +7,8 @@ import { createApi } from './api/index.js';
 import { ReplayGuard } from './api/replay-guard.js';
 import { createAttestationProvider } from './attestation/create-provider.js';
 import { setUpAuth } from './auth/setup.js';
+import { ChatService } from './chat/chat-service.js';
+import { UpstreamModel } from './chat/upstream.js';
 import { enclaveSettings } from './config.js';
 import { loadEmbedder } from './embedding/embedder.js';
 import { createGrpcServer, listen } from './grpc-server.js';
@@ -50,8 +52,18 @@ const store = await openMemoryStore({
 const provider = await createAttestationProvider({ config, dataDir, embedder, operatorKey });
 const userData = encodeUserData({ operatorKey, boxPublicKey: requestKey.publicKey });
 
+const upstream = config.modelBaseUrl === undefined ? undefined : new UpstreamModel({
+  baseUrl: config.modelBaseUrl,
+  apiKey: config.modelApiKey,
+  connectTimeoutMs: config.modelConnectTimeoutMs,
+  responseTimeoutMs: config.modelTimeoutMs,
+  connectRetries: config.modelConnectRetries,
+});
+const chat = new ChatService(memory, upstream, { memoryTopK: config.chatMemoryTopK, toolRounds: config.chatToolRounds });
+
 const api = createApi({
   memory,
+  chat,
   attestation: { provider, identity, operatorKey, boxPublicKey: requestKey.publicKey, userData },
   identity,
   sealed: { key: requestKey, replay: new ReplayGuard(SEALED_MAX_AGE_MS) },
@@ -68,7 +80,10 @@ const server = createGrpcServer(api, () => ({
 }), log);
 
 const port = await listen(server, config.address);
-log.info({ address: config.address, port, tee: provider.teeName, embedding: embedder.id, dim: embedder.dimension }, 'enclave listening');
+log.info({
+  address: config.address, port, tee: provider.teeName, embedding: embedder.id, dim: embedder.dimension,
+  chatModel: upstream ? new URL(config.modelBaseUrl!).origin : 'local-memory (offline)',
+}, 'enclave listening');
 
 let stopping = false;
 const stop = (signal: string) => {
@@ -76,7 +91,7 @@ const stop = (signal: string) => {
   stopping = true;
   log.info({ signal }, 'stopping');
   server.tryShutdown(() => {
-    void Promise.allSettled([store.close(), embedder.close()]).finally(() => process.exit(0));
+    void Promise.allSettled([store.close(), embedder.close(), upstream?.close()]).finally(() => process.exit(0));
   });
   // Don't let a hung client hold the process: force after a grace period.
   setTimeout(() => server.forceShutdown(), 5000).unref();

@@ -2,14 +2,17 @@ import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { badRequest } from '../common/errors.js';
+import { chatCompletionSchema, chatHeadersSchema } from '../common/chat-schema.js';
 import { limits } from '../common/limits.js';
 import type { Logger } from '../common/logger.js';
+import type { ApiReplyIn } from '../common/proto.js';
 import {
   addMemoryRequestSchema, attestationQuerySchema, memoryIdParamsSchema, queryMemorySchema, sealedEnvelopeSchema, tenantQuerySchema,
 } from '../common/schemas.js';
 import { compileSchema } from '../common/validation.js';
 import { answerProtocolEdges, clientErrorHandler } from './client-errors.js';
-import type { EnclaveConnection, UnaryRpc } from './enclave-client.js';
+import { chatRoute } from './chat-route.js';
+import type { EnclaveConnection, ForwardedRequest, UnaryRpc } from './enclave-client.js';
 import { registerGuards, type GuardOptions } from './guards.js';
 import { routeNotFound, toApiError } from './http-errors.js';
 
@@ -27,6 +30,8 @@ export interface ProxyOptions {
   guards: GuardOptions;
   /** Longest a client may take to send its whole request. */
   receiveTimeoutMs: number;
+  /** Deadline of a chat completion (default 300 s). */
+  chatTimeoutMs?: number;
 }
 
 const requestIdPattern = /^[A-Za-z0-9._-]{1,64}$/;
@@ -102,15 +107,18 @@ export async function buildProxy(options: ProxyOptions): Promise<FastifyInstance
     void reply.code(error.status).send(error.toBody());
   });
 
-  const relay = (rpc: UnaryRpc) => async (req: FastifyRequest, reply: FastifyReply) => {
-    const answer = await options.enclave.call(rpc, {
-      requestId: String(req.id),
-      target: req.url,
-      body: req.rawBody,
-      authorization: req.headers.authorization,
-      organization: header(req, 'organization_id') ?? header(req, 'openai-organization'),
-    });
+  const forward = (req: FastifyRequest): ForwardedRequest => ({
+    requestId: String(req.id),
+    target: req.url,
+    body: req.rawBody,
+    authorization: req.headers.authorization,
+    organization: header(req, 'organization_id') ?? header(req, 'openai-organization'),
+  });
+  const send = (req: FastifyRequest, reply: FastifyReply, answer: ApiReplyIn) => {
     void reply.code(answer.status).headers(answer.headers).header('x-request-id', req.id).type('application/json').send(answer.body);
+  };
+  const relay = (rpc: UnaryRpc) => async (req: FastifyRequest, reply: FastifyReply) => {
+    send(req, reply, await options.enclave.call(rpc, forward(req)));
   };
 
   app.get('/v1/attestation', { schema: { querystring: attestationQuerySchema } }, relay('GetAttestation'));
@@ -120,6 +128,8 @@ export async function buildProxy(options: ProxyOptions): Promise<FastifyInstance
   app.delete('/v1/memory/:id', { schema: { params: memoryIdParamsSchema, querystring: tenantQuerySchema } }, relay('DeleteMemory'));
   // Ciphertext for the enclave: the host checks only the envelope's shape.
   app.post('/v1/sealed', { schema: { body: sealedEnvelopeSchema }, bodyLimit: limits.maxSealedEnvelopeBytes }, relay('Sealed'));
+  app.post('/v1/chat/completions', { schema: { body: chatCompletionSchema, headers: chatHeadersSchema } },
+    chatRoute({ enclave: options.enclave, forward, send, timeoutMs: options.chatTimeoutMs ?? 300_000 }));
 
   app.get('/healthz', async (_req, reply) => {
     const health = await options.enclave.health();

@@ -12,6 +12,7 @@ export const proxySettings = {
   rateLimitMax: integer('RATE_LIMIT_MAX', 'Requests per window per API key (per client IP without a key); 0 = no limit', 600, 0, 10_000_000),
   rateLimitIpMax: integer('RATE_LIMIT_IP_MAX', 'Requests per window per client IP, whatever keys it sends; 0 = no limit', 3000, 0, 10_000_000),
   rateLimitWindowMs: integer('RATE_LIMIT_WINDOW_MS', 'Rate-limit window', 60_000, 1000, 86_400_000),
+  chatTimeoutMs: integer('CHAT_TIMEOUT_MS', 'Longest a chat completion may take, streamed or not (model calls and memory tool rounds)', 300_000, 100, 3_600_000),
   tlsCert: optionalText('TLS_CERT', 'PEM certificate file; with TLS_KEY, serve HTTPS'),
   tlsKey: optionalText('TLS_KEY', 'PEM private key file for TLS_CERT'),
   logLevel: logLevel(),

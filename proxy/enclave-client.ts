@@ -1,6 +1,6 @@
 import * as grpc from '@grpc/grpc-js';
 import { ApiError, timedOut, unavailable } from '../common/errors.js';
-import { channelOptions, enclaveProto, type ApiReplyIn, type EnclaveClient, type HealthReplyIn } from '../common/proto.js';
+import { channelOptions, enclaveProto, type ApiChunkIn, type ApiReplyIn, type EnclaveClient, type HealthReplyIn } from '../common/proto.js';
 
 export type UnaryRpc = 'GetAttestation' | 'AddMemory' | 'QueryMemory' | 'GetMemory' | 'DeleteMemory' | 'ChatCompletion' | 'Sealed';
 
@@ -10,6 +10,13 @@ export interface ForwardedRequest {
   body?: Buffer;
   authorization?: string;
   organization?: string;
+}
+
+export interface CallOptions {
+  /** Overrides the connection's default deadline. */
+  timeoutMs?: number;
+  /** Cancels the call (the enclave sees the cancellation) when aborted. */
+  signal?: AbortSignal;
 }
 
 /**
@@ -26,23 +33,25 @@ export class EnclaveConnection {
     this.client = new Enclave(address, grpc.credentials.createInsecure(), channelOptions);
   }
 
-  call(rpc: UnaryRpc, request: ForwardedRequest): Promise<ApiReplyIn> {
-    const message = {
-      request_id: request.requestId,
-      target: request.target,
-      body: request.body ?? Buffer.alloc(0),
-      authorization: request.authorization ?? '',
-      organization: request.organization ?? '',
-    };
+  call(rpc: UnaryRpc, request: ForwardedRequest, options: CallOptions = {}): Promise<ApiReplyIn> {
+    const message = toMessage(request);
     return new Promise((resolve, reject) => {
       const method = this.client[rpc].bind(this.client) as (
         m: typeof message, md: grpc.Metadata, o: grpc.CallOptions, cb: (e: grpc.ServiceError | null, r?: ApiReplyIn) => void,
-      ) => void;
-      method(message, new grpc.Metadata(), { deadline: Date.now() + this.timeoutMs }, (err, reply) => {
+      ) => grpc.ClientUnaryCall;
+      const call = method(message, new grpc.Metadata(), { deadline: Date.now() + (options.timeoutMs ?? this.timeoutMs) }, (err, reply) => {
         if (err) reject(transportError(err));
         else resolve(reply!);
       });
+      cancelOnAbort(call, options.signal);
     });
+  }
+
+  /** The streamed chat RPC: a head chunk, then data chunks. Errors arrive as grpc errors on the stream. */
+  chatStream(request: ForwardedRequest, options: CallOptions = {}): grpc.ClientReadableStream<ApiChunkIn> {
+    const call = this.client.ChatCompletionStream(toMessage(request), { deadline: Date.now() + (options.timeoutMs ?? this.timeoutMs) });
+    cancelOnAbort(call, options.signal);
+    return call;
   }
 
   health(timeoutMs = 2000): Promise<HealthReplyIn> {
@@ -54,6 +63,22 @@ export class EnclaveConnection {
   close(): void {
     this.client.close();
   }
+}
+
+function toMessage(request: ForwardedRequest) {
+  return {
+    request_id: request.requestId,
+    target: request.target,
+    body: request.body ?? Buffer.alloc(0),
+    authorization: request.authorization ?? '',
+    organization: request.organization ?? '',
+  };
+}
+
+function cancelOnAbort(call: { cancel(): void }, signal: AbortSignal | undefined): void {
+  if (!signal) return;
+  if (signal.aborted) call.cancel();
+  else signal.addEventListener('abort', () => call.cancel(), { once: true });
 }
 
 export function transportError(err: grpc.ServiceError): ApiError {

@@ -23,6 +23,7 @@ if (exposure) {
 const app = await buildProxy({
   enclave,
   logger: log,
+  chatTimeoutMs: config.chatTimeoutMs,
   tls: config.tlsCert && config.tlsKey ? { cert: config.tlsCert, key: config.tlsKey } : undefined,
   receiveTimeoutMs: config.receiveTimeoutMs,
   guards: {
@@ -41,6 +42,10 @@ const stop = async (signal: string) => {
   if (stopping) return;
   stopping = true;
   log.info({ signal }, 'stopping');
+  // close() lets requests in flight finish, but Node counts a connection that was opened
+  // and never sent a request as busy, which would hold the process for a minute: after a
+  // grace period, whatever is left is closed.
+  setTimeout(() => app.server.closeAllConnections(), 3000).unref();
   await app.close();
   enclave.close();
   process.exit(0);

@@ -3,8 +3,10 @@ import type { Logger } from '../../common/logger.js';
 import type { ApiReply, ApiRequest } from '../../common/proto.js';
 import type { Authorizer } from '../auth/authorizer.js';
 import type { EnclaveIdentity, SealedRequestKey } from '../keys.js';
+import type { ChatService } from '../chat/chat-service.js';
 import type { MemoryService } from '../memory/memory-service.js';
 import { attestationRoute, type AttestationDeps } from './attestation-route.js';
+import { chatRoutes } from './chat-route.js';
 import { memoryRoutes } from './memory-routes.js';
 import type { ReplayGuard } from './replay-guard.js';
 import { errorReply, requestIdForLog } from './request.js';
@@ -13,7 +15,10 @@ import { sealedRoute } from './sealed-route.js';
 import { signReply } from './signing.js';
 import { WorkGate, type WorkLimits } from './work-gate.js';
 
+import { wrapStream, type StreamHandler } from './stream.js';
+
 export type { CallContext, Handler } from './routes.js';
+export type { StreamHandler };
 
 export interface EnclaveApi {
   GetAttestation: Handler;
@@ -22,6 +27,8 @@ export interface EnclaveApi {
   GetMemory: Handler;
   DeleteMemory: Handler;
   Sealed: Handler;
+  ChatCompletion: Handler;
+  ChatCompletionStream: StreamHandler;
 }
 
 export interface ApiDeps {
@@ -32,6 +39,7 @@ export interface ApiDeps {
   sealed: { key: SealedRequestKey; replay: ReplayGuard };
   auth: Authorizer;
   work: WorkLimits;
+  chat: ChatService;
   log: Logger;
 }
 
@@ -45,14 +53,18 @@ export interface ApiDeps {
  */
 export function createApi(deps: ApiDeps): EnclaveApi {
   const memory = memoryRoutes(deps.memory, deps.auth);
+  const chat = chatRoutes(deps.chat, deps.auth);
   const gate = new WorkGate(deps.work);
   const sign = (method: string, request: ApiRequest, reply: ApiReply) => signReply(deps.identity, method, request, reply);
+  // Chat waits on the model, whose own timeouts (MODEL_TIMEOUT_MS) and the caller's
+  // deadline bound it; ENCLAVE_TIMEOUT_MS is for the enclave's own work.
+  const timeLimit = (rpc: string) => (rpc.startsWith('ChatCompletion') ? Infinity : undefined);
   const wrap = (rpc: string, handler: Handler): Handler => async (request, context) => {
     const started = performance.now();
     const log = deps.log.child({ reqId: requestIdForLog(request.request_id), rpc });
     let reply: ApiReply;
     try {
-      reply = await gate.run(() => handler(request, context), context?.deadline);
+      reply = await gate.run(() => handler(request, context), context?.deadline, timeLimit(rpc));
     } catch (err) {
       if (err instanceof ApiError) {
         reply = errorReply(err);
@@ -65,13 +77,22 @@ export function createApi(deps: ApiDeps): EnclaveApi {
     return sign(methodOf(rpc), request, reply);
   };
 
-  const api = {
+  const unary = {
     GetAttestation: wrap('GetAttestation', attestationRoute(deps.attestation)),
     AddMemory: wrap('AddMemory', memory.add),
     QueryMemory: wrap('QueryMemory', memory.query),
     GetMemory: wrap('GetMemory', memory.get),
     DeleteMemory: wrap('DeleteMemory', memory.delete),
+    ChatCompletion: wrap('ChatCompletion', chat.complete),
   };
-  const dispatch = dispatcher(api as Record<string, Handler>, sign);
-  return { ...api, Sealed: wrap('Sealed', sealedRoute({ ...deps.sealed, dispatch })) };
+  const dispatch = dispatcher(unary, sign);
+  return {
+    ...unary,
+    ChatCompletionStream: wrapStream('ChatCompletionStream', chat.stream, {
+      log: deps.log,
+      identity: deps.identity,
+      gate: (work, deadline) => gate.run(work, deadline, timeLimit('ChatCompletionStream')),
+    }),
+    Sealed: wrap('Sealed', sealedRoute({ ...deps.sealed, dispatch })),
+  };
 }

@@ -2,9 +2,10 @@ import { ApiError, notFound } from '../../common/errors.js';
 import type { ApiReply, ApiRequest } from '../../common/proto.js';
 import { errorReply, parseTarget } from './request.js';
 
-/** What the transport knows about a call: its deadline (epoch ms), if the caller set one. */
+/** What the transport knows about a call: its deadline (epoch ms), and a signal that fires when the caller cancels it. */
 export interface CallContext {
   deadline?: number;
+  signal?: AbortSignal;
 }
 
 export type Handler = (request: ApiRequest, context?: CallContext) => Promise<ApiReply>;

@@ -25,9 +25,12 @@ export class WorkGate {
     return this.active;
   }
 
-  /** Runs `work`; throws 503 when full and 504 when the time runs out. `deadline` is epoch ms. */
-  async run<T>(work: () => Promise<T>, deadline = Infinity): Promise<T> {
-    const budget = Math.min(this.limits.timeoutMs, deadline - Date.now());
+  /**
+   * Runs `work`; throws 503 when full and 504 when the time runs out. `deadline` is epoch
+   * ms; `timeoutMs` replaces the gate's own limit for work with its own (chat: the model's).
+   */
+  async run<T>(work: () => Promise<T>, deadline = Infinity, timeoutMs = this.limits.timeoutMs): Promise<T> {
+    const budget = Math.min(timeoutMs, deadline - Date.now());
     if (budget <= 0) throw timedOut('the request reached the enclave after its deadline', 'deadline_exceeded');
     if (this.active >= this.limits.maxInFlight) throw overloaded();
     this.active++;

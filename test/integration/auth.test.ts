@@ -144,3 +144,30 @@ describe('key management', () => {
     }
   });
 });
+
+describe('API keys on chat completions (offline responder, so the answer shows which memories were used)', () => {
+  const chat = (headers: Record<string, string>, stream = false) =>
+    api('POST', '/v1/chat/completions', { model: 'local-memory', stream, messages: [{ role: 'user', content: 'what is the launch code' }] }, headers);
+
+  it('needs a key, and a key only reaches its own tenants\' memories', async () => {
+    const secret = await api('POST', '/v1/memory', { content: 'alpha secret: the launch code is 1234', tenant_id: 'alpha' }, bearer(keyA));
+    expect(secret.status).toBe(200);
+
+    expectError(await chat({}), 401, 'missing_api_key');
+    expectError(await chat({}, true), 401, 'missing_api_key');
+    // keyB asking for alpha's memories, through either organization header.
+    expectError(await chat({ ...bearer(keyB), organization_id: 'alpha' }), 403, 'tenant_not_allowed');
+    expectError(await chat({ ...bearer(keyB), 'openai-organization': 'alpha' }, true), 403, 'tenant_not_allowed');
+
+    const own = await chat({ ...bearer(keyA), organization_id: 'alpha' });
+    expect(own.status).toBe(200);
+    expect(own.body.memory_ids).toContain(secret.body.id);
+    // A key holding one tenant uses it without the header.
+    expect((await chat(bearer(keyA))).body.memory_ids).toContain(secret.body.id);
+    // A key holding several tenants must say which.
+    expect(expectError(await chat(bearer(keyB)), 400).param).toBe('organization_id');
+    const beta = await chat({ ...bearer(keyB), organization_id: 'beta' });
+    expect(beta.status).toBe(200);
+    expect(beta.body.memory_ids).not.toContain(secret.body.id);
+  });
+});

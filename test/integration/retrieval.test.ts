@@ -75,7 +75,7 @@ describe('batch ingest: POST /v1/memory with {"memories": [...]}', () => {
   });
 
   it(`refuses an empty batch and one over ${limits.maxBatchMemories} memories`, async () => {
-    expectError(await addBatch([]), 400, 'array_below_min_length');
+    expectError(await addBatch([]), 400, 'empty_array');
     const tooMany = Array.from({ length: limits.maxBatchMemories + 1 }, (_, i) => ({ content: `memory ${i}`, tenant_id: 'big' }));
     const error = expectError(await addBatch(tooMany), 400, 'array_above_max_length');
     expect(error.message).toContain(String(limits.maxBatchMemories));

@@ -1,0 +1,114 @@
+import { limits } from './limits.js';
+import { tenantId } from './schemas.js';
+
+/**
+ * The chat-completions request, in OpenAI's format. The proxy validates it with fastify and
+ * the enclave validates the same schema again. Only what the service acts on is checked
+ * closely (model, messages, stream, n, tools, tool_choice); every other option
+ * (temperature, top_p, max_tokens, stop, seed, user, response_format, vendor extensions…)
+ * passes through to the model untouched, so clients written for any OpenAI-compatible
+ * server keep working.
+ */
+
+const toolCall = {
+  type: 'object',
+  required: ['id', 'type', 'function'],
+  properties: {
+    id: { type: 'string', minLength: 1, maxLength: 256 },
+    type: { type: 'string' },
+    function: {
+      type: 'object',
+      required: ['name', 'arguments'],
+      properties: { name: { type: 'string', minLength: 1, maxLength: 256 }, arguments: { type: 'string' } },
+    },
+  },
+} as const;
+
+const message = {
+  type: 'object',
+  required: ['role'],
+  properties: {
+    role: { type: 'string', enum: ['system', 'user', 'assistant', 'tool'] },
+    content: { type: ['string', 'null'] },
+    name: { type: 'string', maxLength: 256 },
+    tool_calls: { type: 'array', maxItems: limits.maxChatTools, items: toolCall },
+    tool_call_id: { type: 'string', minLength: 1, maxLength: 256 },
+  },
+  allOf: [
+    // Content is a string, except for an assistant message that carries tool calls
+    // (OpenAI clients send `content: null` there).
+    {
+      if: { properties: { role: { const: 'assistant' } }, required: ['role', 'tool_calls'] },
+      else: { required: ['content'], properties: { content: { type: 'string' } } },
+    },
+    { if: { properties: { role: { const: 'tool' } }, required: ['role'] }, then: { required: ['tool_call_id'] } },
+  ],
+} as const;
+
+const tool = {
+  type: 'object',
+  required: ['type'],
+  properties: {
+    type: { type: 'string' },
+    function: {
+      type: 'object',
+      required: ['name'],
+      properties: { name: { type: 'string', minLength: 1, maxLength: 256 } },
+    },
+  },
+} as const;
+
+export const chatCompletionSchema = {
+  type: 'object',
+  required: ['model', 'messages'],
+  properties: {
+    model: { type: 'string', minLength: 1, maxLength: 256 },
+    messages: { type: 'array', minItems: 1, maxItems: limits.maxChatMessages, items: message },
+    stream: { type: ['boolean', 'null'] },
+    stream_options: { type: ['object', 'null'] },
+    n: { type: ['integer', 'null'], minimum: 1, maximum: 128 },
+    tools: { type: ['array', 'null'], maxItems: limits.maxChatTools, items: tool },
+    tool_choice: { type: ['string', 'object', 'null'] },
+  },
+  additionalProperties: true,
+} as const;
+
+/** The chat tenant headers, checked by the proxy; the enclave checks `organization` itself. */
+export const chatHeadersSchema = {
+  type: 'object',
+  properties: { organization_id: tenantId, 'openai-organization': tenantId },
+} as const;
+
+export type Role = 'system' | 'user' | 'assistant' | 'tool';
+
+export interface ToolCall {
+  id: string;
+  type: string;
+  function: { name: string; arguments: string };
+}
+
+export interface ChatMessage {
+  role: Role;
+  content?: string | null;
+  name?: string;
+  tool_calls?: ToolCall[];
+  tool_call_id?: string;
+  [option: string]: unknown;
+}
+
+export interface ToolDefinition {
+  type: string;
+  function?: { name: string; description?: string; parameters?: object; [option: string]: unknown };
+  [option: string]: unknown;
+}
+
+export interface ChatCompletionInput {
+  model: string;
+  messages: ChatMessage[];
+  stream?: boolean | null;
+  stream_options?: { include_usage?: boolean; [option: string]: unknown } | null;
+  n?: number | null;
+  tools?: ToolDefinition[] | null;
+  tool_choice?: string | { type?: string; function?: { name?: string } } | null;
+  [option: string]: unknown;
+}

@@ -1,0 +1,51 @@
+import { chatCompletionSchema, type ChatCompletionInput } from '../../common/chat-schema.js';
+import { badRequest } from '../../common/errors.js';
+import type { ApiReply, ApiRequest } from '../../common/proto.js';
+import { sseDone, sseEvent, sseHeaders } from '../../common/sse.js';
+import { validator } from '../../common/validation.js';
+import type { Authorizer } from '../auth/authorizer.js';
+import type { ChatService } from '../chat/chat-service.js';
+import { chatTenant } from './chat-tenant.js';
+import { expectPath, jsonReply, parseJsonBody, parseTarget } from './request.js';
+import type { CallContext } from './routes.js';
+import { sendReply, type ChunkSink } from './stream.js';
+
+const validChat = validator<ChatCompletionInput>(chatCompletionSchema, 'body');
+const path = /^\/v1\/chat\/completions\/?$/;
+
+/** The memories the model was given, for audit; the body's `memory_ids` says the same. */
+const memoryIdsHeader = (ids: readonly string[]) => ({ 'x-memory-ids': ids.join(',') });
+
+/** POST /v1/chat/completions on the enclave's side: parse, validate again, decide the tenant, answer. */
+export function chatRoutes(chat: ChatService, auth: Authorizer) {
+  const parse = (request: ApiRequest) => {
+    expectPath(parseTarget(request.target), path);
+    const input = validChat(parseJsonBody(request.body));
+    return { input, tenant: chatTenant(request, auth) };
+  };
+
+  const answer = async (input: ChatCompletionInput, tenant: string | undefined, signal: AbortSignal): Promise<ApiReply> => {
+    const { completion, memoryIds } = await chat.complete(input, { tenant, signal });
+    return jsonReply(200, completion, memoryIdsHeader(memoryIds));
+  };
+
+  return {
+    /** A non-streamed completion. */
+    async complete(request: ApiRequest, context?: CallContext): Promise<ApiReply> {
+      const { input, tenant } = parse(request);
+      if (input.stream === true) throw badRequest('a streamed request (stream: true) must be sent on the streaming call', 'stream', 'stream_mismatch');
+      return answer(input, tenant, context?.signal ?? new AbortController().signal);
+    },
+
+    /** `stream: true`: Server-Sent Events of chat.completion.chunk objects, ending with [DONE]. */
+    async stream(request: ApiRequest, sink: ChunkSink, signal: AbortSignal): Promise<void> {
+      const { input, tenant } = parse(request);
+      if (input.stream !== true) return sendReply(sink, await answer(input, tenant, signal));
+      await chat.stream(input, { tenant, signal }, {
+        start: (ids) => sink.head({ status: 200, body: Buffer.alloc(0), headers: { ...sseHeaders, ...memoryIdsHeader(ids) } }),
+        chunk: (chunk) => sink.data(sseEvent(chunk)),
+      });
+      await sink.data(sseDone());
+    },
+  };
+}

@@ -1,0 +1,21 @@
+import { chatHeadersSchema } from '../../common/chat-schema.js';
+import type { ApiRequest } from '../../common/proto.js';
+import { validator } from '../../common/validation.js';
+import type { Authorizer } from '../auth/authorizer.js';
+
+const validHeaders = validator<{ organization_id?: string }>(chatHeadersSchema, 'params');
+
+/**
+ * The one place that decides whose memories a chat request may use: the organization the
+ * client named (organization_id or OpenAI-Organization header, relayed by the proxy),
+ * checked again here with the memory tenant rules, and then the caller's API key for it
+ * (enclave/auth): with keys configured, a key may use only its own tenants' memories, and
+ * a key holding one tenant uses it without the header. Open, no organization means no
+ * tenant: the request gets no memories.
+ */
+export function chatTenant(request: ApiRequest, auth: Authorizer): string | undefined {
+  const organization = request.organization
+    ? validHeaders({ organization_id: request.organization }).organization_id
+    : undefined;
+  return auth.chatTenant(request.authorization, organization);
+}

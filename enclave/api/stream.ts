@@ -1,0 +1,90 @@
+import { ApiError, internal } from '../../common/errors.js';
+import type { Logger } from '../../common/logger.js';
+import type { ApiReply, ApiRequest } from '../../common/proto.js';
+import { sseEvent } from '../../common/sse.js';
+import type { EnclaveIdentity } from '../keys.js';
+import { requestIdForLog } from './request.js';
+import { methodOf } from './routes.js';
+import { signReply, streamSigner, type StreamSigner } from './signing.js';
+
+/** Where a streamed RPC writes: the head (status and headers) once, then bytes. */
+export interface ChunkSink {
+  head(reply: ApiReply): void;
+  /** Resolves when the bytes may be followed by more (backpressure), or at once if the caller is gone. */
+  data(bytes: Uint8Array): Promise<void>;
+}
+
+export type StreamHandler = (request: ApiRequest, sink: ChunkSink, signal: AbortSignal, deadline?: number) => Promise<void>;
+
+export interface StreamOptions {
+  log: Logger;
+  /** Signs what the stream sends, like every unary reply. */
+  identity: EnclaveIdentity;
+  /** Admission and time limit (the enclave's WorkGate). */
+  gate: (work: () => Promise<void>, deadline?: number) => Promise<void>;
+}
+
+/** A complete JSON reply sent over a stream: the head, then the body as one piece. */
+export async function sendReply(sink: ChunkSink, reply: ApiReply): Promise<void> {
+  sink.head({ status: reply.status, body: Buffer.alloc(0), headers: { 'content-type': 'application/json', ...reply.headers } });
+  await sink.data(reply.body as Uint8Array);
+}
+
+/**
+ * Error handling and signing for a streamed RPC, the counterpart of `wrap` for unary ones.
+ * A refusal before the head becomes a plain error reply (status and OpenAI error body); a
+ * failure after it becomes a last SSE event `data: {"error": …}` (which OpenAI clients
+ * raise), and the stream ends without [DONE]. Nothing is sent once the caller has gone away.
+ *
+ * Signing: a JSON answer (one piece after its head) gets x-tee-signature headers like a
+ * unary reply; an event stream ends with an `event: tee-signature` event over every byte
+ * streamed (sdk/protocol/response-signature.ts), sent after [DONE], where OpenAI clients
+ * have stopped reading.
+ */
+export function wrapStream(rpc: string, handler: StreamHandler, options: StreamOptions): StreamHandler {
+  const method = methodOf(rpc);
+  return async (request, sink, signal, deadline) => {
+    const started = performance.now();
+    const log = options.log.child({ reqId: requestIdForLog(request.request_id), rpc });
+    let status: number | undefined;
+    let pendingHead: ApiReply | undefined;
+    let signer: StreamSigner | undefined;
+    const tracked: ChunkSink = {
+      head(reply) {
+        status = reply.status;
+        if (String(reply.headers?.['content-type'] ?? '').startsWith('text/event-stream')) {
+          signer = streamSigner(options.identity, method, request, reply.status ?? 200);
+          sink.head(reply);
+        } else {
+          pendingHead = reply; // signed once its body, the next piece, is known
+        }
+      },
+      data(bytes) {
+        if (pendingHead) {
+          const signed = signReply(options.identity, method, request, { ...pendingHead, body: Buffer.from(bytes) });
+          pendingHead = undefined;
+          sink.head({ ...signed, body: Buffer.alloc(0) });
+        } else {
+          signer?.update(bytes);
+        }
+        return sink.data(bytes);
+      },
+    };
+    try {
+      await options.gate(() => handler(request, tracked, signal, deadline), deadline);
+    } catch (err) {
+      if (!signal.aborted) {
+        const error = err instanceof ApiError ? err : internal();
+        if (!(err instanceof ApiError)) log.error({ err }, 'unexpected error');
+        if (status === undefined) {
+          await sendReply(tracked, { status: error.status, body: Buffer.from(JSON.stringify(error.toBody())), headers: error.headers });
+        } else {
+          log.warn({ code: error.code, errorStatus: error.status }, 'stream failed after it started');
+          await tracked.data(sseEvent(error.toBody()));
+        }
+      }
+    }
+    if (signer && !signal.aborted) await sink.data(signer.finish());
+    log.info({ status, cancelled: signal.aborted || undefined, ms: Math.round(performance.now() - started) }, 'handled');
+  };
+}

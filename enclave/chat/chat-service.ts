@@ -1,0 +1,98 @@
+import type { ChatCompletionInput } from '../../common/chat-schema.js';
+import type { MemoryService } from '../memory/memory-service.js';
+import { retrieveMemories, withMemories } from './memory-context.js';
+import { MemoryToolRunner, memoryToolsToOffer } from './memory-tools.js';
+import { OFFLINE_MODEL, offlineChunks, offlineCompletion } from './offline-responder.js';
+import { streamWithMemoryTools } from './stream-loop.js';
+import { completeWithMemoryTools, type MemoryToolLoop } from './tool-loop.js';
+import type { Completion, CompletionChunk } from './types.js';
+import type { UpstreamModel } from './upstream.js';
+
+export interface ChatSettings {
+  /** Memories added to each request (0: none). */
+  memoryTopK: number;
+  /** Rounds in which the model may call the memory tools (0: tools not offered). */
+  toolRounds: number;
+}
+
+export interface ChatCall {
+  /** The tenant whose memories the request may use; undefined: no memories at all. */
+  tenant: string | undefined;
+  /** Aborted when the client goes away; the model call is aborted with it. */
+  signal: AbortSignal;
+}
+
+export interface ChatStreamOutput {
+  /** The answer is about to start; `memoryIds` are the memories added to the request. */
+  start(memoryIds: string[]): void;
+  chunk(chunk: CompletionChunk): Promise<void>;
+}
+
+/**
+ * Chat completions inside the enclave: add the tenant's relevant memories to the
+ * conversation, then answer with the upstream model (running the memory tools it calls)
+ * or, with no model configured, with the offline responder. Every answer lists in
+ * `memory_ids` the memories whose content reached the model.
+ */
+export class ChatService {
+  constructor(
+    private readonly memory: MemoryService,
+    private readonly upstream: UpstreamModel | undefined,
+    private readonly settings: ChatSettings,
+  ) {}
+
+  async complete(request: ChatCompletionInput, call: ChatCall): Promise<{ completion: Completion; memoryIds: string[] }> {
+    const plan = await this.plan(request, call.tenant);
+    if (plan.offline) {
+      const completion = offlineCompletion({ request, tenant: call.tenant, memories: plan.memories });
+      return { completion: { ...completion, memory_ids: plan.injected }, memoryIds: plan.injected };
+    }
+    const upstream = this.upstream!;
+    const completion = await completeWithMemoryTools((r) => upstream.complete(r, call.signal), plan.request, plan.loop);
+    const memoryIds = plan.allIds();
+    return { completion: { ...completion, memory_ids: memoryIds }, memoryIds };
+  }
+
+  async stream(request: ChatCompletionInput, call: ChatCall, out: ChatStreamOutput): Promise<void> {
+    const plan = await this.plan(request, call.tenant);
+    if (plan.offline) {
+      out.start(plan.injected);
+      const chunks = offlineChunks({ request, tenant: call.tenant, memories: plan.memories });
+      chunks[0].memory_ids = plan.injected;
+      for (const chunk of chunks) {
+        if (chunk.choices.some((c) => c.index === 0 && c.finish_reason)) chunk.memory_ids = plan.injected;
+        if (call.signal.aborted) return;
+        await out.chunk(chunk);
+      }
+      return;
+    }
+    const upstream = this.upstream!;
+    await streamWithMemoryTools(
+      (r) => upstream.openStream(r, call.signal),
+      plan.request,
+      plan.loop,
+      { injected: plan.injected, all: plan.allIds },
+      { start: () => out.start(plan.injected), chunk: (c) => out.chunk(c) },
+    );
+  }
+
+  private async plan(request: ChatCompletionInput, tenant: string | undefined) {
+    const memories = await retrieveMemories(this.memory, tenant, request.messages, this.settings.memoryTopK);
+    const injected = memories.map((m) => m.id);
+    const offline = !this.upstream || request.model === OFFLINE_MODEL;
+    const runner = tenant && !offline ? new MemoryToolRunner(this.memory, tenant, this.settings.memoryTopK) : undefined;
+    const loop: MemoryToolLoop = {
+      offered: memoryToolsToOffer(request, runner !== undefined && this.settings.toolRounds > 0),
+      runner,
+      maxRounds: this.settings.toolRounds,
+    };
+    return {
+      memories,
+      injected,
+      offline,
+      loop,
+      request: { ...request, messages: withMemories(request.messages, memories) },
+      allIds: () => [...new Set([...injected, ...(runner?.shownIds ?? [])])],
+    };
+  }
+}
