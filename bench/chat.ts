@@ -3,7 +3,7 @@
  * model call, whether streamed chunks are relayed as they arrive (not buffered), and how
  * fast the offline responder answers. Prints figures; asserts nothing.
  *
- *   npm run build && node dist/bench/chat.js
+ *   npm run bench (or, alone: npm run build && node -e "import('./dist/bench/chat.js').then((m) => m.run())")
  *
  * The model is a loopback HTTP server in this process (it answers at once), so the
  * figures are the service's own cost, not a model's.
@@ -103,68 +103,70 @@ async function timeRequests(n: number, send: () => Promise<Response>): Promise<n
   return times;
 }
 
-const model = await startModel();
-const svc = await startService({ MODEL_BASE_URL: model.url, CHAT_TOOL_ROUNDS: '0' });
-const headers = { 'content-type': 'application/json' };
-const post = (url: string, body: string, extra: Record<string, string> = {}) =>
-  fetch(url, { method: 'POST', headers: { ...headers, ...extra }, body });
+export async function run(): Promise<void> {
+  const model = await startModel();
+  const svc = await startService({ MODEL_BASE_URL: model.url, CHAT_TOOL_ROUNDS: '0', RATE_LIMIT_MAX: '0', RATE_LIMIT_IP_MAX: '0' });
+  const headers = { 'content-type': 'application/json' };
+  const post = (url: string, body: string, extra: Record<string, string> = {}) =>
+    fetch(url, { method: 'POST', headers: { ...headers, ...extra }, body });
 
-try {
-  // A tenant with 1,000 memories, to measure retrieval as part of a chat call.
-  for (let i = 0; i < 1000; i++) {
-    await post(`${svc.url}/v1/memory`, JSON.stringify({ tenant_id: 'bench', content: `note ${i}: the garden needs water, tomatoes number ${i % 37}, and a reminder about item ${i}` }));
-  }
-  const warm = 50;
-  await timeRequests(warm, () => post(`${model.url}/chat/completions`, chatBody('m')));
-  await timeRequests(warm, () => post(`${svc.url}/v1/chat/completions`, chatBody('m')));
+  try {
+    // A tenant with 1,000 memories, to measure retrieval as part of a chat call.
+    for (let i = 0; i < 1000; i++) {
+      await post(`${svc.url}/v1/memory`, JSON.stringify({ tenant_id: 'bench', content: `note ${i}: the garden needs water, tomatoes number ${i % 37}, and a reminder about item ${i}` }));
+    }
+    const warm = 50;
+    await timeRequests(warm, () => post(`${model.url}/chat/completions`, chatBody('m')));
+    await timeRequests(warm, () => post(`${svc.url}/v1/chat/completions`, chatBody('m')));
 
-  const n = 300;
-  console.log('non-streamed completion, sequential:');
-  const row = (label: string, times: number[]) => console.log(`  ${label.padEnd(44)} ${percentiles(times)}`);
-  row('model directly', await timeRequests(n, () => post(`${model.url}/chat/completions`, chatBody('m'))));
-  row('via proxy + enclave, no tenant', await timeRequests(n, () => post(`${svc.url}/v1/chat/completions`, chatBody('m'))));
-  row('via proxy + enclave, tenant of 1,000 memories', await timeRequests(n, () => post(`${svc.url}/v1/chat/completions`, chatBody('m'), { organization_id: 'bench' })));
-  row('offline responder (local-memory), same tenant', await timeRequests(n, () => post(`${svc.url}/v1/chat/completions`, chatBody('local-memory'), { organization_id: 'bench' })));
+    const n = 300;
+    console.log('non-streamed completion, sequential:');
+    const row = (label: string, times: number[]) => console.log(`  ${label.padEnd(44)} ${percentiles(times)}`);
+    row('model directly', await timeRequests(n, () => post(`${model.url}/chat/completions`, chatBody('m'))));
+    row('via proxy + enclave, no tenant', await timeRequests(n, () => post(`${svc.url}/v1/chat/completions`, chatBody('m'))));
+    row('via proxy + enclave, tenant of 1,000 memories', await timeRequests(n, () => post(`${svc.url}/v1/chat/completions`, chatBody('m'), { organization_id: 'bench' })));
+    row('offline responder (local-memory), same tenant', await timeRequests(n, () => post(`${svc.url}/v1/chat/completions`, chatBody('local-memory'), { organization_id: 'bench' })));
 
-  // Streaming: how long after the model wrote a chunk the client has it.
-  const delays: number[] = [];
-  for (let s = 0; s < 10; s++) {
-    const res = await post(`${svc.url}/v1/chat/completions`, chatBody('m', true), { organization_id: 'bench' });
-    const reader = res.body!.getReader();
-    const decoder = new TextDecoder();
-    let buffer = '';
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      const arrived = now();
-      buffer += decoder.decode(value, { stream: true });
-      let end: number;
-      while ((end = buffer.indexOf('\n\n')) !== -1) {
-        const line = buffer.slice(0, end);
-        buffer = buffer.slice(end + 2);
-        if (!line.startsWith('data: {')) continue;
-        const content = JSON.parse(line.slice(6)).choices[0]?.delta?.content as string | undefined;
-        if (content?.endsWith(';')) delays.push(arrived - Number(content.slice(0, -1)));
+    // Streaming: how long after the model wrote a chunk the client has it.
+    const delays: number[] = [];
+    for (let s = 0; s < 10; s++) {
+      const res = await post(`${svc.url}/v1/chat/completions`, chatBody('m', true), { organization_id: 'bench' });
+      const reader = res.body!.getReader();
+      const decoder = new TextDecoder();
+      let buffer = '';
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        const arrived = now();
+        buffer += decoder.decode(value, { stream: true });
+        let end: number;
+        while ((end = buffer.indexOf('\n\n')) !== -1) {
+          const line = buffer.slice(0, end);
+          buffer = buffer.slice(end + 2);
+          if (!line.startsWith('data: {')) continue;
+          const content = JSON.parse(line.slice(6)).choices[0]?.delta?.content as string | undefined;
+          if (content?.endsWith(';')) delays.push(arrived - Number(content.slice(0, -1)));
+        }
       }
     }
-  }
-  console.log(`streamed chunks (${STREAM_CHUNKS} per answer, ${CHUNK_GAP_MS} ms apart at the model), model write → client read:`);
-  console.log(`  ${percentiles(delays)}`);
+    console.log(`streamed chunks (${STREAM_CHUNKS} per answer, ${CHUNK_GAP_MS} ms apart at the model), model write → client read:`);
+    console.log(`  ${percentiles(delays)}`);
 
-  // Offline responder throughput with 8 clients at once.
-  const total = 2000;
-  let sent = 0;
-  const started = performance.now();
-  await Promise.all(Array.from({ length: 8 }, async () => {
-    while (sent < total) {
-      sent++;
-      const res = await post(`${svc.url}/v1/chat/completions`, chatBody('local-memory'), { organization_id: 'bench' });
-      await res.arrayBuffer();
-    }
-  }));
-  const seconds = (performance.now() - started) / 1000;
-  console.log(`offline responder, 8 concurrent clients: ${(total / seconds).toFixed(0)} completions/s (${total} in ${seconds.toFixed(2)} s)`);
-} finally {
-  await svc.stop();
-  model.server.close();
+    // Offline responder throughput with 8 clients at once.
+    const total = 2000;
+    let sent = 0;
+    const started = performance.now();
+    await Promise.all(Array.from({ length: 8 }, async () => {
+      while (sent < total) {
+        sent++;
+        const res = await post(`${svc.url}/v1/chat/completions`, chatBody('local-memory'), { organization_id: 'bench' });
+        await res.arrayBuffer();
+      }
+    }));
+    const seconds = (performance.now() - started) / 1000;
+    console.log(`offline responder, 8 concurrent clients: ${(total / seconds).toFixed(0)} completions/s (${total} in ${seconds.toFixed(2)} s)`);
+  } finally {
+    await svc.stop();
+    model.server.close();
+  }
 }

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { badRequest } from '../common/errors.js';
 import { chatCompletionSchema, chatHeadersSchema } from '../common/chat-schema.js';
 import { limits } from '../common/limits.js';
@@ -64,7 +64,7 @@ export async function buildProxy(options: ProxyOptions): Promise<FastifyInstance
       return typeof given === 'string' && requestIdPattern.test(given) ? given : randomUUID();
     },
     // Query strings carry memory queries and tenant ids: log paths only.
-    disableRequestLogging: true,
+    logController: new LogController({ disableRequestLogging: true }),
   }) as unknown as FastifyInstance;
 
   // Node enforces requestTimeout only when headersTimeout (default 60 s) is not longer.
