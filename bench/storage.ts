@@ -57,7 +57,7 @@ async function writes(groupCommit: boolean, writers: number, total: number) {
       while (next < total) {
         const event = events[next++];
         const t = performance.now();
-        await store.commit(event, () => target.apply(event));
+        await store.commit([event], () => target.apply(event));
         latencies.push(performance.now() - t);
       }
     }));
@@ -109,7 +109,7 @@ async function snapshotAndRecovery(count: number) {
     const store = await DurableStore.open(options, memory);
     memory.useJournal(store);
     const events = Array.from({ length: count }, (_, i) => randomEvent(i));
-    for (let i = 0; i < count; i += 1000) await Promise.all(events.slice(i, i + 1000).map((e) => store.commit(e, () => memory.apply(e))));
+    for (let i = 0; i < count; i += 1000) await Promise.all(events.slice(i, i + 1000).map((e) => store.commit([e], () => memory.apply(e))));
     await store.close();
     // Recovery from the log alone, then from a snapshot.
     const fromLog = new MemoryService(embedder);

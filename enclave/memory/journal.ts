@@ -18,5 +18,10 @@ export type RestoredEvent = MemoryEvent | { type: 'add'; record: MemoryRecord; v
  * the log holds is exactly what memory holds whenever no commit is in progress.
  */
 export interface MemoryJournal {
-  commit(event: MemoryEvent, apply: () => void): Promise<void>;
+  /**
+   * Events that belong together (a batch) are written and synced together and applied
+   * together: a failed write applies none of them (a crash during the write, before the
+   * answer, may keep a prefix: the batch was never acknowledged).
+   */
+  commit(events: readonly MemoryEvent[], apply: () => void): Promise<void>;
 }

@@ -129,8 +129,8 @@ export class MemoryService {
   /**
    * Stores memories (of any tenants) in order, embedding all of them in one embedder call.
    * Everything that can refuse or fail (the per-tenant maximum, embedding) comes before
-   * anything is logged, so a refused batch stores nothing; each change is then made
-   * durable (one group commit for the batch) before it is applied and acknowledged.
+   * anything is logged, so a refused batch stores nothing; the batch is then written and
+   * synced as one (a failed write stores none of it) before it is applied and acknowledged.
    */
   async addMany(inputs: readonly AddMemoryInput[]): Promise<MemoryRecord[]> {
     const perTenant = new Map<string, number>();
@@ -160,7 +160,7 @@ export class MemoryService {
         metadata: { ...(input.metadata ?? {}) },
         created_at: createdAt,
       }));
-      await Promise.all(records.map((record, i) => this.commit({ type: 'add', record, vector: vectors[i] })));
+      await this.commit(records.map((record, i) => ({ type: 'add', record, vector: vectors[i] })));
       return records;
     } finally {
       for (const [tenantId, count] of perTenant) {
@@ -204,7 +204,7 @@ export class MemoryService {
 
   async delete(tenantId: string, id: string): Promise<boolean> {
     if (!this.get(tenantId, id)) return false;
-    await this.commit({ type: 'delete', tenant_id: tenantId, id });
+    await this.commit([{ type: 'delete', tenant_id: tenantId, id }]);
     return true;
   }
 
@@ -244,9 +244,9 @@ export class MemoryService {
     }
   }
 
-  private async commit(event: MemoryEvent): Promise<void> {
-    const apply = () => this.apply(event);
-    if (this.journal) await this.journal.commit(event, apply);
+  private async commit(events: MemoryEvent[]): Promise<void> {
+    const apply = () => { for (const event of events) this.apply(event); };
+    if (this.journal) await this.journal.commit(events, apply);
     else apply();
   }
 

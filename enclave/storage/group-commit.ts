@@ -23,7 +23,8 @@ export interface CommitStats {
 }
 
 interface Pending {
-  payload: Uint8Array;
+  /** Entries that are written together, in one write and sync, and settle together. */
+  payloads: Uint8Array[];
   onDurable: () => void;
   resolve: () => void;
   reject: (err: Error) => void;
@@ -55,9 +56,17 @@ export class GroupCommitLog {
   }
 
   append(payload: Uint8Array, onDurable: () => void): Promise<void> {
+    return this.appendAll([payload], onDurable);
+  }
+
+  /**
+   * Appends entries that belong together (a batch of memories): they go out in the same
+   * write and sync, so a failure refuses all of them, and onDurable runs once for all.
+   */
+  appendAll(payloads: Uint8Array[], onDurable: () => void): Promise<void> {
     if (this.failure) return Promise.reject(this.failure);
     return new Promise((resolve, reject) => {
-      this.queue.push({ payload, onDurable, resolve, reject });
+      this.queue.push({ payloads, onDurable, resolve, reject });
       if (!this.busy) void this.run();
     });
   }
@@ -88,14 +97,15 @@ export class GroupCommitLog {
         if (this.queue.length === 0) continue;
         const batch = this.options.groupCommit ? this.queue.splice(0) : this.queue.splice(0, 1);
         try {
-          await this.file.append(batch.map((p) => p.payload));
+          await this.file.append(batch.flatMap((p) => p.payloads));
         } catch (err) {
           this.fail(err as Error, batch);
           break;
         }
         this.stats.syncs++;
-        this.stats.commits += batch.length;
-        this.stats.largestBatch = Math.max(this.stats.largestBatch, batch.length);
+        const entries = batch.reduce((n, p) => n + p.payloads.length, 0);
+        this.stats.commits += entries;
+        this.stats.largestBatch = Math.max(this.stats.largestBatch, entries);
         for (const p of batch) {
           try {
             p.onDurable();

@@ -199,9 +199,9 @@ export class DurableStore implements MemoryJournal {
     log?.info({ model: to.id, memories }, 'memory store rewritten under the new embedding model');
   }
 
-  commit(event: MemoryEvent, apply: () => void): Promise<void> {
+  commit(events: readonly MemoryEvent[], apply: () => void): Promise<void> {
     if (this.closed) return Promise.reject(new Error('the memory store is closed'));
-    return this.commits.append(encodeEvent(event), apply);
+    return this.commits.appendAll(events.map(encodeEvent), apply);
   }
 
   stats(): StoreStats {

@@ -92,6 +92,19 @@ describe('group commit', () => {
     await file.close();
   });
 
+  it('writes a batch of entries in one write and sync, and refuses all of it when that write fails', async () => {
+    const file = new WatchedLog(await SealedLog.create(path, key, meta), 2);
+    const log = new GroupCommitLog(file, { groupCommit: true });
+    let applied = 0;
+    await log.appendAll([payload(0), payload(1), payload(2), payload(3), payload(4)], () => { applied++; });
+    expect(file.appends).toEqual([5]);
+    expect(applied).toBe(1);
+    await expect(log.appendAll([payload(5), payload(6)], () => { applied++; })).rejects.toMatchObject({ status: 503 });
+    expect(applied).toBe(1);
+    expect(entriesOnDisk()).toEqual(['entry 0', 'entry 1', 'entry 2', 'entry 3', 'entry 4']);
+    await file.close();
+  });
+
   it('runs exclusive tasks between batches, with no write in flight', async () => {
     const file = new WatchedLog(await SealedLog.create(path, key, meta));
     const log = new GroupCommitLog(file, { groupCommit: true });
