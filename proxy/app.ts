@@ -117,9 +117,10 @@ export async function buildProxy(options: ProxyOptions): Promise<FastifyInstance
   const send = (req: FastifyRequest, reply: FastifyReply, answer: ApiReplyIn) => {
     void reply.code(answer.status).headers(answer.headers).header('x-request-id', req.id).type('application/json').send(answer.body);
   };
-  const relay = (rpc: UnaryRpc) => async (req: FastifyRequest, reply: FastifyReply) => {
-    send(req, reply, await options.enclave.call(rpc, forward(req)));
+  const relay = (rpc: UnaryRpc, callOptions?: { timeoutMs: number }) => async (req: FastifyRequest, reply: FastifyReply) => {
+    send(req, reply, await options.enclave.call(rpc, forward(req), callOptions));
   };
+  const chatTimeoutMs = options.chatTimeoutMs ?? 300_000;
 
   app.get('/v1/attestation', { schema: { querystring: attestationQuerySchema } }, relay('GetAttestation'));
   app.post('/v1/memory', { schema: { body: addMemoryRequestSchema } }, relay('AddMemory'));
@@ -127,9 +128,10 @@ export async function buildProxy(options: ProxyOptions): Promise<FastifyInstance
   app.get('/v1/memory/:id', { schema: { params: memoryIdParamsSchema, querystring: tenantQuerySchema } }, relay('GetMemory'));
   app.delete('/v1/memory/:id', { schema: { params: memoryIdParamsSchema, querystring: tenantQuerySchema } }, relay('DeleteMemory'));
   // Ciphertext for the enclave: the host checks only the envelope's shape.
-  app.post('/v1/sealed', { schema: { body: sealedEnvelopeSchema }, bodyLimit: limits.maxSealedEnvelopeBytes }, relay('Sealed'));
+  // A sealed request may carry a chat completion, which the host cannot see: give it chat's time.
+  app.post('/v1/sealed', { schema: { body: sealedEnvelopeSchema }, bodyLimit: limits.maxSealedEnvelopeBytes }, relay('Sealed', { timeoutMs: chatTimeoutMs }));
   app.post('/v1/chat/completions', { schema: { body: chatCompletionSchema, headers: chatHeadersSchema } },
-    chatRoute({ enclave: options.enclave, forward, send, timeoutMs: options.chatTimeoutMs ?? 300_000 }));
+    chatRoute({ enclave: options.enclave, forward, send, timeoutMs: chatTimeoutMs }));
 
   app.get('/healthz', async (_req, reply) => {
     const health = await options.enclave.health();

@@ -46,10 +46,10 @@ export interface ApiDeps {
 /**
  * The enclave's API, one handler per RPC. Every handler answers with a complete reply:
  * refusals become OpenAI-shaped error bodies here, and anything unexpected becomes a
- * bare 500 (details go to the log, never to the caller). Every handler runs through one
+ * bare 500 (details go to the log, never to the caller). Every call takes a place in one
  * WorkGate (a bounded number at once, each within its time limit), and every reply,
  * errors included, leaves signed by the enclave's key. POST /v1/sealed opens a sealed
- * request and dispatches it to these same handlers.
+ * request and dispatches it to the same handlers, within the sealed call's place.
  */
 export function createApi(deps: ApiDeps): EnclaveApi {
   const memory = memoryRoutes(deps.memory, deps.auth);
@@ -57,14 +57,17 @@ export function createApi(deps: ApiDeps): EnclaveApi {
   const gate = new WorkGate(deps.work);
   const sign = (method: string, request: ApiRequest, reply: ApiReply) => signReply(deps.identity, method, request, reply);
   // Chat waits on the model, whose own timeouts (MODEL_TIMEOUT_MS) and the caller's
-  // deadline bound it; ENCLAVE_TIMEOUT_MS is for the enclave's own work.
-  const timeLimit = (rpc: string) => (rpc.startsWith('ChatCompletion') ? Infinity : undefined);
-  const wrap = (rpc: string, handler: Handler): Handler => async (request, context) => {
+  // deadline bound it, and a sealed call may carry chat; ENCLAVE_TIMEOUT_MS bounds the
+  // enclave's own work.
+  const timeLimit = (rpc: string) => (rpc.startsWith('ChatCompletion') || rpc === 'Sealed' ? Infinity : undefined);
+
+  /** Turns whatever the handler threw into a reply, logs the outcome, signs the reply. */
+  const settle = (rpc: string, handler: Handler): Handler => async (request, context) => {
     const started = performance.now();
     const log = deps.log.child({ reqId: requestIdForLog(request.request_id), rpc });
     let reply: ApiReply;
     try {
-      reply = await gate.run(() => handler(request, context), context?.deadline, timeLimit(rpc));
+      reply = await handler(request, context);
     } catch (err) {
       if (err instanceof ApiError) {
         reply = errorReply(err);
@@ -76,16 +79,22 @@ export function createApi(deps: ApiDeps): EnclaveApi {
     log.info({ status: reply.status, ms: Math.round(performance.now() - started) }, 'handled');
     return sign(methodOf(rpc), request, reply);
   };
+  const gated = (rpc: string, handler: Handler): Handler => (request, context) =>
+    gate.run(() => handler(request, context), context?.deadline, timeLimit(rpc));
 
-  const unary = {
-    GetAttestation: wrap('GetAttestation', attestationRoute(deps.attestation)),
-    AddMemory: wrap('AddMemory', memory.add),
-    QueryMemory: wrap('QueryMemory', memory.query),
-    GetMemory: wrap('GetMemory', memory.get),
-    DeleteMemory: wrap('DeleteMemory', memory.delete),
-    ChatCompletion: wrap('ChatCompletion', chat.complete),
+  const handlers: Record<string, Handler> = {
+    GetAttestation: attestationRoute(deps.attestation),
+    AddMemory: memory.add,
+    QueryMemory: memory.query,
+    GetMemory: memory.get,
+    DeleteMemory: memory.delete,
+    ChatCompletion: chat.complete,
   };
-  const dispatch = dispatcher(unary, sign);
+  const each = (make: (rpc: string, handler: Handler) => Handler) =>
+    Object.fromEntries(Object.entries(handlers).map(([rpc, handler]) => [rpc, make(rpc, handler)]));
+  // A sealed call already holds its place in the gate: the request inside it does not take another.
+  const dispatch = dispatcher(each(settle), sign);
+  const unary = each((rpc, handler) => settle(rpc, gated(rpc, handler))) as Pick<EnclaveApi, 'GetAttestation' | 'AddMemory' | 'QueryMemory' | 'GetMemory' | 'DeleteMemory' | 'ChatCompletion'>;
   return {
     ...unary,
     ChatCompletionStream: wrapStream('ChatCompletionStream', chat.stream, {
@@ -93,6 +102,6 @@ export function createApi(deps: ApiDeps): EnclaveApi {
       identity: deps.identity,
       gate: (work, deadline) => gate.run(work, deadline, timeLimit('ChatCompletionStream')),
     }),
-    Sealed: wrap('Sealed', sealedRoute({ ...deps.sealed, dispatch })),
+    Sealed: settle('Sealed', gated('Sealed', sealedRoute({ ...deps.sealed, dispatch }))),
   };
 }

@@ -56,8 +56,8 @@ export function findRoute(method: string, path: string): Route | undefined {
 export function dispatcher(
   handlers: Readonly<Record<string, Handler | undefined>>,
   sign: (method: string, request: ApiRequest, reply: ApiReply) => ApiReply,
-): (method: string, request: ApiRequest) => Promise<ApiReply> {
-  return async (method, request) => {
+): (method: string, request: ApiRequest, context?: CallContext) => Promise<ApiReply> {
+  return async (method, request, context) => {
     let path: string;
     try {
       path = parseTarget(request.target).path;
@@ -69,6 +69,6 @@ export function dispatcher(
     // A sealed request cannot nest another sealed request.
     const handler = rpc === undefined || rpc === 'Sealed' ? undefined : handlers[rpc];
     if (!handler) return sign(method, request, errorReply(notFound(`no route for ${method} ${path}`, 'unknown_route')));
-    return handler(request);
+    return handler(request, context);
   };
 }

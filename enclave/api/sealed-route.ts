@@ -7,6 +7,7 @@ import { decodeBase64, SealedFormatError, sealReply, type SealedRequestPlaintext
 import type { SealedRequestKey } from '../keys.js';
 import type { ReplayGuard } from './replay-guard.js';
 import { expectPath, jsonReply, parseJsonBody, parseTarget } from './request.js';
+import type { CallContext } from './routes.js';
 
 const validEnvelope = validator<SealedEnvelopeInput>(sealedEnvelopeSchema, 'body');
 const validPayload = validator<SealedRequestPlaintext>(sealedPayloadSchema, 'body');
@@ -15,7 +16,7 @@ export interface SealedDeps {
   key: SealedRequestKey;
   replay: ReplayGuard;
   /** Handles a decrypted request exactly as the plain route would (and signs its reply). */
-  dispatch: (method: string, request: ApiRequest) => Promise<ApiReply>;
+  dispatch: (method: string, request: ApiRequest, context?: CallContext) => Promise<ApiReply>;
 }
 
 const cannotOpen = () => badRequest(
@@ -31,7 +32,7 @@ const cannotOpen = () => badRequest(
  * the host does not already see.
  */
 export function sealedRoute(deps: SealedDeps) {
-  return async (request: ApiRequest): Promise<ApiReply> => {
+  return async (request: ApiRequest, context?: CallContext): Promise<ApiReply> => {
     expectPath(parseTarget(request.target), /^\/v1\/sealed\/?$/);
     const envelope = validEnvelope(parseJsonBody(request.body, limits.maxSealedEnvelopeBytes));
     let opened;
@@ -78,7 +79,7 @@ export function sealedRoute(deps: SealedDeps) {
       authorization: payload.authorization ?? '',
       organization: payload.organization ?? '',
     };
-    const reply = await deps.dispatch(payload.method, inner);
+    const reply = await deps.dispatch(payload.method, inner, context);
     const sealed = sealReply(
       { status: reply.status ?? 200, headers: reply.headers ?? {}, body: (reply.body ?? new Uint8Array()) as Uint8Array },
       opened.sharedKey,

@@ -1,4 +1,7 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { connect } from '../../sdk/client.js';
 import { expectError, request, type JsonResponse } from '../helpers/http.js';
 import { rawRequest } from '../helpers/raw-http.js';
 import { startService, waitFor, type RunningService } from '../helpers/service.js';
@@ -84,6 +87,11 @@ describe('in-flight caps: overload answers 503 at once', () => {
     }
     expect((await burst(svc, 1))[0].status).toBe(200);
     expect(svc.enclave.exitCode).toBeNull();
+
+    // A sealed call holds one place, and the request inside it takes no second one.
+    const tee = await connect({ baseUrl: svc.baseUrl, rootPem: readFileSync(join(svc.dataDir, 'simulated-root.pem'), 'utf8') });
+    const sealed = await tee.sealedCall('POST', '/v1/memory', { content: 'sealed under a cap of one', tenant_id: 'burst' });
+    expect(sealed.status).toBe(200);
   });
 });
 

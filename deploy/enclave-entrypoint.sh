@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# The enclave image's ENTRYPOINT (deploy/enclave.Dockerfile). Nitro's init runs it as the
+# enclave's only program and terminates the enclave when it exits. It does what Node
+# cannot do for itself in an enclave, which has no network, no disk and no environment
+# from outside, then runs the enclave process:
+#
+#   1. brings up the loopback interface, which the gRPC server and the bridges use;
+#   2. fetches the parent role's AWS credentials over vsock (for KMS; not secret from the
+#      host, which has them already: the KMS key policy's PCR conditions guard the key);
+#   3. decrypts MODEL_API_KEY with KMS, if the image carries it encrypted;
+#   4. bridges the chat model's HTTPS endpoint: 127.0.0.1:<port> here, resolved through
+#      /etc/hosts, to the parent's vsock-proxy; TLS still runs from Node to the model;
+#   5. bridges vsock port ENCLAVE_VSOCK_PORT to the gRPC server on ENCLAVE_ADDR;
+#   6. starts `node dist/enclave/main.js`, and exits as soon as it or a bridge exits,
+#      since the enclave is of no use without any of them (the host then sees the enclave
+#      gone and may start it again).
+#
+# Everything it reads comes from the image (ENV, measured in the PCRs) except the
+# credentials of step 2, which come from the untrusted host and are parsed strictly.
+set -euo pipefail
+
+log() { printf 'enclave-entrypoint: %s\n' "$*" >&2; }
+die() { log "$*"; exit 1; }
+
+# From inside an enclave the parent instance is always CID 3.
+readonly PARENT_CID=3
+ENCLAVE_ADDR="${ENCLAVE_ADDR:-127.0.0.1:50051}"
+ENCLAVE_VSOCK_PORT="${ENCLAVE_VSOCK_PORT:-5000}"
+MODEL_VSOCK_PORT="${MODEL_VSOCK_PORT:-8001}"
+CREDENTIALS_VSOCK_PORT="${CREDENTIALS_VSOCK_PORT:-8002}"
+KMS_PROXY_PORT="${KMS_PROXY_PORT:-8000}"
+KMS_TOOL="${KMS_TOOL:-/usr/local/bin/kmstool_enclave_cli}"
+DATA_DIR="${DATA_DIR:-/data}"
+APP_DIR="${APP_DIR:-/app}"
+
+[[ "${TEE_MODE:-}" == nitro ]] || die "this entrypoint is for TEE_MODE=nitro (got '${TEE_MODE:-}')"
+[[ -n "${AWS_REGION:-}" ]] || die "AWS_REGION is not set (build argument of deploy/enclave.Dockerfile)"
+
+# A key baked into the image would be readable by anyone holding the .eif, the host included.
+if [[ -n "${MODEL_API_KEY:-}" ]]; then
+  die "MODEL_API_KEY is in the image's environment, where whoever holds the image can read it; ship it KMS-encrypted (MODEL_API_KEY_CIPHERTEXT_FILE, deploy/README.md)"
+fi
+
+grpc_host="${ENCLAVE_ADDR%:*}"
+grpc_port="${ENCLAVE_ADDR##*:}"
+# Nothing but the vsock bridge below can reach the enclave, and it connects to loopback.
+[[ "$grpc_host" == 127.0.0.1 && "$grpc_port" =~ ^[0-9]+$ ]] \
+  || die "ENCLAVE_ADDR must be 127.0.0.1:<port> inside the enclave (got '$ENCLAVE_ADDR')"
+
+# 1. Loopback. An enclave boots with lo down; bringing it up also gives it 127.0.0.1/8.
+ip link set dev lo up
+
+# 2. Credentials: deploy/host-credentials.sh on the parent answers each connection with
+#    three lines NAME=value. Retry for a while: the host may start it after the enclave.
+fetch_credentials() {
+  local attempt raw
+  for attempt in $(seq 1 60); do
+    if raw="$(timeout 5 socat -u "VSOCK-CONNECT:${PARENT_CID}:${CREDENTIALS_VSOCK_PORT}" STDOUT 2>/dev/null)" && [[ -n "$raw" ]]; then
+      printf '%s\n' "$raw"
+      return 0
+    fi
+    (( attempt % 10 == 1 )) && log "waiting for credentials on vsock ${PARENT_CID}:${CREDENTIALS_VSOCK_PORT} (deploy/host-credentials.sh)"
+    sleep 2
+  done
+  return 1
+}
+
+# The host wrote these lines: accept exactly the three names, with values of the
+# characters AWS uses, and never evaluate anything.
+parse_credentials() {
+  local line name
+  while IFS= read -r line; do
+    [[ -z "$line" ]] && continue
+    if [[ "$line" =~ ^(AWS_ACCESS_KEY_ID|AWS_SECRET_ACCESS_KEY|AWS_SESSION_TOKEN)=([A-Za-z0-9/+=]{1,4096})$ ]]; then
+      name="${BASH_REMATCH[1]}"
+      printf -v "$name" '%s' "${BASH_REMATCH[2]}"
+      export "${name?}"
+    else
+      die "refusing the credentials from the parent: a line is not AWS_ACCESS_KEY_ID=, AWS_SECRET_ACCESS_KEY= or AWS_SESSION_TOKEN= with a plain value"
+    fi
+  done
+  [[ -n "${AWS_ACCESS_KEY_ID:-}" && -n "${AWS_SECRET_ACCESS_KEY:-}" && -n "${AWS_SESSION_TOKEN:-}" ]] \
+    || die "the parent sent incomplete credentials (need AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN)"
+}
+
+unset AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_SESSION_TOKEN
+credentials="$(fetch_credentials)" || die "no credentials from the parent on vsock port $CREDENTIALS_VSOCK_PORT"
+parse_credentials <<<"$credentials"
+unset credentials
+log "credentials received from the parent"
+
+# 3. The model's API key, KMS-encrypted in the image. KMS decrypts it only for an enclave
+#    whose attestation matches the key policy (deploy/README.md, "The model's API key").
+if [[ -n "${MODEL_API_KEY_CIPHERTEXT_FILE:-}" ]]; then
+  ciphertext="$(tr -d '[:space:]' <"$MODEL_API_KEY_CIPHERTEXT_FILE")"
+  kms_out="$("$KMS_TOOL" decrypt --region "$AWS_REGION" --proxy-port "$KMS_PROXY_PORT" \
+    --aws-access-key-id "$AWS_ACCESS_KEY_ID" --aws-secret-access-key "$AWS_SECRET_ACCESS_KEY" \
+    --aws-session-token "$AWS_SESSION_TOKEN" --ciphertext "$ciphertext")" \
+    || die "KMS refused to decrypt $MODEL_API_KEY_CIPHERTEXT_FILE (kmstool_enclave_cli's reason above)"
+  plaintext_b64="$(sed -n 's/^PLAINTEXT:[[:space:]]*//p' <<<"$kms_out")"
+  [[ -n "$plaintext_b64" ]] || die "kmstool_enclave_cli printed no PLAINTEXT for $MODEL_API_KEY_CIPHERTEXT_FILE"
+  MODEL_API_KEY="$(printf '%s' "$plaintext_b64" | base64 -d)" || die "the decrypted model API key is not base64"
+  export MODEL_API_KEY
+  unset ciphertext kms_out plaintext_b64
+  log "model API key decrypted with KMS"
+fi
+
+pids=()
+
+# 4. The chat model. Node connects to https://<host>:<port> as usual; /etc/hosts sends
+#    <host> to 127.0.0.1, where socat relays to the parent's vsock-proxy, which connects to
+#    the real <host>:<port>. TLS (SNI, certificate check) runs end to end from Node.
+if [[ -n "${MODEL_BASE_URL:-}" ]]; then
+  parsed="$(node -e '
+    const u = new URL(process.argv[1]);
+    console.log(u.protocol, u.hostname, u.port || (u.protocol === "https:" ? "443" : "80"));
+  ' "$MODEL_BASE_URL")" || die "MODEL_BASE_URL is not a URL: $MODEL_BASE_URL"
+  read -r model_scheme model_host model_port <<<"$parsed"
+  # Over plain http the host, which relays every byte, would read prompts and memories.
+  [[ "$model_scheme" == https: ]] \
+    || die "MODEL_BASE_URL must be https:// on Nitro: the host relays the model traffic, and only TLS that ends in the enclave keeps it from reading it"
+  # The bridge works by name (/etc/hosts) and TLS checks that name: an IP literal has neither.
+  [[ "$model_host" =~ ^[A-Za-z0-9.-]+$ && ! "$model_host" =~ ^[0-9.]+$ ]] \
+    || die "MODEL_BASE_URL needs a host name, not an address (got '$model_host')"
+  [[ "$model_port" != "$grpc_port" ]] || die "MODEL_BASE_URL's port $model_port is the gRPC server's"
+  grep -qE '^127\.0\.0\.1[[:space:]]+localhost([[:space:]]|$)' /etc/hosts 2>/dev/null \
+    || printf '127.0.0.1 localhost\n' >>/etc/hosts
+  printf '127.0.0.1 %s\n' "$model_host" >>/etc/hosts
+  socat "TCP-LISTEN:${model_port},bind=127.0.0.1,reuseaddr,fork" "VSOCK-CONNECT:${PARENT_CID}:${MODEL_VSOCK_PORT}" &
+  pids+=("$!")
+  log "model: https://${model_host}:${model_port} via vsock ${PARENT_CID}:${MODEL_VSOCK_PORT} (vsock-proxy on the parent)"
+fi
+
+# 5. gRPC in: the parent's deploy/host-bridge.sh connects to this vsock port.
+socat "VSOCK-LISTEN:${ENCLAVE_VSOCK_PORT},fork" "TCP:127.0.0.1:${grpc_port}" &
+pids+=("$!")
+log "gRPC: vsock port ${ENCLAVE_VSOCK_PORT} -> ${ENCLAVE_ADDR}"
+
+# An enclave has no disk: unless something was mounted here, DATA_DIR is enclave memory.
+mkdir -p "$DATA_DIR"
+chmod 0700 "$DATA_DIR"
+if ! mountpoint -q "$DATA_DIR"; then
+  log "WARNING: DATA_DIR=$DATA_DIR is enclave memory, not storage: every memory, and the KMS-wrapped sealing key, is lost when the enclave stops (deploy/README.md, \"Storage\")"
+fi
+
+# 6. The enclave process. The image's WORKDIR is not applied by Nitro's init.
+cd "$APP_DIR"
+node dist/enclave/main.js &
+pids+=("$!")
+
+stop_all() { kill -TERM "${pids[@]}" 2>/dev/null || true; }
+trap stop_all TERM INT
+
+set +e
+wait -n
+status=$?
+set -e
+log "a process of the enclave exited (status $status); stopping the others"
+stop_all
+wait || true
+exit "$status"

