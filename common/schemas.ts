@@ -1,4 +1,5 @@
 import { SEALED_REQUEST_TYPE } from '../sdk/protocol/sealed.js';
+import { MAX_AUTHORIZATION_CHARS } from './bearer.js';
 import { limits } from './limits.js';
 
 /**
@@ -149,7 +150,7 @@ export const sealedPayloadSchema = {
     method: { type: 'string', enum: ['GET', 'POST', 'DELETE'] },
     target: { type: 'string', minLength: 1, maxLength: 16 * 1024, pattern: '^/', description: 'must be a path starting with /' },
     body: base64('must be base64', 0, limits.maxSealedEnvelopeBytes),
-    authorization: { type: 'string', maxLength: 8 * 1024 },
+    authorization: { type: 'string', maxLength: MAX_AUTHORIZATION_CHARS },
     organization: { type: 'string', maxLength: 256 },
     timestamp: { type: 'integer', minimum: 0 },
   },

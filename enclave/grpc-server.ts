@@ -84,7 +84,7 @@ export function listen(server: grpc.Server, address: string): Promise<number> {
   const bindAddress = hp.host.includes(':') ? `[${hp.host}]:${hp.port}` : `${hp.host}:${hp.port}`;
   return new Promise((resolve, reject) => {
     // The channel carries plaintext on loopback or vsock only; confidentiality towards
-    // the host comes from sealed requests and TLS ending inside the enclave, not this hop.
+    // the host comes from sealed requests (and, for model calls, TLS ending inside the enclave), not this hop.
     server.bindAsync(bindAddress, grpc.ServerCredentials.createInsecure(), (err, port) => (err ? reject(err) : resolve(port)));
   });
 }

@@ -75,7 +75,6 @@ const server = createGrpcServer(api, () => ({
   ready: true,
   tee_name: provider.teeName,
   embedding_model: embedder.id,
-  tenants: memory.tenantCount,
   auth_required: auth.authorizer.required,
 }), log);
 

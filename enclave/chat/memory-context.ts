@@ -20,8 +20,8 @@ export function conversationQuery(messages: readonly ChatMessage[]): string | un
 
 /**
  * The top-k memories of `tenant` for the conversation; none without a tenant or a user
- * message. Memories pointing away from the query (cosine similarity ≤ 0) are unrelated and
- * left out rather than padded in.
+ * message. Memories with no relation to the query (a fused score ≤ 0: no lexical match and
+ * a cosine similarity ≤ 0) are left out rather than padded in.
  */
 export async function retrieveMemories(
   memory: MemoryService, tenant: string | undefined, messages: readonly ChatMessage[], topK: number,

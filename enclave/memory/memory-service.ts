@@ -54,8 +54,10 @@ export const newMemoryId = (): string => `mem_${randomBytes(16).toString('hex')}
 const REEMBED_BATCH = 64;
 
 /**
- * Every tenant's memories: records plus an HNSW index each. Lookups always go through
- * the tenant first, so one tenant's ids are simply absent from another's view.
+ * Every tenant's memories: records, their vectors in an HNSW index and their words in a
+ * BM25 index, each per tenant. Lookups always go through the tenant first, so one
+ * tenant's ids are simply absent from another's view. Changes go through the journal
+ * (durable storage) before they are applied.
  */
 export class MemoryService {
   private readonly tenants = new Map<string, Tenant>();
@@ -72,10 +74,6 @@ export class MemoryService {
   /** From now on every change is made durable in `journal` before it is applied and acknowledged. */
   useJournal(journal: MemoryJournal): void {
     this.journal = journal;
-  }
-
-  get tenantCount(): number {
-    return this.tenants.size;
   }
 
   /** The model every indexed vector comes from; record it with the memories (model-change.ts). */
@@ -145,6 +143,18 @@ export class MemoryService {
       }
     }
     for (const [tenantId, count] of perTenant) this.pending.set(tenantId, (this.pending.get(tenantId) ?? 0) + count);
+    // The reservation ends the moment the records are applied (then they count as held),
+    // or when the add fails: never both, so a tenant near its maximum is not counted twice.
+    let reserved = true;
+    const release = () => {
+      if (!reserved) return;
+      reserved = false;
+      for (const [tenantId, count] of perTenant) {
+        const left = this.pending.get(tenantId)! - count;
+        if (left === 0) this.pending.delete(tenantId);
+        else this.pending.set(tenantId, left);
+      }
+    };
     try {
       const vectors = await this.embedder.embed(inputs.map((input) => input.content));
       // Checked before the change is logged: a logged change must always apply on replay.
@@ -160,14 +170,10 @@ export class MemoryService {
         metadata: { ...(input.metadata ?? {}) },
         created_at: createdAt,
       }));
-      await this.commit(records.map((record, i) => ({ type: 'add', record, vector: vectors[i] })));
+      await this.commit(records.map((record, i) => ({ type: 'add', record, vector: vectors[i] })), release);
       return records;
     } finally {
-      for (const [tenantId, count] of perTenant) {
-        const left = this.pending.get(tenantId)! - count;
-        if (left === 0) this.pending.delete(tenantId);
-        else this.pending.set(tenantId, left);
-      }
+      release();
     }
   }
 
@@ -244,8 +250,11 @@ export class MemoryService {
     }
   }
 
-  private async commit(events: MemoryEvent[]): Promise<void> {
-    const apply = () => { for (const event of events) this.apply(event); };
+  private async commit(events: MemoryEvent[], applied?: () => void): Promise<void> {
+    const apply = () => {
+      for (const event of events) this.apply(event);
+      applied?.();
+    };
     if (this.journal) await this.journal.commit(events, apply);
     else apply();
   }
