@@ -8,15 +8,13 @@
  * The model is a loopback HTTP server in this process (it answers at once), so the
  * figures are the service's own cost, not a model's.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
+import { startService as startBuiltService } from '../scripts/lib/run-service.js';
 
-const distRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const now = () => performance.timeOrigin + performance.now();
 const STREAM_CHUNKS = 20;
 const CHUNK_GAP_MS = 20;
@@ -25,14 +23,6 @@ function percentiles(values: number[]): string {
   const s = [...values].sort((a, b) => a - b);
   const at = (p: number) => s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))];
   return `p50 ${at(50).toFixed(2)} ms, p95 ${at(95).toFixed(2)} ms, max ${s[s.length - 1].toFixed(2)} ms (n=${s.length})`;
-}
-
-async function freePort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-  const { port } = srv.address() as AddressInfo;
-  await new Promise((r) => srv.close(r));
-  return port;
 }
 
 /** The loopback model: answers at once; streams STREAM_CHUNKS chunks CHUNK_GAP_MS apart, each carrying its send time. */
@@ -65,24 +55,14 @@ async function startModel(): Promise<{ server: Server; url: string }> {
   return { server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1` };
 }
 
+/** Both processes on loopback (scripts/lib/run-service.ts), with a data folder of their own. */
 async function startService(env: NodeJS.ProcessEnv): Promise<{ url: string; stop(): Promise<void> }> {
   const dataDir = mkdtempSync(join(tmpdir(), 'bench-chat-'));
-  const port = await freePort();
-  const full = { ...process.env, LOG_LEVEL: 'warn', DATA_DIR: dataDir, ENCLAVE_ADDR: `127.0.0.1:${await freePort()}`, HOST: '127.0.0.1', PORT: String(port), ...env };
-  const children: ChildProcess[] = ['enclave/main.js', 'proxy/main.js'].map((script) =>
-    spawn(process.execPath, [join(distRoot, script)], { env: full, stdio: ['ignore', 'ignore', 'inherit'] }));
-  const url = `http://127.0.0.1:${port}`;
-  for (let i = 0; ; i++) {
-    try {
-      if ((await fetch(`${url}/healthz`)).status === 200) break;
-    } catch { /* not up yet */ }
-    if (i > 600) throw new Error('service did not start');
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  const svc = await startBuiltService({ LOG_LEVEL: 'warn', DATA_DIR: dataDir, ...env }, join(dataDir, 'service.log'));
   return {
-    url,
+    url: svc.baseUrl,
     async stop() {
-      await Promise.all(children.map((c) => new Promise((r) => { c.once('exit', r); c.kill('SIGTERM'); })));
+      await svc.stop();
       rmSync(dataDir, { recursive: true, force: true });
     },
   };

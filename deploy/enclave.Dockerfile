@@ -118,13 +118,13 @@ RUN set -eu; \
     if [ -n "$MODEL_API_KEY_CIPHERTEXT_FILE" ]; then [ -f "$MODEL_API_KEY_CIPHERTEXT_FILE" ] || die "$MODEL_API_KEY_CIPHERTEXT_FILE missing"; fi; \
     [ -f /opt/agent/kmstool_enclave_cli ] || die "deploy/build/kmstool_enclave_cli missing (aws-nitro-enclaves-sdk-c, bin/kmstool-enclave-cli/build.sh)"; \
     [ -f /opt/agent/libnsm.so ] || die "deploy/build/libnsm.so missing (built with kmstool_enclave_cli)"; \
+    [ "$EMBEDDING_MODEL" = static ] || [ -f "/opt/agent/models/$EMBEDDING_MODEL/model.json" ] || die "EMBEDDING_MODEL=$EMBEDDING_MODEL: no deploy/build/models/$EMBEDDING_MODEL/model.json"; \
     install -m 0755 /opt/agent/kmstool_enclave_cli /usr/local/bin/kmstool_enclave_cli; \
     install -m 0644 /opt/agent/libnsm.so /usr/local/lib/libnsm.so; \
     rm /opt/agent/kmstool_enclave_cli /opt/agent/libnsm.so; \
     ldconfig; \
     if ldd /usr/local/bin/kmstool_enclave_cli | grep 'not found'; then die "kmstool_enclave_cli lacks the libraries above"; fi; \
     if [ -d /opt/agent/models ]; then cp -a /opt/agent/models/. /app/models/ && rm -rf /opt/agent/models; fi; \
-    [ -f "/app/models/$EMBEDDING_MODEL/model.json" ] || [ "$EMBEDDING_MODEL" = static ] || die "EMBEDDING_MODEL=$EMBEDDING_MODEL is not in deploy/build/models/"; \
     chmod 0755 /usr/local/bin/enclave-entrypoint.sh
 
 ENV TEE_MODE=nitro \

@@ -10,13 +10,14 @@
  * offline root would be. Every certificate subject says it is simulated.
  */
 import { randomBytes, webcrypto } from 'node:crypto';
-import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 // @peculiar/x509 2.x resolves its classes through tsyringe, which needs the Reflect
 // metadata polyfill loaded first.
 import 'reflect-metadata';
 import * as x509 from '@peculiar/x509';
 import { signNitroDocument } from '../../sdk/attestation/cose.js';
+import { writeFileDurably } from '../storage/fs-utils.js';
 import type { AttestationProvider, AttestationRequest } from './provider.js';
 
 const SIMULATED_ROOT_FILE = 'simulated-root.pem';
@@ -212,10 +213,10 @@ async function createCa(dataDir: string, now: number): Promise<CertificateAuthor
 
   const pkcs8 = await webcrypto.subtle.exportKey('pkcs8', intermediateKeys.privateKey);
   await mkdir(dataDir, { recursive: true, mode: 0o700 });
-  await writeAtomically(join(dataDir, INTERMEDIATE_KEY_FILE), x509.PemConverter.encode(pkcs8, 'PRIVATE KEY'), 0o600);
-  await writeAtomically(join(dataDir, INTERMEDIATE_CERT_FILE), intermediate.toString('pem'), 0o644);
+  await writeFileDurably(join(dataDir, INTERMEDIATE_KEY_FILE), Buffer.from(x509.PemConverter.encode(pkcs8, 'PRIVATE KEY')), 0o600);
+  await writeFileDurably(join(dataDir, INTERMEDIATE_CERT_FILE), Buffer.from(intermediate.toString('pem')), 0o644);
   // Written last: its presence is what marks the CA as complete.
-  await writeAtomically(simulatedRootPath(dataDir), root.toString('pem'), 0o644);
+  await writeFileDurably(simulatedRootPath(dataDir), Buffer.from(root.toString('pem')), 0o644);
 
   return {
     rootDer: new Uint8Array(root.rawData),
@@ -264,10 +265,3 @@ async function readIfExists(path: string): Promise<string | undefined> {
   }
 }
 
-/** Write-then-rename, so a crash never leaves a half-written file behind. */
-async function writeAtomically(path: string, content: string, mode: number): Promise<void> {
-  const temporary = `${path}.${process.pid}.tmp`;
-  await rm(temporary, { force: true });
-  await writeFile(temporary, content, { mode, flag: 'wx' });
-  await rename(temporary, path);
-}

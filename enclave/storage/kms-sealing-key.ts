@@ -16,7 +16,8 @@ import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { refuseNewKeyForSealedFiles, SEALING_KEY_BYTES, writeFileDurably, type SealingKeySource } from './sealing-key.js';
+import { writeFileDurably } from './fs-utils.js';
+import { refuseNewKeyForSealedFiles, SEALING_KEY_BYTES, type SealingKeySource } from './sealing-key.js';
 
 const execFileAsync = promisify(execFile);
 

@@ -12,9 +12,9 @@
  */
 import { randomBytes } from 'node:crypto';
 import { existsSync, readdirSync } from 'node:fs';
-import { open, readFile, rename } from 'node:fs/promises';
-import { dirname, join } from 'node:path';
-import { fsyncDir, writeAll } from './fs-utils.js';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { writeFileDurably } from './fs-utils.js';
 
 export const SEALING_KEY_BYTES = 32;
 
@@ -67,18 +67,4 @@ export function refuseNewKeyForSealedFiles(storeDir: string, keyPath: string): v
   if (existsSync(storeDir) && readdirSync(storeDir).some((name) => name.endsWith('.sealed'))) {
     throw new Error(`${storeDir} holds sealed files but their key (${keyPath}) is missing; restore it, or move the sealed files away to start empty`);
   }
-}
-
-/** Creates a file (0600) atomically: temporary file, sync, rename, sync the folder. */
-export async function writeFileDurably(path: string, data: Buffer): Promise<void> {
-  const tmp = `${path}.tmp`;
-  const handle = await open(tmp, 'w', 0o600);
-  try {
-    await writeAll(handle, data, 0);
-    await handle.sync();
-  } finally {
-    await handle.close();
-  }
-  await rename(tmp, path);
-  await fsyncDir(dirname(path));
 }
