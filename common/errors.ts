@@ -43,9 +43,6 @@ export const badRequest = (message: string, param: string | null = null, code = 
 export const notFound = (message: string, code = 'not_found') =>
   new ApiError(404, 'not_found_error', message, code);
 
-export const unauthorized = (message: string) =>
-  new ApiError(401, 'authentication_error', message, 'invalid_api_key');
-
 export const forbidden = (message: string) =>
   new ApiError(403, 'permission_error', message, 'tenant_not_allowed');
 
@@ -60,11 +57,3 @@ export const timedOut = (message: string, code = 'timeout') =>
 
 export const internal = (message = 'internal error') =>
   new ApiError(500, 'server_error', message, 'internal_error');
-
-/** True for a value shaped like an error body; used to check what crosses the boundary. */
-export function isErrorBody(value: unknown): value is ErrorBody {
-  if (typeof value !== 'object' || value === null) return false;
-  const e = (value as { error?: unknown }).error;
-  return typeof e === 'object' && e !== null && typeof (e as { message?: unknown }).message === 'string'
-    && typeof (e as { type?: unknown }).type === 'string';
-}
