@@ -64,7 +64,7 @@ const chat = new ChatService(memory, upstream, { memoryTopK: config.chatMemoryTo
 const api = createApi({
   memory,
   chat,
-  attestation: { provider, identity, operatorKey, boxPublicKey: requestKey.publicKey, userData },
+  attestation: { provider, identity, operatorKey, boxPublicKey: requestKey.publicKey, userData, log },
   identity,
   sealed: { key: requestKey, replay: new ReplayGuard(SEALED_MAX_AGE_MS) },
   auth: auth.authorizer,

@@ -1,3 +1,5 @@
+import { unavailable } from '../../common/errors.js';
+import type { Logger } from '../../common/logger.js';
 import type { ApiReply, ApiRequest } from '../../common/proto.js';
 import { attestationQuerySchema, type AttestationQuery } from '../../common/schemas.js';
 import { validator } from '../../common/validation.js';
@@ -8,6 +10,7 @@ import { expectPath, jsonReply, parseTarget } from './request.js';
 const validQuery = validator<AttestationQuery>(attestationQuerySchema, 'querystring');
 
 export interface AttestationDeps {
+  log: Logger;
   provider: AttestationProvider;
   identity: EnclaveIdentity;
   operatorKey: Uint8Array;
@@ -43,7 +46,14 @@ export function attestationRoute(deps: AttestationDeps) {
     const target = parseTarget(request.target);
     expectPath(target, /^\/v1\/attestation\/?$/);
     const { nonce } = validQuery({ ...target.query });
-    const doc = await document(nonce === undefined ? undefined : new Uint8Array(Buffer.from(nonce, 'hex')));
+    let doc: Uint8Array;
+    try {
+      doc = await document(nonce === undefined ? undefined : new Uint8Array(Buffer.from(nonce, 'hex')));
+    } catch (err) {
+      // The security module (or the simulated one) failed: a service problem, not the caller's.
+      deps.log.error({ err: (err as Error).message }, 'attestation provider failed');
+      throw unavailable('the attestation document could not be made; try again shortly', 'attestation_unavailable');
+    }
     return jsonReply(200, {
       code_attestation: b64(doc),
       operator_pubkey: b64(deps.operatorKey),

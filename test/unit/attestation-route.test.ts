@@ -1,0 +1,36 @@
+import { pino } from 'pino';
+import { describe, expect, it } from 'vitest';
+import { ApiError } from '../../common/errors.js';
+import { attestationRoute } from '../../enclave/api/attestation-route.js';
+import { generateIdentity } from '../../enclave/keys.js';
+
+const request = (target: string) => ({ request_id: 'r', target, body: Buffer.alloc(0), authorization: '', organization: '' });
+
+describe('GET /v1/attestation in the enclave', () => {
+  it('answers 503 when the security module fails, and tries again on the next request', async () => {
+    let calls = 0;
+    const route = attestationRoute({
+      provider: {
+        teeName: 'aws-nitro-enclaves',
+        attest: async () => {
+          calls++;
+          if (calls === 1) throw new Error('/usr/local/bin/nsm-attest failed: ENOENT');
+          return new Uint8Array([1, 2, 3]);
+        },
+      },
+      identity: generateIdentity(),
+      operatorKey: new Uint8Array(32),
+      boxPublicKey: new Uint8Array(32),
+      userData: new Uint8Array(),
+      log: pino({ level: 'silent' }),
+    });
+    const failure = await route(request('/v1/attestation')).catch((err: unknown) => err);
+    expect(failure).toBeInstanceOf(ApiError);
+    expect((failure as ApiError).toBody().error).toMatchObject({ code: 'attestation_unavailable', type: 'service_unavailable_error' });
+    expect((failure as ApiError).status).toBe(503);
+    // The failed document is not cached.
+    const reply = await route(request('/v1/attestation'));
+    expect(reply.status).toBe(200);
+    expect(JSON.parse(Buffer.from(reply.body as Uint8Array).toString()).code_attestation).toBe('AQID');
+  });
+});
