@@ -19,16 +19,37 @@ import autocannon, { type Request, type Result } from 'autocannon';
 import { generateApiKey, hashApiKey } from '../enclave/auth/keys-file.js';
 import { rssMiB, startService } from './lib/run-service.js';
 
-const { values: args } = parseArgs({
-  options: {
-    duration: { type: 'string', default: '60' },
+const usage = `usage: npm run soak -- [options]
+  --duration N      seconds of load (default 60)
+  --connections N   concurrent connections (default 16)
+  --tenants N       tenants the load is spread over (default 20)
+  --preload N       memories stored before the load (default 2000)
+  --sample N        seconds between RSS samples (default 5)
+  --keep            keep the data folder and the service log
+Loopback only. Prints throughput, latency, statuses and RSS; exits 1 if a request failed.
+`;
+let parsed;
+try {
+  parsed = parseArgs({
+    options: {
+      help: { type: 'boolean', short: 'h', default: false },
+      duration: { type: 'string', default: '60' },
     connections: { type: 'string', default: '16' },
     tenants: { type: 'string', default: '20' },
     preload: { type: 'string', default: '2000' },
     sample: { type: 'string', default: '5' },
-    keep: { type: 'boolean', default: false },
-  },
-});
+      keep: { type: 'boolean', default: false },
+    },
+  });
+} catch (err) {
+  process.stderr.write(`${(err as Error).message}\n${usage}`);
+  process.exit(2);
+}
+const args = parsed.values;
+if (args.help) {
+  process.stdout.write(usage);
+  process.exit(0);
+}
 const positive = (name: string, v: string) => {
   const n = Number(v);
   if (!Number.isInteger(n) || n < 1) throw new Error(`--${name} must be a positive integer`);
