@@ -1,13 +1,12 @@
-import { spawn } from 'node:child_process';
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { request } from '../helpers/http.js';
 import { freePort, startService, type RunningService } from '../helpers/service.js';
 import { installTinyBert, sha256 } from '../helpers/tiny-bert.js';
+import { startLone } from '../helpers/processes.js';
 
-const root = resolve(import.meta.dirname, '../..');
 let work: string;
 let modelsDir: string;
 let dataDir: string;
@@ -63,15 +62,8 @@ async function expectEveryMemoryFound(baseUrl: string) {
 
 /** Runs the enclave alone on the shared DATA_DIR until it exits; its exit code and output. */
 async function enclaveExit(env: Record<string, string>): Promise<{ code: number | null; output: string }> {
-  const child = spawn(process.execPath, [join(root, 'dist/enclave/main.js')], {
-    env: { ...process.env, DATA_DIR: dataDir, ENCLAVE_ADDR: `127.0.0.1:${await freePort()}`, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let output = '';
-  child.stdout.on('data', (d: Buffer) => (output += d.toString()));
-  child.stderr.on('data', (d: Buffer) => (output += d.toString()));
-  const code = await new Promise<number | null>((done) => child.once('exit', done));
-  return { code, output };
+  const enclave = startLone('enclave/main.js', { DATA_DIR: dataDir, ENCLAVE_ADDR: `127.0.0.1:${await freePort()}`, ...env });
+  return { code: await enclave.exited, output: enclave.output() };
 }
 
 const storeFiles = async () => (await readdir(join(dataDir, 'memory'))).sort();

@@ -1,8 +1,7 @@
-import { spawn } from 'node:child_process';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { measureModel } from '../../enclave/attestation/pcrs.js';
 import type { ModelPin } from '../../enclave/embedding/transformer-pins.js';
@@ -11,8 +10,8 @@ import { verifyAttestation } from '../../sdk/attestation/verify.js';
 import { request } from '../helpers/http.js';
 import { freePort, startService, type RunningService } from '../helpers/service.js';
 import { TINY_HIDDEN, buildTinyBert, sha256, tinyTokenizerJson } from '../helpers/tiny-bert.js';
+import { startLone } from '../helpers/processes.js';
 
-const root = resolve(import.meta.dirname, '../..');
 let work: string;
 let modelsDir: string;
 let svc: RunningService;
@@ -40,15 +39,8 @@ afterAll(async () => {
 
 /** Runs the enclave alone until it exits; its exit code and output. */
 async function enclaveExit(env: Record<string, string>): Promise<{ code: number | null; output: string }> {
-  const child = spawn(process.execPath, [join(root, 'dist/enclave/main.js')], {
-    env: { ...process.env, DATA_DIR: join(work, 'data-fail'), ENCLAVE_ADDR: `127.0.0.1:${await freePort()}`, MODELS_DIR: modelsDir, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let output = '';
-  child.stdout.on('data', (d: Buffer) => (output += d.toString()));
-  child.stderr.on('data', (d: Buffer) => (output += d.toString()));
-  const code = await new Promise<number | null>((done) => child.once('exit', done));
-  return { code, output };
+  const enclave = startLone('enclave/main.js', { DATA_DIR: join(work, 'data-fail'), ENCLAVE_ADDR: `127.0.0.1:${await freePort()}`, MODELS_DIR: modelsDir, ...env });
+  return { code: await enclave.exited, output: enclave.output() };
 }
 
 describe('a transformer model in the running service', () => {
