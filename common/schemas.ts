@@ -28,13 +28,16 @@ export const metadataSchema = {
   },
 } as const;
 
+/** Text that must say something: \S, since content that is only whitespace has nothing to remember or find. */
+const nonBlankText = (maxLength: number) =>
+  ({ type: 'string', minLength: 1, maxLength, pattern: '\\S', description: 'must contain some non-whitespace text' }) as const;
+
 export const addMemorySchema = {
   type: 'object',
   required: ['content', 'tenant_id'],
   additionalProperties: false,
   properties: {
-    // \S: content that is only whitespace has nothing to remember.
-    content: { type: 'string', minLength: 1, maxLength: limits.maxContentChars, pattern: '\\S', description: 'must contain some non-whitespace text' },
+    content: nonBlankText(limits.maxContentChars),
     tenant_id: tenantId,
     metadata: metadataSchema,
   },
@@ -67,7 +70,7 @@ export const queryMemorySchema = {
   required: ['query', 'tenant_id'],
   additionalProperties: false,
   properties: {
-    query: { type: 'string', minLength: 1, maxLength: limits.maxQueryChars, pattern: '\\S', description: 'must contain some non-whitespace text' },
+    query: nonBlankText(limits.maxQueryChars),
     tenant_id: tenantId,
     top_k: { type: 'integer', minimum: 1, maximum: limits.maxTopK, default: limits.defaultTopK },
   },
