@@ -87,7 +87,7 @@ export async function buildProxy(options: ProxyOptions): Promise<FastifyInstance
       done(badRequest('request body is not valid JSON', null, 'invalid_json'), undefined);
       return;
     }
-    defaultJson(req, text, done);
+    void defaultJson(req, text, done);
   });
 
   app.addHook('onResponse', (req, reply, done) => {

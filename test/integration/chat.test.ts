@@ -26,8 +26,6 @@ const addMemory = async (tenant_id: string, content: string) => {
   return res.body.id as string;
 };
 
-/** Everything the model server was sent, as text, for one request. */
-const sentText = (i: number) => JSON.stringify(model.requests[i].body);
 const lastRequest = () => model.requests[model.requests.length - 1];
 const memoryMessages = (body: any) =>
   body.messages.filter((m: any) => m.role === 'system' && String(m.content).includes('<memories>'));

@@ -243,7 +243,7 @@ describe('PCR measurements', () => {
   });
 
   it('measureEnclave fills PCR0, PCR1 and PCR2', async () => {
-    const { root, dirs } = await codeTree();
+    const { dirs } = await codeTree();
     const pcrs = await measureEnclave({ codeDirs: dirs, config: { a: 1 }, model: { id: 'm', sha256: '00' } });
     expect([...pcrs.keys()]).toEqual([0, 1, 2]);
     expect(pcrs.get(1)).toEqual(measureConfig({ a: 1 }));

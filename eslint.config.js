@@ -1,0 +1,32 @@
+// Lint: run by `npm test` before the tests; zero warnings allowed (--max-warnings 0).
+import js from '@eslint/js';
+import tseslint from 'typescript-eslint';
+import importX from 'eslint-plugin-import-x';
+import { createTypeScriptImportResolver } from 'eslint-import-resolver-typescript';
+
+export default tseslint.config(
+  { ignores: ['eslint.config.js', 'dist/', 'node_modules/', 'models/', 'data/', 'coverage/', 'common/generated/', '.tmp/'] },
+  js.configs.recommended,
+  ...tseslint.configs.recommended,
+  {
+    files: ['**/*.ts'],
+    languageOptions: {
+      parserOptions: { project: './tsconfig.lint.json', tsconfigRootDir: import.meta.dirname },
+    },
+    plugins: { 'import-x': importX },
+    settings: { 'import-x/resolver-next': [createTypeScriptImportResolver({ project: './tsconfig.lint.json' })] },
+    rules: {
+      // Layers stay layered: a cycle is how a 2,000-line class starts.
+      'import-x/no-cycle': ['error', { ignoreExternal: true }],
+      // A new union member (journal event, payload kind) must not fall through silently.
+      '@typescript-eslint/switch-exhaustiveness-check': ['error', { considerDefaultExhaustiveForUnions: true }],
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrors: 'none' }],
+      '@typescript-eslint/no-floating-promises': 'error',
+    },
+  },
+  {
+    // Tests read untyped JSON answers; typing every one adds nothing.
+    files: ['test/**/*.ts'],
+    rules: { '@typescript-eslint/no-explicit-any': 'off' },
+  },
+);
