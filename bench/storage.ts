@@ -1,8 +1,9 @@
 /**
  * Durable writes: acknowledged writes per second and writes per fsync, with and without
  * group commit, at several numbers of concurrent writers; then the time to snapshot and
- * to recover a store, and to re-embed and rewrite it after a model change. Every write goes through the real sealed log (secretbox + write +
- * fdatasync) before it counts as acknowledged.
+ * to recover a store, and to re-embed and rewrite it after a model change. Every write goes
+ * through the real sealed log (secretbox) and the real host store over gRPC on loopback
+ * (write + fdatasync there) before it counts as acknowledged.
  *
  *   BENCH_DIR   folder for the files (default: the OS temp folder; put it on the disk you care about)
  *   BENCH_QUICK 1 for fewer writes
@@ -15,7 +16,12 @@ import { modelsDir } from '../common/paths.js';
 import { loadEmbedder } from '../enclave/embedding/embedder.js';
 import type { MemoryEvent } from '../enclave/memory/journal.js';
 import { MemoryService, newMemoryId, type MemoryRecord } from '../enclave/memory/memory-service.js';
+import { listen } from '../common/grpc-listen.js';
+import { createLogger } from '../common/logger.js';
+import { GrpcBlobStore } from '../enclave/storage/grpc-blob-store.js';
 import { DurableStore } from '../enclave/storage/store.js';
+import { FsBlobStore } from '../host-store/fs-blob-store.js';
+import { createHostStoreServer } from '../host-store/grpc-service.js';
 
 const DIMENSION = 100;
 const quick = process.env.BENCH_QUICK === '1';
@@ -44,11 +50,20 @@ function mapTarget() {
   };
 }
 
+/** A host store on `dir`, served over gRPC on loopback, and the enclave's client for it. */
+async function hostStore(dir: string) {
+  const server = createHostStoreServer(new FsBlobStore(dir), createLogger('bench-host-store', 'warn'));
+  const port = await listen(server, '127.0.0.1:0');
+  const blobs = new GrpcBlobStore(`127.0.0.1:${port}`);
+  return { blobs, close: async () => { await blobs.close(); server.forceShutdown(); } };
+}
+
 async function writes(groupCommit: boolean, writers: number, total: number) {
   const dir = mkdtempSync(join(base, 'bench-store-'));
+  const host = await hostStore(dir);
   try {
     const target = mapTarget();
-    const store = await DurableStore.open({ dir, sealingKey: randomBytes(32), embedding: { id: 'bench', dimension: DIMENSION, sha256: 'bench' }, snapshotLogBytes: 2 ** 40, groupCommit }, target);
+    const store = await DurableStore.open({ blobs: host.blobs, sealingKey: randomBytes(32), embedding: { id: 'bench', dimension: DIMENSION, sha256: 'bench' }, snapshotLogBytes: 2 ** 40, groupCommit }, target);
     const events = Array.from({ length: total }, (_, i) => randomEvent(i));
     const latencies: number[] = [];
     let next = 0;
@@ -73,16 +88,18 @@ async function writes(groupCommit: boolean, writers: number, total: number) {
       p99: latencies[Math.floor(total * 0.99)],
     };
   } finally {
+    await host.close();
     rmSync(dir, { recursive: true, force: true });
   }
 }
 
 async function endToEnd(writers: number, total: number) {
   const dir = mkdtempSync(join(base, 'bench-e2e-'));
+  const host = await hostStore(dir);
   const embedder = await loadEmbedder({ name: 'static', modelsDir });
   try {
     const memory = new MemoryService(embedder);
-    const store = await DurableStore.open({ dir, sealingKey: randomBytes(32), embedding: memory.embeddingModel, snapshotLogBytes: 64 * 1024 * 1024 }, memory);
+    const store = await DurableStore.open({ blobs: host.blobs, sealingKey: randomBytes(32), embedding: memory.embeddingModel, snapshotLogBytes: 64 * 1024 * 1024 }, memory);
     memory.useJournal(store);
     let next = 0;
     const started = performance.now();
@@ -95,15 +112,17 @@ async function endToEnd(writers: number, total: number) {
     return { writesPerSecond: total / seconds, perFsync: stats.commits / stats.syncs };
   } finally {
     await embedder.close();
+    await host.close();
     rmSync(dir, { recursive: true, force: true });
   }
 }
 
 async function snapshotAndRecovery(count: number) {
   const dir = mkdtempSync(join(base, 'bench-snap-'));
+  const host = await hostStore(dir);
   const embedder = await loadEmbedder({ name: 'static', modelsDir });
   const sealingKey = randomBytes(32);
-  const options = { dir, sealingKey, embedding: { id: embedder.id, dimension: embedder.dimension, sha256: embedder.sha256 }, snapshotLogBytes: 2 ** 40 };
+  const options = { blobs: host.blobs, sealingKey, embedding: { id: embedder.id, dimension: embedder.dimension, sha256: embedder.sha256 }, snapshotLogBytes: 2 ** 40 };
   try {
     const memory = new MemoryService(embedder);
     const store = await DurableStore.open(options, memory);
@@ -135,6 +154,7 @@ async function snapshotAndRecovery(count: number) {
     return { logRecoveryMs, snapshotMs, snapshotBytes, snapshotRecoveryMs, reembedMs };
   } finally {
     await embedder.close();
+    await host.close();
     rmSync(dir, { recursive: true, force: true });
   }
 }

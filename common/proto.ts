@@ -3,6 +3,7 @@ import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { repoRoot } from './paths.js';
 import type { ProtoGrpcType } from './generated/enclave.js';
+import type { ProtoGrpcType as HostStoreGrpcType } from './generated/host-store.js';
 
 export type { ApiRequest__Output as ApiRequest } from './generated/agent/enclave/v1/ApiRequest.js';
 export type { ApiReply } from './generated/agent/enclave/v1/ApiReply.js';
@@ -10,8 +11,11 @@ export type { ApiReply__Output as ApiReplyIn } from './generated/agent/enclave/v
 export type { ApiChunk, ApiChunk__Output as ApiChunkIn } from './generated/agent/enclave/v1/ApiChunk.js';
 export type { HealthReply, HealthReply__Output as HealthReplyIn } from './generated/agent/enclave/v1/HealthReply.js';
 export type { EnclaveClient, EnclaveHandlers } from './generated/agent/enclave/v1/Enclave.js';
+export type { HostStoreClient, HostStoreHandlers } from './generated/agent/hoststore/v1/HostStore.js';
+export type { BlobChunk, BlobChunk__Output as BlobChunkIn } from './generated/agent/hoststore/v1/BlobChunk.js';
 
 export const protoPath = resolve(repoRoot, 'protos/enclave.proto');
+export const hostStoreProtoPath = resolve(repoRoot, 'protos/host-store.proto');
 
 // These options must match the ones given to proto-loader-gen-types (package.json
 // "build"), or the generated types lie about the runtime shapes.
@@ -25,6 +29,7 @@ const loaderOptions: protoLoader.Options = {
 };
 
 let cached: ProtoGrpcType | undefined;
+let cachedHostStore: HostStoreGrpcType | undefined;
 
 /** The loaded `agent.enclave.v1` package, shared by both processes. */
 export function enclaveProto(): ProtoGrpcType['agent']['enclave']['v1'] {
@@ -32,6 +37,14 @@ export function enclaveProto(): ProtoGrpcType['agent']['enclave']['v1'] {
     protoLoader.loadSync(protoPath, loaderOptions),
   ) as unknown as ProtoGrpcType;
   return cached.agent.enclave.v1;
+}
+
+/** The loaded `agent.hoststore.v1` package: the enclave dials it, the host store serves it. */
+export function hostStoreProto(): HostStoreGrpcType['agent']['hoststore']['v1'] {
+  cachedHostStore ??= grpc.loadPackageDefinition(
+    protoLoader.loadSync(hostStoreProtoPath, loaderOptions),
+  ) as unknown as HostStoreGrpcType;
+  return cachedHostStore.agent.hoststore.v1;
 }
 
 /**
@@ -45,4 +58,14 @@ export const channelOptions = {
   'grpc.initial_reconnect_backoff_ms': 200,
   'grpc.max_reconnect_backoff_ms': 1000,
   'grpc.keepalive_time_ms': 30_000,
+} as const;
+
+/**
+ * The host store's channel: a snapshot streams in chunks, but one group-committed batch of
+ * memories is one message, so it may be larger than any API request.
+ */
+export const hostStoreChannelOptions = {
+  ...channelOptions,
+  'grpc.max_receive_message_length': 128 * 1024 * 1024,
+  'grpc.max_send_message_length': 128 * 1024 * 1024,
 } as const;

@@ -24,9 +24,10 @@ function optionalHttpUrl(name: string, description: string): Setting<string | un
 /** Every setting of the enclave process; `npm run start:enclave -- --help` prints this table. */
 export const enclaveSettings = {
   address: hostPort('ENCLAVE_ADDR', 'Address the enclave\'s gRPC server listens on', '127.0.0.1:50051'),
-  dataDir: text('DATA_DIR', 'Folder for the enclave\'s state (keys, simulated CA, memories)', './data'),
+  hostStoreAddr: hostPort('HOST_STORE_ADDR', 'Where the enclave dials the host store that keeps its sealed state (the enclave has no disk of its own)', '127.0.0.1:50052'),
+  hostStoreTimeoutMs: integer('HOST_STORE_TIMEOUT_MS', 'Longest one host-store call may take (a write not confirmed by then answers 503); also how long start-up waits for the host store', 15_000, 100, 600_000),
   teeMode: oneOf('TEE_MODE', 'Attestation provider', ['simulated', 'nitro'] as const, 'simulated'),
-  operatorPubkey: optionalText('OPERATOR_PUBKEY', 'Operator Ed25519 public key, base64 or hex (default: a key pair kept in DATA_DIR)'),
+  operatorPubkey: optionalText('OPERATOR_PUBKEY', 'Operator Ed25519 public key, base64 or hex (default: a key pair kept in the host store)'),
   modelBaseUrl: optionalHttpUrl('MODEL_BASE_URL', 'OpenAI-compatible chat model base URL, e.g. https://api.openai.com/v1 (default: built-in offline responder)'),
   modelApiKey: optionalText('MODEL_API_KEY', 'API key for MODEL_BASE_URL; lives only in the enclave'),
   embeddingModel: text('EMBEDDING_MODEL', 'Embedding model name: static, or a transformer model installed by `npm run model:fetch -- <name>`', 'static'),

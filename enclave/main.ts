@@ -1,4 +1,3 @@
-import { mkdirSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { configFromCli } from '../common/config.js';
 import { createLogger } from '../common/logger.js';
@@ -11,10 +10,12 @@ import { ChatService } from './chat/chat-service.js';
 import { UpstreamModel } from './chat/upstream.js';
 import { enclaveSettings } from './config.js';
 import { loadEmbedder } from './embedding/embedder.js';
-import { createGrpcServer, listen } from './grpc-server.js';
+import { listen } from '../common/grpc-listen.js';
+import { createGrpcServer } from './grpc-server.js';
 import { generateIdentity, generateSealedRequestKey } from './keys.js';
 import { MemoryService } from './memory/memory-service.js';
 import { resolveOperatorKey } from './operator-key.js';
+import { GrpcBlobStore } from './storage/grpc-blob-store.js';
 import { openMemoryStore, refuseToStart } from './storage/open-memory-store.js';
 import { SEALED_MAX_AGE_MS } from '../sdk/protocol/sealed.js';
 import { encodeUserData } from '../sdk/protocol/user-data.js';
@@ -22,8 +23,9 @@ import { encodeUserData } from '../sdk/protocol/user-data.js';
 const config = configFromCli('agent-service enclave: the trusted process holding keys, memory, embeddings and attestation.', enclaveSettings);
 const log = createLogger('enclave', config.logLevel);
 
-const dataDir = resolve(config.dataDir);
-mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+// The enclave has no disk: everything durable goes, sealed, to the host store.
+const blobs = new GrpcBlobStore(config.hostStoreAddr, { callTimeoutMs: config.hostStoreTimeoutMs });
+await blobs.ready(config.hostStoreTimeoutMs).catch((err: unknown) => refuseToStart(log, err));
 
 let auth: ReturnType<typeof setUpAuth>;
 try {
@@ -38,18 +40,16 @@ process.on('SIGHUP', () => auth.reload());
 
 const identity = generateIdentity();
 const requestKey = generateSealedRequestKey();
-const operatorKey = resolveOperatorKey(config.operatorPubkey, dataDir);
+const operatorKey = await resolveOperatorKey(config.operatorPubkey, blobs).catch((err: unknown) => refuseToStart(log, err));
 const embedder = await loadEmbedder({ name: config.embeddingModel, modelsDir: config.modelsDir ? resolve(config.modelsDir) : modelsDir });
 const memory = new MemoryService(embedder, { maxMemoriesPerTenant: config.maxMemoriesPerTenant });
 // Exits (1) on a damaged, altered or foreign store: never serve memories half-loaded.
 // Memories stored under another embedding model are re-embedded here, before anything is
 // served, or refused (ON_MODEL_CHANGE).
 const store = await openMemoryStore({
-  config, dataDir, embedder, memory, log,
-  // The log's state is unknown after a failed fsync: restart and recover from disk.
-  onFailure: () => process.exit(1),
+  config, blobs, embedder, memory, log,
 }).catch((err: unknown) => refuseToStart(log, err));
-const provider = await createAttestationProvider({ config, dataDir, embedder, operatorKey });
+const provider = await createAttestationProvider({ config, blobs, embedder, operatorKey });
 const userData = encodeUserData({ operatorKey, boxPublicKey: requestKey.publicKey });
 
 const upstream = config.modelBaseUrl === undefined ? undefined : new UpstreamModel({
@@ -90,7 +90,9 @@ const stop = (signal: string) => {
   stopping = true;
   log.info({ signal }, 'stopping');
   server.tryShutdown(() => {
-    void Promise.allSettled([store.close(), embedder.close(), upstream?.close()]).finally(() => process.exit(0));
+    void Promise.allSettled([store.close(), embedder.close(), upstream?.close()]).finally(() => {
+      void blobs.close().finally(() => process.exit(0));
+    });
   });
   // Don't let a hung client hold the process: force after a grace period.
   setTimeout(() => server.forceShutdown(), 5000).unref();

@@ -3,28 +3,35 @@ import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { configFromCli, hostPort, logLevel } from '../common/config.js';
 import { createLogger } from '../common/logger.js';
+import { GrpcBlobStore } from '../enclave/storage/grpc-blob-store.js';
 import { EnclaveConnection } from '../proxy/enclave-client.js';
 
 /**
- * `npm start`: runs the enclave, waits until it answers, then runs the proxy; restarts
- * either if it dies, and stops both on Ctrl-C / SIGTERM. Both children get this
- * process's environment, so the same variables configure a supervised or a lone run.
+ * `npm start`: runs the host store, then the enclave once the store answers, then the proxy
+ * once the enclave answers; restarts any of them if it dies, and stops all on Ctrl-C /
+ * SIGTERM. The children get this process's environment, so the same variables configure
+ * a supervised or a lone run.
  */
 const config = configFromCli(
-  'agent-service: starts the enclave and the proxy together (see also start:enclave, start:proxy --help).',
-  { enclaveAddr: hostPort('ENCLAVE_ADDR', 'Address of the enclave\'s gRPC server', '127.0.0.1:50051'), logLevel: logLevel() },
+  'agent-service: starts the host store, the enclave and the proxy together (see also start:host-store, start:enclave, start:proxy --help).',
+  {
+    enclaveAddr: hostPort('ENCLAVE_ADDR', 'Address of the enclave\'s gRPC server', '127.0.0.1:50051'),
+    hostStoreAddr: hostPort('HOST_STORE_ADDR', 'Address of the host store', '127.0.0.1:50052'),
+    logLevel: logLevel(),
+  },
 );
 const log = createLogger('supervisor', config.logLevel);
 const distRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
 interface Supervised {
-  name: 'enclave' | 'proxy';
+  name: 'host-store' | 'enclave' | 'proxy';
   script: string;
   child?: ChildProcess;
   restarts: number;
   startedAt: number;
 }
 
+const hostStore: Supervised = { name: 'host-store', script: resolve(distRoot, 'host-store/main.js'), restarts: 0, startedAt: 0 };
 const enclave: Supervised = { name: 'enclave', script: resolve(distRoot, 'enclave/main.js'), restarts: 0, startedAt: 0 };
 const proxy: Supervised = { name: 'proxy', script: resolve(distRoot, 'proxy/main.js'), restarts: 0, startedAt: 0 };
 let stopping = false;
@@ -42,6 +49,15 @@ function run(s: Supervised): void {
     log.warn({ process: s.name, code, signal, restartInMs: delay }, 'process exited; restarting');
     setTimeout(() => { if (!stopping) run(s); }, delay);
   });
+}
+
+async function waitForHostStore(timeoutMs: number): Promise<void> {
+  const blobs = new GrpcBlobStore(config.hostStoreAddr);
+  try {
+    await blobs.ready(timeoutMs);
+  } finally {
+    await blobs.close();
+  }
 }
 
 async function waitForEnclave(timeoutMs: number): Promise<void> {
@@ -68,25 +84,28 @@ function stop(signal: NodeJS.Signals): void {
   if (stopping) return;
   stopping = true;
   log.info({ signal }, 'stopping');
-  const children = [proxy, enclave].map((s) => s.child).filter((c): c is ChildProcess => c !== undefined);
-  let left = children.length;
-  if (left === 0) process.exit(0);
-  for (const child of children) {
-    child.once('exit', () => { if (--left === 0) process.exit(0); });
-    child.kill('SIGTERM');
-  }
-  setTimeout(() => { for (const c of children) c.kill('SIGKILL'); process.exit(1); }, 10_000).unref();
+  const running = (list: Supervised[]) => list.map((s) => s.child).filter((c): c is ChildProcess => c !== undefined);
+  const ended = (children: ChildProcess[]) => Promise.all(children.map((c) => new Promise<void>((res) => {
+    if (c.exitCode !== null || c.signalCode !== null) res();
+    else c.once('exit', () => res());
+    c.kill('SIGTERM');
+  })));
+  setTimeout(() => { for (const c of running([proxy, enclave, hostStore])) c.kill('SIGKILL'); process.exit(1); }, 10_000).unref();
+  // The host store last: the enclave may still be handing it its last writes as it stops.
+  void ended(running([proxy, enclave])).then(() => ended(running([hostStore]))).then(() => process.exit(0));
 }
 process.on('SIGINT', () => stop('SIGINT'));
 process.on('SIGTERM', () => stop('SIGTERM'));
 // SIGHUP reloads the enclave's API keys; pass it on rather than die of it.
 process.on('SIGHUP', () => { enclave.child?.kill('SIGHUP'); });
 
-run(enclave);
+run(hostStore);
 try {
+  await waitForHostStore(30_000);
+  run(enclave);
   await waitForEnclave(120_000);
 } catch (err) {
-  log.error({ err: (err as Error).message }, 'enclave failed to start');
+  log.error({ err: (err as Error).message }, 'failed to start');
   stop('SIGTERM');
 }
 if (!stopping) {

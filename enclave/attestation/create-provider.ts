@@ -1,5 +1,6 @@
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type { BlobStore } from '../../common/blob-store.js';
 import type { Embedder } from '../embedding/embedder.js';
 import { NitroProvider } from './nitro-provider.js';
 import { measureEnclave } from './pcrs.js';
@@ -8,7 +9,8 @@ import { SimulatedNitroProvider } from './simulated-nsm.js';
 
 export interface ProviderInputs {
   config: { teeMode: 'simulated' | 'nitro'; modelBaseUrl?: string; embeddingModel: string; nsmHelper: string };
-  dataDir: string;
+  /** The host store: the simulated CA is kept there. */
+  blobs: BlobStore;
   embedder: Embedder;
   operatorKey: Uint8Array;
 }
@@ -35,9 +37,9 @@ export async function createAttestationProvider(inputs: ProviderInputs): Promise
     },
     model: inputs.embedder,
   });
-  const provider = new SimulatedNitroProvider({ dataDir: inputs.dataDir, pcrs });
-  // Create (or load) the CA now, so $DATA_DIR/simulated-root.pem exists as soon as the
-  // enclave is up: a client pins it before asking for its first document.
+  const provider = new SimulatedNitroProvider({ blobs: inputs.blobs, pcrs });
+  // Create (or load) the CA now, so the host store's $DATA_DIR/simulated-root.pem exists as
+  // soon as the enclave is up: a client pins it before asking for its first document.
   await provider.rootCertificatePem();
   return provider;
 }

@@ -4,20 +4,20 @@
  *
  *   simulated root CA → simulated intermediate CA → short-lived leaf (signs documents)
  *
- * The CA lives in a data directory and is reused across restarts, so clients can pin
- * `<dataDir>/simulated-root.pem` once. Only the intermediate's private key is stored
- * (mode 0600); the root's key signs the intermediate once and is then discarded, as an
- * offline root would be. Every certificate subject says it is simulated.
+ * The CA is kept in the host store (it stands in for AWS's hardware, which the host runs
+ * too) and reused across restarts, so clients can pin `$DATA_DIR/simulated-root.pem` of
+ * the host store once. Only the intermediate's private key is stored; the root's key
+ * signs the intermediate once and is then discarded, as an offline root would be. Every
+ * certificate subject says it is simulated.
  */
 import { randomBytes, webcrypto } from 'node:crypto';
-import { mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 // @peculiar/x509 2.x resolves its classes through tsyringe, which needs the Reflect
 // metadata polyfill loaded first.
 import 'reflect-metadata';
 import * as x509 from '@peculiar/x509';
 import { signNitroDocument } from '../../sdk/attestation/cose.js';
-import { writeFileDurably } from '../storage/fs-utils.js';
+import { readWhole, type BlobStore } from '../../common/blob-store.js';
 import type { AttestationProvider, AttestationRequest } from './provider.js';
 
 const SIMULATED_ROOT_FILE = 'simulated-root.pem';
@@ -43,7 +43,8 @@ export interface SimulatedAttestationRequest extends AttestationRequest {
 }
 
 export interface SimulatedNsmOptions {
-  dataDir: string;
+  /** Where the CA is kept: the host store. */
+  blobs: BlobStore;
   /** Clock, for tests of certificate renewal. */
   now?: () => Date;
 }
@@ -55,6 +56,7 @@ interface Issuer {
 
 interface CertificateAuthority {
   rootDer: Uint8Array;
+  rootPem: string;
   intermediate: Issuer;
 }
 
@@ -63,7 +65,7 @@ interface Leaf {
   issued: Promise<Issuer>;
 }
 
-/** Path of the root certificate clients should pin for a given data directory. */
+/** Path of the root certificate clients should pin, in the host store's folder (DATA_DIR). */
 export function simulatedRootPath(dataDir: string): string {
   return join(dataDir, SIMULATED_ROOT_FILE);
 }
@@ -79,10 +81,10 @@ export class SimulatedNsm {
     this.now = options.now ?? (() => new Date());
   }
 
-  /** The root clients must pin (also at `simulatedRootPath(dataDir)`); creates the CA if needed. */
+  /** The root clients must pin (also at `simulatedRootPath(DATA_DIR)` of the host store); creates the CA if needed. */
   async rootCertificatePem(): Promise<string> {
-    await this.certificateAuthority(this.now().getTime());
-    return readFile(simulatedRootPath(this.options.dataDir), 'utf8');
+    const ca = await this.certificateAuthority(this.now().getTime());
+    return ca.rootPem;
   }
 
   async attest(request: SimulatedAttestationRequest): Promise<Uint8Array> {
@@ -115,7 +117,7 @@ export class SimulatedNsm {
   }
 
   private certificateAuthority(now: number): Promise<CertificateAuthority> {
-    this.ca ??= loadOrCreateCa(this.options.dataDir, now).catch((error: unknown) => {
+    this.ca ??= loadOrCreateCa(this.options.blobs, now).catch((error: unknown) => {
       this.ca = undefined; // let the next call retry instead of caching the failure
       throw error;
     });
@@ -153,15 +155,15 @@ function pcrMap(record: Record<number, Uint8Array>): Map<number, Uint8Array> {
   return new Map(Object.entries(record).map(([index, value]) => [Number(index), value]));
 }
 
-async function loadOrCreateCa(dataDir: string, now: number): Promise<CertificateAuthority> {
-  const rootPem = await readIfExists(simulatedRootPath(dataDir));
-  if (rootPem === undefined) return createCa(dataDir, now);
+async function loadOrCreateCa(blobs: BlobStore, now: number): Promise<CertificateAuthority> {
+  const rootPem = (await readWhole(blobs, SIMULATED_ROOT_FILE))?.toString('utf8');
+  if (rootPem === undefined) return createCa(blobs, now);
 
   const [certificatePem, keyPem] = await Promise.all(
     [INTERMEDIATE_CERT_FILE, INTERMEDIATE_KEY_FILE].map(async (file) => {
-      const content = await readIfExists(join(dataDir, file));
+      const content = (await readWhole(blobs, file))?.toString('utf8');
       if (content === undefined) {
-        throw new Error(`${dataDir} has ${SIMULATED_ROOT_FILE} but no ${file}; remove the simulated-* files to start a new CA`);
+        throw new Error(`the host store has ${SIMULATED_ROOT_FILE} but no ${file}; remove the simulated-* files to start a new CA`);
       }
       return content;
     }),
@@ -169,7 +171,7 @@ async function loadOrCreateCa(dataDir: string, now: number): Promise<Certificate
   const certificate = new x509.X509Certificate(certificatePem);
   if (certificate.notAfter.getTime() < now + LEAF_LIFETIME_MS) {
     throw new Error(
-      `the simulated intermediate CA in ${dataDir} expires at ${certificate.notAfter.toISOString()}; ` +
+      `the simulated intermediate CA in the host store expires at ${certificate.notAfter.toISOString()}; ` +
         'remove the simulated-* files to start a new CA (clients must then pin the new root)',
     );
   }
@@ -181,10 +183,10 @@ async function loadOrCreateCa(dataDir: string, now: number): Promise<Certificate
     ['sign'],
   );
   const rootDer = new Uint8Array(new x509.X509Certificate(rootPem).rawData);
-  return { rootDer, intermediate: { certificate, privateKey } };
+  return { rootDer, rootPem, intermediate: { certificate, privateKey } };
 }
 
-async function createCa(dataDir: string, now: number): Promise<CertificateAuthority> {
+async function createCa(blobs: BlobStore, now: number): Promise<CertificateAuthority> {
   const validity = { notBefore: new Date(now - CLOCK_SKEW_MS), notAfter: new Date(now + CA_LIFETIME_MS) };
   const rootKeys = await generateKeys(false);
   const root = await x509.X509CertificateGenerator.createSelfSigned(
@@ -212,14 +214,14 @@ async function createCa(dataDir: string, now: number): Promise<CertificateAuthor
   );
 
   const pkcs8 = await webcrypto.subtle.exportKey('pkcs8', intermediateKeys.privateKey);
-  await mkdir(dataDir, { recursive: true, mode: 0o700 });
-  await writeFileDurably(join(dataDir, INTERMEDIATE_KEY_FILE), Buffer.from(x509.PemConverter.encode(pkcs8, 'PRIVATE KEY')), 0o600);
-  await writeFileDurably(join(dataDir, INTERMEDIATE_CERT_FILE), Buffer.from(intermediate.toString('pem')), 0o644);
+  await blobs.put(INTERMEDIATE_KEY_FILE, Buffer.from(x509.PemConverter.encode(pkcs8, 'PRIVATE KEY')));
+  await blobs.put(INTERMEDIATE_CERT_FILE, Buffer.from(intermediate.toString('pem')));
   // Written last: its presence is what marks the CA as complete.
-  await writeFileDurably(simulatedRootPath(dataDir), Buffer.from(root.toString('pem')), 0o644);
+  await blobs.put(SIMULATED_ROOT_FILE, Buffer.from(root.toString('pem')));
 
   return {
     rootDer: new Uint8Array(root.rawData),
+    rootPem: root.toString('pem'),
     intermediate: { certificate: intermediate, privateKey: intermediateKeys.privateKey },
   };
 }
@@ -255,13 +257,3 @@ function caExtensions(pathLength: number): x509.Extension[] {
 function generateKeys(extractable: boolean): Promise<webcrypto.CryptoKeyPair> {
   return webcrypto.subtle.generateKey(KEY_ALGORITHM, extractable, ['sign', 'verify']);
 }
-
-async function readIfExists(path: string): Promise<string | undefined> {
-  try {
-    return await readFile(path, 'utf8');
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-    throw error;
-  }
-}
-

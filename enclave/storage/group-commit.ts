@@ -1,4 +1,4 @@
-import { unavailable, type ApiError } from '../../common/errors.js';
+import { unavailable } from '../../common/errors.js';
 import type { LogFile } from './log-file.js';
 
 export interface GroupCommitOptions {
@@ -10,7 +10,7 @@ export interface GroupCommitOptions {
   groupCommit: boolean;
   /** Runs after each batch, while no batch is in progress; may switchTo() a new file. Must not throw. */
   betweenBatches?: () => Promise<void>;
-  /** Called once if a write or sync fails: the file's state is then unknown. */
+  /** Called when a batch could not be made durable (it was refused with 503; later batches try again). */
   onFailure?: (err: Error) => void;
 }
 
@@ -32,16 +32,16 @@ interface Pending {
 
 /**
  * The single writer of the log. Callers append and wait; the loop writes whatever has
- * queued as one batch, syncs once, then runs each entry's onDurable in order and
- * resolves it. After a failed write or sync nothing more is accepted: the kernel may have
- * dropped the unsynced pages, so only a restart (which re-reads the log) is safe.
+ * queued as one batch (up to MAX_BATCH_BYTES), synced once, then runs each entry's
+ * onDurable in order and resolves it. A batch whose write fails (the host store is down,
+ * its disk is full) is refused with 503 and not applied; the log stays usable, because the
+ * next append is written at the same offset and cuts whatever the failed one may have left.
  */
 export class GroupCommitLog {
   private queue: Pending[] = [];
   private tasks: Array<{ run: () => Promise<void>; resolve: () => void; reject: (err: Error) => void }> = [];
   private busy = false;
   private idle: Array<() => void> = [];
-  private failure?: ApiError;
   readonly stats: CommitStats = { commits: 0, syncs: 0, largestBatch: 0 };
 
   constructor(private file: LogFile, private readonly options: GroupCommitOptions) {}
@@ -64,7 +64,6 @@ export class GroupCommitLog {
    * write and sync, so a failure refuses all of them, and onDurable runs once for all.
    */
   appendAll(payloads: Uint8Array[], onDurable: () => void): Promise<void> {
-    if (this.failure) return Promise.reject(this.failure);
     return new Promise((resolve, reject) => {
       this.queue.push({ payloads, onDurable, resolve, reject });
       if (!this.busy) void this.run();
@@ -76,7 +75,6 @@ export class GroupCommitLog {
    * (e.g. switching to a new log while capturing the state it continues from).
    */
   exclusive(task: () => Promise<void>): Promise<void> {
-    if (this.failure) return Promise.reject(this.failure);
     return new Promise((resolve, reject) => {
       this.tasks.push({ run: task, resolve, reject });
       if (!this.busy) void this.run();
@@ -92,15 +90,15 @@ export class GroupCommitLog {
   private async run(): Promise<void> {
     this.busy = true;
     try {
-      while ((this.queue.length > 0 || this.tasks.length > 0) && !this.failure) {
+      while (this.queue.length > 0 || this.tasks.length > 0) {
         for (const task of this.tasks.splice(0)) await task.run().then(task.resolve, task.reject);
         if (this.queue.length === 0) continue;
-        const batch = this.options.groupCommit ? this.queue.splice(0) : this.queue.splice(0, 1);
+        const batch = this.options.groupCommit ? this.queue.splice(0, batchLength(this.queue)) : this.queue.splice(0, 1);
         try {
           await this.file.append(batch.flatMap((p) => p.payloads));
         } catch (err) {
           this.fail(err as Error, batch);
-          break;
+          continue;
         }
         this.stats.syncs++;
         const entries = batch.reduce((n, p) => n + p.payloads.length, 0);
@@ -125,8 +123,21 @@ export class GroupCommitLog {
   }
 
   private fail(err: Error, batch: Pending[]): void {
-    this.failure = unavailable('memory storage failed; the change was not saved', 'storage_unavailable');
-    for (const p of [...batch, ...this.queue.splice(0), ...this.tasks.splice(0)]) p.reject(this.failure);
+    const refusal = unavailable('memory storage is unavailable; the change was not saved', 'storage_unavailable');
+    for (const p of batch) p.reject(refusal);
     this.options.onFailure?.(err);
   }
+}
+
+/** One message to the host store carries at most about this much. */
+export const MAX_BATCH_BYTES = 32 * 1024 * 1024;
+
+/** How many queued entries go in the next batch: all of them, up to MAX_BATCH_BYTES (at least one). */
+function batchLength(queue: readonly Pending[]): number {
+  let bytes = 0;
+  for (let i = 0; i < queue.length; i++) {
+    bytes += queue[i].payloads.reduce((n, p) => n + p.length, 0);
+    if (bytes > MAX_BATCH_BYTES && i > 0) return i;
+  }
+  return queue.length;
 }

@@ -9,23 +9,22 @@
  *   first start  kmstool_enclave_cli genkey  --key-id K --key-spec AES-256 → CIPHERTEXT, PLAINTEXT
  *   later        kmstool_enclave_cli decrypt --ciphertext C                → PLAINTEXT
  *
- * Only CIPHERTEXT (useless without KMS and the right PCRs) is written to the host's disk.
+ * Only CIPHERTEXT (useless without KMS and the right PCRs) goes to the host store, so a
+ * restarted enclave with the same PCRs gets its key back from KMS and reads its state.
  */
 import { execFile } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
-import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { writeFileDurably } from './fs-utils.js';
-import { refuseNewKeyForSealedFiles, SEALING_KEY_BYTES, type SealingKeySource } from './sealing-key.js';
+import { readWhole, type BlobStore } from '../../common/blob-store.js';
+import { refuseNewKeyForSealedBlobs, SEALING_KEY_BYTES, type SealingKeySource } from './sealing-key.js';
 
 const execFileAsync = promisify(execFile);
 
 export const KMS_KEY_FILE = 'sealing-key.kms';
 
 export interface KmsSealingOptions {
-  dataDir: string;
-  storeDir: string;
+  blobs: BlobStore;
+  /** Where sealed blobs live; a key is never generated for existing ones. */
+  sealedPrefix: string;
   /** Path of kmstool_enclave_cli. */
   tool: string;
   keyId: string;
@@ -40,25 +39,24 @@ export interface KmsSealingOptions {
 export class KmsSealingKey implements SealingKeySource {
   readonly simulated = false;
   readonly description: string;
-  private readonly blobPath: string;
 
   constructor(private readonly options: KmsSealingOptions) {
-    this.blobPath = join(options.dataDir, KMS_KEY_FILE);
-    this.description = `AWS KMS data key under ${options.keyId}, released to this attested enclave only (encrypted copy in ${this.blobPath})`;
+    this.description = `AWS KMS data key under ${options.keyId}, released to this attested enclave only (encrypted copy in the host store as ${KMS_KEY_FILE})`;
   }
 
   async load(): Promise<Uint8Array> {
-    if (existsSync(this.blobPath)) {
-      const ciphertext = (await readFile(this.blobPath, 'utf8')).trim();
+    const stored = await readWhole(this.options.blobs, KMS_KEY_FILE);
+    if (stored) {
+      const ciphertext = stored.toString('utf8').trim();
       const out = await this.run(['decrypt', ...this.common(), '--ciphertext', ciphertext]);
       return decodeKey(field(out, 'PLAINTEXT'));
     }
-    refuseNewKeyForSealedFiles(this.options.storeDir, this.blobPath);
+    await refuseNewKeyForSealedBlobs(this.options.blobs, this.options.sealedPrefix, KMS_KEY_FILE);
     const out = await this.run(['genkey', ...this.common(), '--key-id', this.options.keyId, '--key-spec', 'AES-256']);
     const key = decodeKey(field(out, 'PLAINTEXT'));
     const ciphertext = field(out, 'CIPHERTEXT');
     if (Buffer.from(ciphertext, 'base64').length === 0) throw new Error('KMS returned an empty data key ciphertext');
-    await writeFileDurably(this.blobPath, Buffer.from(`${ciphertext}\n`));
+    await this.options.blobs.put(KMS_KEY_FILE, Buffer.from(`${ciphertext}\n`));
     return key;
   }
 

@@ -1,11 +1,11 @@
-import { join } from 'node:path';
+import type { BlobStore } from '../../common/blob-store.js';
 import type { Logger } from '../../common/logger.js';
 import type { Embedder } from '../embedding/embedder.js';
 import type { MemoryService } from '../memory/memory-service.js';
 import { reembedWithProgress, type ModelChangePolicy } from '../memory/model-change.js';
 import { KmsSealingKey } from './kms-sealing-key.js';
 import { SimulatedSealingKey, type SealingKeySource } from './sealing-key.js';
-import { DurableStore } from './store.js';
+import { DurableStore, MEMORY_PREFIX } from './store.js';
 
 export interface DurabilityConfig {
   teeMode: 'simulated' | 'nitro';
@@ -20,19 +20,15 @@ export interface DurabilityConfig {
   awsSessionToken?: string;
 }
 
-/** The store's folder inside DATA_DIR. */
-export const memoryStoreDir = (dataDir: string) => join(dataDir, 'memory');
-
-/** The sealing key source for TEE_MODE: simulated locally, KMS on Nitro. */
-export function createSealingKeySource(config: DurabilityConfig, dataDir: string): SealingKeySource {
-  const storeDir = memoryStoreDir(dataDir);
-  if (config.teeMode === 'simulated') return new SimulatedSealingKey(dataDir, storeDir);
+/** The sealing key source for TEE_MODE: simulated locally, KMS on Nitro; either keeps its blob in the host store. */
+export function createSealingKeySource(config: DurabilityConfig, blobs: BlobStore): SealingKeySource {
+  if (config.teeMode === 'simulated') return new SimulatedSealingKey(blobs, MEMORY_PREFIX);
   const missing = ([['KMS_KEY_ID', config.kmsKeyId], ['AWS_REGION', config.awsRegion], ['AWS_ACCESS_KEY_ID', config.awsAccessKeyId], ['AWS_SECRET_ACCESS_KEY', config.awsSecretAccessKey]] as const)
     .filter(([, value]) => !value).map(([name]) => name);
   if (missing.length > 0) throw new Error(`TEE_MODE=nitro seals with a KMS data key and needs ${missing.join(', ')} (deploy/sealing.md)`);
   return new KmsSealingKey({
-    dataDir,
-    storeDir,
+    blobs,
+    sealedPrefix: MEMORY_PREFIX,
     tool: config.kmsTool,
     keyId: config.kmsKeyId!,
     region: config.awsRegion!,
@@ -42,33 +38,31 @@ export function createSealingKeySource(config: DurabilityConfig, dataDir: string
 }
 
 /**
- * Loads the sealing key, recovers the memories from DATA_DIR/memory into `memory`, and
+ * Loads the sealing key, recovers the memories from the host store into `memory`, and
  * makes every later change durable before it is acknowledged. If they were stored under
  * another embedding model, they are re-embedded with `embedder` (progress in the log) and
  * the store is rewritten under it, or, with ON_MODEL_CHANGE=refuse, opening fails.
  */
 export async function openMemoryStore(options: {
   config: DurabilityConfig;
-  dataDir: string;
+  blobs: BlobStore;
   embedder: Embedder;
   memory: MemoryService;
   log: Logger;
-  onFailure: (err: Error) => void;
 }): Promise<DurableStore> {
-  const { config, dataDir, embedder, memory, log } = options;
-  const source = createSealingKeySource(config, dataDir);
+  const { config, blobs, embedder, memory, log } = options;
+  const source = createSealingKeySource(config, blobs);
   const sealingKey = await source.load();
   if (source.simulated) log.warn({ sealing: source.description }, 'SIMULATED sealing: files are encrypted, but this host can read the key');
   else log.info({ sealing: source.description }, 'sealing key released');
   const started = performance.now();
   const store = await DurableStore.open({
-    dir: memoryStoreDir(dataDir),
+    blobs,
     sealingKey,
     embedding: memory.embeddingModel,
     reembed: config.onModelChange === 'reembed' ? () => reembedWithProgress(memory, embedder, log) : undefined,
     snapshotLogBytes: config.snapshotLogBytes,
     log,
-    onFailure: options.onFailure,
   }, memory);
   memory.useJournal(store);
   log.info({ ...store.recovery, ms: Math.round(performance.now() - started) }, 'memories recovered');

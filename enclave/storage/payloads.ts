@@ -11,10 +11,15 @@
 import type { MemoryEvent } from '../memory/journal.js';
 import type { MemoryRecord } from '../memory/memory-service.js';
 import { CorruptStoreError } from './errors.js';
+import type { StateHead } from './state-head.js';
 
-/** 2 records the embedding model's hash; format 1 files (without it) are still read. */
-export const FORMAT_VERSION = 2;
-export const READABLE_FORMATS: readonly number[] = [1, 2];
+/**
+ * 3 chains the files: each records the store's id and the state head it starts from.
+ * 2 recorded the embedding model's hash; 1 did not. Formats 1 and 2 are still read, and a
+ * store holding them is rewritten as format 3 at open.
+ */
+export const FORMAT_VERSION = 3;
+export const READABLE_FORMATS: readonly number[] = [1, 2, 3];
 
 export interface FileMeta {
   format: number;
@@ -27,6 +32,10 @@ export interface FileMeta {
   /** Absent in format 1. */
   embedding_sha256?: string;
   created_at: number;
+  /** Format 3: the random id of the store the file belongs to. */
+  store_id?: string;
+  /** Format 3: the state head before the file's first change (a snapshot: the head its log starts from). */
+  head?: StateHead;
 }
 
 export type Payload =

@@ -112,13 +112,7 @@ export interface ReadOptions {
  * tail: bytes after the last good frame that hold no further authentic frame of this file.
  */
 export function readSealedFile(buf: Buffer, kind: FileKind, key: StorageKey, name: string, options: ReadOptions): SealedFile {
-  if (buf.length < HEADER_BYTES) throw new CorruptStoreError(`${name} is too short to be a sealed ${kind} file`);
-  const header = Buffer.from(buf.subarray(0, HEADER_BYTES));
-  if (!header.subarray(0, 8).equals(MAGIC[kind])) throw new CorruptStoreError(`${name} is not a sealed ${kind} file`);
-  const keyId = header.subarray(24, 32);
-  if (!keyId.equals(key.id)) {
-    throw new CorruptStoreError(`${name} was sealed with a different key (key id ${keyId.toString('hex')}, this enclave's is ${key.id.toString('hex')})`);
-  }
+  const header = checkHeader(buf, kind, key, name);
 
   const payloads: Buffer[] = [];
   let offset = HEADER_BYTES;
@@ -146,6 +140,54 @@ export function readSealedFile(buf: Buffer, kind: FileKind, key: StorageKey, nam
   }
   if (!options.allowTail) throw new CorruptStoreError(`${name}: ${what} at byte ${offset}`);
   return { header, payloads, validEnd: offset, tail: { offset, bytes: buf.length - offset } };
+}
+
+/** The file's header, once its magic and key id are checked. */
+function checkHeader(buf: Buffer, kind: FileKind, key: StorageKey, name: string): Buffer {
+  if (buf.length < HEADER_BYTES) throw new CorruptStoreError(`${name} is too short to be a sealed ${kind} file`);
+  const header = Buffer.from(buf.subarray(0, HEADER_BYTES));
+  if (!header.subarray(0, 8).equals(MAGIC[kind])) throw new CorruptStoreError(`${name} is not a sealed ${kind} file`);
+  const keyId = header.subarray(24, 32);
+  if (!keyId.equals(key.id)) {
+    throw new CorruptStoreError(`${name} was sealed with a different key (key id ${keyId.toString('hex')}, this enclave's is ${key.id.toString('hex')})`);
+  }
+  return header;
+}
+
+/**
+ * Reads a sealed file as its bytes arrive, yielding each payload in order, so a snapshot of
+ * any size is restored without holding the file in memory. Unlike readSealedFile, nothing
+ * short of complete is accepted: a snapshot is written whole or not at all.
+ */
+export async function* readSealedStream(chunks: AsyncIterable<Buffer>, kind: FileKind, key: StorageKey, name: string): AsyncGenerator<Buffer> {
+  let header: Buffer | undefined;
+  let buf: Buffer = Buffer.alloc(0);
+  let consumed = 0;
+  let seq = 0;
+  for await (const chunk of chunks) {
+    buf = buf.length === 0 ? chunk : Buffer.concat([buf, chunk]);
+    if (!header) {
+      if (buf.length < HEADER_BYTES) continue;
+      header = checkHeader(buf, kind, key, name);
+      buf = buf.subarray(HEADER_BYTES);
+      consumed = HEADER_BYTES;
+    }
+    let at = 0;
+    for (;;) {
+      const frame = openFrame(key, header, buf, at);
+      if (frame.kind === 'torn') break; // the rest of the frame is in a later chunk
+      if (frame.kind === 'foreign') throw new CorruptStoreError(`${name}: the frame at byte ${consumed + at} belongs to another file`);
+      if (frame.kind === 'bad') throw new CorruptStoreError(`${name}: a frame that does not authenticate at byte ${consumed + at}`);
+      if (frame.seq !== seq) throw new CorruptStoreError(`${name}: frame ${frame.seq} found where frame ${seq} belongs (frames were removed, reordered or repeated)`);
+      seq++;
+      yield frame.payload;
+      at = frame.end;
+    }
+    buf = buf.subarray(at);
+    consumed += at;
+  }
+  if (!header) throw new CorruptStoreError(`${name} is too short to be a sealed ${kind} file`);
+  if (buf.length > 0) throw new CorruptStoreError(`${name}: an incomplete frame at byte ${consumed} (the file was cut short)`);
 }
 
 function authenticFrameAfter(key: StorageKey, header: Buffer, buf: Buffer, from: number): boolean {

@@ -1,11 +1,9 @@
-import { open, rename } from 'node:fs/promises';
-import { basename, dirname } from 'node:path';
+import type { BlobStore } from '../../common/blob-store.js';
 import type { MemoryEvent } from '../memory/journal.js';
 import type { MemoryRecord } from '../memory/memory-service.js';
 import { CorruptStoreError } from './errors.js';
-import { fsyncDir, writeAll } from './fs-utils.js';
 import { decodePayload, encodeEnd, encodeEvent, encodeHeader, type FileMeta } from './payloads.js';
-import { newHeader, readSealedFile, sealFrame, type StorageKey } from './sealed-file.js';
+import { newHeader, readSealedStream, sealFrame, type StorageKey } from './sealed-file.js';
 
 export const SNAPSHOT_NAME = 'snapshot.sealed';
 
@@ -14,68 +12,72 @@ export interface SnapshotEntry {
   vector: Float32Array;
 }
 
-/** Sealed bytes are handed to the file in chunks of about this size. */
+/** Sealed bytes are handed to the host store in chunks of about this size. */
 const CHUNK_BYTES = 1024 * 1024;
 
 /**
- * Writes a snapshot atomically: every record as a sealed frame between a header frame and
- * an end frame (which carries the count, so a shortened snapshot is detected), to a
- * temporary file that is synced, renamed over the old snapshot, and its folder synced.
- * Returns the snapshot's size in bytes.
+ * Writes a snapshot atomically (one put: the host store replaces the blob only once all of
+ * it is on disk): every record as a sealed frame between a header frame and an end frame,
+ * which carries the count, so a shortened snapshot is detected. Returns its size in bytes.
  */
-export async function writeSnapshot(path: string, key: StorageKey, meta: FileMeta, entries: readonly SnapshotEntry[]): Promise<number> {
-  const tmp = `${path}.tmp`;
-  const header = newHeader('snapshot', key);
-  const handle = await open(tmp, 'w', 0o600);
-  let position = 0;
-  try {
+export async function writeSnapshot(blobs: BlobStore, name: string, key: StorageKey, meta: FileMeta, entries: readonly SnapshotEntry[]): Promise<number> {
+  let bytes = 0;
+  async function* sealed(): AsyncIterable<Buffer> {
+    const header = newHeader('snapshot', key);
     let chunk: Buffer[] = [header, sealFrame(key, header, 0, encodeHeader(meta))];
     let chunkBytes = 0;
-    const flush = async () => {
+    const flush = () => {
       const data = Buffer.concat(chunk);
       chunk = [];
       chunkBytes = 0;
-      await writeAll(handle, data, position);
-      position += data.length;
+      bytes += data.length;
+      return data;
     };
     let seq = 1;
     for (const { record, vector } of entries) {
       const frame = sealFrame(key, header, seq++, encodeEvent({ type: 'add', record, vector }));
       chunk.push(frame);
       chunkBytes += frame.length;
-      // Each write also yields, so sealing a large snapshot does not stall requests.
-      if (chunkBytes >= CHUNK_BYTES) await flush();
+      // Each chunk handed over also yields, so sealing a large snapshot does not stall requests.
+      if (chunkBytes >= CHUNK_BYTES) yield flush();
     }
     chunk.push(sealFrame(key, header, seq, encodeEnd(entries.length)));
-    await flush();
-    await handle.sync();
-  } finally {
-    await handle.close();
+    yield flush();
   }
-  await rename(tmp, path);
-  await fsyncDir(dirname(path));
-  return position;
+  await blobs.put(name, sealed());
+  return bytes;
 }
 
-export interface LoadedSnapshot {
+export interface SnapshotReader {
+  /** The snapshot's metadata, checked before any of its memories is handed out. */
   meta: FileMeta;
-  events: MemoryEvent[];
+  /** Its memories, streamed; throws at the end if the snapshot is incomplete. */
+  events: AsyncIterable<MemoryEvent>;
 }
 
-/** Reads and verifies a whole snapshot; anything short of complete and authentic is refused. */
-export function readSnapshot(data: Buffer, key: StorageKey, path: string): LoadedSnapshot {
-  const name = basename(path);
-  const file = readSealedFile(data, 'snapshot', key, name, { allowTail: false });
-  const decoded = file.payloads.map((p, i) => decodePayload(p, `${name} frame ${i}`));
-  const first = decoded[0];
-  const last = decoded[decoded.length - 1];
-  if (first?.type !== 'header' || first.meta.kind !== 'snapshot') throw new CorruptStoreError(`${name} has no snapshot header`);
-  if (decoded.length < 2 || last.type !== 'end') throw new CorruptStoreError(`${name} is incomplete (no end mark)`);
-  const events: MemoryEvent[] = [];
-  for (const p of decoded.slice(1, -1)) {
-    if (p.type !== 'event' || p.event.type !== 'add') throw new CorruptStoreError(`${name} holds an entry that is not a memory`);
-    events.push(p.event);
+/**
+ * Opens a snapshot for streaming: reads and returns its header, then hands out its memories
+ * one by one as the blob arrives. Anything short of complete and authentic is refused.
+ */
+export async function readSnapshot(chunks: AsyncIterable<Buffer>, key: StorageKey, name: string): Promise<SnapshotReader> {
+  const payloads = readSealedStream(chunks, 'snapshot', key, name)[Symbol.asyncIterator]();
+  const first = await payloads.next();
+  const head = first.done ? undefined : decodePayload(first.value, `${name} frame 0`);
+  if (head?.type !== 'header' || head.meta.kind !== 'snapshot') throw new CorruptStoreError(`${name} has no snapshot header`);
+  async function* events(): AsyncIterable<MemoryEvent> {
+    let count = 0;
+    for (let frame = 1, next = await payloads.next(); !next.done; frame++, next = await payloads.next()) {
+      const p = decodePayload(next.value, `${name} frame ${frame}`);
+      if (p.type === 'end') {
+        if (p.count !== count) throw new CorruptStoreError(`${name} says it holds ${p.count} memories but holds ${count}`);
+        if (!(await payloads.next()).done) throw new CorruptStoreError(`${name} has entries after its end mark`);
+        return;
+      }
+      if (p.type !== 'event' || p.event.type !== 'add') throw new CorruptStoreError(`${name} holds an entry that is not a memory`);
+      count++;
+      yield p.event;
+    }
+    throw new CorruptStoreError(`${name} is incomplete (no end mark)`);
   }
-  if (last.count !== events.length) throw new CorruptStoreError(`${name} says it holds ${last.count} memories but holds ${events.length}`);
-  return { meta: first.meta, events };
+  return { meta: head.meta, events: events() };
 }

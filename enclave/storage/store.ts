@@ -1,19 +1,24 @@
-import { mkdir, readdir, readFile, rm } from 'node:fs/promises';
-import { join } from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { readWhole, type BlobStore } from '../../common/blob-store.js';
 import type { Logger } from '../../common/logger.js';
 import type { MemoryEvent, MemoryJournal, RestoredEvent } from '../memory/journal.js';
 import { describeModel, sameEmbeddingModel, type EmbeddingModelId } from '../memory/model-change.js';
 import { CorruptStoreError, EmbeddingModelChangedError } from './errors.js';
-import { fsyncDir } from './fs-utils.js';
 import { GroupCommitLog, type CommitStats } from './group-commit.js';
 import { logGeneration, logName, SealedLog, type LogFile } from './log-file.js';
 import { decodePayload, encodeEvent, FORMAT_VERSION, READABLE_FORMATS, type FileMeta } from './payloads.js';
 import { deriveStorageKey, readSealedFile, type StorageKey } from './sealed-file.js';
-import { readSnapshot, SNAPSHOT_NAME, writeSnapshot, type SnapshotEntry } from './snapshot.js';
+import { readSnapshot, SNAPSHOT_NAME, writeSnapshot, type SnapshotEntry, type SnapshotReader } from './snapshot.js';
+import { advanceHead, describeHead, genesisHead, sameHead, type StateHead } from './state-head.js';
+
+/** The store's blobs in the host store: memory/snapshot.sealed, memory/log-….sealed. */
+export const MEMORY_PREFIX = 'memory/';
 
 export interface StoreOptions {
-  /** The store's own folder (the enclave uses DATA_DIR/memory). */
-  dir: string;
+  /** Where the sealed blobs are kept: the host store. */
+  blobs: BlobStore;
+  /** The store's blob-name prefix (default MEMORY_PREFIX). */
+  prefix?: string;
   /** 32 bytes from a SealingKeySource. */
   sealingKey: Uint8Array;
   /** The model whose vectors are stored (MemoryService.embeddingModel). */
@@ -30,7 +35,7 @@ export interface StoreOptions {
   /** Default true; false writes and syncs one entry at a time (for comparison). */
   groupCommit?: boolean;
   log?: Logger;
-  /** A write or sync failed: no further change can be made durable until a restart. */
+  /** A batch could not be made durable (refused with 503; the next one tries again). */
   onFailure?: (err: Error) => void;
 }
 
@@ -42,6 +47,8 @@ export interface StoreTarget {
 
 export interface RecoveryReport {
   snapshotGeneration: number | null;
+  /** The state head recovered (after the last change replayed). */
+  head: StateHead;
   logs: number;
   /** Events replayed from the snapshot and the logs. */
   events: number;
@@ -82,6 +89,9 @@ export class DurableStore implements MemoryJournal {
 
   private constructor(
     private readonly options: StoreOptions,
+    private readonly prefix: string,
+    /** Random, chosen when the store was created; every file of the store records it. */
+    readonly storeId: string,
     private readonly key: StorageKey,
     private readonly target: StoreTarget,
     file: LogFile,
@@ -92,34 +102,39 @@ export class DurableStore implements MemoryJournal {
       groupCommit: options.groupCommit ?? true,
       betweenBatches: () => this.maybeCompact(),
       onFailure: (err) => {
-        options.log?.fatal({ err: err.message }, 'memory log write failed; no further writes are accepted');
+        options.log?.error({ err: err.message }, 'memory log write failed; the change was refused (503) and later writes try again');
         options.onFailure?.(err);
       },
     });
   }
 
-  /** Opens the store, replaying the snapshot and logs into `target`; refuses damaged or altered files. */
+  /**
+   * Opens the store, replaying the snapshot and log segments into `target`; refuses damaged,
+   * altered, foreign or out-of-chain blobs with a named reason. The snapshot is streamed,
+   * never held whole; each segment is read whole (compaction keeps them bounded).
+   */
   static async open(options: StoreOptions, target: StoreTarget): Promise<DurableStore> {
-    const { dir, log } = options;
+    const { blobs, log } = options;
+    const prefix = options.prefix ?? MEMORY_PREFIX;
     const key = deriveStorageKey(options.sealingKey);
-    await mkdir(dir, { recursive: true, mode: 0o700 });
-    const names = await readdir(dir);
-    // Left by a crash during a snapshot or log creation: never renamed, so never in use.
-    for (const name of names.filter((n) => n.endsWith('.tmp'))) await rm(join(dir, name), { force: true });
+    const listed = await blobs.list(prefix);
+    const sizes = new Map(listed.map((b) => [b.name.slice(prefix.length), b.size]));
+    const names = [...sizes.keys()];
+    const chain = new ChainCheck(prefix);
 
-    const events: MemoryEvent[] = [];
-    const metas: Array<{ meta: FileMeta; where: string }> = [];
     let start = 1;
+    let snapshot: SnapshotReader | undefined;
     let snapshotBytes = 0;
     const hasSnapshot = names.includes(SNAPSHOT_NAME);
     if (hasSnapshot) {
-      const data = await readFile(join(dir, SNAPSHOT_NAME));
-      const snapshot = readSnapshot(data, key, SNAPSHOT_NAME);
-      checkMeta(snapshot.meta, 'snapshot', SNAPSHOT_NAME);
-      metas.push({ meta: snapshot.meta, where: SNAPSHOT_NAME });
+      const where = prefix + SNAPSHOT_NAME;
+      const chunks = await blobs.read(where);
+      if (!chunks) throw new CorruptStoreError(`${where} was listed by the host store but cannot be read`);
+      snapshot = await readSnapshot(chunks, key, where);
+      checkMeta(snapshot.meta, 'snapshot', where);
+      chain.file(snapshot.meta, where);
       start = snapshot.meta.generation;
-      snapshotBytes = data.length;
-      for (const event of snapshot.events) events.push(event);
+      snapshotBytes = sizes.get(SNAPSHOT_NAME) ?? 0;
     }
 
     const generations = names.map(logGeneration).filter((g): g is number => g !== undefined).sort((a, b) => a - b);
@@ -128,58 +143,85 @@ export class DurableStore implements MemoryJournal {
     if (hasSnapshot || live.length > 0) {
       live.forEach((g, i) => {
         if (g !== start + i) {
-          throw new CorruptStoreError(`${logName(start + i)} is missing (${hasSnapshot ? `${SNAPSHOT_NAME} is followed by` : 'found'} ${live.map(logName).join(', ') || 'no log'})`);
+          throw new CorruptStoreError(`${prefix}${logName(start + i)} is missing (${hasSnapshot ? `${SNAPSHOT_NAME} is followed by` : 'found'} ${live.map(logName).join(', ') || 'no log'})`);
         }
       });
-      if (live.length === 0) throw new CorruptStoreError(`${logName(start)} is missing (${SNAPSHOT_NAME} is followed by no log)`);
+      if (live.length === 0) throw new CorruptStoreError(`${prefix}${logName(start)} is missing (${SNAPSHOT_NAME} is followed by no log)`);
     }
 
-    let last: { generation: number; header: Buffer; frames: number; validEnd: number } | undefined;
+    // Segments are read (and chain-checked) before anything is applied, so a store that
+    // will be refused is refused before the snapshot is streamed in.
+    const logEvents: MemoryEvent[] = [];
+    const metas: Array<{ meta: FileMeta; where: string }> = snapshot ? [{ meta: snapshot.meta, where: prefix + SNAPSHOT_NAME }] : [];
+    let last: { generation: number; header: Buffer; frames: number; validEnd: number; size: number } | undefined;
     let cutTail: RecoveryReport['cutTail'];
     for (const generation of live) {
-      const name = logName(generation);
+      const name = prefix + logName(generation);
       const isLast = generation === live[live.length - 1];
-      const file = readSealedFile(await readFile(join(dir, name)), 'log', key, name, { allowTail: isLast });
+      const data = await readWhole(blobs, name);
+      if (!data) throw new CorruptStoreError(`${name} was listed by the host store but cannot be read`);
+      const file = readSealedFile(data, 'log', key, name, { allowTail: isLast });
       const [first, ...rest] = file.payloads.map((p, i) => decodePayload(p, `${name} frame ${i}`));
       if (first?.type !== 'header') throw new CorruptStoreError(`${name} has no log header`);
       checkMeta(first.meta, 'log', name);
       if (first.meta.generation !== generation) throw new CorruptStoreError(`${name} holds log ${first.meta.generation}: it was renamed or copied`);
+      chain.file(first.meta, name);
+      chain.segment(first.meta, name, generation === start && hasSnapshot ? snapshot!.meta : undefined);
       metas.push({ meta: first.meta, where: name });
-      for (const p of rest) {
+      rest.forEach((p, i) => {
         if (p.type !== 'event') throw new CorruptStoreError(`${name} holds an entry that is not a change`);
-        events.push(p.event);
-      }
+        logEvents.push(p.event);
+        chain.advance(file.payloads[i + 1]);
+      });
       if (file.tail) cutTail = { file: name, offset: file.tail.offset, bytes: file.tail.bytes };
-      if (isLast) last = { generation, header: file.header, frames: file.payloads.length, validEnd: file.validEnd };
+      if (isLast) last = { generation, header: file.header, frames: file.payloads.length, validEnd: file.validEnd, size: data.length };
     }
 
     // Vectors from another model cannot be compared with new ones: such a store is restored
     // without its vectors, to be re-embedded, or refused. An empty one simply starts over.
     const changed = metas.find(({ meta }) => !sameEmbeddingModel(storedModel(meta), options.embedding));
-    const modelChange = changed && { from: storedModel(changed.meta), to: options.embedding, memories: liveIds(events) };
+    const live_ = changed ? new Set<string>() : undefined;
+    let events = 0;
+    const apply = (event: MemoryEvent) => {
+      events++;
+      if (live_) {
+        if (event.type === 'add') live_.add(`${event.record.tenant_id}\0${event.record.id}`);
+        else live_.delete(`${event.tenant_id}\0${event.id}`);
+      }
+      target.apply(changed && event.type === 'add' ? { ...event, vector: null } : event);
+    };
+    if (snapshot) for await (const event of snapshot.events) apply(event);
+    for (const event of logEvents) apply(event);
+    const modelChange = changed && { from: storedModel(changed.meta), to: options.embedding, memories: live_!.size };
     if (modelChange && modelChange.memories > 0 && !options.reembed) throw new EmbeddingModelChangedError(modelChange.from, modelChange.to, changed.where);
-    for (const event of events) target.apply(modelChange && event.type === 'add' ? { ...event, vector: null } : event);
+
+    const storeId = chain.storeId ?? randomBytes(16).toString('hex');
+    const head = chain.head ?? genesisHead(storeId);
     const file = last
-      ? await SealedLog.reopen(join(dir, logName(last.generation)), key, last.header, last.generation, last.frames, last.validEnd)
-      : await SealedLog.create(join(dir, logName(start)), key, fileMeta(options, 'log', start));
+      ? await SealedLog.reopen(blobs, prefix + logName(last.generation), key, { ...last, head })
+      : await SealedLog.create(blobs, prefix + logName(start), key, { ...fileMeta(options, 'log', start, storeId), head });
     if (cutTail) log?.warn(cutTail, 'cut a torn or corrupt tail from the memory log (an interrupted append, or damage after the last good entry)');
 
-    const store = new DurableStore(options, key, target, file, snapshotBytes, {
+    const store = new DurableStore(options, prefix, storeId, key, target, file, snapshotBytes, {
       snapshotGeneration: hasSnapshot ? start : null,
       logs: live.length,
-      events: events.length,
+      events,
+      head,
       ...(cutTail ? { cutTail } : {}),
       ...(modelChange ? { modelChange } : {}),
     });
-    // Logs a finished compaction had not yet deleted: the snapshot holds their changes.
+    // Segments a finished compaction had not yet deleted: the snapshot holds their changes.
     if (stale.length > 0) await store.deleteLogsBefore(start);
-    if (modelChange) {
-      try {
-        await store.rewriteUnderNewModel(modelChange);
-      } catch (err) {
-        await store.close().catch(() => {});
-        throw err;
+    try {
+      if (modelChange) await store.rewriteUnderNewModel(modelChange);
+      // Files from before the chain: rewritten at once, so every file from now on is chained.
+      else if (chain.legacy) {
+        log?.info({ format: FORMAT_VERSION }, 'rewriting the memory store in the current format');
+        await store.compact();
       }
+    } catch (err) {
+      await store.close().catch(() => {});
+      throw err;
     }
     return store;
   }
@@ -202,6 +244,11 @@ export class DurableStore implements MemoryJournal {
   commit(events: readonly MemoryEvent[], apply: () => void): Promise<void> {
     if (this.closed) return Promise.reject(new Error('the memory store is closed'));
     return this.commits.appendAll(events.map(encodeEvent), apply);
+  }
+
+  /** The state head after the last durable change (what signed responses carry). */
+  get head(): StateHead {
+    return this.commits.current.head;
   }
 
   stats(): StoreStats {
@@ -249,23 +296,26 @@ export class DurableStore implements MemoryJournal {
   private async rotate(): Promise<{ snapshot: Promise<void> }> {
     await this.snapshotting;
     const generation = this.commits.current.generation + 1;
-    const next = await SealedLog.create(join(this.options.dir, logName(generation)), this.key, fileMeta(this.options, 'log', generation));
+    // With no batch in flight, the current segment's head is the state the snapshot captures.
+    const head = this.commits.current.head;
+    const next = await SealedLog.create(this.options.blobs, this.prefix + logName(generation), this.key, { ...fileMeta(this.options, 'log', generation, this.storeId), head });
     // With no batch in flight, memory holds exactly the changes of logs < generation.
     const entries = Array.from(this.target.entries());
     const previous = this.commits.current;
     this.commits.switchTo(next);
     await previous.close();
-    const snapshot = this.snapshot(generation, entries);
+    const snapshot = this.snapshot(generation, head, entries);
     this.snapshotting = snapshot.catch(() => {}).finally(() => {
       this.snapshotting = undefined;
     });
     return { snapshot };
   }
 
-  private async snapshot(generation: number, entries: SnapshotEntry[]): Promise<void> {
+  private async snapshot(generation: number, head: StateHead, entries: SnapshotEntry[]): Promise<void> {
     const started = performance.now();
     try {
-      this.lastSnapshotBytes = await writeSnapshot(join(this.options.dir, SNAPSHOT_NAME), this.key, fileMeta(this.options, 'snapshot', generation), entries);
+      const meta = { ...fileMeta(this.options, 'snapshot', generation, this.storeId), head };
+      this.lastSnapshotBytes = await writeSnapshot(this.options.blobs, this.prefix + SNAPSHOT_NAME, this.key, meta, entries);
       this.snapshots++;
       await this.deleteLogsBefore(generation);
       this.options.log?.info({ generation, memories: entries.length, bytes: this.lastSnapshotBytes, ms: Math.round(performance.now() - started) }, 'memory snapshot written; older logs deleted');
@@ -277,17 +327,16 @@ export class DurableStore implements MemoryJournal {
   }
 
   private async deleteLogsBefore(generation: number): Promise<void> {
-    const names = await readdir(this.options.dir);
-    for (const name of names) {
-      const g = logGeneration(name);
-      if (g !== undefined && g < generation) await rm(join(this.options.dir, name));
+    for (const { name } of await this.options.blobs.list(this.prefix)) {
+      const g = logGeneration(name.slice(this.prefix.length));
+      if (g !== undefined && g < generation) await this.options.blobs.delete(name);
     }
-    await fsyncDir(this.options.dir);
   }
 }
 
-function fileMeta(options: StoreOptions, kind: FileMeta['kind'], generation: number): FileMeta {
+function fileMeta(options: StoreOptions, kind: FileMeta['kind'], generation: number, storeId: string): FileMeta {
   return {
+    store_id: storeId,
     format: FORMAT_VERSION,
     kind,
     generation,
@@ -309,12 +358,50 @@ function storedModel(meta: FileMeta): EmbeddingModelId {
   return { id: meta.embedding_model, dimension: meta.dimension, sha256: meta.embedding_sha256 ?? 'unrecorded' };
 }
 
-/** How many memories a run of events leaves. */
-function liveIds(events: MemoryEvent[]): number {
-  const ids = new Set<string>();
-  for (const e of events) {
-    if (e.type === 'add') ids.add(`${e.record.tenant_id}\0${e.record.id}`);
-    else ids.delete(`${e.tenant_id}\0${e.id}`);
+/**
+ * Checks that the files form one chain: all from the same store, each segment starting at
+ * the state head where its predecessor (or the snapshot it continues) ends. Files from
+ * before format 3 carry no chain; a store holding them is accepted and rewritten.
+ */
+class ChainCheck {
+  storeId?: string;
+  /** The head after everything checked so far; undefined while it is unknown (legacy files). */
+  head?: StateHead;
+  legacy = false;
+  private previous?: string;
+
+  constructor(private readonly prefix: string) {}
+
+  /** Any file: it must belong to this store. */
+  file(meta: FileMeta, where: string): void {
+    if (meta.format < 3) {
+      this.legacy = true;
+      return;
+    }
+    if (typeof meta.store_id !== 'string' || !meta.head) throw new CorruptStoreError(`${where} has no store id or state head`);
+    this.storeId ??= meta.store_id;
+    if (meta.store_id !== this.storeId) throw new CorruptStoreError(`${where} belongs to another store (store ${meta.store_id}; this store is ${this.storeId})`);
   }
-  return ids.size;
+
+  /** A log segment, in order: it must start where the previous one (or the snapshot) ended. */
+  segment(meta: FileMeta, where: string, snapshot: FileMeta | undefined): void {
+    const after = snapshot ? `${this.prefix}${SNAPSHOT_NAME}` : this.previous;
+    this.previous = where;
+    if (meta.format < 3) {
+      this.head = undefined;
+      return;
+    }
+    const expected = snapshot ? snapshot.head : after === undefined ? genesisHead(this.storeId!) : this.head;
+    if (expected && !sameHead(meta.head, expected)) {
+      throw new CorruptStoreError(
+        `${where} does not continue ${after ?? 'an empty store'}: it starts at state ${describeHead(meta.head)} but that ends at ${describeHead(expected)} ` +
+        '(a segment was dropped, cut short, swapped, replaced by an older copy, or brought from elsewhere)',
+      );
+    }
+    this.head = meta.head;
+  }
+
+  advance(payload: Uint8Array): void {
+    if (this.head) this.head = advanceHead(this.head, payload);
+  }
 }

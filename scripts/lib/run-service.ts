@@ -20,18 +20,22 @@ export function freePort(): Promise<number> {
 
 export interface Service {
   baseUrl: string;
+  hostStore: ChildProcess;
   enclave: ChildProcess;
   proxy: ChildProcess;
   stop(): Promise<void>;
 }
 
 /**
- * Starts the built enclave and proxy on loopback only (free ports), their output appended
- * to `logFile`, and resolves once the API answers.
+ * Starts the built host store, enclave and proxy on loopback only (free ports), their
+ * output appended to `logFile`, and resolves once the API answers.
  */
 export async function startService(env: NodeJS.ProcessEnv, logFile: string): Promise<Service> {
   const port = await freePort();
-  const fullEnv = { ...process.env, ...env, HOST: '127.0.0.1', PORT: String(port), ENCLAVE_ADDR: `127.0.0.1:${await freePort()}` };
+  const fullEnv = {
+    ...process.env, ...env, HOST: '127.0.0.1', PORT: String(port),
+    ENCLAVE_ADDR: `127.0.0.1:${await freePort()}`, HOST_STORE_ADDR: `127.0.0.1:${await freePort()}`,
+  };
   const log = createWriteStream(logFile, { flags: 'a' });
   const launch = (script: string) => {
     const child = spawn(process.execPath, [resolve(distRoot, script)], { env: fullEnv, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -39,12 +43,13 @@ export async function startService(env: NodeJS.ProcessEnv, logFile: string): Pro
     child.stderr!.pipe(log, { end: false });
     return child;
   };
+  const hostStore = launch('host-store/main.js');
   const enclave = launch('enclave/main.js');
   const proxy = launch('proxy/main.js');
   const baseUrl = `http://127.0.0.1:${port}`;
   const deadline = Date.now() + 120_000;
   for (;;) {
-    if (enclave.exitCode !== null || proxy.exitCode !== null) throw new Error(`a process exited at start; see ${logFile}`);
+    if (hostStore.exitCode !== null || enclave.exitCode !== null || proxy.exitCode !== null) throw new Error(`a process exited at start; see ${logFile}`);
     try {
       if ((await fetch(`${baseUrl}/healthz`)).status === 200) break;
     } catch {
@@ -60,10 +65,12 @@ export async function startService(env: NodeJS.ProcessEnv, logFile: string): Pro
   });
   return {
     baseUrl,
+    hostStore,
     enclave,
     proxy,
     async stop() {
       await Promise.all([stopChild(proxy), stopChild(enclave)]);
+      await stopChild(hostStore);
       log.end();
     },
   };

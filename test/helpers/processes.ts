@@ -1,6 +1,6 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { join, resolve } from 'node:path';
-import { waitFor } from './service.js';
+import { freePort, waitFor } from './service.js';
 
 const root = resolve(import.meta.dirname, '../..');
 
@@ -44,6 +44,27 @@ export function startLone(script: string, env: NodeJS.ProcessEnv): Lone {
         child.kill('SIGTERM');
         await exited;
       }
+    },
+  };
+}
+
+/**
+ * Starts the enclave alone, the way `npm run start:enclave` runs it, with a host store of
+ * its own on env.DATA_DIR (unless env.HOST_STORE_ADDR names one already running); stop()
+ * stops both. `exited` and the output are the enclave's.
+ */
+export async function startLoneEnclave(env: NodeJS.ProcessEnv): Promise<Lone & { hostStore?: Lone }> {
+  if (env.HOST_STORE_ADDR) return startLone('enclave/main.js', env);
+  const hostStoreAddr = `127.0.0.1:${await freePort()}`;
+  const hostStore = startLone('host-store/main.js', { DATA_DIR: env.DATA_DIR, HOST_STORE_ADDR: hostStoreAddr });
+  await hostStore.waitForOutput('host store listening', 30_000);
+  const enclave = startLone('enclave/main.js', { ...env, HOST_STORE_ADDR: hostStoreAddr });
+  return {
+    ...enclave,
+    hostStore,
+    async stop() {
+      await enclave.stop();
+      await hostStore.stop();
     },
   };
 }

@@ -10,15 +10,21 @@ export { freePort };
 
 export interface RunningService {
   baseUrl: string;
+  /** The host store's folder. */
   dataDir: string;
   enclaveAddr: string;
+  hostStoreAddr: string;
   env: NodeJS.ProcessEnv;
+  hostStore: ChildProcess;
   enclave: ChildProcess;
   proxy: ChildProcess;
   /** Output of both processes so far (for assertions about logs). */
   output(): string;
   killEnclave(signal?: NodeJS.Signals): Promise<void>;
   startEnclave(): Promise<void>;
+  killHostStore(signal?: NodeJS.Signals): Promise<void>;
+  /** Starts the host store again (on the same folder and address). */
+  startHostStore(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -33,12 +39,14 @@ export interface StartOptions {
 }
 
 /**
- * Starts the built enclave and proxy (dist/) as two real processes on free ports with
- * a fresh data directory, the way `npm start` runs them, and waits until the API answers.
+ * Starts the built host store, enclave and proxy (dist/) as three real processes on free
+ * ports with a fresh data directory, the way `npm start` runs them, and waits until the
+ * API answers.
  */
 export async function startService(extraEnv: NodeJS.ProcessEnv = {}, options: StartOptions = {}): Promise<RunningService> {
   const dataDir = extraEnv.DATA_DIR ?? mkdtempSync(join(tmpdir(), 'agent-test-'));
   const enclaveAddr = `127.0.0.1:${await freePort()}`;
+  const hostStoreAddr = `127.0.0.1:${await freePort()}`;
   const port = await freePort();
   const env: NodeJS.ProcessEnv = {
     ...process.env,
@@ -50,6 +58,7 @@ export async function startService(extraEnv: NodeJS.ProcessEnv = {}, options: St
     ...extraEnv,
     DATA_DIR: dataDir,
     ENCLAVE_ADDR: enclaveAddr,
+    HOST_STORE_ADDR: hostStoreAddr,
     HOST: '127.0.0.1',
     PORT: String(port),
   };
@@ -69,7 +78,9 @@ export async function startService(extraEnv: NodeJS.ProcessEnv = {}, options: St
     baseUrl,
     dataDir,
     enclaveAddr,
+    hostStoreAddr,
     env,
+    hostStore: launch('host-store/main.js'),
     enclave: launch('enclave/main.js'),
     proxy: undefined as unknown as ChildProcess,
     output: () => logs,
@@ -80,8 +91,16 @@ export async function startService(extraEnv: NodeJS.ProcessEnv = {}, options: St
       service.enclave = launch('enclave/main.js');
       await waitFor(ready, 60_000, () => logs);
     },
+    async killHostStore(signal = 'SIGKILL') {
+      await stopChild(service.hostStore, signal);
+    },
+    async startHostStore() {
+      service.hostStore = launch('host-store/main.js');
+      await waitFor(async () => logs.includes('host store listening') && service.hostStore.exitCode === null, 30_000, () => logs);
+    },
     async stop() {
       await Promise.all([stopChild(service.proxy, 'SIGTERM'), stopChild(service.enclave, 'SIGTERM')]);
+      await stopChild(service.hostStore, 'SIGTERM');
       if (!extraEnv.DATA_DIR) rmSync(dataDir, { recursive: true, force: true });
     },
   };

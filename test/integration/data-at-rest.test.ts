@@ -1,14 +1,13 @@
-import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, relative, resolve } from 'node:path';
+import { join, relative } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { request } from '../helpers/http.js';
+import { startLoneEnclave } from '../helpers/processes.js';
 import { flipByte, frameSpans } from '../helpers/sealed-files.js';
 import { freePort, startService, type RunningService } from '../helpers/service.js';
 
-const root = resolve(import.meta.dirname, '../..');
 const tag = randomBytes(4).toString('hex');
 const marker = {
   content: `Zanzibar-content-${tag} my bank PIN is 4921`,
@@ -57,19 +56,18 @@ function copyOf(dir: string): string {
   return copy;
 }
 
-/** Runs the enclave alone on a data directory until it exits (or 60 s pass). */
+/** Runs the enclave alone, with a host store on a data directory, until it exits (or 60 s pass). */
 async function enclaveExit(dir: string): Promise<{ code: number | null; output: string }> {
-  const child = spawn(process.execPath, [join(root, 'dist/enclave/main.js')], {
-    env: { ...process.env, DATA_DIR: dir, ENCLAVE_ADDR: `127.0.0.1:${await freePort()}`, LOG_LEVEL: 'info' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let output = '';
-  child.stdout.on('data', (d: Buffer) => { output += d.toString(); });
-  child.stderr.on('data', (d: Buffer) => { output += d.toString(); });
-  return new Promise((res, rej) => {
-    const timer = setTimeout(() => { child.kill('SIGKILL'); rej(new Error(`enclave kept running on a tampered store:\n${output}`)); }, 60_000);
-    child.on('exit', (code) => { clearTimeout(timer); res({ code, output }); });
-  });
+  const enclave = await startLoneEnclave({ DATA_DIR: dir, ENCLAVE_ADDR: `127.0.0.1:${await freePort()}` });
+  try {
+    const code = await Promise.race([
+      enclave.exited,
+      new Promise<never>((_, rej) => setTimeout(() => rej(new Error(`enclave kept running on a tampered store:\n${enclave.output()}`)), 60_000)),
+    ]);
+    return { code, output: enclave.output() };
+  } finally {
+    await enclave.stop();
+  }
 }
 
 beforeAll(async () => {

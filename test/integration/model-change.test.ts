@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { request } from '../helpers/http.js';
 import { freePort, startService, type RunningService } from '../helpers/service.js';
 import { installTinyBert, sha256 } from '../helpers/tiny-bert.js';
-import { startLone } from '../helpers/processes.js';
+import { startLoneEnclave } from '../helpers/processes.js';
 
 let work: string;
 let modelsDir: string;
@@ -62,8 +62,10 @@ async function expectEveryMemoryFound(baseUrl: string) {
 
 /** Runs the enclave alone on the shared DATA_DIR until it exits; its exit code and output. */
 async function enclaveExit(env: Record<string, string>): Promise<{ code: number | null; output: string }> {
-  const enclave = startLone('enclave/main.js', { DATA_DIR: dataDir, ENCLAVE_ADDR: `127.0.0.1:${await freePort()}`, ...env });
-  return { code: await enclave.exited, output: enclave.output() };
+  const enclave = await startLoneEnclave({ DATA_DIR: dataDir, ENCLAVE_ADDR: `127.0.0.1:${await freePort()}`, ...env });
+  const code = await enclave.exited;
+  await enclave.stop();
+  return { code, output: enclave.output() };
 }
 
 const storeFiles = async () => (await readdir(join(dataDir, 'memory'))).sort();

@@ -19,7 +19,7 @@ it('npm start passes SIGHUP to the enclave, which reloads its keys', async () =>
   const first = issueKey(file, ['t1']);
   const port = await freePort();
   const supervisor = spawn(process.execPath, [resolve(import.meta.dirname, '../../dist/scripts/start.js')], {
-    env: { ...process.env, API_KEYS_FILE: file, DATA_DIR: join(dir, 'data'), PORT: String(port), HOST: '127.0.0.1', ENCLAVE_ADDR: `127.0.0.1:${await freePort()}`, LOG_LEVEL: 'warn' },
+    env: { ...process.env, API_KEYS_FILE: file, DATA_DIR: join(dir, 'data'), PORT: String(port), HOST: '127.0.0.1', ENCLAVE_ADDR: `127.0.0.1:${await freePort()}`, HOST_STORE_ADDR: `127.0.0.1:${await freePort()}`, LOG_LEVEL: 'warn' },
     stdio: 'ignore',
   });
   stop = () => new Promise<void>((res) => {

@@ -10,7 +10,7 @@ import { verifyAttestation } from '../../sdk/attestation/verify.js';
 import { request } from '../helpers/http.js';
 import { freePort, startService, type RunningService } from '../helpers/service.js';
 import { TINY_HIDDEN, buildTinyBert, sha256, tinyTokenizerJson } from '../helpers/tiny-bert.js';
-import { startLone } from '../helpers/processes.js';
+import { startLoneEnclave } from '../helpers/processes.js';
 
 let work: string;
 let modelsDir: string;
@@ -39,8 +39,10 @@ afterAll(async () => {
 
 /** Runs the enclave alone until it exits; its exit code and output. */
 async function enclaveExit(env: Record<string, string>): Promise<{ code: number | null; output: string }> {
-  const enclave = startLone('enclave/main.js', { DATA_DIR: join(work, 'data-fail'), ENCLAVE_ADDR: `127.0.0.1:${await freePort()}`, MODELS_DIR: modelsDir, ...env });
-  return { code: await enclave.exited, output: enclave.output() };
+  const enclave = await startLoneEnclave({ DATA_DIR: join(work, 'data-fail'), ENCLAVE_ADDR: `127.0.0.1:${await freePort()}`, MODELS_DIR: modelsDir, ...env });
+  const code = await enclave.exited;
+  await enclave.stop();
+  return { code, output: enclave.output() };
 }
 
 describe('a transformer model in the running service', () => {

@@ -1,0 +1,123 @@
+import * as grpc from '@grpc/grpc-js';
+import type { BlobInfo, BlobStore } from '../../common/blob-store.js';
+import { hostStoreChannelOptions, hostStoreProto, type BlobChunkIn, type HostStoreClient } from '../../common/proto.js';
+
+/** Bytes per message when a blob is written in pieces (snapshots). */
+const PUT_CHUNK_BYTES = 1024 * 1024;
+
+/** The host store could not be reached or did not do what was asked. */
+export class HostStoreError extends Error {
+  constructor(readonly op: string, readonly code: grpc.status | undefined, message: string) {
+    super(`host store ${op}: ${message}`);
+    this.name = 'HostStoreError';
+  }
+}
+
+export interface GrpcBlobStoreOptions {
+  /** Longest one call may take; a write that does not answer in time is treated as failed. */
+  callTimeoutMs?: number;
+}
+
+/**
+ * The enclave's BlobStore: the host store over gRPC (TCP locally, vsock on Nitro). Only
+ * sealed bytes go out; what comes back is checked by the caller, since the host may lie.
+ */
+export class GrpcBlobStore implements BlobStore {
+  private readonly client: HostStoreClient;
+  private readonly timeoutMs: number;
+
+  constructor(readonly address: string, options: GrpcBlobStoreOptions = {}) {
+    const { HostStore } = hostStoreProto();
+    this.client = new HostStore(address, grpc.credentials.createInsecure(), hostStoreChannelOptions);
+    this.timeoutMs = options.callTimeoutMs ?? 30_000;
+  }
+
+  /** Resolves once the host store answers (e.g. at start: fail clearly if nothing listens there). */
+  async ready(timeoutMs: number): Promise<void> {
+    await new Promise<void>((resolve, reject) => {
+      this.client.waitForReady(Date.now() + timeoutMs, (err) => (err
+        ? reject(new HostStoreError('connect', undefined, `nothing answers on ${this.address} (start it with npm run start:host-store, or set HOST_STORE_ADDR)`))
+        : resolve()));
+    });
+  }
+
+  list(prefix = ''): Promise<BlobInfo[]> {
+    return new Promise((resolve, reject) => {
+      this.client.List({ prefix }, this.callOptions(), (err, reply) => {
+        if (err || !reply) return reject(wrap('list', err));
+        resolve(reply.blobs.map((b) => ({ name: b.name, size: Number(b.size) })));
+      });
+    });
+  }
+
+  async read(name: string): Promise<AsyncIterable<Buffer> | undefined> {
+    const call = this.client.Get({ name }, this.callOptions());
+    const chunks = (call as AsyncIterable<BlobChunkIn>)[Symbol.asyncIterator]();
+    // The first chunk (or the error) tells a missing blob from a present one.
+    let first: IteratorResult<BlobChunkIn>;
+    try {
+      first = await chunks.next();
+    } catch (err) {
+      if ((err as grpc.ServiceError).code === grpc.status.NOT_FOUND) return undefined;
+      throw wrap(`get ${name}`, err as grpc.ServiceError);
+    }
+    return (async function* () {
+      if (first.done) return;
+      yield first.value.data;
+      try {
+        for (let next = await chunks.next(); !next.done; next = await chunks.next()) yield next.value.data;
+      } catch (err) {
+        throw wrap(`get ${name}`, err as grpc.ServiceError);
+      }
+    })();
+  }
+
+  put(name: string, data: Uint8Array | AsyncIterable<Uint8Array>): Promise<void> {
+    return new Promise((resolve, reject) => {
+      const call = this.client.Put(this.callOptions(), (err) => (err ? reject(wrap(`put ${name}`, err)) : resolve()));
+      void (async () => {
+        try {
+          let first = true;
+          for await (const piece of data instanceof Uint8Array ? [data] : data) {
+            for (let at = 0; at < piece.length; at += PUT_CHUNK_BYTES) {
+              const part = Buffer.from(piece.buffer, piece.byteOffset + at, Math.min(PUT_CHUNK_BYTES, piece.length - at));
+              const writable = call.write({ name: first ? name : '', data: part });
+              first = false;
+              if (!writable) await new Promise((r) => call.once('drain', r));
+            }
+          }
+          if (first) call.write({ name, data: Buffer.alloc(0) });
+          call.end();
+        } catch (err) {
+          call.cancel();
+          reject(err as Error);
+        }
+      })();
+    });
+  }
+
+  append(name: string, offset: number, data: Uint8Array): Promise<void> {
+    return new Promise((resolve, reject) => {
+      this.client.Append({ name, offset: String(offset), data: Buffer.from(data.buffer, data.byteOffset, data.byteLength) }, this.callOptions(),
+        (err) => (err ? reject(wrap(`append ${name}`, err)) : resolve()));
+    });
+  }
+
+  delete(name: string): Promise<void> {
+    return new Promise((resolve, reject) => {
+      this.client.Delete({ name }, this.callOptions(), (err) => (err ? reject(wrap(`delete ${name}`, err)) : resolve()));
+    });
+  }
+
+  async close(): Promise<void> {
+    this.client.close();
+  }
+
+  private callOptions(): grpc.CallOptions {
+    return { deadline: Date.now() + this.timeoutMs };
+  }
+}
+
+function wrap(op: string, err: grpc.ServiceError | null): HostStoreError {
+  return new HostStoreError(op, err?.code, err?.details || err?.message || 'no answer');
+}

@@ -1,0 +1,80 @@
+import * as grpc from '@grpc/grpc-js';
+import type { BlobStore } from '../common/blob-store.js';
+import type { Logger } from '../common/logger.js';
+import { hostStoreChannelOptions, hostStoreProto, type BlobChunk, type BlobChunkIn, type HostStoreHandlers } from '../common/proto.js';
+import { BlobNameError, BlobOffsetError } from './fs-blob-store.js';
+
+/**
+ * The host store's gRPC adapter: each call is one BlobStore operation on the folder. It
+ * adds nothing of its own; what matters for trust happens in the enclave, which seals what
+ * it puts and authenticates what it gets.
+ */
+export function createHostStoreServer(store: BlobStore, log: Logger): grpc.Server {
+  const server = new grpc.Server(hostStoreChannelOptions);
+  const failed = (op: string, err: unknown): grpc.ServiceError => {
+    const error = err as Error;
+    const code = error instanceof BlobNameError ? grpc.status.INVALID_ARGUMENT
+      : error instanceof BlobOffsetError ? grpc.status.FAILED_PRECONDITION
+        : (error as NodeJS.ErrnoException).code === 'ENOENT' ? grpc.status.NOT_FOUND
+          : grpc.status.UNAVAILABLE;
+    if (code === grpc.status.UNAVAILABLE) log.error({ op, err: error.message }, 'storage operation failed');
+    return Object.assign(new Error(error.message), { code, details: error.message, metadata: new grpc.Metadata() });
+  };
+
+  const handlers: HostStoreHandlers = {
+    List: (call, callback) => {
+      store.list(call.request.prefix).then(
+        (blobs) => callback(null, { blobs: blobs.map((b) => ({ name: b.name, size: b.size })) }),
+        (err: unknown) => callback(failed('list', err)),
+      );
+    },
+    Get: (call) => {
+      const { name } = call.request;
+      void (async () => {
+        try {
+          const chunks = await store.read(name);
+          if (!chunks) {
+            call.emit('error', { code: grpc.status.NOT_FOUND, details: `no blob ${name}` });
+            return;
+          }
+          for await (const data of chunks) {
+            if (call.cancelled) return;
+            // Waits while gRPC's buffer is full, so a large blob streams at the reader's pace.
+            if (!call.write({ name: '', data } satisfies BlobChunk)) await new Promise((r) => call.once('drain', r));
+          }
+          call.end();
+        } catch (err) {
+          call.emit('error', failed('get', err));
+        }
+      })();
+    },
+    Put: (call, callback) => {
+      // The stream's first chunk names the blob; every chunk's data is the blob's bytes, in order.
+      const chunks = (call as AsyncIterable<BlobChunkIn>)[Symbol.asyncIterator]();
+      let name = '';
+      void (async () => {
+        try {
+          const first = await chunks.next();
+          if (first.done) throw new BlobNameError('');
+          name = first.value.name;
+          await store.put(name, (async function* () {
+            yield first.value.data;
+            for (let next = await chunks.next(); !next.done; next = await chunks.next()) yield next.value.data;
+          })());
+          callback(null, {});
+        } catch (err) {
+          callback(failed(`put ${name}`, err));
+        }
+      })();
+    },
+    Append: (call, callback) => {
+      const { name, offset, data } = call.request;
+      store.append(name, Number(offset), data).then(() => callback(null, {}), (err: unknown) => callback(failed(`append ${name}`, err)));
+    },
+    Delete: (call, callback) => {
+      store.delete(call.request.name).then(() => callback(null, {}), (err: unknown) => callback(failed('delete', err)));
+    },
+  };
+  server.addService(hostStoreProto().HostStore.service, handlers);
+  return server;
+}

@@ -1,0 +1,33 @@
+import { mkdirSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { configFromCli } from '../common/config.js';
+import { listen } from '../common/grpc-listen.js';
+import { createLogger } from '../common/logger.js';
+import { hostStoreSettings } from './config.js';
+import { FsBlobStore } from './fs-blob-store.js';
+import { createHostStoreServer } from './grpc-service.js';
+
+const config = configFromCli('agent-service host store: keeps the enclave\'s sealed blobs on the host\'s disk (it sees names and sizes, never contents).', hostStoreSettings);
+const log = createLogger('host-store', config.logLevel);
+
+const dataDir = resolve(config.dataDir);
+mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+const server = createHostStoreServer(new FsBlobStore(dataDir), log);
+const port = await listen(server, config.address).catch((err: unknown) => {
+  log.fatal({ address: config.address, err: (err as Error).message }, 'cannot listen');
+  process.stderr.write(`host-store: cannot listen on ${config.address}: ${(err as Error).message}\n`);
+  process.exit(1);
+});
+log.info({ address: config.address, port, dataDir }, 'host store listening');
+
+let stopping = false;
+const stop = (signal: string) => {
+  if (stopping) return;
+  stopping = true;
+  log.info({ signal }, 'stopping');
+  // Every acknowledged write is already on disk: nothing to flush.
+  server.tryShutdown(() => process.exit(0));
+  setTimeout(() => server.forceShutdown(), 3000).unref();
+};
+process.on('SIGINT', () => stop('SIGINT'));
+process.on('SIGTERM', () => stop('SIGTERM'));
