@@ -18,6 +18,7 @@ import { verifyAttestation, type VerificationResult, type VerifyOptions } from '
 import 'reflect-metadata';
 import * as x509 from '@peculiar/x509';
 import { SimulatedNsm, simulatedRootPath } from '../../enclave/attestation/simulated-nsm.js';
+import { FsBlobStore } from '../../host-store/fs-blob-store.js';
 
 // Expected values from test/fixtures/aws-nitro-sample.md.
 const fixture = new Uint8Array(
@@ -175,7 +176,7 @@ describe('verifyAttestation on a real AWS Nitro document', () => {
     let simulatedRootPem: string;
     beforeAll(async () => {
       dataDir = await mkdtemp(join(tmpdir(), 'attestation-verify-'));
-      await new SimulatedNsm({ dataDir }).attest({ pcrs: { 0: new Uint8Array(48) }, publicKey: Buffer.from('k') });
+      await new SimulatedNsm({ blobs: new FsBlobStore(dataDir) }).attest({ pcrs: { 0: new Uint8Array(48) }, publicKey: Buffer.from('k') });
       simulatedRootPem = await readFile(simulatedRootPath(dataDir), 'utf8');
     });
     afterAll(() => rm(dataDir, { recursive: true, force: true }));

@@ -8,7 +8,7 @@ describe('configuration', () => {
     const proxy = loadConfig(proxySettings, {});
     expect(proxy).toMatchObject({ host: '127.0.0.1', port: 8080, enclaveAddr: '127.0.0.1:50051', logLevel: 'info' });
     const enclave = loadConfig(enclaveSettings, {});
-    expect(enclave).toMatchObject({ address: '127.0.0.1:50051', teeMode: 'simulated', embeddingModel: 'static', dataDir: './data' });
+    expect(enclave).toMatchObject({ address: '127.0.0.1:50051', teeMode: 'simulated', embeddingModel: 'static', hostStoreAddr: '127.0.0.1:50052' });
     expect(enclave.modelBaseUrl).toBeUndefined();
   });
 

@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { repoRoot } from '../../common/paths.js';
 import { limits } from '../../common/limits.js';
 import { enclaveSettings } from '../../enclave/config.js';
+import { hostStoreSettings } from '../../host-store/config.js';
 import { proxySettings } from '../../proxy/config.js';
 
 const readme = readFileSync(join(repoRoot, 'README.md'), 'utf8');
@@ -15,9 +16,9 @@ const section = (heading: string) => {
 };
 
 describe('README stays true to the code', () => {
-  it('lists every setting of both processes, with its default', () => {
+  it('lists every setting of every process, with its default', () => {
     const table = section('Configuration');
-    for (const setting of [...Object.values(enclaveSettings), ...Object.values(proxySettings)]) {
+    for (const setting of [...Object.values(enclaveSettings), ...Object.values(proxySettings), ...Object.values(hostStoreSettings)]) {
       const row = table.split('\n').find((line) => line.startsWith(`| \`${setting.name}\` |`));
       expect(row, `${setting.name} is missing from the README's configuration table`).toBeDefined();
       if (setting.defaultText !== undefined) expect(row).toContain(`\`${setting.defaultText.replace(/\|/g, '\\|')}\``);
@@ -25,7 +26,7 @@ describe('README stays true to the code', () => {
   });
 
   it('names no setting the code does not have', () => {
-    const known = new Set([...Object.values(enclaveSettings), ...Object.values(proxySettings)].map((s) => s.name));
+    const known = new Set([...Object.values(enclaveSettings), ...Object.values(proxySettings), ...Object.values(hostStoreSettings)].map((s) => s.name));
     const named = [...section('Configuration').matchAll(/^\| `([A-Z_]+)` \|/gm)].map((m) => m[1]);
     expect(named.filter((name) => !known.has(name))).toEqual([]);
   });

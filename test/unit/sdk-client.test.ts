@@ -9,6 +9,7 @@ import { signReply, streamSigner } from '../../enclave/api/signing.js';
 import { generateIdentity } from '../../enclave/keys.js';
 import { AttestationError, connect, ResponseSignatureError, type TeeClient } from '../../sdk/client.js';
 import { encodeUserData } from '../../sdk/protocol/user-data.js';
+import { FsBlobStore } from '../../host-store/fs-blob-store.js';
 
 /**
  * The sdk against a loopback server that answers GET /v1/attestation with real simulated
@@ -31,7 +32,7 @@ let lie: Lie = 'none';
 
 beforeAll(async () => {
   dataDir = await mkdtemp(join(tmpdir(), 'sdk-client-'));
-  const provider = new SimulatedNitroProvider({ dataDir, pcrs: PCRS });
+  const provider = new SimulatedNitroProvider({ blobs: new FsBlobStore(dataDir), pcrs: PCRS });
   await provider.rootCertificatePem();
   rootPem = await readFile(simulatedRootPath(dataDir), 'utf8');
   server = createServer(async (req, res) => {

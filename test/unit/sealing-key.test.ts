@@ -3,7 +3,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { KmsSealingKey } from '../../enclave/storage/kms-sealing-key.js';
-import { createSealingKeySource, memoryStoreDir } from '../../enclave/storage/open-memory-store.js';
+import { createSealingKeySource } from '../../enclave/storage/open-memory-store.js';
+import { MEMORY_PREFIX } from '../../enclave/storage/store.js';
+import { FsBlobStore } from '../../host-store/fs-blob-store.js';
 import { SimulatedSealingKey, SIMULATED_KEY_FILE } from '../../enclave/storage/sealing-key.js';
 
 let dir: string;
@@ -13,26 +15,26 @@ beforeEach(() => {
 afterEach(() => rmSync(dir, { recursive: true, force: true }));
 
 describe('simulated sealing key', () => {
-  it('is created once in DATA_DIR (0600, labelled simulated) and then reused', async () => {
-    const source = new SimulatedSealingKey(dir, memoryStoreDir(dir));
+  it('is created once in the host store (0600, labelled simulated) and then reused', async () => {
+    const source = new SimulatedSealingKey(new FsBlobStore(dir), MEMORY_PREFIX);
     expect(source.simulated).toBe(true);
     const key = await source.load();
     expect(key).toHaveLength(32);
     const file = join(dir, SIMULATED_KEY_FILE);
     expect(statSync(file).mode & 0o777).toBe(0o600);
     expect(readFileSync(file, 'utf8')).toMatch(/SIMULATED SEALING KEY/);
-    expect(await new SimulatedSealingKey(dir, memoryStoreDir(dir)).load()).toEqual(key);
+    expect(await new SimulatedSealingKey(new FsBlobStore(dir), MEMORY_PREFIX).load()).toEqual(key);
   });
 
   it('is not silently replaced when sealed files exist without it', async () => {
-    mkdirSync(memoryStoreDir(dir));
-    writeFileSync(join(memoryStoreDir(dir), 'log-000000000001.sealed'), 'x');
-    await expect(new SimulatedSealingKey(dir, memoryStoreDir(dir)).load()).rejects.toThrow(/holds sealed files but their key .* is missing/);
+    mkdirSync(join(dir, 'memory'));
+    writeFileSync(join(dir, 'memory', 'log-000000000001.sealed'), 'x');
+    await expect(new SimulatedSealingKey(new FsBlobStore(dir), MEMORY_PREFIX).load()).rejects.toThrow(/holds sealed blobs \(memory\/\) but not their key/);
   });
 
   it('refuses a damaged key file', async () => {
     writeFileSync(join(dir, SIMULATED_KEY_FILE), JSON.stringify({ key: 'c2hvcnQ=' }));
-    await expect(new SimulatedSealingKey(dir, memoryStoreDir(dir)).load()).rejects.toThrow(/does not hold a 32-byte key/);
+    await expect(new SimulatedSealingKey(new FsBlobStore(dir), MEMORY_PREFIX).load()).rejects.toThrow(/does not hold a 32-byte key/);
   });
 });
 
@@ -69,7 +71,7 @@ describe('KMS sealing key (kmstool_enclave_cli)', () => {
   const calls = () => readFileSync(join(dir, 'calls.log'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as string[]);
 
   it('generates a data key on first start, keeps only its ciphertext, and decrypts it later', async () => {
-    const source = createSealingKeySource(config(), dir);
+    const source = createSealingKeySource(config(), new FsBlobStore(dir));
     expect(source).toBeInstanceOf(KmsSealingKey);
     expect(source.simulated).toBe(false);
     const key = await source.load();
@@ -77,7 +79,7 @@ describe('KMS sealing key (kmstool_enclave_cli)', () => {
     const stored = readFileSync(join(dir, 'sealing-key.kms'), 'utf8').trim();
     expect(Buffer.from(stored, 'base64')).not.toEqual(Buffer.from(key));
 
-    expect(await createSealingKeySource(config(), dir).load()).toEqual(key);
+    expect(await createSealingKeySource(config(), new FsBlobStore(dir)).load()).toEqual(key);
     const [genkey, decrypt] = calls();
     expect(genkey.slice(0, 5)).toEqual(['genkey', '--region', 'eu-west-1', '--proxy-port', '8000']);
     expect(genkey).toEqual(expect.arrayContaining(['--key-id', 'alias/agent-sealing', '--key-spec', 'AES-256', '--aws-session-token', 'token']));
@@ -87,18 +89,18 @@ describe('KMS sealing key (kmstool_enclave_cli)', () => {
 
   it('fails closed with KMS\'s reason and without echoing credentials', async () => {
     process.env.FAKE_KMS_FAIL = '1';
-    const err = await createSealingKeySource(config(), dir).load().catch((e: Error) => e);
+    const err = await createSealingKeySource(config(), new FsBlobStore(dir)).load().catch((e: Error) => e);
     expect(err.message).toMatch(/genkey failed: AccessDeniedException: attestation PCR0 does not match/);
     expect(err.message).not.toContain('secret-access-key-value');
     expect(existsSync(join(dir, 'sealing-key.kms'))).toBe(false);
 
-    const missing = await createSealingKeySource({ ...config(), kmsTool: join(dir, 'no-such-tool') }, dir).load().catch((e: Error) => e);
+    const missing = await createSealingKeySource({ ...config(), kmsTool: join(dir, 'no-such-tool') }, new FsBlobStore(dir)).load().catch((e: Error) => e);
     expect(missing.message).toMatch(/no-such-tool genkey failed: exit ENOENT/);
     expect(missing.message).not.toContain('secret-access-key-value');
   });
 
   it('names the missing settings', () => {
-    expect(() => createSealingKeySource({ ...config(), kmsKeyId: undefined, awsSecretAccessKey: undefined }, dir))
+    expect(() => createSealingKeySource({ ...config(), kmsKeyId: undefined, awsSecretAccessKey: undefined }, new FsBlobStore(dir)))
       .toThrow(/needs KMS_KEY_ID, AWS_SECRET_ACCESS_KEY/);
   });
 });

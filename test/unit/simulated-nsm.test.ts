@@ -19,6 +19,7 @@ import {
   measureEnclave,
   measureModel,
 } from '../../enclave/attestation/pcrs.js';
+import { FsBlobStore } from '../../host-store/fs-blob-store.js';
 import { SimulatedNitroProvider, SimulatedNsm, simulatedRootPath } from '../../enclave/attestation/simulated-nsm.js';
 import { encodeUserData } from '../../sdk/protocol/user-data.js';
 
@@ -49,7 +50,7 @@ describe('SimulatedNitroProvider', () => {
 
   beforeAll(async () => {
     dataDir = await tempDir();
-    const provider = new SimulatedNitroProvider({ dataDir, pcrs: PCRS });
+    const provider = new SimulatedNitroProvider({ blobs: new FsBlobStore(dataDir), pcrs: PCRS });
     expect(provider.teeName).toBe('simulated');
     document = await provider.attest({ publicKey: TEE_KEY, nonce: NONCE, userData: Buffer.from('operator') });
     rootPem = await readFile(simulatedRootPath(dataDir), 'utf8');
@@ -92,14 +93,14 @@ describe('SimulatedNitroProvider', () => {
   });
 
   it('writes absent user data and nonce as null', async () => {
-    const provider = new SimulatedNitroProvider({ dataDir, pcrs: PCRS });
+    const provider = new SimulatedNitroProvider({ blobs: new FsBlobStore(dataDir), pcrs: PCRS });
     const doc = decodeNitroDocument(decodeCoseSign1(await provider.attest({ publicKey: TEE_KEY })).payload);
     expect(doc.userData).toBeNull();
     expect(doc.nonce).toBeNull();
   });
 
   it('keeps the same root across instances and stores only the intermediate key, mode 0600', async () => {
-    const second = await new SimulatedNitroProvider({ dataDir, pcrs: PCRS }).attest({ publicKey: TEE_KEY });
+    const second = await new SimulatedNitroProvider({ blobs: new FsBlobStore(dataDir), pcrs: PCRS }).attest({ publicKey: TEE_KEY });
     expect(await readFile(simulatedRootPath(dataDir), 'utf8')).toBe(rootPem);
     expect((await verifyAttestation(second, { rootPem })).ok).toBe(true);
     expect((await readdir(dataDir)).sort()).toEqual([
@@ -111,16 +112,16 @@ describe('SimulatedNitroProvider', () => {
   });
 
   it('rejects PCRs that are not 48-byte values at indexes 0..31', () => {
-    expect(() => new SimulatedNitroProvider({ dataDir, pcrs: {} })).toThrow('at least one PCR');
-    expect(() => new SimulatedNitroProvider({ dataDir, pcrs: { 0: new Uint8Array(32) } })).toThrow('PCR0 must');
-    expect(() => new SimulatedNitroProvider({ dataDir, pcrs: { 32: new Uint8Array(48) } })).toThrow('PCR32 must');
+    expect(() => new SimulatedNitroProvider({ blobs: new FsBlobStore(dataDir), pcrs: {} })).toThrow('at least one PCR');
+    expect(() => new SimulatedNitroProvider({ blobs: new FsBlobStore(dataDir), pcrs: { 0: new Uint8Array(32) } })).toThrow('PCR0 must');
+    expect(() => new SimulatedNitroProvider({ blobs: new FsBlobStore(dataDir), pcrs: { 32: new Uint8Array(48) } })).toThrow('PCR32 must');
   });
 
   it('refuses a data directory with an incomplete CA', async () => {
     const broken = await tempDir();
-    await new SimulatedNsm({ dataDir: broken }).attest({ pcrs: PCRS, publicKey: TEE_KEY });
+    await new SimulatedNsm({ blobs: new FsBlobStore(broken) }).attest({ pcrs: PCRS, publicKey: TEE_KEY });
     await rm(join(broken, 'simulated-intermediate-key.pem'));
-    await expect(new SimulatedNsm({ dataDir: broken }).attest({ pcrs: PCRS, publicKey: TEE_KEY })).rejects.toThrow(
+    await expect(new SimulatedNsm({ blobs: new FsBlobStore(broken) }).attest({ pcrs: PCRS, publicKey: TEE_KEY })).rejects.toThrow(
       'has simulated-root.pem but no simulated-intermediate-key.pem',
     );
   });
@@ -130,7 +131,7 @@ describe('SimulatedNsm leaf certificates', () => {
   it('re-issues the short-lived leaf when it nears expiry', async () => {
     const dataDir = await tempDir();
     let now = new Date('2030-01-01T00:00:00Z');
-    const nsm = new SimulatedNsm({ dataDir, now: () => now });
+    const nsm = new SimulatedNsm({ blobs: new FsBlobStore(dataDir), now: () => now });
     const rootPem = () => readFile(simulatedRootPath(dataDir), 'utf8');
     const leafOf = async (at: Date) => {
       now = at;
@@ -154,8 +155,8 @@ describe('verifier against simulated chains', () => {
   it('reports a certificate whose signature does not match its issuer of the same name', async () => {
     // Two data directories give two CAs with identical names but different keys.
     const [dirA, dirB] = [await tempDir(), await tempDir()];
-    const documentA = await new SimulatedNsm({ dataDir: dirA }).attest({ pcrs: PCRS, publicKey: TEE_KEY });
-    await new SimulatedNsm({ dataDir: dirB }).attest({ pcrs: PCRS, publicKey: TEE_KEY });
+    const documentA = await new SimulatedNsm({ blobs: new FsBlobStore(dirA) }).attest({ pcrs: PCRS, publicKey: TEE_KEY });
+    await new SimulatedNsm({ blobs: new FsBlobStore(dirB) }).attest({ pcrs: PCRS, publicKey: TEE_KEY });
     const rootB = await readFile(simulatedRootPath(dirB), 'utf8');
 
     const sign1 = decodeCoseSign1(documentA);
@@ -410,7 +411,7 @@ describe('agent-verify', () => {
 
     beforeAll(async () => {
       dataDir = await tempDir();
-      const provider = new SimulatedNitroProvider({ dataDir, pcrs: PCRS });
+      const provider = new SimulatedNitroProvider({ blobs: new FsBlobStore(dataDir), pcrs: PCRS });
       expect(await provider.rootCertificatePem()).toContain('BEGIN CERTIFICATE');
       rootFile = simulatedRootPath(dataDir);
       server = createServer(async (request, response) => {

@@ -7,15 +7,32 @@ import { ApiError } from '../../common/errors.js';
 import { GroupCommitLog } from '../../enclave/storage/group-commit.js';
 import { SealedLog, type LogFile } from '../../enclave/storage/log-file.js';
 import { deriveStorageKey, readSealedFile } from '../../enclave/storage/sealed-file.js';
+import { genesisHead } from '../../enclave/storage/state-head.js';
+import { FsBlobStore } from '../../host-store/fs-blob-store.js';
 
 const key = deriveStorageKey(randomBytes(32));
-const meta = { format: 1, kind: 'log' as const, generation: 1, embedding_model: 'm', dimension: 3, created_at: 0 };
+const meta = { format: 3, kind: 'log' as const, generation: 1, embedding_model: 'm', dimension: 3, created_at: 0, store_id: 's', head: genesisHead('s') };
+const NAME = 'log-000000000001.sealed';
 let dir: string;
 let path: string;
+let blobs: FaultyBlobs;
+
+/** The host store's folder, with appends that can be made to fail: before writing, or after writing (an answer lost). */
+class FaultyBlobs extends FsBlobStore {
+  failNext?: 'before-write' | 'after-write';
+  override async append(name: string, offset: number, data: Uint8Array): Promise<void> {
+    const fault = this.failNext;
+    this.failNext = undefined;
+    if (fault === 'before-write') throw new Error('EIO: simulated disk failure');
+    await super.append(name, offset, data);
+    if (fault === 'after-write') throw new Error('host store did not answer');
+  }
+}
 
 beforeEach(() => {
   dir = mkdtempSync(join(tmpdir(), 'group-commit-'));
-  path = join(dir, 'log-000000000001.sealed');
+  path = join(dir, NAME);
+  blobs = new FaultyBlobs(dir);
 });
 afterEach(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -27,6 +44,7 @@ class WatchedLog implements LogFile {
   constructor(private readonly inner: LogFile, private readonly failOnAppend?: number) {}
   get generation() { return this.inner.generation; }
   get size() { return this.inner.size; }
+  get head() { return this.inner.head; }
   async append(payloads: Uint8Array[]): Promise<void> {
     this.inFlight = true;
     try {
@@ -46,7 +64,7 @@ const entriesOnDisk = () => readSealedFile(readFileSync(path), 'log', key, 'log'
 
 describe('group commit', () => {
   it('writes entries that arrive during a sync as one batch, acknowledging each only once it is on disk', async () => {
-    const file = new WatchedLog(await SealedLog.create(path, key, meta));
+    const file = new WatchedLog(await SealedLog.create(blobs, NAME, key, meta));
     const log = new GroupCommitLog(file, { groupCommit: true });
     const applied: number[] = [];
     const acks = Array.from({ length: 100 }, (_, i) => log.append(payload(i), () => {
@@ -65,7 +83,7 @@ describe('group commit', () => {
   });
 
   it('without group commit, syncs once per entry', async () => {
-    const file = new WatchedLog(await SealedLog.create(path, key, meta));
+    const file = new WatchedLog(await SealedLog.create(blobs, NAME, key, meta));
     const log = new GroupCommitLog(file, { groupCommit: false });
     await Promise.all(Array.from({ length: 20 }, (_, i) => log.append(payload(i), () => {})));
     expect(log.stats).toEqual({ commits: 20, syncs: 20, largestBatch: 1 });
@@ -73,27 +91,35 @@ describe('group commit', () => {
     await file.close();
   });
 
-  it('after a failed write, refuses that batch, everything queued and everything later, and reports once', async () => {
-    const file = new WatchedLog(await SealedLog.create(path, key, meta), 2);
+  it('refuses only the batch whose write fails, and writes later batches over whatever it left', async () => {
+    const file = new WatchedLog(await SealedLog.create(blobs, NAME, key, meta));
     const failures: Error[] = [];
     const log = new GroupCommitLog(file, { groupCommit: true, onFailure: (err) => failures.push(err) });
     const applied: number[] = [];
-    const results = await Promise.allSettled(Array.from({ length: 10 }, (_, i) => log.append(payload(i), () => applied.push(i))));
-    expect(results[0].status).toBe('fulfilled');
-    for (const r of results.slice(1)) {
-      expect(r.status).toBe('rejected');
+    await log.append(payload(0), () => applied.push(0));
+    const headBefore = file.head;
+    // The host wrote the batch but its answer was lost: the enclave cannot know, so it refuses it...
+    blobs.failNext = 'after-write';
+    const refused = await Promise.allSettled([1, 2].map((i) => log.appendAll([payload(i)], () => applied.push(i))));
+    for (const r of refused) {
       const err = (r as PromiseRejectedResult).reason as ApiError;
       expect(err).toBeInstanceOf(ApiError);
       expect([err.status, err.code]).toEqual([503, 'storage_unavailable']);
     }
-    expect(applied).toEqual([0]);
-    await expect(log.append(payload(99), () => applied.push(99))).rejects.toMatchObject({ status: 503 });
-    expect(failures.map((e) => e.message)).toEqual(['EIO: simulated disk failure']);
+    expect(file.head).toEqual(headBefore);
+    // ...and the next batch is written at the same offset, cutting what the host kept of it.
+    blobs.failNext = 'before-write';
+    await expect(log.append(payload(3), () => applied.push(3))).rejects.toMatchObject({ status: 503 });
+    await log.append(payload(4), () => applied.push(4));
+    expect(applied).toEqual([0, 4]);
+    expect(entriesOnDisk()).toEqual(['entry 0', 'entry 4']);
+    expect(failures.map((e) => e.message)).toEqual(['host store did not answer', 'EIO: simulated disk failure']);
+    expect(file.head.seq).toBe(2);
     await file.close();
   });
 
   it('writes a batch of entries in one write and sync, and refuses all of it when that write fails', async () => {
-    const file = new WatchedLog(await SealedLog.create(path, key, meta), 2);
+    const file = new WatchedLog(await SealedLog.create(blobs, NAME, key, meta), 2);
     const log = new GroupCommitLog(file, { groupCommit: true });
     let applied = 0;
     await log.appendAll([payload(0), payload(1), payload(2), payload(3), payload(4)], () => { applied++; });
@@ -106,7 +132,7 @@ describe('group commit', () => {
   });
 
   it('runs exclusive tasks between batches, with no write in flight', async () => {
-    const file = new WatchedLog(await SealedLog.create(path, key, meta));
+    const file = new WatchedLog(await SealedLog.create(blobs, NAME, key, meta));
     const log = new GroupCommitLog(file, { groupCommit: true });
     const seen: boolean[] = [];
     const work: Promise<void>[] = [];

@@ -11,6 +11,8 @@ import { EmbeddingModelChangedError } from '../../enclave/storage/errors.js';
 import { logName, SealedLog } from '../../enclave/storage/log-file.js';
 import { encodeEvent } from '../../enclave/storage/payloads.js';
 import { deriveStorageKey } from '../../enclave/storage/sealed-file.js';
+import { genesisHead } from '../../enclave/storage/state-head.js';
+import { FsBlobStore } from '../../host-store/fs-blob-store.js';
 import { DurableStore } from '../../enclave/storage/store.js';
 import { buildStaticSifModel } from '../../scripts/build-model.js';
 import { installTinyBert } from '../helpers/tiny-bert.js';
@@ -54,7 +56,8 @@ async function start(model: Embedder, options: { reembed?: boolean } = {}) {
   const memory = new MemoryService(model);
   let reembeds = 0;
   const store = await DurableStore.open({
-    dir,
+    blobs: new FsBlobStore(dir),
+    prefix: '',
     sealingKey,
     embedding: memory.embeddingModel,
     reembed: options.reembed ? async () => { reembeds++; await memory.reembed(model); } : undefined,
@@ -225,8 +228,9 @@ describe('durable store after an embedding model change', () => {
   it('reads a format 1 store, which recorded no model hash, by re-embedding it', async () => {
     // Written as the first release of the store did: no embedding_sha256 in the file meta.
     const key = deriveStorageKey(sealingKey);
-    const log = await SealedLog.create(join(dir, logName(1)), key, {
+    const log = await SealedLog.create(new FsBlobStore(dir), logName(1), key, {
       format: 1, kind: 'log', generation: 1, embedding_model: staticModel.id, dimension: staticModel.dimension, created_at: 1_700_000_000,
+      head: genesisHead('legacy'),
     });
     const records: MemoryRecord[] = Array.from({ length: 3 }, (_, n) => ({
       id: `mem_${String(n).padStart(32, '0')}`, object: 'memory', tenant_id: 't', content: text(n), metadata: {}, created_at: 1_700_000_000,

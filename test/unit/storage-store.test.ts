@@ -8,6 +8,7 @@ import { loadEmbedder, type Embedder } from '../../enclave/embedding/embedder.js
 import { MemoryService, type MemoryRecord } from '../../enclave/memory/memory-service.js';
 import { CorruptStoreError } from '../../enclave/storage/errors.js';
 import { DurableStore, type StoreOptions } from '../../enclave/storage/store.js';
+import { FsBlobStore } from '../../host-store/fs-blob-store.js';
 import { flipByte, frameSpans } from '../helpers/sealed-files.js';
 
 let embedder: Embedder;
@@ -32,7 +33,7 @@ afterEach(async () => {
 async function start(options: Partial<StoreOptions> = {}) {
   const memory = new MemoryService(embedder);
   const store = await DurableStore.open({
-    dir, sealingKey, embedding: memory.embeddingModel, snapshotLogBytes: 1 << 30, ...options,
+    blobs: new FsBlobStore(dir), prefix: '', sealingKey, embedding: memory.embeddingModel, snapshotLogBytes: 1 << 30, ...options,
   }, memory);
   memory.useJournal(store);
   const handle = { memory, store };
