@@ -66,6 +66,7 @@ const api = createApi({
   chat,
   attestation: { provider, identity, operatorKey, boxPublicKey: requestKey.publicKey, userData, log },
   identity,
+  stateHead: () => store.head,
   sealed: { key: requestKey, replay: new ReplayGuard(SEALED_MAX_AGE_MS) },
   auth: auth.authorizer,
   work: { maxInFlight: config.maxInFlight, timeoutMs: config.timeoutMs },

@@ -1,4 +1,3 @@
-import { createReadStream } from 'node:fs';
 import { mkdir, open, readdir, rename, rm, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { isValidBlobName, type BlobInfo, type BlobStore } from '../common/blob-store.js';
@@ -58,7 +57,7 @@ export class FsBlobStore implements BlobStore {
     try {
       // Opened here so a missing blob is reported now, not on the first chunk.
       const handle = await open(path, 'r');
-      return createReadStream('', { fd: handle.fd, highWaterMark: READ_CHUNK_BYTES, autoClose: true }) as AsyncIterable<Buffer>;
+      return handle.createReadStream({ highWaterMark: READ_CHUNK_BYTES, autoClose: true }) as AsyncIterable<Buffer>;
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
       throw err;
@@ -110,6 +109,24 @@ export class FsBlobStore implements BlobStore {
   }
 
   async close(): Promise<void> {}
+
+  /** Deletes temporary files a crash left behind (a put that never finished): never a blob. */
+  async removeLeftovers(): Promise<string[]> {
+    const removed: string[] = [];
+    const sweep = async (folder: string, depth: number): Promise<void> => {
+      const entries = await readdir(folder, { withFileTypes: true }).catch(() => []);
+      for (const entry of entries) {
+        const path = join(folder, entry.name);
+        if (entry.isDirectory() && depth === 0 && !entry.name.endsWith('.tmp')) await sweep(path, 1);
+        else if (entry.name.endsWith('.tmp')) {
+          await rm(path, { recursive: true, force: true });
+          removed.push(path);
+        }
+      }
+    };
+    await sweep(this.dir, 0);
+    return removed;
+  }
 
   private path(name: string): string {
     if (!isValidBlobName(name)) throw new BlobNameError(name);

@@ -12,7 +12,10 @@ const log = createLogger('host-store', config.logLevel);
 
 const dataDir = resolve(config.dataDir);
 mkdirSync(dataDir, { recursive: true, mode: 0o700 });
-const server = createHostStoreServer(new FsBlobStore(dataDir), log);
+const store = new FsBlobStore(dataDir);
+const leftovers = await store.removeLeftovers();
+if (leftovers.length > 0) log.info({ removed: leftovers.length }, 'removed temporary files of writes a crash interrupted');
+const server = createHostStoreServer(store, log);
 const port = await listen(server, config.address).catch((err: unknown) => {
   log.fatal({ address: config.address, err: (err as Error).message }, 'cannot listen');
   process.stderr.write(`host-store: cannot listen on ${config.address}: ${(err as Error).message}\n`);

@@ -13,8 +13,8 @@ import { randomBytes } from 'node:crypto';
 import type { Check, DecodedDocument } from './attestation/verify.js';
 import { verifyAttestation } from './attestation/verify.js';
 import {
-  checkSignature, DEFAULT_MAX_SKEW_MS, sha256Hex, SIGNATURE_HEADER, splitSignedStream, STREAM_SIGNATURE_EVENT,
-  TIMESTAMP_HEADER, type SignedRequest,
+  checkSignature, DEFAULT_MAX_SKEW_MS, sha256Hex, SIGNATURE_HEADER, STATE_HEADER, StateTracker, splitSignedStream,
+  STREAM_SIGNATURE_EVENT, TIMESTAMP_HEADER, type SignedRequest, type StateHead,
 } from './protocol/response-signature.js';
 import { openReply, SEALED_PATH, sealRequest, SealedFormatError } from './protocol/sealed.js';
 import { parseUserData } from './protocol/user-data.js';
@@ -34,6 +34,13 @@ export interface ConnectOptions {
   maxClockSkewMs?: number;
   /** Time at which certificates must be valid (default now). */
   at?: Date;
+  /**
+   * Remembers the newest state head seen from this service, to refuse answers from an
+   * older state (a rolled-back store). Default: one per client. Pass one to share it
+   * between clients, or one built from a saved head (`new StateTracker(saved)`) to carry
+   * it across runs.
+   */
+  stateTracker?: StateTracker;
   fetch?: typeof fetch;
 }
 
@@ -53,6 +60,8 @@ export interface TeeResponse<T = unknown> {
   headers: Record<string, string>;
   /** When the enclave signed the answer. */
   signedAt: Date;
+  /** The enclave's state head when it answered. */
+  state: StateHead;
 }
 
 export interface VerifiedAttestation {
@@ -86,6 +95,17 @@ export class AttestationError extends TrustError {
 export class ResponseSignatureError extends TrustError {
   override name = 'ResponseSignatureError';
   constructor(message: string, readonly status: number, readonly body: string) {
+    super(message);
+  }
+}
+
+/**
+ * A validly signed answer from an older state of the enclave's store than this client has
+ * already seen: the host is serving a rolled-back (or forked) copy of the store.
+ */
+export class RollbackError extends TrustError {
+  override name = 'RollbackError';
+  constructor(message: string, readonly state: StateHead, readonly newestSeen: StateHead) {
     super(message);
   }
 }
@@ -142,16 +162,26 @@ export async function connect(options: ConnectOptions): Promise<TeeClient> {
     checks: result.checks,
   });
   // The attestation answer itself is signed by the key it attests.
-  client.verify({ method: 'GET', target, body: new Uint8Array() }, response.status, raw, headersOf(response.headers));
+  client.verify({ method: 'GET', target, body: new Uint8Array() }, response.status, raw, headersOf(response.headers), client.stateFloor());
   return client;
 }
 
 export class TeeClient {
+  /** The newest state head seen from this service (rollback detection). */
+  readonly state: StateTracker;
+
   constructor(
     private readonly options: ConnectOptions,
     private readonly fetchImpl: typeof fetch,
     readonly attestation: VerifiedAttestation,
-  ) {}
+  ) {
+    this.state = options.stateTracker ?? new StateTracker();
+  }
+
+  /** What an answer to a request sent now must not be older than. */
+  stateFloor(): StateHead | undefined {
+    return this.state.floor();
+  }
 
   /**
    * A plain call whose answer must be signed by the attested enclave. Returns the answer
@@ -165,13 +195,14 @@ export class TeeClient {
     if (bytes.length > 0) headers['content-type'] = 'application/json';
     if (this.options.authorization) headers.authorization = this.options.authorization;
     if (options.organization) headers.organization_id = options.organization;
+    const floor = this.stateFloor();
     const response = await this.fetchImpl(url, { method, headers, body: bytes.length > 0 ? bytes : undefined });
     const raw = new Uint8Array(await response.arrayBuffer());
     const responseHeaders = headersOf(response.headers);
-    const signedAt = this.verify(
-      { method, target, organization: options.organization, body: bytes }, response.status, raw, responseHeaders,
+    const { signedAt, state } = this.verify(
+      { method, target, organization: options.organization, body: bytes }, response.status, raw, responseHeaders, floor,
     );
-    return { status: response.status, body: parseJson(raw) as T, raw, headers: responseHeaders, signedAt };
+    return { status: response.status, body: parseJson(raw) as T, raw, headers: responseHeaders, signedAt, state };
   }
 
   /**
@@ -190,6 +221,7 @@ export class TeeClient {
       organization: options.organization,
       timestamp: Date.now(),
     });
+    const floor = this.stateFloor();
     // The outer request is itself a signed plain call.
     const outer = await this.call<unknown>('POST', SEALED_PATH, envelope, { headers: options.headers });
     if (outer.status !== 200) {
@@ -203,33 +235,39 @@ export class TeeClient {
       if (error instanceof SealedFormatError) throw new SealedCallError(error.message, outer.status, outer.body);
       throw error;
     }
-    const signedAt = this.verify(
-      { method, target, organization: options.organization, body: bytes }, reply.status, reply.body, reply.headers,
+    const { signedAt, state } = this.verify(
+      { method, target, organization: options.organization, body: bytes }, reply.status, reply.body, reply.headers, floor,
     );
-    return { status: reply.status, body: parseJson(reply.body) as T, raw: reply.body, headers: reply.headers, signedAt };
+    return { status: reply.status, body: parseJson(reply.body) as T, raw: reply.body, headers: reply.headers, signedAt, state };
   }
 
-  /** Checks an answer's signature; returns when it was signed, or throws ResponseSignatureError. */
-  verify(request: SignedRequest, status: number, body: Uint8Array, headers: Record<string, string>): Date {
+  /**
+   * Checks an answer's signature, and that it comes from a state no older than `floor`
+   * (the newest head seen when the request was sent); returns when it was signed and the
+   * state it reports. Throws ResponseSignatureError or RollbackError.
+   */
+  verify(request: SignedRequest, status: number, body: Uint8Array, headers: Record<string, string>, floor: StateHead | undefined): { signedAt: Date; state: StateHead } {
     const result = checkSignature(
       this.attestation.teePublicKey,
       request,
       { status, bodySha256: sha256Hex(body) },
-      { signature: headers[SIGNATURE_HEADER], timestamp: headers[TIMESTAMP_HEADER] },
+      { signature: headers[SIGNATURE_HEADER], timestamp: headers[TIMESTAMP_HEADER], state: headers[STATE_HEADER] },
       { maxSkewMs: this.options.maxClockSkewMs ?? DEFAULT_MAX_SKEW_MS },
     );
     if (!result.ok) {
       const text = Buffer.from(body).toString('utf8');
       throw new ResponseSignatureError(`${request.method} ${request.target} (HTTP ${status}): ${result.reason}`, status, text);
     }
-    return result.signedAt;
+    const refusal = this.state.observe(result.state, floor);
+    if (refusal) throw new RollbackError(`${request.method} ${request.target}: ${refusal}`, result.state, floor!);
+    return { signedAt: result.signedAt, state: result.state };
   }
 
   /**
    * Checks a complete Server-Sent Events transcript (a streamed answer) that ends with
    * the enclave's `event: tee-signature`; returns the signed bytes before that event.
    */
-  verifyStream(request: SignedRequest, status: number, transcript: Uint8Array): { body: Uint8Array; signedAt: Date } {
+  verifyStream(request: SignedRequest, status: number, transcript: Uint8Array, floor: StateHead | undefined = this.stateFloor()): { body: Uint8Array; signedAt: Date; state: StateHead } {
     const split = splitSignedStream(transcript);
     if (!split) {
       throw new ResponseSignatureError(
@@ -238,11 +276,12 @@ export class TeeClient {
         Buffer.from(transcript).toString('utf8'),
       );
     }
-    const signedAt = this.verify(request, status, split.body, {
+    const { signedAt, state } = this.verify(request, status, split.body, {
       [SIGNATURE_HEADER]: split.signature.signature,
       [TIMESTAMP_HEADER]: split.signature.timestamp,
-    });
-    return { body: split.body, signedAt };
+      [STATE_HEADER]: split.signature.state,
+    }, floor);
+    return { body: split.body, signedAt, state };
   }
 
   /** The URL to fetch and the request target the proxy and the enclave will see. */

@@ -1,14 +1,14 @@
 /** The client-side sdk: verify attestation, make signed and sealed calls. */
 export {
-  AttestationError, connect, ResponseSignatureError, SealedCallError, TeeClient, TrustError,
+  AttestationError, connect, ResponseSignatureError, RollbackError, SealedCallError, TeeClient, TrustError,
   type CallOptions, type ConnectOptions, type TeeResponse, type VerifiedAttestation,
 } from './client.js';
 export { verifyAttestation, type Check, type DecodedDocument, type VerificationResult, type VerifyOptions } from './attestation/verify.js';
 export { AWS_NITRO_ROOT_G1_PEM } from './attestation/aws-root.js';
 export {
-  checkSignature, responseStatement, sha256Hex, splitSignedStream, streamSignatureEvent,
-  SIGNATURE_HEADER, STATEMENT_TAG, STREAM_SIGNATURE_EVENT, TIMESTAMP_HEADER,
-  type ResponseSignature, type SignedRequest,
+  checkSignature, formatState, parseState, responseStatement, sha256Hex, splitSignedStream, streamSignatureEvent,
+  SIGNATURE_HEADER, STATE_HEADER, STATEMENT_TAG, StateTracker, STREAM_SIGNATURE_EVENT, TIMESTAMP_HEADER,
+  type ResponseSignature, type SignedRequest, type StateHead,
 } from './protocol/response-signature.js';
 export { openReply, sealRequest, SEALED_PATH, type SealedReply, type SealedRequest } from './protocol/sealed.js';
 export { encodeUserData, parseUserData, type BoundKeys } from './protocol/user-data.js';

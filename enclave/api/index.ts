@@ -12,7 +12,8 @@ import type { ReplayGuard } from './replay-guard.js';
 import { errorReply, requestIdForLog } from './request.js';
 import { dispatcher, methodOf, type Handler } from './routes.js';
 import { sealedRoute } from './sealed-route.js';
-import { signReply } from './signing.js';
+import { signReply, type ResponseSigner } from './signing.js';
+import type { StateHead } from '../../sdk/protocol/response-signature.js';
 import { WorkGate, type WorkLimits } from './work-gate.js';
 
 import { wrapStream, type StreamHandler } from './stream.js';
@@ -36,6 +37,8 @@ export interface ApiDeps {
   attestation: AttestationDeps;
   /** Signs every reply (enclave/api/signing.ts). */
   identity: EnclaveIdentity;
+  /** The store's state head, reported in every signed reply. */
+  stateHead: () => StateHead;
   sealed: { key: SealedRequestKey; replay: ReplayGuard };
   auth: Authorizer;
   work: WorkLimits;
@@ -55,7 +58,8 @@ export function createApi(deps: ApiDeps): EnclaveApi {
   const memory = memoryRoutes(deps.memory, deps.auth);
   const chat = chatRoutes(deps.chat, deps.auth);
   const gate = new WorkGate(deps.work);
-  const sign = (method: string, request: ApiRequest, reply: ApiReply) => signReply(deps.identity, method, request, reply);
+  const signer: ResponseSigner = { ...deps.identity, state: deps.stateHead };
+  const sign = (method: string, request: ApiRequest, reply: ApiReply) => signReply(signer, method, request, reply);
   // Chat waits on the model, whose own timeouts (MODEL_TIMEOUT_MS) and the caller's
   // deadline bound it, and a sealed call may carry chat; ENCLAVE_TIMEOUT_MS bounds the
   // enclave's own work.
@@ -99,7 +103,7 @@ export function createApi(deps: ApiDeps): EnclaveApi {
     ...unary,
     ChatCompletionStream: wrapStream('ChatCompletionStream', chat.stream, {
       log: deps.log,
-      identity: deps.identity,
+      signer,
       gate: (work, deadline) => gate.run(work, deadline, timeLimit('ChatCompletionStream')),
     }),
     Sealed: settle('Sealed', gated('Sealed', sealedRoute({ ...deps.sealed, dispatch }))),

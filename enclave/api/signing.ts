@@ -1,9 +1,15 @@
 import { createHash } from 'node:crypto';
 import type { ApiReply, ApiRequest } from '../../common/proto.js';
 import {
-  SIGNATURE_HEADER, TIMESTAMP_HEADER, sha256Hex, signAnswer, streamSignatureEvent, type SignedRequest,
+  SIGNATURE_HEADER, STATE_HEADER, TIMESTAMP_HEADER, formatState, sha256Hex, signAnswer, streamSignatureEvent, type SignedRequest,
+  type StateHead,
 } from '../../sdk/protocol/response-signature.js';
 import type { EnclaveIdentity } from '../keys.js';
+
+/** The enclave's key, and the state head each signed answer reports (the store's, after any change it made). */
+export interface ResponseSigner extends EnclaveIdentity {
+  state(): StateHead;
+}
 
 /** The request as the statement names it (sdk/protocol/response-signature.ts). */
 function signedRequest(method: string, request: ApiRequest): SignedRequest {
@@ -11,18 +17,18 @@ function signedRequest(method: string, request: ApiRequest): SignedRequest {
 }
 
 /**
- * Adds x-tee-signature and x-tee-timestamp to a reply: the enclave's Ed25519 signature
- * over (method, target, organization, request body hash, status, response body hash,
- * timestamp).
+ * Adds x-tee-signature, x-tee-timestamp and x-tee-state to a reply: the enclave's Ed25519
+ * signature over (method, target, organization, request body hash, status, response body
+ * hash, timestamp, state head).
  */
-export function signReply(identity: EnclaveIdentity, method: string, request: ApiRequest, reply: ApiReply): ApiReply {
+export function signReply(signer: ResponseSigner, method: string, request: ApiRequest, reply: ApiReply): ApiReply {
   const body = reply.body ?? new Uint8Array();
-  const { signature, timestamp } = signAnswer(
-    (message) => identity.sign(message),
+  const { signature, timestamp, state } = signAnswer(
+    (message) => signer.sign(message),
     signedRequest(method, request),
-    { status: reply.status ?? 200, bodySha256: sha256Hex(body as Uint8Array) },
+    { status: reply.status ?? 200, bodySha256: sha256Hex(body as Uint8Array), state: formatState(signer.state()) },
   );
-  return { ...reply, headers: { ...reply.headers, [SIGNATURE_HEADER]: signature, [TIMESTAMP_HEADER]: timestamp } };
+  return { ...reply, headers: { ...reply.headers, [SIGNATURE_HEADER]: signature, [TIMESTAMP_HEADER]: timestamp, [STATE_HEADER]: state } };
 }
 
 export interface StreamSigner {
@@ -37,7 +43,7 @@ export interface StreamSigner {
  * ends with an `event: tee-signature` SSE event over the same statement as signReply,
  * whose response body is the concatenation of the streamed bytes.
  */
-export function streamSigner(identity: EnclaveIdentity, method: string, request: ApiRequest, status: number): StreamSigner {
+export function streamSigner(signer: ResponseSigner, method: string, request: ApiRequest, status: number): StreamSigner {
   const hash = createHash('sha256');
   let finished = false;
   return {
@@ -48,7 +54,10 @@ export function streamSigner(identity: EnclaveIdentity, method: string, request:
     finish() {
       if (finished) throw new Error('stream already signed');
       finished = true;
-      const signature = signAnswer((m) => identity.sign(m), signedRequest(method, request), { status, bodySha256: hash.digest('hex') });
+      // The head at the end: after any memory the stream's tool calls added.
+      const signature = signAnswer((m) => signer.sign(m), signedRequest(method, request), {
+        status, bodySha256: hash.digest('hex'), state: formatState(signer.state()),
+      });
       return Buffer.from(streamSignatureEvent(signature), 'utf8');
     },
   };

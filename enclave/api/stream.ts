@@ -2,10 +2,9 @@ import { ApiError, internal } from '../../common/errors.js';
 import type { Logger } from '../../common/logger.js';
 import type { ApiReply, ApiRequest } from '../../common/proto.js';
 import { sseEvent } from '../../common/sse.js';
-import type { EnclaveIdentity } from '../keys.js';
 import { requestIdForLog } from './request.js';
 import { methodOf } from './routes.js';
-import { signReply, streamSigner, type StreamSigner } from './signing.js';
+import { signReply, streamSigner, type ResponseSigner, type StreamSigner } from './signing.js';
 
 /** Where a streamed RPC writes: the head (status and headers) once, then bytes. */
 export interface ChunkSink {
@@ -19,7 +18,7 @@ export type StreamHandler = (request: ApiRequest, sink: ChunkSink, signal: Abort
 export interface StreamOptions {
   log: Logger;
   /** Signs what the stream sends, like every unary reply. */
-  identity: EnclaveIdentity;
+  signer: ResponseSigner;
   /** Admission and time limit (the enclave's WorkGate). */
   gate: (work: () => Promise<void>, deadline?: number) => Promise<void>;
 }
@@ -53,7 +52,7 @@ export function wrapStream(rpc: string, handler: StreamHandler, options: StreamO
       head(reply) {
         status = reply.status;
         if (String(reply.headers?.['content-type'] ?? '').startsWith('text/event-stream')) {
-          signer = streamSigner(options.identity, method, request, reply.status ?? 200);
+          signer = streamSigner(options.signer, method, request, reply.status ?? 200);
           sink.head(reply);
         } else {
           pendingHead = reply; // signed once its body, the next piece, is known
@@ -61,7 +60,7 @@ export function wrapStream(rpc: string, handler: StreamHandler, options: StreamO
       },
       data(bytes) {
         if (pendingHead) {
-          const signed = signReply(options.identity, method, request, { ...pendingHead, body: Buffer.from(bytes) });
+          const signed = signReply(options.signer, method, request, { ...pendingHead, body: Buffer.from(bytes) });
           pendingHead = undefined;
           sink.head({ ...signed, body: Buffer.alloc(0) });
         } else {

@@ -9,13 +9,17 @@ import { realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { parseArgs as parseNodeArgs } from 'node:util';
 import { verifyAttestation, type Check, type VerificationResult } from '../attestation/verify.js';
+import { checkSignature, sha256Hex, SIGNATURE_HEADER, STATE_HEADER, TIMESTAMP_HEADER, type SignedRequest } from '../protocol/response-signature.js';
 
 export const USAGE = `Usage: agent-verify <file | base-url> [options]
 
 Verifies an attestation document. <file> holds the base64 document or the JSON returned
 by GET /v1/attestation; with an http(s) <base-url>, fetches <base-url>/v1/attestation.
 When the JSON has tee_public_key, the document's public_key must equal it; when it has
-operator_pubkey and tee_box_public_key, the document's user_data must bind them.
+operator_pubkey and tee_box_public_key, the document's user_data must bind them. A fetched
+answer must also be signed by that key; its state head (changes the enclave's store has
+made durable, and their chained hash) is printed: remember it, and a later answer from an
+older state is a rollback by the host.
 
 Options:
   --root <pem-file>     root certificate to pin (default: AWS Nitro Enclaves Root G1)
@@ -134,7 +138,7 @@ export async function main(argv: string[], io: Io = defaultIo): Promise<number> 
 
   let result: VerificationResult;
   try {
-    const { document, teePublicKey, operatorKey, boxPublicKey } = await loadDocument(command, io.fetch);
+    const { document, teePublicKey, operatorKey, boxPublicKey, reply } = await loadDocument(command, io.fetch);
     result = await verifyAttestation(document, {
       rootPem,
       at: command.at,
@@ -144,6 +148,13 @@ export async function main(argv: string[], io: Io = defaultIo): Promise<number> 
       operatorKey: command.operatorKey ?? operatorKey,
       boxPublicKey,
     });
+    if (reply && teePublicKey) {
+      const check = checkSignature(teePublicKey, reply.request, { status: reply.status, bodySha256: sha256Hex(reply.body) }, reply.signature);
+      result.checks.push(check.ok
+        ? { name: 'reply signature', ok: true, detail: `signed by public_key at ${check.signedAt.toISOString()}; state head ${check.state.seq}:${check.state.hash}` }
+        : { name: 'reply signature', ok: false, detail: check.reason });
+      if (!check.ok) result.ok = false;
+    }
   } catch (error) {
     // Nothing to verify: report it like any other failed check.
     const check = { name: 'input', ok: false, detail: (error as Error).message };
@@ -155,6 +166,8 @@ export async function main(argv: string[], io: Io = defaultIo): Promise<number> 
 
 interface LoadedDocument {
   document: Uint8Array;
+  /** When fetched: what was asked and answered, to check the enclave's signature on it. */
+  reply?: { request: SignedRequest; status: number; body: Uint8Array; signature: { signature?: string; timestamp?: string; state?: string } };
   /** From the /v1/attestation JSON; the document must bind these keys. */
   teePublicKey?: Uint8Array;
   operatorKey?: Uint8Array;
@@ -167,7 +180,17 @@ async function loadDocument(command: VerifyCommand, fetchImpl: typeof fetch): Pr
     if (command.nonce) url.searchParams.set('nonce', Buffer.from(command.nonce).toString('hex'));
     const response = await fetchImpl(url);
     if (!response.ok) throw new Error(`GET ${url} returned HTTP ${response.status}`);
-    return fromAttestationJson(await response.text(), `GET ${url}`);
+    const body = new Uint8Array(await response.arrayBuffer());
+    const header = (name: string) => response.headers.get(name) ?? undefined;
+    return {
+      ...fromAttestationJson(Buffer.from(body).toString('utf8'), `GET ${url}`),
+      reply: {
+        request: { method: 'GET', target: `${url.pathname}${url.search}`, body: new Uint8Array() },
+        status: response.status,
+        body,
+        signature: { signature: header(SIGNATURE_HEADER), timestamp: header(TIMESTAMP_HEADER), state: header(STATE_HEADER) },
+      },
+    };
   }
   const text = await readFile(command.input, 'utf8').catch((error: Error) => {
     throw new Error(`cannot read ${command.input}: ${error.message}`);

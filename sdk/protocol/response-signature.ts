@@ -3,9 +3,9 @@
  * checks. The enclave (enclave/api/signing.ts) and the sdk (sdk/client.ts) both build the
  * statement here, so the two cannot drift apart.
  *
- * The statement is UTF-8 text, eight lines joined by a single "\n" (no trailing newline):
+ * The statement is UTF-8 text, nine lines joined by a single "\n" (no trailing newline):
  *
- *   agent-service/response-signature/v1
+ *   agent-service/response-signature/v2
  *   method <HTTP method>                         e.g. method GET
  *   target <JSON string of the request target>  e.g. target "/v1/memory?query=dogs&tenant_id=t1"
  *   organization <JSON string>                   the organization_id header, "" when absent
@@ -13,19 +13,24 @@
  *   status <decimal HTTP status>
  *   response-body-sha256 <64 lowercase hex>      of the exact response body bytes
  *   timestamp <decimal unix milliseconds>        = the x-tee-timestamp header
+ *   state <decimal seq>:<64 lowercase hex>       = the x-tee-state header: the enclave's state head
  *
  * The signature is Ed25519 (the enclave's key, `tee_public_key`, bound in the attestation
  * document as `public_key`) over those bytes, sent base64 in `x-tee-signature`.
  *
  * Method and target bind the answer to the question: a signed answer to one request
- * does not verify as the answer to another. The target and organization are written as
+ * does not verify as the answer to another. The state head (how many changes the store
+ * has made durable, and a hash chained over all of them) lets a client that has seen a
+ * newer state refuse an answer from an older one: the host cannot roll the store back
+ * unnoticed by a client that remembers (see StateTracker). The target and organization are written as
  * JSON strings so that no value can contain a line break and shift the other fields.
  */
 import { createHash, createPublicKey, verify as verifyEd25519 } from 'node:crypto';
 
 export const SIGNATURE_HEADER = 'x-tee-signature';
 export const TIMESTAMP_HEADER = 'x-tee-timestamp';
-export const STATEMENT_TAG = 'agent-service/response-signature/v1';
+export const STATE_HEADER = 'x-tee-state';
+export const STATEMENT_TAG = 'agent-service/response-signature/v2';
 /** The name of the final Server-Sent Event that signs a streamed answer. */
 export const STREAM_SIGNATURE_EVENT = 'tee-signature';
 
@@ -39,12 +44,28 @@ export interface SignedRequest {
   body: Uint8Array;
 }
 
+/** The enclave's state head: changes made durable so far, and the hash chained over them. */
+export interface StateHead {
+  seq: number;
+  /** SHA-256, lowercase hex. */
+  hash: string;
+}
+
+export const formatState = (head: StateHead): string => `${head.seq}:${head.hash}`;
+
+export function parseState(text: string | undefined): StateHead | undefined {
+  const m = /^(\d{1,15}):([0-9a-f]{64})$/.exec(text ?? '');
+  return m ? { seq: Number(m[1]), hash: m[2] } : undefined;
+}
+
 export interface SignedAnswer {
   status: number;
   /** SHA-256 of the response body, lowercase hex. */
   bodySha256: string;
   /** Unix milliseconds, decimal. */
   timestamp: string;
+  /** formatState(head) of the enclave when it answered. */
+  state: string;
 }
 
 export interface ResponseSignature {
@@ -52,6 +73,8 @@ export interface ResponseSignature {
   signature: string;
   /** The x-tee-timestamp header. */
   timestamp: string;
+  /** The x-tee-state header. */
+  state: string;
 }
 
 export function sha256Hex(bytes: Uint8Array): string {
@@ -66,6 +89,7 @@ export function responseStatement(request: SignedRequest, answer: SignedAnswer):
   }
   if (!/^[0-9a-f]{64}$/.test(answer.bodySha256)) throw new Error('response body hash must be 64 lowercase hex digits');
   if (!/^\d{1,16}$/.test(answer.timestamp)) throw new Error(`not a timestamp in milliseconds: ${JSON.stringify(answer.timestamp)}`);
+  if (!parseState(answer.state)) throw new Error(`not a state head: ${JSON.stringify(answer.state)}`);
   return [
     STATEMENT_TAG,
     `method ${request.method}`,
@@ -75,6 +99,7 @@ export function responseStatement(request: SignedRequest, answer: SignedAnswer):
     `status ${answer.status}`,
     `response-body-sha256 ${answer.bodySha256}`,
     `timestamp ${answer.timestamp}`,
+    `state ${answer.state}`,
   ].join('\n');
 }
 
@@ -82,15 +107,15 @@ export function responseStatement(request: SignedRequest, answer: SignedAnswer):
 export function signAnswer(
   sign: (message: Uint8Array) => Uint8Array,
   request: SignedRequest,
-  answer: { status: number; bodySha256: string },
+  answer: { status: number; bodySha256: string; state: string },
   now: number = Date.now(),
 ): ResponseSignature {
   const timestamp = String(Math.floor(now));
   const statement = responseStatement(request, { ...answer, timestamp });
-  return { signature: Buffer.from(sign(Buffer.from(statement, 'utf8'))).toString('base64'), timestamp };
+  return { signature: Buffer.from(sign(Buffer.from(statement, 'utf8'))).toString('base64'), timestamp, state: answer.state };
 }
 
-export type SignatureCheck = { ok: true; signedAt: Date } | { ok: false; reason: string };
+export type SignatureCheck = { ok: true; signedAt: Date; state: StateHead } | { ok: false; reason: string };
 
 export interface CheckOptions {
   /** Largest accepted difference between the signature's timestamp and `now`. */
@@ -115,13 +140,15 @@ export function checkSignature(
   if (!signature.timestamp || !/^\d{1,16}$/.test(signature.timestamp)) {
     return { ok: false, reason: `the reply's ${TIMESTAMP_HEADER} header is missing or not unix milliseconds` };
   }
+  const state = parseState(signature.state);
+  if (!state) return { ok: false, reason: `the reply's ${STATE_HEADER} header is missing or not <seq>:<sha256 hex>` };
   const sig = Buffer.from(signature.signature, 'base64');
   if (sig.length !== 64 || sig.toString('base64') !== signature.signature) {
     return { ok: false, reason: `${SIGNATURE_HEADER} is not a base64 Ed25519 signature` };
   }
   let statement: string;
   try {
-    statement = responseStatement(request, { ...answer, timestamp: signature.timestamp });
+    statement = responseStatement(request, { ...answer, timestamp: signature.timestamp, state: signature.state! });
   } catch (error) {
     return { ok: false, reason: (error as Error).message };
   }
@@ -143,7 +170,7 @@ export function checkSignature(
         `(${new Date(now).toISOString()}): a replayed or stale reply`,
     };
   }
-  return { ok: true, signedAt: new Date(signedAt) };
+  return { ok: true, signedAt: new Date(signedAt), state };
 }
 
 /** DER prefix of an SPKI Ed25519 public key; the 32-byte key follows. */
@@ -163,13 +190,13 @@ function ed25519Verify(publicKey: Uint8Array, message: Uint8Array, signature: Ui
  * A streamed answer cannot carry its signature in headers (sent before the body), so it
  * ends with one more event:
  *
- *   event: tee-signature\ndata: {"signature":"<base64>","timestamp":"<ms>"}\n\n
+ *   event: tee-signature\ndata: {"signature":"<base64>","timestamp":"<ms>","state":"<seq>:<hex>"}\n\n
  *
  * signing the same statement, where the response body is every byte streamed before
  * that event, and the status is the stream's HTTP status.
  */
 export function streamSignatureEvent(signature: ResponseSignature): string {
-  return `event: ${STREAM_SIGNATURE_EVENT}\ndata: ${JSON.stringify({ signature: signature.signature, timestamp: signature.timestamp })}\n\n`;
+  return `event: ${STREAM_SIGNATURE_EVENT}\ndata: ${JSON.stringify({ signature: signature.signature, timestamp: signature.timestamp, state: signature.state })}\n\n`;
 }
 
 /**
@@ -189,7 +216,45 @@ export function splitSignedStream(transcript: Uint8Array): { body: Uint8Array; s
   } catch {
     return undefined;
   }
-  const { signature, timestamp } = (data ?? {}) as Record<string, unknown>;
-  if (typeof signature !== 'string' || typeof timestamp !== 'string') return undefined;
-  return { body: transcript.subarray(0, at), signature: { signature, timestamp } };
+  const { signature, timestamp, state } = (data ?? {}) as Record<string, unknown>;
+  if (typeof signature !== 'string' || typeof timestamp !== 'string' || typeof state !== 'string') return undefined;
+  return { body: transcript.subarray(0, at), signature: { signature, timestamp, state } };
+}
+
+// ---------------------------------------------------------------------------------------
+// Rollback detection
+
+/**
+ * Remembers the newest state head a client has seen from one service, and refuses an
+ * answer from an older state. Only answers to requests sent after a newer head was seen
+ * are judged (`floor()` is taken when a request is sent), so concurrent requests that
+ * arrive out of order are not mistaken for a rollback. What it cannot know: a client that
+ * never saw the newer state (a new client, or one whose memory was lost) accepts the older
+ * one; persist the head (StateMemory) to carry it across runs.
+ */
+export class StateTracker {
+  constructor(private newest?: StateHead) {}
+
+  get current(): StateHead | undefined {
+    return this.newest;
+  }
+
+  /** The head an answer to a request sent now must not be older than. */
+  floor(): StateHead | undefined {
+    return this.newest;
+  }
+
+  /** Says why `state` cannot be accepted against `floor`, or records it and returns undefined. */
+  observe(state: StateHead, floor: StateHead | undefined): string | undefined {
+    if (floor && state.seq < floor.seq) {
+      return `the answer comes from state ${state.seq}, older than state ${floor.seq} this client has already seen: ` +
+        'the host may be serving an older copy of the enclave\'s store (a rollback)';
+    }
+    if (floor && state.seq === floor.seq && state.hash !== floor.hash) {
+      return `the answer comes from a state ${state.seq} whose hash differs from the one this client has seen: ` +
+        'the host may be serving another copy of the store (a fork)';
+    }
+    if (!this.newest || state.seq > this.newest.seq) this.newest = state;
+    return undefined;
+  }
 }

@@ -153,7 +153,7 @@ describe('the data directory', () => {
     ['another sealing key', (dir: string) => {
       writeFileSync(join(dir, 'sealing-key.simulated.json'), JSON.stringify({ key: randomBytes(32).toString('base64') }));
     }, /sealed with a different key/],
-    ['a lost sealing key', (dir: string) => rmSync(join(dir, 'sealing-key.simulated.json')), /holds sealed files but their key .* is missing/],
+    ['a lost sealing key', (dir: string) => rmSync(join(dir, 'sealing-key.simulated.json')), /holds sealed blobs \(memory\/\) but not their key/],
   ])('refuses to start with %s: exit 1 and a clear message', async (_name, tamper, message) => {
     const dir = copyOf(dataDir);
     tamper(dir);

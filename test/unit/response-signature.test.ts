@@ -5,7 +5,7 @@ import { findRoute, methodOf, routes } from '../../enclave/api/routes.js';
 import { signReply, streamSigner } from '../../enclave/api/signing.js';
 import { generateIdentity } from '../../enclave/keys.js';
 import {
-  checkSignature, responseStatement, sha256Hex, signAnswer, splitSignedStream, streamSignatureEvent,
+  checkSignature, responseStatement, sha256Hex, signAnswer, splitSignedStream, StateTracker, streamSignatureEvent,
   SIGNATURE_HEADER, TIMESTAMP_HEADER, type SignedRequest,
 } from '../../sdk/protocol/response-signature.js';
 import type { ApiRequest } from '../../common/proto.js';
@@ -22,15 +22,17 @@ const request: SignedRequest = {
 const responseBody = utf8('{"id":"mem_1"}');
 const answer = { status: 200, bodySha256: sha256Hex(responseBody) };
 const NOW = 1_731_000_000_000;
+const HEAD = { seq: 7, hash: 'ab'.repeat(32) };
+const STATE = `7:${'ab'.repeat(32)}`;
 
 describe('the signed statement', () => {
-  it('is exactly the documented eight lines', () => {
+  it('is exactly the documented nine lines', () => {
     const text = responseStatement(
       { method: 'GET', target: '/v1/memory?query=dogs&tenant_id=t1', body: new Uint8Array() },
-      { status: 404, bodySha256: sha256Hex(utf8('{}')), timestamp: '1731000000000' },
+      { status: 404, bodySha256: sha256Hex(utf8('{}')), timestamp: '1731000000000', state: STATE },
     );
     expect(text).toBe([
-      'agent-service/response-signature/v1',
+      'agent-service/response-signature/v2',
       'method GET',
       'target "/v1/memory?query=dogs&tenant_id=t1"',
       'organization ""',
@@ -38,36 +40,44 @@ describe('the signed statement', () => {
       'status 404',
       'response-body-sha256 44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a',
       'timestamp 1731000000000',
+      `state ${STATE}`,
     ].join('\n'));
   });
 
   it('writes the target and organization as JSON strings, so a line break cannot add a field', () => {
     const text = responseStatement(
       { method: 'GET', target: '/v1/x\nstatus 200', organization: 'a"\nb', body: new Uint8Array() },
-      { status: 500, bodySha256: EMPTY_SHA256, timestamp: '1' },
+      { status: 500, bodySha256: EMPTY_SHA256, timestamp: '1', state: STATE },
     );
-    expect(text.split('\n')).toHaveLength(8);
+    expect(text.split('\n')).toHaveLength(9);
     expect(text).toContain('target "/v1/x\\nstatus 200"');
     expect(text).toContain('organization "a\\"\\nb"');
   });
 
   it('refuses values that have no place in it', () => {
-    const ok = { status: 200, bodySha256: EMPTY_SHA256, timestamp: '1' };
+    const ok = { status: 200, bodySha256: EMPTY_SHA256, timestamp: '1', state: STATE };
     expect(() => responseStatement({ ...request, method: 'get\n' }, ok)).toThrow(/not an HTTP method/);
     expect(() => responseStatement(request, { ...ok, status: 42 })).toThrow(/not an HTTP status/);
     expect(() => responseStatement(request, { ...ok, bodySha256: 'XYZ' })).toThrow(/64 lowercase hex/);
     expect(() => responseStatement(request, { ...ok, timestamp: '1.5' })).toThrow(/timestamp/);
+    expect(() => responseStatement(request, { ...ok, state: '7:xyz\nstatus 200' })).toThrow(/not a state head/);
   });
 });
 
 describe('signing and checking', () => {
   const keys = nacl.sign.keyPair();
   const sign = (m: Uint8Array) => nacl.sign.detached(m, keys.secretKey);
-  const signature = signAnswer(sign, request, answer, NOW);
+  const signature = signAnswer(sign, request, { ...answer, state: STATE }, NOW);
 
   it('verifies what was signed, within the allowed clock skew', () => {
     expect(signature.timestamp).toBe(String(NOW));
-    expect(checkSignature(keys.publicKey, request, answer, signature, { now: NOW + 1000 })).toEqual({ ok: true, signedAt: new Date(NOW) });
+    expect(checkSignature(keys.publicKey, request, answer, signature, { now: NOW + 1000 })).toEqual({ ok: true, signedAt: new Date(NOW), state: HEAD });
+  });
+
+  it('covers the state head: another head does not verify', () => {
+    const other = { ...signature, state: `8:${'ab'.repeat(32)}` };
+    expect(checkSignature(keys.publicKey, request, answer, other, { now: NOW }).ok).toBe(false);
+    expect(checkSignature(keys.publicKey, request, answer, { ...signature, state: undefined }, { now: NOW })).toMatchObject({ ok: false, reason: /x-tee-state/ });
   });
 
   it.each([
@@ -101,7 +111,7 @@ describe('signing and checking', () => {
 });
 
 describe('the enclave side (enclave/api/signing.ts)', () => {
-  const identity = generateIdentity();
+  const identity = { ...generateIdentity(), state: () => HEAD };
   const apiRequest: ApiRequest = {
     request_id: 'r1', target: request.target, body: Buffer.from(request.body), authorization: 'Bearer x', organization: 'org-1',
   };
@@ -109,7 +119,8 @@ describe('the enclave side (enclave/api/signing.ts)', () => {
   it('signReply adds headers that the sdk accepts for that request only', () => {
     const reply = signReply(identity, 'POST', apiRequest, { status: 200, body: Buffer.from(responseBody), headers: { 'x-other': '1' } });
     expect(reply.headers).toMatchObject({ 'x-other': '1', [SIGNATURE_HEADER]: expect.any(String), [TIMESTAMP_HEADER]: expect.stringMatching(/^\d+$/) });
-    const sig = { signature: reply.headers![SIGNATURE_HEADER], timestamp: reply.headers![TIMESTAMP_HEADER] };
+    const sig = { signature: reply.headers![SIGNATURE_HEADER], timestamp: reply.headers![TIMESTAMP_HEADER], state: reply.headers!['x-tee-state'] };
+    expect(sig.state).toBe(STATE);
     expect(checkSignature(identity.publicKey, request, answer, sig).ok).toBe(true);
     expect(checkSignature(identity.publicKey, { ...request, method: 'GET' }, answer, sig).ok).toBe(false);
   });
@@ -126,7 +137,7 @@ describe('the enclave side (enclave/api/signing.ts)', () => {
     const signer = streamSigner(identity, 'POST', apiRequest, 200);
     for (const chunk of chunks) signer.update(chunk);
     const finalEvent = signer.finish();
-    expect(finalEvent.toString()).toMatch(/^event: tee-signature\ndata: \{"signature":"[A-Za-z0-9+/=]+","timestamp":"\d+"\}\n\n$/);
+    expect(finalEvent.toString()).toMatch(/^event: tee-signature\ndata: \{"signature":"[A-Za-z0-9+/=]+","timestamp":"\d+","state":"7:(ab){32}"\}\n\n$/);
     expect(() => signer.finish()).toThrow(/already signed/);
 
     const transcript = Buffer.concat([...chunks, finalEvent]);
@@ -143,11 +154,11 @@ describe('the enclave side (enclave/api/signing.ts)', () => {
   });
 
   it('a stream cut short, or with junk after the signature, has no signature to check', () => {
-    const event = streamSignatureEvent({ signature: 'c2ln', timestamp: '1' });
+    const event = streamSignatureEvent({ signature: 'c2ln', timestamp: '1', state: STATE });
     expect(splitSignedStream(utf8('data: {"a":1}\n\n'))).toBeUndefined();
     expect(splitSignedStream(utf8(`data: {"a":1}\n\n${event}data: more\n\n`))).toBeUndefined();
     expect(splitSignedStream(utf8(`data: {"a":1}\n${event}`))).toBeUndefined();
-    expect(splitSignedStream(utf8(event))).toEqual({ body: new Uint8Array(), signature: { signature: 'c2ln', timestamp: '1' } });
+    expect(splitSignedStream(utf8(event))).toEqual({ body: new Uint8Array(), signature: { signature: 'c2ln', timestamp: '1', state: STATE } });
   });
 });
 
@@ -169,5 +180,33 @@ describe('routes (enclave/api/routes.ts)', () => {
     expect(findRoute('PUT', '/v1/memory')).toBeUndefined();
     expect(findRoute('GET', '/v1/memory/a/b')).toBeUndefined();
     expect(new Set(routes.map((r) => r.rpc)).size).toBe(routes.length);
+  });
+});
+
+describe('rollback detection (StateTracker)', () => {
+  const head = (seq: number, fill = 'ab') => ({ seq, hash: fill.repeat(32) });
+
+  it('accepts newer or equal states and remembers the newest', () => {
+    const tracker = new StateTracker();
+    expect(tracker.observe(head(3), tracker.floor())).toBeUndefined();
+    expect(tracker.observe(head(5), tracker.floor())).toBeUndefined();
+    expect(tracker.observe(head(5), tracker.floor())).toBeUndefined();
+    expect(tracker.current).toEqual(head(5));
+  });
+
+  it('refuses an older state, and the same state with another hash (a fork)', () => {
+    const tracker = new StateTracker(head(5));
+    expect(tracker.observe(head(4), tracker.floor())).toMatch(/older than state 5.*rollback/);
+    expect(tracker.observe(head(5, 'cd'), tracker.floor())).toMatch(/fork/);
+    expect(tracker.current).toEqual(head(5));
+  });
+
+  it('judges an answer against what was known when its request was sent, so concurrent answers may arrive out of order', () => {
+    const tracker = new StateTracker(head(2));
+    const readSentFirst = tracker.floor();
+    const writeSentSecond = tracker.floor();
+    expect(tracker.observe(head(3), writeSentSecond)).toBeUndefined();
+    expect(tracker.observe(head(2), readSentFirst)).toBeUndefined();
+    expect(tracker.observe(head(2), tracker.floor())).toMatch(/rollback/);
   });
 });

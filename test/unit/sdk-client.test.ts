@@ -17,8 +17,8 @@ import { FsBlobStore } from '../../host-store/fs-blob-store.js';
  */
 type Lie = 'none' | 'ignore-nonce' | 'unsigned' | 'other-signer' | 'other-box-key' | 'other-operator';
 
-const identity = generateIdentity();
-const impostor = generateIdentity();
+const identity = { ...generateIdentity(), state: () => ({ seq: 0, hash: '00'.repeat(32) }) };
+const impostor = { ...generateIdentity(), state: () => ({ seq: 0, hash: '00'.repeat(32) }) };
 const operatorKey = nacl.sign.keyPair().publicKey;
 const boxKey = nacl.box.keyPair().publicKey;
 const PCRS = new Map([[0, new Uint8Array(48).fill(0xa0)], [1, new Uint8Array(48).fill(0xa1)], [2, new Uint8Array(48).fill(0xa2)]]);

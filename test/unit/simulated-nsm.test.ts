@@ -20,6 +20,8 @@ import {
   measureModel,
 } from '../../enclave/attestation/pcrs.js';
 import { FsBlobStore } from '../../host-store/fs-blob-store.js';
+import { generateIdentity } from '../../enclave/keys.js';
+import { sha256Hex, signAnswer } from '../../sdk/protocol/response-signature.js';
 import { SimulatedNitroProvider, SimulatedNsm, simulatedRootPath } from '../../enclave/attestation/simulated-nsm.js';
 import { encodeUserData } from '../../sdk/protocol/user-data.js';
 
@@ -404,7 +406,10 @@ describe('agent-verify', () => {
     let server: Server;
     let baseUrl: string;
     let requestedUrls: string[] = [];
-    let advertisedKey = TEE_KEY;
+    // A real signer: agent-verify also checks the enclave's signature on the fetched answer.
+    const signer = generateIdentity();
+    const SIGNER_KEY = signer.publicKey;
+    let advertisedKey = SIGNER_KEY;
     const OPERATOR_KEY = new Uint8Array(32).fill(9);
     const BOX_KEY = new Uint8Array(32).fill(10);
     let advertisedOperator = OPERATOR_KEY;
@@ -418,12 +423,12 @@ describe('agent-verify', () => {
         requestedUrls.push(request.url!);
         const nonce = new URL(request.url!, 'http://localhost').searchParams.get('nonce');
         const document = await provider.attest({
-          publicKey: TEE_KEY,
+          publicKey: SIGNER_KEY,
           userData: encodeUserData({ operatorKey: OPERATOR_KEY, boxPublicKey: BOX_KEY }),
           nonce: nonce ? Buffer.from(nonce, 'hex') : undefined,
         });
         response.setHeader('content-type', 'application/json');
-        response.end(
+        const body = Buffer.from(
           JSON.stringify({
             code_attestation: Buffer.from(document).toString('base64'),
             operator_pubkey: Buffer.from(advertisedOperator).toString('base64'),
@@ -432,6 +437,12 @@ describe('agent-verify', () => {
             tee_box_public_key: Buffer.from(BOX_KEY).toString('base64'),
           }),
         );
+        const signed = signAnswer(signer.sign, { method: 'GET', target: request.url!, body: new Uint8Array() },
+          { status: 200, bodySha256: sha256Hex(body), state: `3:${'cd'.repeat(32)}` });
+        response.setHeader('x-tee-signature', signed.signature);
+        response.setHeader('x-tee-timestamp', signed.timestamp);
+        response.setHeader('x-tee-state', signed.state);
+        response.end(body);
       });
       await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
       const address = server.address();
@@ -439,7 +450,7 @@ describe('agent-verify', () => {
     });
     afterEach(() => {
       requestedUrls = [];
-      advertisedKey = TEE_KEY;
+      advertisedKey = SIGNER_KEY;
       advertisedOperator = OPERATOR_KEY;
     });
     afterAll(() => new Promise((resolve) => server.close(resolve)));
@@ -450,7 +461,9 @@ describe('agent-verify', () => {
       const args = [`${baseUrl}/`, '--root', rootFile, '--nonce', 'c0ffee', '--pcr', `0=${pcr0}`];
       expect(await main(args, io)).toBe(0);
       expect(requestedUrls).toEqual(['/v1/attestation?nonce=c0ffee']);
-      expect(io.stdout).toContain(`✓ public key: matches ${Buffer.from(TEE_KEY).toString('hex')}`);
+      expect(io.stdout).toContain(`✓ public key: matches ${Buffer.from(SIGNER_KEY).toString('hex')}`);
+      expect(io.stdout).toContain(`✓ reply signature: signed by public_key`);
+      expect(io.stdout).toContain(`state head 3:${'cd'.repeat(32)}`);
       expect(io.stdout).toContain('✓ nonce: matches c0ffee');
       expect(io.stdout).toContain(`✓ operator key: matches ${Buffer.from(OPERATOR_KEY).toString('hex')}`);
       expect(io.stdout).toContain(`✓ box key: matches ${Buffer.from(BOX_KEY).toString('hex')}`);
