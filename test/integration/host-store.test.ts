@@ -1,0 +1,111 @@
+import { mkdirSync, readdirSync, readlinkSync, renameSync, rmSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { request } from '../helpers/http.js';
+import { startService, waitFor, type RunningService } from '../helpers/service.js';
+
+/**
+ * The enclave has no disk: its state lives in the host store, a separate host process. These
+ * tests kill and break that process the way a host (or its disk) would, and check that no
+ * acknowledged write is lost and no unstored write is acknowledged.
+ */
+let svc: RunningService;
+
+beforeAll(async () => {
+  svc = await startService({ HOST_STORE_TIMEOUT_MS: '3000' });
+});
+afterAll(async () => {
+  await svc?.stop();
+});
+
+const add = (i: number, tag: string) =>
+  request(svc.baseUrl, 'POST', '/v1/memory', { tenant_id: 'hs', content: `${tag} note ${i} about the harbour and the lighthouse` })
+    .catch(() => ({ status: 0, body: undefined, text: 'connection failed' }));
+
+/** Files under `dir` that a process holds open (its /proc/<pid>/fd links). */
+function openFilesUnder(pid: number, dir: string): string[] {
+  const root = resolve(dir);
+  return readdirSync(`/proc/${pid}/fd`)
+    .map((fd) => { try { return readlinkSync(`/proc/${pid}/fd/${fd}`); } catch { return ''; } })
+    .filter((target) => target.startsWith(`${root}/`) || target === root);
+}
+
+async function expectFound(ids: string[]) {
+  for (const id of ids) expect((await request(svc.baseUrl, 'GET', `/v1/memory/${id}?tenant_id=hs`)).status, id).toBe(200);
+}
+
+describe('the host store keeps the enclave\'s state', () => {
+  it('the enclave holds no file of DATA_DIR open; the host store does the writing', async () => {
+    const acked = await Promise.all(Array.from({ length: 20 }, (_, i) => add(i, 'open-files')));
+    expect(acked.every((r) => r.status === 200)).toBe(true);
+    expect(openFilesUnder(svc.enclave.pid!, svc.dataDir)).toEqual([]);
+    expect(readdirSync(join(svc.dataDir, 'memory')).some((name) => /^log-\d{12}\.sealed$/.test(name))).toBe(true);
+  });
+
+  it('a fresh enclave with nothing of its own recovers every acknowledged memory from the host store', async () => {
+    const acked = (await Promise.all(Array.from({ length: 30 }, (_, i) => add(i, 'restart')))).map((r) => r.body.id as string);
+    await svc.killEnclave('SIGKILL');
+    await svc.startEnclave();
+    await expectFound(acked);
+    const hits = await request(svc.baseUrl, 'GET', '/v1/memory?tenant_id=hs&query=restart%20note%2017%20harbour&top_k=3');
+    expect(hits.body.data.map((m: { content: string }) => m.content)).toContain('restart note 17 about the harbour and the lighthouse');
+  });
+
+  it('kill -9 of the host store during writes: writes answer 503, never a 200 that was not stored; reads go on; all recovers by itself', async () => {
+    const before = (await Promise.all(Array.from({ length: 10 }, (_, i) => add(i, 'before')))).map((r) => r.body.id as string);
+    const acked: string[] = [];
+    const statuses: number[] = [];
+    let i = 0;
+    let killed: Promise<void> | undefined;
+    await Promise.all(Array.from({ length: 8 }, async () => {
+      while (i < 160) {
+        const n = i++;
+        if (n === 40) killed = svc.killHostStore('SIGKILL');
+        const res = await add(n, 'during');
+        statuses.push(res.status);
+        if (res.status === 200) acked.push(res.body.id);
+        else expect([503, 504], res.text).toContain(res.status);
+      }
+    }));
+    await killed;
+    expect(statuses.filter((s) => s !== 200).length).toBeGreaterThan(0);
+
+    // The store is down: writes are refused with a clear 503, reads are served from memory.
+    const refused = await add(999, 'while-down');
+    expect(refused.status).toBe(503);
+    expect(refused.body.error.code).toBe('storage_unavailable');
+    await expectFound(before);
+    expect((await request(svc.baseUrl, 'GET', '/v1/memory?tenant_id=hs&query=harbour&top_k=2')).status).toBe(200);
+
+    // Back again: writes succeed without restarting the enclave.
+    await svc.startHostStore();
+    await waitFor(async () => (await add(1000, 'after')).status === 200, 20_000);
+
+    // And what was acknowledged is durable: a new enclave recovers it from the host store alone.
+    await svc.killEnclave('SIGKILL');
+    await svc.startEnclave();
+    await expectFound([...before, ...acked]);
+  });
+
+  it('a host store whose disk fails a write: 503 for that write, nothing acknowledged lost, writes resume when the disk does', async () => {
+    const ok = (await add(1, 'disk-ok')).body.id as string;
+    const memoryDir = join(svc.dataDir, 'memory');
+    const current = readdirSync(memoryDir).filter((name) => /^log-\d{12}\.sealed$/.test(name)).sort().at(-1)!;
+    // The segment turns into something the host cannot write to (an I/O error on append).
+    renameSync(join(memoryDir, current), join(svc.dataDir, 'aside'));
+    mkdirSync(join(memoryDir, current));
+    const failed = await add(2, 'disk-failing');
+    expect(failed.status).toBe(503);
+    expect(failed.body.error.code).toBe('storage_unavailable');
+    rmSync(join(memoryDir, current), { recursive: true });
+    renameSync(join(svc.dataDir, 'aside'), join(memoryDir, current));
+    const resumed = await add(3, 'disk-back');
+    expect(resumed.status).toBe(200);
+
+    await svc.killEnclave('SIGKILL');
+    await svc.startEnclave();
+    await expectFound([ok, resumed.body.id]);
+    const search = await request(svc.baseUrl, 'GET', '/v1/memory?tenant_id=hs&query=disk-failing%20note%202&top_k=20');
+    expect(search.body.data.map((m: { content: string }) => m.content)).not.toContain('disk-failing note 2 about the harbour and the lighthouse');
+  });
+});
