@@ -116,7 +116,7 @@ describe('changing EMBEDDING_MODEL with memories stored', () => {
     const refused = await enclaveExit({ EMBEDDING_MODEL: 'static', ON_MODEL_CHANGE: 'refuse' });
     expect(refused.code).toBe(1);
     expect(refused.output).toContain(
-      `enclave: refusing to start: snapshot.sealed holds vectors from embedding model tiny-bert (8-d, sha256 ${tinySha256.slice(0, 12)})`,
+      `enclave: refusing to start: memory/snapshot.sealed holds vectors from embedding model tiny-bert (8-d, sha256 ${tinySha256.slice(0, 12)})`,
     );
     expect(refused.output).toMatch(
       /but this enclave runs static-sif-100d \(100-d, sha256 [0-9a-f]{12}\); refusing to mix vectors of two models: start with EMBEDDING_MODEL=tiny-bert \(the same model files\), or set ON_MODEL_CHANGE=reembed/,

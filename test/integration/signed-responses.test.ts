@@ -1,8 +1,11 @@
-import { readFileSync } from 'node:fs';
+import { cpSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { connect, ResponseSignatureError, type TeeClient } from '../../sdk/client.js';
-import { checkSignature, DEFAULT_MAX_SKEW_MS, sha256Hex, SIGNATURE_HEADER, TIMESTAMP_HEADER } from '../../sdk/protocol/response-signature.js';
+import { connect, ResponseSignatureError, RollbackError, type TeeClient } from '../../sdk/client.js';
+import {
+  checkSignature, DEFAULT_MAX_SKEW_MS, sha256Hex, SIGNATURE_HEADER, STATE_HEADER, StateTracker, TIMESTAMP_HEADER,
+} from '../../sdk/protocol/response-signature.js';
 import { request } from '../helpers/http.js';
 import { startTamperingRelay, type Exchange, type TamperingRelay } from '../helpers/relay.js';
 import { startService, type RunningService } from '../helpers/service.js';
@@ -35,6 +38,12 @@ afterAll(async () => {
   await svc?.stop();
 });
 
+function copyDir(dir: string): string {
+  const copy = mkdtempSync(join(tmpdir(), 'agent-rollback-'));
+  cpSync(dir, copy, { recursive: true });
+  return copy;
+}
+
 describe('every answer from the enclave is signed', () => {
   it('memory add, query, get and delete, and attestation, verify with the attested key', async () => {
     const added = await direct.call<{ id: string }>('POST', '/v1/memory', { tenant_id: 'sig-t1', content: 'The heron nests by the mill pond.' });
@@ -58,7 +67,7 @@ describe('every answer from the enclave is signed', () => {
 
   it('the signature binds the organization header', async () => {
     const res = await request(svc.baseUrl, 'GET', '/v1/attestation', undefined, { organization_id: 'org-a' });
-    const sig = { signature: res.headers.get(SIGNATURE_HEADER)!, timestamp: res.headers.get(TIMESTAMP_HEADER)! };
+    const sig = { signature: res.headers.get(SIGNATURE_HEADER)!, timestamp: res.headers.get(TIMESTAMP_HEADER)!, state: res.headers.get(STATE_HEADER)! };
     const answer = { status: res.status, bodySha256: sha256Hex(Buffer.from(res.text)) };
     const asked = { method: 'GET', target: '/v1/attestation', body: new Uint8Array() };
     const key = direct.attestation.teePublicKey;
@@ -133,7 +142,7 @@ describe('a host that tampers with answers (an HTTP relay in front of the proxy)
       relayed.attestation.teePublicKey,
       { method: 'GET', target: '/v1/memory?tenant_id=sig-t3&query=tea', body: new Uint8Array() },
       { status: recorded!.status, bodySha256: sha256Hex(recorded!.body) },
-      { signature: recorded!.headers[SIGNATURE_HEADER], timestamp: recorded!.headers[TIMESTAMP_HEADER] },
+      { signature: recorded!.headers[SIGNATURE_HEADER], timestamp: recorded!.headers[TIMESTAMP_HEADER], state: recorded!.headers[STATE_HEADER] },
     ).ok).toBe(true);
   });
 
@@ -159,26 +168,61 @@ describe('a host that tampers with answers (an HTTP relay in front of the proxy)
     expect(stored.body.data[0].content).toBe('The plumber comes on Friday.');
   });
 
-  it('known limit: the signed answer to an identical plain request can be replayed within the clock-skew window', async () => {
+  it('known limit: the signed answer to an identical plain request can be replayed within the clock-skew window, until the client sees a newer state', async () => {
     const target = '/v1/memory?tenant_id=sig-t7&query=tea';
     let recorded: Exchange | undefined;
     relay.tamper = (exchange) => (exchange.method === 'GET' && exchange.url === target ? (recorded ??= exchange) : exchange);
     const first = await relayed.call<{ data: unknown[] }>('GET', target);
     expect(first.body.data).toEqual([]);
-    await relayed.call('POST', '/v1/memory', { tenant_id: 'sig-t7', content: 'Tenant seven likes tea.' });
-    // The host hands back the old answer ("no memories"): it verifies, same request and a recent timestamp.
+    // Another client writes: this one has not seen the newer state, so the old answer still verifies.
+    await direct.call('POST', '/v1/memory', { tenant_id: 'sig-t7', content: 'Tenant seven likes tea.' });
     const replayed = await relayed.call<{ data: unknown[] }>('GET', target);
     expect(replayed.body.data).toEqual([]);
     expect(replayed.signedAt).toEqual(first.signedAt);
     expect((await direct.call<{ data: unknown[] }>('GET', target)).body.data).toHaveLength(1);
+    // Once this client has seen a newer state (any answer after the write), the old answer is refused.
+    await relayed.call('GET', '/v1/memory?tenant_id=sig-t7&query=coffee');
+    const refused = await relayed.call('GET', target).then(() => undefined, (e: unknown) => e);
+    expect(refused).toBeInstanceOf(RollbackError);
     // Past the window (5 minutes by default) the same answer is refused as stale.
     const check = checkSignature(
       relayed.attestation.teePublicKey,
       { method: 'GET', target, body: new Uint8Array() },
       { status: recorded!.status, bodySha256: sha256Hex(recorded!.body) },
-      { signature: recorded!.headers[SIGNATURE_HEADER], timestamp: recorded!.headers[TIMESTAMP_HEADER] },
+      { signature: recorded!.headers[SIGNATURE_HEADER], timestamp: recorded!.headers[TIMESTAMP_HEADER], state: recorded!.headers[STATE_HEADER] },
       { now: first.signedAt.getTime() + DEFAULT_MAX_SKEW_MS + 1 },
     );
     expect(check).toEqual({ ok: false, reason: expect.stringMatching(/replayed or stale/) });
+  });
+
+  it('a rolled-back store: the host restarts the enclave on an older copy of DATA_DIR; a client that saw the newer state refuses it', async () => {
+    const tracker = new StateTracker();
+    const client = await connect({ baseUrl: svc.baseUrl, rootPem, stateTracker: tracker });
+    await client.call('POST', '/v1/memory', { tenant_id: 'sig-rb', content: 'The first thing I said.' });
+    const deleted = await client.call<{ id: string }>('POST', '/v1/memory', { tenant_id: 'sig-rb', content: 'Delete this secret later.' });
+    const older = copyDir(svc.dataDir);
+    await client.call('DELETE', `/v1/memory/${deleted.body.id}?tenant_id=sig-rb`);
+    const newest = tracker.current!;
+
+    // The host swaps in the older copy and restarts everything: the enclave recovers it happily.
+    await svc.killEnclave('SIGKILL');
+    await svc.killHostStore('SIGKILL');
+    rmSync(svc.dataDir, { recursive: true, force: true });
+    cpSync(older, svc.dataDir, { recursive: true });
+    await svc.startHostStore();
+    await svc.startEnclave();
+
+    // A plain client sees the deleted memory again...
+    const plain = await request(svc.baseUrl, 'GET', `/v1/memory/${deleted.body.id}?tenant_id=sig-rb`);
+    expect(plain.status).toBe(200);
+    expect(Number(plain.headers.get(STATE_HEADER)!.split(':')[0])).toBeLessThan(newest.seq);
+    // ...but a client that remembers the newer head refuses the older state, from attestation on.
+    const err = await connect({ baseUrl: svc.baseUrl, rootPem, stateTracker: tracker }).then(() => undefined, (e: unknown) => e);
+    expect(err).toBeInstanceOf(RollbackError);
+    expect((err as RollbackError).message).toMatch(/older than state \d+ this client has already seen/);
+    // A client that never saw the newer state cannot know (documented).
+    const naive = await connect({ baseUrl: svc.baseUrl, rootPem });
+    expect((await naive.call('GET', `/v1/memory/${deleted.body.id}?tenant_id=sig-rb`)).status).toBe(200);
+    rmSync(older, { recursive: true, force: true });
   });
 });
