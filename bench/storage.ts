@@ -17,6 +17,7 @@ import { loadEmbedder } from '../enclave/embedding/embedder.js';
 import type { MemoryEvent } from '../enclave/memory/journal.js';
 import { MemoryService, newMemoryId, type MemoryRecord } from '../enclave/memory/memory-service.js';
 import { listen } from '../common/grpc-listen.js';
+import { freePort } from '../scripts/lib/run-service.js';
 import { createLogger } from '../common/logger.js';
 import { GrpcBlobStore } from '../enclave/storage/grpc-blob-store.js';
 import { DurableStore } from '../enclave/storage/store.js';
@@ -53,7 +54,7 @@ function mapTarget() {
 /** A host store on `dir`, served over gRPC on loopback, and the enclave's client for it. */
 async function hostStore(dir: string) {
   const server = createHostStoreServer(new FsBlobStore(dir), createLogger('bench-host-store', 'warn'));
-  const port = await listen(server, '127.0.0.1:0');
+  const port = await listen(server, `127.0.0.1:${await freePort()}`);
   const blobs = new GrpcBlobStore(`127.0.0.1:${port}`);
   return { blobs, close: async () => { await blobs.close(); server.forceShutdown(); } };
 }

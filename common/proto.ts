@@ -13,6 +13,8 @@ export type { HealthReply, HealthReply__Output as HealthReplyIn } from './genera
 export type { EnclaveClient, EnclaveHandlers } from './generated/agent/enclave/v1/Enclave.js';
 export type { HostStoreClient, HostStoreHandlers } from './generated/agent/hoststore/v1/HostStore.js';
 export type { BlobChunk, BlobChunk__Output as BlobChunkIn } from './generated/agent/hoststore/v1/BlobChunk.js';
+export type { StreamedAppend__Output as StreamedAppendIn } from './generated/agent/hoststore/v1/StreamedAppend.js';
+export type { AppendAck__Output as AppendAckIn } from './generated/agent/hoststore/v1/AppendAck.js';
 
 export const protoPath = resolve(repoRoot, 'protos/enclave.proto');
 export const hostStoreProtoPath = resolve(repoRoot, 'protos/host-store.proto');

@@ -1,4 +1,4 @@
-import { mkdir, open, readdir, rename, rm, stat } from 'node:fs/promises';
+import { mkdir, open, readdir, rename, rm, stat, type FileHandle } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { isValidBlobName, type BlobInfo, type BlobStore } from '../common/blob-store.js';
 import { fsyncDir, writeAll } from './fs-utils.js';
@@ -28,6 +28,13 @@ export class BlobOffsetError extends Error {
  * resolves; replacements go through a temporary file and a rename.
  */
 export class FsBlobStore implements BlobStore {
+  /**
+   * Blobs being appended to, kept open with their size: an append is then one write and one
+   * fdatasync, not also an open, a stat and a close (each a trip through libuv's pool). Only
+   * this process writes the folder, so the cached size stays true.
+   */
+  private readonly appending = new Map<string, { handle: FileHandle; size: number }>();
+
   constructor(readonly dir: string) {}
 
   async list(prefix = ''): Promise<BlobInfo[]> {
@@ -66,6 +73,7 @@ export class FsBlobStore implements BlobStore {
 
   async put(name: string, data: Uint8Array | AsyncIterable<Uint8Array>): Promise<void> {
     const path = this.path(name);
+    await this.forget(name);
     await mkdir(dirname(path), { recursive: true, mode: 0o700 });
     const tmp = `${path}.tmp`;
     const handle = await open(tmp, 'w', 0o600);
@@ -87,28 +95,55 @@ export class FsBlobStore implements BlobStore {
   }
 
   async append(name: string, offset: number, data: Uint8Array): Promise<void> {
-    const handle = await open(this.path(name), 'r+');
+    const path = this.path(name);
+    let open_ = this.appending.get(name);
+    if (!open_) {
+      const handle = await open(path, 'r+');
+      open_ = { handle, size: (await handle.stat()).size };
+      await this.keepOpen(name, open_);
+    }
     try {
-      const { size } = await handle.stat();
-      if (size < offset) throw new BlobOffsetError(`${name} has ${size} bytes; cannot write at ${offset}`);
-      if (size > offset) await handle.truncate(offset);
-      await writeAll(handle, data, offset);
+      if (open_.size < offset) throw new BlobOffsetError(`${name} has ${open_.size} bytes; cannot write at ${offset}`);
+      if (open_.size > offset) {
+        await open_.handle.truncate(offset);
+        open_.size = offset;
+      }
+      await writeAll(open_.handle, data, offset);
       // fdatasync: the data and the new size, without unrelated metadata.
-      await handle.datasync();
-    } finally {
-      await handle.close();
+      await open_.handle.datasync();
+      open_.size = offset + data.length;
+    } catch (err) {
+      // The file's state is unknown after a failed write: reopen (and re-read its size) next time.
+      await this.forget(name);
+      throw err;
     }
   }
 
   async delete(name: string): Promise<void> {
     const path = this.path(name);
+    await this.forget(name);
     await rm(path, { force: true });
     await fsyncDir(dirname(path)).catch((err: NodeJS.ErrnoException) => {
       if (err.code !== 'ENOENT') throw err;
     });
   }
 
-  async close(): Promise<void> {}
+  async close(): Promise<void> {
+    for (const name of [...this.appending.keys()]) await this.forget(name);
+  }
+
+  private async keepOpen(name: string, entry: { handle: FileHandle; size: number }): Promise<void> {
+    // The enclave appends to one segment at a time (two during a compaction): a few suffice.
+    if (this.appending.size >= 4) await this.forget(this.appending.keys().next().value!);
+    this.appending.set(name, entry);
+  }
+
+  private async forget(name: string): Promise<void> {
+    const entry = this.appending.get(name);
+    if (!entry) return;
+    this.appending.delete(name);
+    await entry.handle.close().catch(() => {});
+  }
 
   /** Deletes temporary files a crash left behind (a put that never finished): never a blob. */
   async removeLeftovers(): Promise<string[]> {

@@ -1,7 +1,9 @@
 import * as grpc from '@grpc/grpc-js';
 import type { BlobStore } from '../common/blob-store.js';
 import type { Logger } from '../common/logger.js';
-import { hostStoreChannelOptions, hostStoreProto, type BlobChunk, type BlobChunkIn, type HostStoreHandlers } from '../common/proto.js';
+import {
+  hostStoreChannelOptions, hostStoreProto, type BlobChunk, type BlobChunkIn, type HostStoreHandlers, type StreamedAppendIn,
+} from '../common/proto.js';
 import { BlobNameError, BlobOffsetError } from './fs-blob-store.js';
 
 /**
@@ -70,6 +72,25 @@ export function createHostStoreServer(store: BlobStore, log: Logger): grpc.Serve
     Append: (call, callback) => {
       const { name, offset, data } = call.request;
       store.append(name, Number(offset), data).then(() => callback(null, {}), (err: unknown) => callback(failed(`append ${name}`, err)));
+    },
+    Appends: (call) => {
+      // One at a time, in arrival order: a later append never overtakes an earlier one.
+      let chain = Promise.resolve();
+      call.on('data', (message: StreamedAppendIn) => {
+        const { id, append } = message;
+        chain = chain.then(async () => {
+          let error = '';
+          try {
+            if (!append) throw new BlobNameError('');
+            await store.append(append.name, Number(append.offset), append.data);
+          } catch (err) {
+            error = failed(`append ${append?.name ?? ''}`, err).details;
+          }
+          if (!call.cancelled && call.writable) call.write({ id, error });
+        });
+      });
+      call.on('end', () => { void chain.then(() => call.end()); });
+      call.on('error', () => {});
     },
     Delete: (call, callback) => {
       store.delete(call.request.name).then(() => callback(null, {}), (err: unknown) => callback(failed('delete', err)));

@@ -1,6 +1,6 @@
 import * as grpc from '@grpc/grpc-js';
 import type { BlobInfo, BlobStore } from '../../common/blob-store.js';
-import { hostStoreChannelOptions, hostStoreProto, type BlobChunkIn, type HostStoreClient } from '../../common/proto.js';
+import { hostStoreChannelOptions, hostStoreProto, type AppendAckIn, type BlobChunkIn, type HostStoreClient } from '../../common/proto.js';
 
 /** Bytes per message when a blob is written in pieces (snapshots). */
 const PUT_CHUNK_BYTES = 1024 * 1024;
@@ -25,6 +25,9 @@ export interface GrpcBlobStoreOptions {
 export class GrpcBlobStore implements BlobStore {
   private readonly client: HostStoreClient;
   private readonly timeoutMs: number;
+  /** The Appends stream, opened at the first append and again after it breaks. */
+  private appends?: { call: grpc.ClientDuplexStream<unknown, AppendAckIn>; pending: Map<string, { resolve: () => void; reject: (err: Error) => void; timer: NodeJS.Timeout }> };
+  private nextAppendId = 0;
 
   constructor(readonly address: string, options: GrpcBlobStoreOptions = {}) {
     const { HostStore } = hostStoreProto();
@@ -96,11 +99,46 @@ export class GrpcBlobStore implements BlobStore {
     });
   }
 
+  /** Over the long-lived Appends stream; answers in order, each within the call timeout. */
   append(name: string, offset: number, data: Uint8Array): Promise<void> {
+    const stream = this.appendStream();
+    const id = String(this.nextAppendId++);
     return new Promise((resolve, reject) => {
-      this.client.Append({ name, offset: String(offset), data: Buffer.from(data.buffer, data.byteOffset, data.byteLength) }, this.callOptions(),
-        (err) => (err ? reject(wrap(`append ${name}`, err)) : resolve()));
+      // A lost answer must not hang the log: past the timeout the append counts as failed
+      // (the next one is written at the same offset, so a late success does no harm).
+      const timer = setTimeout(() => {
+        stream.pending.delete(id);
+        reject(new HostStoreError(`append ${name}`, grpc.status.DEADLINE_EXCEEDED, `no answer within ${this.timeoutMs} ms`));
+      }, this.timeoutMs);
+      stream.pending.set(id, { resolve, reject, timer });
+      stream.call.write({ id, append: { name, offset: String(offset), data: Buffer.from(data.buffer, data.byteOffset, data.byteLength) } });
     });
+  }
+
+  private appendStream(): NonNullable<GrpcBlobStore['appends']> {
+    if (this.appends) return this.appends;
+    const call = this.client.Appends() as unknown as grpc.ClientDuplexStream<unknown, AppendAckIn>;
+    const stream = { call, pending: new Map<string, { resolve: () => void; reject: (err: Error) => void; timer: NodeJS.Timeout }>() };
+    this.appends = stream;
+    call.on('data', (ack: AppendAckIn) => {
+      const waiter = stream.pending.get(ack.id);
+      if (!waiter) return;
+      stream.pending.delete(ack.id);
+      clearTimeout(waiter.timer);
+      if (ack.error) waiter.reject(new HostStoreError('append', undefined, ack.error));
+      else waiter.resolve();
+    });
+    const broken = (err?: grpc.ServiceError) => {
+      if (this.appends === stream) this.appends = undefined;
+      for (const waiter of stream.pending.values()) {
+        clearTimeout(waiter.timer);
+        waiter.reject(wrap('append', err ?? null));
+      }
+      stream.pending.clear();
+    };
+    call.on('error', (err: grpc.ServiceError) => broken(err));
+    call.on('end', () => broken());
+    return stream;
   }
 
   delete(name: string): Promise<void> {
@@ -110,6 +148,7 @@ export class GrpcBlobStore implements BlobStore {
   }
 
   async close(): Promise<void> {
+    this.appends?.call.end();
     this.client.close();
   }
 
