@@ -10,7 +10,9 @@
 #   3. decrypts MODEL_API_KEY with KMS, if the image carries it encrypted;
 #   4. bridges the chat model's HTTPS endpoint: 127.0.0.1:<port> here, resolved through
 #      /etc/hosts, to the parent's vsock-proxy; TLS still runs from Node to the model;
-#   5. bridges vsock port ENCLAVE_VSOCK_PORT to the gRPC server on ENCLAVE_ADDR;
+#   5. bridges vsock port ENCLAVE_VSOCK_PORT to the gRPC server on ENCLAVE_ADDR, and the
+#      host store's address HOST_STORE_ADDR to the parent's vsock port HOST_STORE_VSOCK_PORT
+#      (the enclave has no disk: its sealed state is kept by the host store on the parent);
 #   6. starts `node dist/enclave/main.js`, and exits as soon as it or a bridge exits,
 #      since the enclave is of no use without any of them (the host then sees the enclave
 #      gone and may start it again).
@@ -28,9 +30,10 @@ ENCLAVE_ADDR="${ENCLAVE_ADDR:-127.0.0.1:50051}"
 ENCLAVE_VSOCK_PORT="${ENCLAVE_VSOCK_PORT:-5000}"
 MODEL_VSOCK_PORT="${MODEL_VSOCK_PORT:-8001}"
 CREDENTIALS_VSOCK_PORT="${CREDENTIALS_VSOCK_PORT:-8002}"
+HOST_STORE_ADDR="${HOST_STORE_ADDR:-127.0.0.1:50052}"
+HOST_STORE_VSOCK_PORT="${HOST_STORE_VSOCK_PORT:-8003}"
 KMS_PROXY_PORT="${KMS_PROXY_PORT:-8000}"
 KMS_TOOL="${KMS_TOOL:-/usr/local/bin/kmstool_enclave_cli}"
-DATA_DIR="${DATA_DIR:-/data}"
 APP_DIR="${APP_DIR:-/app}"
 
 [[ "${TEE_MODE:-}" == nitro ]] || die "this entrypoint is for TEE_MODE=nitro (got '${TEE_MODE:-}')"
@@ -46,6 +49,10 @@ grpc_port="${ENCLAVE_ADDR##*:}"
 # Nothing but the vsock bridge below can reach the enclave, and it connects to loopback.
 [[ "$grpc_host" == 127.0.0.1 && "$grpc_port" =~ ^[0-9]+$ ]] \
   || die "ENCLAVE_ADDR must be 127.0.0.1:<port> inside the enclave (got '$ENCLAVE_ADDR')"
+store_host="${HOST_STORE_ADDR%:*}"
+store_port="${HOST_STORE_ADDR##*:}"
+[[ "$store_host" == 127.0.0.1 && "$store_port" =~ ^[0-9]+$ && "$store_port" != "$grpc_port" ]] \
+  || die "HOST_STORE_ADDR must be 127.0.0.1:<port> inside the enclave, not the gRPC server's (got '$HOST_STORE_ADDR')"
 
 # 1. Loopback. An enclave boots with lo down; bringing it up also gives it 127.0.0.1/8.
 ip link set dev lo up
@@ -136,12 +143,11 @@ socat "VSOCK-LISTEN:${ENCLAVE_VSOCK_PORT},fork" "TCP:127.0.0.1:${grpc_port}" &
 pids+=("$!")
 log "gRPC: vsock port ${ENCLAVE_VSOCK_PORT} -> ${ENCLAVE_ADDR}"
 
-# An enclave has no disk: unless something was mounted here, DATA_DIR is enclave memory.
-mkdir -p "$DATA_DIR"
-chmod 0700 "$DATA_DIR"
-if ! mountpoint -q "$DATA_DIR"; then
-  log "WARNING: DATA_DIR=$DATA_DIR is enclave memory, not storage: every memory, and the KMS-wrapped sealing key, is lost when the enclave stops (deploy/README.md, \"Storage\")"
-fi
+# The host store: the enclave dials 127.0.0.1:<port>, which leads to the parent's
+# deploy/host-store-bridge.sh and the host store behind it. Only sealed blobs cross.
+socat "TCP-LISTEN:${store_port},bind=127.0.0.1,reuseaddr,fork" "VSOCK-CONNECT:${PARENT_CID}:${HOST_STORE_VSOCK_PORT}" &
+pids+=("$!")
+log "host store: ${HOST_STORE_ADDR} -> vsock ${PARENT_CID}:${HOST_STORE_VSOCK_PORT} (deploy/host-store-bridge.sh on the parent)"
 
 # 6. The enclave process. The image's WORKDIR is not applied by Nitro's init.
 cd "$APP_DIR"

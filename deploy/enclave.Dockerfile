@@ -113,7 +113,7 @@ RUN set -eu; \
     die() { echo "enclave.Dockerfile: $*" >&2; exit 1; }; \
     [ -n "$KMS_KEY_ID" ] || die "--build-arg KMS_KEY_ID is required (deploy/sealing.md)"; \
     [ -n "$AWS_REGION" ] || die "--build-arg AWS_REGION is required (the region of KMS_KEY_ID)"; \
-    [ -n "$OPERATOR_PUBKEY" ] || die "--build-arg OPERATOR_PUBKEY is required: without it the enclave would make an operator key pair in DATA_DIR"; \
+    [ -n "$OPERATOR_PUBKEY" ] || die "--build-arg OPERATOR_PUBKEY is required: without it the enclave would make an operator key pair and keep it on the host"; \
     if [ -n "$API_KEYS_FILE" ]; then [ -f "$API_KEYS_FILE" ] || die "$API_KEYS_FILE missing: npx agent-keys issue --tenant <t> --file deploy/build/api-keys.json (or --build-arg API_KEYS_FILE= --build-arg ALLOW_OPEN=1 to run without keys)"; fi; \
     if [ -n "$MODEL_API_KEY_CIPHERTEXT_FILE" ]; then [ -f "$MODEL_API_KEY_CIPHERTEXT_FILE" ] || die "$MODEL_API_KEY_CIPHERTEXT_FILE missing"; fi; \
     [ -f /opt/agent/kmstool_enclave_cli ] || die "deploy/build/kmstool_enclave_cli missing (aws-nitro-enclaves-sdk-c, bin/kmstool-enclave-cli/build.sh)"; \
@@ -129,7 +129,8 @@ RUN set -eu; \
 
 ENV TEE_MODE=nitro \
     ENCLAVE_ADDR=127.0.0.1:50051 \
-    DATA_DIR=/data \
+    HOST_STORE_ADDR=127.0.0.1:50052 \
+    HOST_STORE_VSOCK_PORT=8003 \
     KMS_KEY_ID=${KMS_KEY_ID} \
     AWS_REGION=${AWS_REGION} \
     KMS_PROXY_PORT=8000 \
