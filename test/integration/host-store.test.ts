@@ -1,4 +1,6 @@
-import { mkdirSync, readdirSync, readlinkSync, renameSync, rmSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, readlinkSync, rmSync, statfsSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { request } from '../helpers/http.js';
@@ -86,26 +88,55 @@ describe('the host store keeps the enclave\'s state', () => {
     await svc.startEnclave();
     await expectFound([...before, ...acked]);
   });
+});
 
-  it('a host store whose disk fails a write: 503 for that write, nothing acknowledged lost, writes resume when the disk does', async () => {
-    const ok = (await add(1, 'disk-ok')).body.id as string;
-    const memoryDir = join(svc.dataDir, 'memory');
-    const current = readdirSync(memoryDir).filter((name) => /^log-\d{12}\.sealed$/.test(name)).sort().at(-1)!;
-    // The segment turns into something the host cannot write to (an I/O error on append).
-    renameSync(join(memoryDir, current), join(svc.dataDir, 'aside'));
-    mkdirSync(join(memoryDir, current));
-    const failed = await add(2, 'disk-failing');
-    expect(failed.status).toBe(503);
-    expect(failed.body.error.code).toBe('storage_unavailable');
-    rmSync(join(memoryDir, current), { recursive: true });
-    renameSync(join(svc.dataDir, 'aside'), join(memoryDir, current));
-    const resumed = await add(3, 'disk-back');
+/** A real small disk: a tmpfs mounted for the test (CI runs as root). */
+function mountSmallDisk(bytes: number): string | undefined {
+  const dir = mkdtempSync(join(tmpdir(), 'agent-small-disk-'));
+  try {
+    execFileSync('mount', ['-t', 'tmpfs', '-o', `size=${bytes},mode=0700`, 'tmpfs', dir], { stdio: 'ignore' });
+    return dir;
+  } catch {
+    rmSync(dir, { recursive: true, force: true });
+    return undefined;
+  }
+}
+
+const smallDisk = mountSmallDisk(8 * 1024 * 1024);
+
+describe.skipIf(!smallDisk)('a host store whose disk is full (a tmpfs of 8 MiB; needs root to mount)', () => {
+  let disk: RunningService;
+  beforeAll(async () => {
+    disk = await startService({ DATA_DIR: join(smallDisk!, 'data'), HOST_STORE_TIMEOUT_MS: '3000' });
+  });
+  afterAll(async () => {
+    await disk?.stop();
+    execFileSync('umount', [smallDisk!]);
+    rmSync(smallDisk!, { recursive: true, force: true });
+  });
+
+  it('answers 503 for writes the disk cannot take, loses nothing acknowledged, and resumes when space is freed', async () => {
+    const put = (i: number) => request(disk.baseUrl, 'POST', '/v1/memory', { tenant_id: 'full', content: `full-disk note ${i} ${'about the tide tables '.repeat(20)}` });
+    // Leave a little room, then write until the disk refuses.
+    const { bavail, bsize } = statfsSync(smallDisk!);
+    writeFileSync(join(smallDisk!, 'filler'), Buffer.alloc(Math.max(0, bavail * bsize - 96 * 1024)));
+    const acked: string[] = [];
+    let refused: Awaited<ReturnType<typeof put>> | undefined;
+    for (let i = 0; i < 2000 && !refused; i++) {
+      const res = await put(i);
+      if (res.status === 200) acked.push(res.body.id);
+      else refused = res;
+    }
+    expect(acked.length).toBeGreaterThan(0);
+    expect(refused?.status, refused?.text).toBe(503);
+    expect(refused?.body.error.code).toBe('storage_unavailable');
+    for (const id of acked) expect((await request(disk.baseUrl, 'GET', `/v1/memory/${id}?tenant_id=full`)).status).toBe(200);
+
+    rmSync(join(smallDisk!, 'filler'));
+    const resumed = await put(9999);
     expect(resumed.status).toBe(200);
-
-    await svc.killEnclave('SIGKILL');
-    await svc.startEnclave();
-    await expectFound([ok, resumed.body.id]);
-    const search = await request(svc.baseUrl, 'GET', '/v1/memory?tenant_id=hs&query=disk-failing%20note%202&top_k=20');
-    expect(search.body.data.map((m: { content: string }) => m.content)).not.toContain('disk-failing note 2 about the harbour and the lighthouse');
+    await disk.killEnclave('SIGKILL');
+    await disk.startEnclave();
+    for (const id of [...acked, resumed.body.id]) expect((await request(disk.baseUrl, 'GET', `/v1/memory/${id}?tenant_id=full`)).status).toBe(200);
   });
 });
