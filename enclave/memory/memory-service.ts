@@ -6,7 +6,7 @@ import type { MemoryEvent, MemoryJournal, RestoredEvent } from './journal.js';
 import type { EmbeddingModelId } from './model-change.js';
 import { Bm25Index } from '../retrieval/bm25.js';
 import { FUSION_DEPTH, fuse, type Candidate, type RetrievalMode } from '../retrieval/hybrid.js';
-import { TenantIndex } from './tenant-index.js';
+import { DEFAULT_TIERS, TieredIndex, type TieredOptions } from '../vectors/tiered-index.js';
 
 export type Metadata = Record<string, string | number | boolean | null>;
 
@@ -33,17 +33,22 @@ export interface ScoredMemory {
 }
 
 interface Tenant {
-  index: TenantIndex;
+  /**
+   * The memories' vectors (flat for small tenants, HNSW for large: vectors/tiered-index.ts),
+   * also what snapshots store, so recovery needs no re-embedding. A record restored without
+   * a vector is absent here until reembed().
+   */
+  index: TieredIndex;
   /** BM25 over the same memories, kept in step with `index` and `records`. */
   lexical: Bm25Index;
   records: Map<string, MemoryRecord>;
-  /** Kept for snapshots, so recovery needs no re-embedding. A record restored without a vector has none until reembed(). */
-  vectors: Map<string, Float32Array>;
 }
 
 export interface MemoryServiceOptions {
   /** Most memories one tenant may hold; adding beyond it is refused with 409. */
   maxMemoriesPerTenant?: number;
+  /** When a tenant moves from exact search to HNSW, and the graph's parameters. */
+  vectorIndex?: TieredOptions;
 }
 
 export const DEFAULT_MAX_MEMORIES_PER_TENANT = 100_000;
@@ -64,11 +69,13 @@ export class MemoryService {
   /** Adds admitted but not yet committed, per tenant: they count towards the maximum. */
   private readonly pending = new Map<string, number>();
   private readonly maxPerTenant: number;
+  private readonly tiers: TieredOptions;
   private journal?: MemoryJournal;
   private reembedding = false;
 
   constructor(private embedder: Embedder, options: MemoryServiceOptions = {}) {
     this.maxPerTenant = options.maxMemoriesPerTenant ?? DEFAULT_MAX_MEMORIES_PER_TENANT;
+    this.tiers = options.vectorIndex ?? DEFAULT_TIERS;
   }
 
   /** From now on every change is made durable in `journal` before it is applied and acknowledged. */
@@ -93,24 +100,20 @@ export class MemoryService {
     this.reembedding = true;
     try {
       const total = [...this.tenants.values()].reduce((sum, tenant) => sum + tenant.records.size, 0);
-      const rebuilt = new Map<Tenant, { index: TenantIndex; vectors: Map<string, Float32Array> }>();
+      const rebuilt = new Map<Tenant, { index: TieredIndex }>();
       let done = 0;
       onProgress?.(done, total);
       for (const tenant of this.tenants.values()) {
         const records = [...tenant.records.values()];
-        const index = new TenantIndex(embedder.dimension, Math.max(256, records.length));
-        const vectors = new Map<string, Float32Array>();
+        const index = new TieredIndex(embedder.dimension, this.tiers);
         for (let start = 0; start < records.length; start += REEMBED_BATCH) {
           const batch = records.slice(start, start + REEMBED_BATCH);
           const embedded = await embedder.embed(batch.map((record) => record.content));
-          batch.forEach((record, i) => {
-            index.add(record.id, embedded[i]);
-            vectors.set(record.id, embedded[i]);
-          });
+          batch.forEach((record, i) => index.add(record.id, embedded[i]));
           done += batch.length;
           onProgress?.(done, total);
         }
-        rebuilt.set(tenant, { index, vectors });
+        rebuilt.set(tenant, { index });
       }
       for (const [tenant, fresh] of rebuilt) Object.assign(tenant, fresh);
       this.embedder = embedder;
@@ -224,16 +227,12 @@ export class MemoryService {
       const { record, vector } = event;
       const tenant = this.tenant(record.tenant_id, true)!;
       if (tenant.records.has(record.id)) return;
-      if (vector) {
-        tenant.index.add(record.id, vector);
-        tenant.vectors.set(record.id, vector);
-      }
+      if (vector) tenant.index.add(record.id, vector);
       tenant.lexical.add(record.id, record.content);
       tenant.records.set(record.id, record);
     } else {
       const tenant = this.tenant(event.tenant_id, false);
       if (!tenant?.records.delete(event.id)) return;
-      tenant.vectors.delete(event.id);
       tenant.index.remove(event.id);
       tenant.lexical.remove(event.id);
     }
@@ -243,7 +242,7 @@ export class MemoryService {
   *entries(): Generator<{ record: MemoryRecord; vector: Float32Array }> {
     for (const tenant of this.tenants.values()) {
       for (const [id, record] of tenant.records) {
-        const vector = tenant.vectors.get(id);
+        const vector = tenant.index.vector(id);
         if (!vector) throw new Error(`memory ${id} was restored without a vector and not yet re-embedded`);
         yield { record, vector };
       }
@@ -262,7 +261,7 @@ export class MemoryService {
   private tenant(id: string, create: boolean): Tenant | undefined {
     let tenant = this.tenants.get(id);
     if (!tenant && create) {
-      tenant = { index: new TenantIndex(this.embedder.dimension), lexical: new Bm25Index(), records: new Map(), vectors: new Map() };
+      tenant = { index: new TieredIndex(this.embedder.dimension, this.tiers), lexical: new Bm25Index(), records: new Map() };
       this.tenants.set(id, tenant);
     }
     return tenant;

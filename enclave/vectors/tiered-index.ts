@@ -1,0 +1,64 @@
+import { FlatIndex } from './flat-index.js';
+import { DEFAULT_HNSW, HnswIndex, type HnswOptions } from './hnsw-index.js';
+import type { Neighbour, VectorIndex } from './vector-index.js';
+
+export interface TieredOptions {
+  /** A tenant moves from exact search to an HNSW graph when it holds more vectors than this. */
+  promoteAbove: number;
+  hnsw: HnswOptions;
+}
+
+/**
+ * Below promoteAbove, exact search over a flat array (bench/scale.ts: a flat scan of that
+ * many 100-d vectors takes about as long as an HNSW query, and costs no graph); above it,
+ * HNSW. A tenant that shrinks again keeps its graph (deletes are rare, and moving back
+ * would buy little); a restart rebuilds each tenant by its size.
+ */
+export const DEFAULT_TIERS: TieredOptions = { promoteAbove: 4096, hnsw: DEFAULT_HNSW };
+
+export class TieredIndex implements VectorIndex {
+  private current: VectorIndex;
+  private flat?: FlatIndex;
+
+  constructor(readonly dimension: number, private readonly options: TieredOptions = DEFAULT_TIERS) {
+    this.flat = new FlatIndex(dimension);
+    this.current = this.flat;
+  }
+
+  /** Which implementation serves the tenant now. */
+  get kind(): 'flat' | 'hnsw' {
+    return this.flat ? 'flat' : 'hnsw';
+  }
+
+  get size(): number {
+    return this.current.size;
+  }
+
+  add(id: string, vector: Float32Array): void {
+    this.current.add(id, vector);
+    if (this.flat && this.flat.size > this.options.promoteAbove) this.promote(this.flat);
+  }
+
+  remove(id: string): void {
+    this.current.remove(id);
+  }
+
+  vector(id: string): Float32Array | undefined {
+    return this.current.vector(id);
+  }
+
+  similarity(id: string, query: Float32Array): number | undefined {
+    return this.current.similarity(id, query);
+  }
+
+  search(query: Float32Array, k: number, accept?: (id: string) => boolean): Neighbour[] {
+    return this.current.search(query, k, accept);
+  }
+
+  private promote(flat: FlatIndex): void {
+    const graph = new HnswIndex(this.dimension, this.options.hnsw, Math.max(1024, flat.size * 2));
+    for (const [id, vector] of flat.entries()) graph.add(id, vector);
+    this.current = graph;
+    this.flat = undefined;
+  }
+}

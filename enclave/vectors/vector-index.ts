@@ -1,0 +1,61 @@
+/**
+ * One tenant's vectors, searchable by cosine similarity. Vectors are unit length (the
+ * embedders normalise) or zero (text with no known word): a zero vector has no direction,
+ * so it is kept (snapshots need it) but never returned by a search.
+ *
+ * Implementations: FlatIndex (exact, compact; small tenants) and HnswIndex (hnswlib, for
+ * large ones), chosen per tenant by TieredIndex. test/unit/vector-index.test.ts is the
+ * contract every implementation passes, recall against exact search included.
+ */
+export interface Neighbour {
+  id: string;
+  /** Cosine similarity in [-1, 1]. */
+  score: number;
+}
+
+export interface VectorIndex {
+  /** Vectors held, zero ones included. */
+  readonly size: number;
+  /** Adds a vector under `id` (a no-op if `id` is already held). */
+  add(id: string, vector: Float32Array): void;
+  remove(id: string): void;
+  /** The vector stored under `id`. */
+  vector(id: string): Float32Array | undefined;
+  /** Cosine similarity of `query` and the vector under `id`; undefined if there is none. */
+  similarity(id: string, query: Float32Array): number | undefined;
+  /**
+   * The `k` most similar non-zero vectors, best first. With `accept`, only ids it accepts
+   * are considered, so a filtered search still returns `k` when that many match.
+   */
+  search(query: Float32Array, k: number, accept?: (id: string) => boolean): Neighbour[];
+}
+
+export function isZero(v: Float32Array): boolean {
+  for (let i = 0; i < v.length; i++) if (v[i] !== 0) return false;
+  return true;
+}
+
+export function dot(a: Float32Array, b: Float32Array, bOffset = 0): number {
+  let sum = 0;
+  for (let d = 0; d < a.length; d++) sum += a[d] * b[bOffset + d];
+  return sum;
+}
+
+/** Keeps the k best-scoring entries seen, best first: a bounded insertion list (k is small). */
+export class TopK {
+  readonly items: Neighbour[] = [];
+  constructor(private readonly k: number) {}
+
+  /** The score an entry must beat to get in. */
+  get threshold(): number {
+    return this.items.length < this.k ? -Infinity : this.items[this.items.length - 1].score;
+  }
+
+  offer(id: string, score: number): void {
+    if (this.k <= 0 || score <= this.threshold) return;
+    let at = this.items.length;
+    while (at > 0 && this.items[at - 1].score < score) at--;
+    this.items.splice(at, 0, { id, score });
+    if (this.items.length > this.k) this.items.pop();
+  }
+}
