@@ -232,9 +232,13 @@ export class MemoryService {
       tenant.records.set(record.id, record);
     } else {
       const tenant = this.tenant(event.tenant_id, false);
-      if (!tenant?.records.delete(event.id)) return;
+      const record = tenant?.records.get(event.id);
+      if (!tenant || !record) return;
+      tenant.records.delete(event.id);
       tenant.index.remove(event.id);
-      tenant.lexical.remove(event.id);
+      tenant.lexical.remove(event.id, record.content);
+      // A tenant with nothing left costs nothing: no empty indexes kept per tenant ever seen.
+      if (tenant.records.size === 0) this.tenants.delete(event.tenant_id);
     }
   }
 

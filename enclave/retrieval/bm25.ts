@@ -14,67 +14,229 @@ export const BM25_K1 = 1.2;
 export const BM25_B = 0.75;
 
 /**
- * One tenant's BM25 index over memory contents: an inverted index (term -> memory -> count)
- * kept in step with adds and deletes, so a deleted memory stops matching at once.
+ * A query uses at most this many distinct terms, the rarest (highest IDF) first: a long
+ * question full of words cannot make a search walk most of a large tenant, and the common
+ * words it drops carry almost no score.
+ */
+export const MAX_QUERY_TERMS = 32;
+
+/** One term's postings: documents in increasing number (= insertion order), with term counts. */
+interface Posting {
+  docs: Int32Array;
+  tfs: Uint16Array;
+  /** Entries used in docs/tfs, removed documents included until the next compaction. */
+  length: number;
+  /** Live documents holding the term (the document frequency). */
+  df: number;
+  maxTf: number;
+}
+
+/**
+ * One tenant's BM25 index over memory contents, in compact arrays: per term, the numbers of
+ * the documents holding it and how often (6 bytes a posting, no object per posting). A
+ * removed document is marked dead at once (it stops matching) and its postings are dropped
+ * at the next compaction. Search is top-k with MaxScore pruning (Turtle & Flood 1995): terms
+ * whose best possible contribution cannot lift a document into the top k are only looked up
+ * for documents the other terms already rank high, so a common word does not walk its whole
+ * posting list, and no list of all matches is built or sorted.
  */
 export class Bm25Index {
-  private readonly postings = new Map<string, Map<string, number>>();
-  /** Each memory's term counts (to undo its postings on removal) and its length in terms. */
-  private readonly documents = new Map<string, { counts: Map<string, number>; length: number; order: number }>();
+  /** Document number -> memory id; '' once removed. */
+  private ids: string[] = [];
+  private lengths = new Uint32Array(64);
+  private readonly numbers = new Map<string, number>();
+  private readonly postings = new Map<string, Posting>();
   private totalLength = 0;
-  /** Insertion counter: equal scores rank the older memory first, so results are stable. */
-  private added = 0;
+  private dead = 0;
 
   get size(): number {
-    return this.documents.size;
+    return this.numbers.size;
   }
 
   add(id: string, text: string): void {
-    if (this.documents.has(id)) return;
-    const counts = new Map<string, number>();
+    if (this.numbers.has(id)) return;
+    const doc = this.ids.length;
     const terms = lexicalTerms(text);
-    for (const term of terms) counts.set(term, (counts.get(term) ?? 0) + 1);
-    this.documents.set(id, { counts, length: terms.length, order: this.added++ });
+    if (doc >= this.lengths.length) this.lengths = grow(this.lengths, doc + 1);
+    this.ids.push(id);
+    this.lengths[doc] = terms.length;
+    this.numbers.set(id, doc);
     this.totalLength += terms.length;
-    for (const [term, count] of counts) {
+    for (const [term, tf] of counts(terms)) {
       let posting = this.postings.get(term);
-      if (!posting) this.postings.set(term, (posting = new Map()));
-      posting.set(id, count);
+      if (!posting) this.postings.set(term, (posting = { docs: new Int32Array(2), tfs: new Uint16Array(2), length: 0, df: 0, maxTf: 0 }));
+      if (posting.length === posting.docs.length) {
+        posting.docs = grow(posting.docs, posting.length + 1);
+        posting.tfs = grow(posting.tfs, posting.length + 1);
+      }
+      const count = Math.min(tf, 0xffff);
+      posting.docs[posting.length] = doc;
+      posting.tfs[posting.length] = count;
+      posting.length++;
+      posting.df++;
+      posting.maxTf = Math.max(posting.maxTf, count);
     }
   }
 
-  remove(id: string): void {
-    const document = this.documents.get(id);
-    if (!document) return;
-    this.documents.delete(id);
-    this.totalLength -= document.length;
-    for (const term of document.counts.keys()) {
-      const posting = this.postings.get(term)!;
-      posting.delete(id);
-      if (posting.size === 0) this.postings.delete(term);
+  /** Removes a memory; `text` is its content, whose terms name the postings to update. */
+  remove(id: string, text: string): void {
+    const doc = this.numbers.get(id);
+    if (doc === undefined) return;
+    this.numbers.delete(id);
+    this.ids[doc] = '';
+    this.totalLength -= this.lengths[doc];
+    this.dead++;
+    for (const term of counts(lexicalTerms(text)).keys()) {
+      const posting = this.postings.get(term);
+      if (posting && --posting.df === 0) this.postings.delete(term);
     }
+    if (this.dead > 1024 && this.dead > this.numbers.size) this.compact();
   }
 
   /** The `k` best-scoring memories for the query's terms (each distinct term counted once). */
   search(query: string, k: number): LexicalHit[] {
-    const n = this.documents.size;
+    const n = this.numbers.size;
     if (n === 0 || k <= 0) return [];
     const averageLength = this.totalLength / n;
-    const scores = new Map<string, number>();
+    const terms: Array<{ posting: Posting; idf: number; bound: number; at: number }> = [];
     for (const term of new Set(lexicalTerms(query))) {
       const posting = this.postings.get(term);
       if (!posting) continue;
       // Lucene's IDF variant: always positive, so a term in most memories still counts a little.
-      const idf = Math.log(1 + (n - posting.size + 0.5) / (posting.size + 0.5));
-      for (const [id, tf] of posting) {
-        const { length } = this.documents.get(id)!;
-        const norm = tf + BM25_K1 * (1 - BM25_B + (BM25_B * length) / averageLength);
-        scores.set(id, (scores.get(id) ?? 0) + (idf * tf * (BM25_K1 + 1)) / norm);
+      const idf = Math.log(1 + (n - posting.df + 0.5) / (posting.df + 0.5));
+      // The most one document can get from the term: its largest count, at the shortest length.
+      const bound = (idf * posting.maxTf * (BM25_K1 + 1)) / (posting.maxTf + BM25_K1 * (1 - BM25_B));
+      terms.push({ posting, idf, bound, at: 0 });
+    }
+    // The rarest terms carry the score; beyond the bound, the commonest are left out.
+    terms.sort((x, y) => y.idf - x.idf);
+    terms.length = Math.min(terms.length, MAX_QUERY_TERMS);
+    if (terms.length === 0) return [];
+    // MaxScore: terms by increasing bound; below[i] = the most terms 0..i can add together.
+    terms.sort((x, y) => x.bound - y.bound);
+    const below = new Float64Array(terms.length);
+    terms.forEach((t, i) => { below[i] = t.bound + (i > 0 ? below[i - 1] : 0); });
+
+    const top = new TopDocs(k);
+    let essential = 0; // terms[essential..] can still make a document on their own
+    for (;;) {
+      let doc = Infinity;
+      for (let i = essential; i < terms.length; i++) {
+        const t = terms[i];
+        if (t.at < t.posting.length && t.posting.docs[t.at] < doc) doc = t.posting.docs[t.at];
+      }
+      if (doc === Infinity) break;
+      let score = 0;
+      for (let i = essential; i < terms.length; i++) {
+        const t = terms[i];
+        if (t.at < t.posting.length && t.posting.docs[t.at] === doc) {
+          score += this.termScore(t.idf, t.posting.tfs[t.at], doc, averageLength);
+          t.at++;
+        }
+      }
+      if (this.ids[doc] === '') continue;
+      // The other terms, largest bound first, only while they could still make a difference.
+      for (let i = essential - 1; i >= 0 && score + below[i] > top.threshold; i--) {
+        const t = terms[i];
+        t.at = seek(t.posting, t.at, doc);
+        if (t.at < t.posting.length && t.posting.docs[t.at] === doc) score += this.termScore(t.idf, t.posting.tfs[t.at], doc, averageLength);
+      }
+      if (top.offer(doc, score)) {
+        while (essential < terms.length && below[essential] <= top.threshold) essential++;
       }
     }
-    return [...scores]
-      .map(([id, score]) => ({ id, score }))
-      .sort((x, y) => y.score - x.score || this.documents.get(x.id)!.order - this.documents.get(y.id)!.order)
-      .slice(0, k);
+    return top.sorted().map(({ doc, score }) => ({ id: this.ids[doc], score }));
+  }
+
+  private termScore(idf: number, tf: number, doc: number, averageLength: number): number {
+    const norm = tf + BM25_K1 * (1 - BM25_B + (BM25_B * this.lengths[doc]) / averageLength);
+    return (idf * tf * (BM25_K1 + 1)) / norm;
+  }
+
+  /** Drops removed documents from every posting and renumbers the rest (order kept). */
+  private compact(): void {
+    const renumber = new Int32Array(this.ids.length).fill(-1);
+    const ids: string[] = [];
+    const lengths = new Uint32Array(Math.max(64, this.numbers.size * 2));
+    this.ids.forEach((id, doc) => {
+      if (id === '') return;
+      renumber[doc] = ids.length;
+      lengths[ids.length] = this.lengths[doc];
+      this.numbers.set(id, ids.length);
+      ids.push(id);
+    });
+    for (const posting of this.postings.values()) {
+      let kept = 0;
+      let maxTf = 0;
+      for (let i = 0; i < posting.length; i++) {
+        const doc = renumber[posting.docs[i]];
+        if (doc < 0) continue;
+        posting.docs[kept] = doc;
+        posting.tfs[kept] = posting.tfs[i];
+        maxTf = Math.max(maxTf, posting.tfs[i]);
+        kept++;
+      }
+      posting.length = kept;
+      posting.maxTf = maxTf;
+    }
+    this.ids = ids;
+    this.lengths = lengths;
+    this.dead = 0;
+  }
+}
+
+function counts(terms: string[]): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const term of terms) out.set(term, (out.get(term) ?? 0) + 1);
+  return out;
+}
+
+function grow<T extends Int32Array | Uint16Array | Uint32Array>(array: T, needed: number): T {
+  const bigger = new (array.constructor as new (n: number) => T)(Math.max(needed, array.length * 2));
+  bigger.set(array);
+  return bigger;
+}
+
+/** The first position at or after `from` whose document is >= doc (galloping, then binary search). */
+function seek(posting: Posting, from: number, doc: number): number {
+  const { docs, length } = posting;
+  if (from >= length || docs[from] >= doc) return from;
+  let step = 1;
+  let low = from;
+  let high = from + 1;
+  while (high < length && docs[high] < doc) {
+    low = high;
+    step *= 2;
+    high = Math.min(length, low + step);
+  }
+  while (low + 1 < high) {
+    const mid = (low + high) >>> 1;
+    if (docs[mid] < doc) low = mid;
+    else high = mid;
+  }
+  return high;
+}
+
+/** The k best documents so far; among equal scores the older (lower number) stays, as it came first. */
+class TopDocs {
+  private readonly items: Array<{ doc: number; score: number }> = [];
+  constructor(private readonly k: number) {}
+
+  get threshold(): number {
+    return this.items.length < this.k ? 0 : this.items[this.items.length - 1].score;
+  }
+
+  /** True when the document got in. */
+  offer(doc: number, score: number): boolean {
+    if (score <= this.threshold) return false;
+    let at = this.items.length;
+    while (at > 0 && this.items[at - 1].score < score) at--;
+    this.items.splice(at, 0, { doc, score });
+    if (this.items.length > this.k) this.items.pop();
+    return true;
+  }
+
+  sorted(): Array<{ doc: number; score: number }> {
+    return this.items;
   }
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { Bm25Index } from '../../enclave/retrieval/bm25.js';
+import { Bm25Index, MAX_QUERY_TERMS } from '../../enclave/retrieval/bm25.js';
 import { foldText, lexicalTerms, stem } from '../../enclave/retrieval/lexical-terms.js';
 
 describe('lexicalTerms', () => {
@@ -30,10 +30,12 @@ describe('lexicalTerms', () => {
   });
 });
 
+const A = 'Ticket ZX-4471: payment webhook retries duplicate charges.';
+
 describe('Bm25Index', () => {
   const index = () => {
     const bm25 = new Bm25Index();
-    bm25.add('a', 'Ticket ZX-4471: payment webhook retries duplicate charges.');
+    bm25.add('a', A);
     bm25.add('b', 'Ticket ZX-4417: dark mode toggle does not persist.');
     bm25.add('c', 'Invoice 88213 from Hetzner was settled on 15 August.');
     bm25.add('d', 'Invoice 88231 from Cloudflare is still unpaid.');
@@ -66,10 +68,10 @@ describe('Bm25Index', () => {
 
   it('forgets a removed memory at once, and a re-added one matches again', () => {
     const bm25 = index();
-    bm25.remove('a');
+    bm25.remove('a', A);
     expect(bm25.search('ZX-4471', 5).map((h) => h.id)).toEqual(['b']);
     expect(bm25.size).toBe(4);
-    bm25.remove('a'); // removing twice is harmless
+    bm25.remove('a', A); // removing twice is harmless
     bm25.add('a', 'Ticket ZX-4471 reopened');
     expect(bm25.search('ZX-4471', 5)[0].id).toBe('a');
   });
@@ -85,5 +87,90 @@ describe('Bm25Index', () => {
     const bm25 = new Bm25Index();
     for (const id of ['z', 'y', 'x']) bm25.add(id, 'same words here');
     expect(bm25.search('words', 2).map((h) => h.id)).toEqual(['z', 'y']);
+  });
+});
+
+/** BM25 by definition: every matching memory scored, all sorted (what the pruned search must equal). */
+function exhaustive(docs: Map<string, string>, query: string, k: number): Array<{ id: string; score: number }> {
+  const terms = new Map([...docs].map(([id, text]) => [id, lexicalTerms(text)]));
+  const n = docs.size;
+  const average = [...terms.values()].reduce((sum, t) => sum + t.length, 0) / n;
+  const scores = new Map<string, number>();
+  for (const term of new Set(lexicalTerms(query))) {
+    const holding = [...terms].filter(([, t]) => t.includes(term));
+    if (holding.length === 0) continue;
+    const idf = Math.log(1 + (n - holding.length + 0.5) / (holding.length + 0.5));
+    for (const [id, t] of holding) {
+      const tf = t.filter((x) => x === term).length;
+      scores.set(id, (scores.get(id) ?? 0) + (idf * tf * 2.2) / (tf + 1.2 * (1 - 0.75 + (0.75 * t.length) / average)));
+    }
+  }
+  const order = [...docs.keys()];
+  return [...scores].map(([id, score]) => ({ id, score }))
+    .sort((x, y) => y.score - x.score || order.indexOf(x.id) - order.indexOf(y.id)).slice(0, k);
+}
+
+describe('Bm25Index pruned search (MaxScore) equals exhaustive BM25', () => {
+  const words = ['river', 'garden', 'invoice', 'meeting', 'coffee', 'the', 'dog', 'walk', 'morning', 'Anna', 'Lisbon', 'piano', 'train', 'window', 'doctor', 'Tuesday'];
+  let seed = 7;
+  const random = () => { seed = (seed * 1103515245 + 12345) % 2147483648; return seed / 2147483648; };
+  // Common words get picked far more often than rare ones, as in real text.
+  const pick = () => words[Math.floor(words.length * random() ** 2)];
+  const sentence = (len: number) => Array.from({ length: len }, pick).join(' ');
+
+  it('on 2,000 memories with deletes and many queries, for several k', () => {
+    const bm25 = new Bm25Index();
+    const docs = new Map<string, string>();
+    for (let i = 0; i < 2000; i++) {
+      const text = sentence(3 + Math.floor(random() * 12));
+      bm25.add(`m${i}`, text);
+      docs.set(`m${i}`, text);
+      if (i % 5 === 4) {
+        const victim = `m${Math.floor(random() * i)}`;
+        if (docs.has(victim)) {
+          bm25.remove(victim, docs.get(victim)!);
+          docs.delete(victim);
+        }
+      }
+    }
+    for (let q = 0; q < 60; q++) {
+      const query = sentence(1 + Math.floor(random() * 8));
+      for (const k of [1, 5, 100]) {
+        const got = bm25.search(query, k);
+        const want = exhaustive(docs, query, k);
+        // Equal scores summed in another order may differ in the last bit: compare ties as ties.
+        const tied = (hits: Array<{ id: string; score: number }>) => hits.map((h) => `${h.score.toFixed(9)} ${h.id}`).sort();
+        expect(tied(got), `${query} k=${k}`).toEqual(tied(want));
+        got.forEach((h, i) => expect(h.score).toBeCloseTo(want[i].score, 9));
+      }
+    }
+  });
+
+  it('stays exact across compactions (many removals)', () => {
+    const bm25 = new Bm25Index();
+    const docs = new Map<string, string>();
+    for (let i = 0; i < 5000; i++) {
+      const text = sentence(4);
+      bm25.add(`m${i}`, text);
+      docs.set(`m${i}`, text);
+    }
+    for (let i = 0; i < 4000; i++) {
+      bm25.remove(`m${i}`, docs.get(`m${i}`)!);
+      docs.delete(`m${i}`);
+    }
+    expect(bm25.size).toBe(1000);
+    for (const query of ['river garden', 'the dog', 'Tuesday doctor window']) {
+      expect(bm25.search(query, 10).map((h) => h.id)).toEqual(exhaustive(docs, query, 10).map((h) => h.id));
+    }
+  });
+
+  it('uses at most MAX_QUERY_TERMS distinct terms, the rarest', () => {
+    const bm25 = new Bm25Index();
+    bm25.add('rare', 'zanzibar');
+    for (let i = 0; i < 50; i++) bm25.add(`c${i}`, Array.from({ length: 40 }, (_, j) => `common${j}`).join(' '));
+    const query = [...Array.from({ length: 40 }, (_, j) => `common${j}`), 'zanzibar'].join(' ');
+    const [top] = bm25.search(query, 1);
+    expect(top.id).toBe('rare');
+    expect(MAX_QUERY_TERMS).toBe(32);
   });
 });
