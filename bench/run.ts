@@ -1,14 +1,20 @@
 /**
  * `npm run bench`: runs each benchmark in turn and prints its figures. Add a benchmark by
- * adding a line to the list.
+ * adding a line to the list. `npm run bench -- --quick` runs smaller sizes; `-- scale`
+ * (or another name) runs only the benchmarks whose name starts with it.
  */
+const args = process.argv.slice(2);
+if (args.includes('--quick')) process.env.BENCH_QUICK = '1';
+const only = args.filter((a) => !a.startsWith('--'));
 const benches: Array<[name: string, load: () => Promise<{ run(): Promise<void> }>]> = [
   ['memory: embedding single vs batched, query latency as a tenant grows', () => import('./memory.js')],
   ['chat: the two-process hop, memory augmentation, streamed chunk relay, offline responder', () => import('./chat.js')],
   ['storage: durable memory writes (group commit vs one fsync per write), snapshot and recovery', () => import('./storage.js')],
+  ['scale: the real processes under load, many tenants, large tenants, recall against exact search and peers (writes bench/results.json)', () => import('./scale.js')],
 ];
 
 for (const [name, load] of benches) {
+  if (only.length > 0 && !only.some((prefix) => name.startsWith(prefix))) continue;
   process.stdout.write(`\n## ${name}\n\n`);
   await (await load()).run();
 }

@@ -23,6 +23,8 @@ export interface Service {
   hostStore: ChildProcess;
   enclave: ChildProcess;
   proxy: ChildProcess;
+  /** SIGKILLs the enclave, starts a new one, and resolves with the ms until the API answers again. */
+  restartEnclave(): Promise<number>;
   stop(): Promise<void>;
 }
 
@@ -44,20 +46,23 @@ export async function startService(env: NodeJS.ProcessEnv, logFile: string): Pro
     return child;
   };
   const hostStore = launch('host-store/main.js');
-  const enclave = launch('enclave/main.js');
+  let enclave = launch('enclave/main.js');
   const proxy = launch('proxy/main.js');
   const baseUrl = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + 120_000;
-  for (;;) {
-    if (hostStore.exitCode !== null || enclave.exitCode !== null || proxy.exitCode !== null) throw new Error(`a process exited at start; see ${logFile}`);
-    try {
-      if ((await fetch(`${baseUrl}/healthz`)).status === 200) break;
-    } catch {
-      // not up yet
+  const ready = async (timeoutMs: number, pollMs: number) => {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      if (hostStore.exitCode !== null || enclave.exitCode !== null || proxy.exitCode !== null) throw new Error(`a process exited at start; see ${logFile}`);
+      try {
+        if ((await fetch(`${baseUrl}/healthz`)).status === 200) return;
+      } catch {
+        // not up yet
+      }
+      if (Date.now() > deadline) throw new Error(`the service did not come up; see ${logFile}`);
+      await new Promise((r) => setTimeout(r, pollMs));
     }
-    if (Date.now() > deadline) throw new Error(`the service did not come up; see ${logFile}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
+  };
+  await ready(120_000, 200);
   const stopChild = (c: ChildProcess) => new Promise<void>((res) => {
     if (c.exitCode !== null || c.signalCode !== null) return res();
     c.once('exit', () => res());
@@ -66,8 +71,15 @@ export async function startService(env: NodeJS.ProcessEnv, logFile: string): Pro
   return {
     baseUrl,
     hostStore,
-    enclave,
+    get enclave() { return enclave; },
     proxy,
+    async restartEnclave() {
+      await new Promise<void>((res) => { enclave.once('exit', () => res()); enclave.kill('SIGKILL'); });
+      const started = performance.now();
+      enclave = launch('enclave/main.js');
+      await ready(600_000, 20);
+      return performance.now() - started;
+    },
     async stop() {
       await Promise.all([stopChild(proxy), stopChild(enclave)]);
       await stopChild(hostStore);

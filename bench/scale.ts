@@ -1,0 +1,257 @@
+/**
+ * Scale: the real processes on loopback (host store, enclave, proxy), loaded with realistic
+ * memories (bench/corpus.ts) over HTTP. Measures query latency and throughput as one tenant
+ * grows to 1k, 10k and 100k memories, single-item and batch ingest, attestation, enclave
+ * memory per memory and per tenant with many tenants, and recovery time; then, in process on
+ * the same vectors, the recall of the served vector index against exact search, beside raw
+ * hnswlib (the limit) and LanceDB (an embedded vector database a user might pick instead).
+ * Writes bench/results.json.
+ *
+ *   BENCH_QUICK=1 (npm run bench -- --quick): smaller sizes, for development.
+ */
+import { cpus } from 'node:os';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import hnswlib from 'hnswlib-node';
+import { Pool } from 'undici';
+import { modelsDir, repoRoot } from '../common/paths.js';
+import { loadEmbedder, type Embedder } from '../enclave/embedding/embedder.js';
+import { FlatIndex } from '../enclave/vectors/flat-index.js';
+import { DEFAULT_TIERS, TieredIndex } from '../enclave/vectors/tiered-index.js';
+import { rssMiB, startService, type Service } from '../scripts/lib/run-service.js';
+import { memoryText, questionText } from './corpus.js';
+import { percentile } from './stats.js';
+
+const quick = process.env.BENCH_QUICK === '1';
+const SIZES = quick ? [1_000, 10_000] : [1_000, 10_000, 100_000];
+const MANY_TENANTS = quick ? 500 : 10_000;
+const PER_TENANT = 100;
+const QUERIES = quick ? 400 : 2_000;
+
+interface Load { perSecond: number; p50: number; p99: number; errors: number }
+
+/** Sends `total` requests from `concurrency` clients (keep-alive connections) and times each. */
+async function load(pool: Pool, concurrency: number, total: number, make: (i: number) => { method: 'GET' | 'POST'; path: string; body?: string }): Promise<Load> {
+  const latencies: number[] = [];
+  let next = 0;
+  let errors = 0;
+  const started = performance.now();
+  await Promise.all(Array.from({ length: concurrency }, async () => {
+    while (next < total) {
+      const { method, path, body } = make(next++);
+      const t = performance.now();
+      const res = await pool.request({ method, path, body, headers: body ? { 'content-type': 'application/json' } : {} });
+      await res.body.arrayBuffer();
+      latencies.push(performance.now() - t);
+      if (res.statusCode !== 200) errors++;
+    }
+  }));
+  const seconds = (performance.now() - started) / 1000;
+  latencies.sort((a, b) => a - b);
+  return { perSecond: Math.round(total / seconds), p50: round(percentile(latencies, 50)), p99: round(percentile(latencies, 99)), errors };
+}
+
+const round = (x: number, digits = 2) => Number(x.toFixed(digits));
+const addBatch = (tenant: string, from: number, count: number) => ({
+  method: 'POST' as const,
+  path: '/v1/memory',
+  body: JSON.stringify({ memories: Array.from({ length: count }, (_, i) => ({ tenant_id: tenant, content: memoryText(from + i) })) }),
+});
+const query = (tenant: string) => (i: number) => ({ method: 'GET' as const, path: `/v1/memory?tenant_id=${tenant}&top_k=10&query=${encodeURIComponent(questionText(i))}` });
+
+async function service(name: string): Promise<{ svc: Service; pool: Pool; dir: string }> {
+  const dir = mkdtempSync(join(tmpdir(), `bench-scale-${name}-`));
+  const svc = await startService({ DATA_DIR: join(dir, 'data'), LOG_LEVEL: 'warn', RATE_LIMIT_MAX: '0', RATE_LIMIT_IP_MAX: '0' }, join(dir, 'service.log'));
+  return { svc, pool: new Pool(svc.baseUrl, { connections: 16 }), dir };
+}
+
+async function overHttp(results: Record<string, unknown>): Promise<void> {
+  const { svc, pool, dir } = await service('http');
+  try {
+    // One tenant grows; queries at each size, from one client and from 16.
+    const queries: Record<string, unknown> = {};
+    let stored = 0;
+    let loadMs = 0;
+    for (const size of SIZES) {
+      const started = performance.now();
+      const batches = Math.ceil((size - stored) / 100);
+      const filled = await load(pool, 4, batches, (b) => addBatch('big', stored + b * 100, 100));
+      if (filled.errors > 0) throw new Error(`${filled.errors} batch adds failed`);
+      loadMs += performance.now() - started;
+      stored = size;
+      const one = await load(pool, 1, Math.min(QUERIES, 1000), query('big'));
+      const sixteen = await load(pool, 16, QUERIES, query('big'));
+      queries[`${size}`] = { c1: one, c16: sixteen };
+      console.log(`one tenant of ${size.toLocaleString('en')}: query p50 ${one.p50} ms p99 ${one.p99} ms (1 client, ${one.perSecond}/s); ` +
+        `16 clients p50 ${sixteen.p50} ms p99 ${sixteen.p99} ms, ${sixteen.perSecond} queries/s`);
+    }
+    results.query = queries;
+    results.bigTenantLoad = { memories: stored, perSecond: Math.round(stored / (loadMs / 1000)) };
+
+    const single1 = await load(pool, 1, quick ? 300 : 1_000, (i) => ({ method: 'POST', path: '/v1/memory', body: JSON.stringify({ tenant_id: `single-${i % 50}`, content: memoryText(5_000_000 + i) }) }));
+    const single16 = await load(pool, 16, quick ? 2_000 : 8_000, (i) => ({ method: 'POST', path: '/v1/memory', body: JSON.stringify({ tenant_id: `single-${i % 50}`, content: memoryText(6_000_000 + i) }) }));
+    console.log(`single-item ingest: 1 client ${single1.perSecond}/s (p50 ${single1.p50} ms); 16 clients ${single16.perSecond}/s (p50 ${single16.p50} ms, p99 ${single16.p99} ms)`);
+    const attestation = await load(pool, 16, quick ? 2_000 : 6_000, () => ({ method: 'GET', path: '/v1/attestation' }));
+    console.log(`attestation (no nonce), 16 clients: ${attestation.perSecond} req/s (p50 ${attestation.p50} ms)`);
+    results.ingest = { single: { c1: single1, c16: single16 } };
+    results.attestation = { c16: attestation };
+  } finally {
+    await pool.close();
+    await svc.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+async function manyTenants(results: Record<string, unknown>): Promise<void> {
+  const { svc, pool, dir } = await service('tenants');
+  try {
+    const before = rssMiB(svc.enclave.pid);
+    // Each agent's memories in one batch of 100, from 4 clients.
+    const batch = await load(pool, 4, MANY_TENANTS, (t) => addBatch(`agent-${t}`, t * PER_TENANT, PER_TENANT));
+    if (batch.errors > 0) throw new Error(`${batch.errors} batch adds failed`);
+    const memories = MANY_TENANTS * PER_TENANT;
+    const perSecond = batch.perSecond * PER_TENANT;
+    const loaded = rssMiB(svc.enclave.pid);
+    const recoveryMs = await svc.restartEnclave();
+    const recovered = rssMiB(svc.enclave.pid);
+    const check = await load(pool, 4, 200, (i) => ({ method: 'GET', path: `/v1/memory?tenant_id=agent-${(i * 37) % MANY_TENANTS}&top_k=5&query=${encodeURIComponent(questionText(i))}` }));
+    const rss = {
+      tenants: MANY_TENANTS, memories, baselineMiB: round(before, 0), loadedMiB: round(loaded, 0), recoveredMiB: round(recovered, 0),
+      bytesPerMemory: Math.round(((loaded - before) * 2 ** 20) / memories),
+      bytesPerTenant: Math.round(((loaded - before) * 2 ** 20) / MANY_TENANTS),
+    };
+    console.log(`${MANY_TENANTS.toLocaleString('en')} tenants x ${PER_TENANT} memories: batch ingest ${perSecond.toLocaleString('en')} memories/s; ` +
+      `enclave RSS ${rss.baselineMiB} -> ${rss.loadedMiB} MiB (${rss.bytesPerMemory} B/memory, ${rss.bytesPerTenant.toLocaleString('en')} B/tenant); ` +
+      `recovery after kill -9 ${round(recoveryMs / 1000, 1)} s, RSS then ${rss.recoveredMiB} MiB; queries after recovery: ${check.errors} errors`);
+    results.ingest = { ...(results.ingest as object), batch: { requestsOf: PER_TENANT, clients: 4, perSecond } };
+    results.rss = rss;
+    results.recovery = { memories, ms: Math.round(recoveryMs) };
+  } finally {
+    await pool.close();
+    await svc.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * Recall@10 of an index's top 10 against exact search, over the same queries. Template
+ * memories have many equal vectors, so a result counts when its exact score is at least the
+ * exact 10th best (ties are as good as each other), not only when its id is in the exact list.
+ */
+function measureIndex(search: (q: Float32Array) => string[], queries: Float32Array[], exact: FlatIndex, tenth: number[]): { recall: number; p50: number } {
+  const times: number[] = [];
+  let found = 0;
+  queries.forEach((q, i) => {
+    const t = performance.now();
+    const ids = search(q);
+    times.push(performance.now() - t);
+    found += ids.filter((id) => exact.similarity(id, q)! >= tenth[i] - 1e-6).length;
+  });
+  times.sort((a, b) => a - b);
+  return { recall: round(found / (queries.length * 10), 3), p50: round(percentile(times, 50), 3) };
+}
+
+async function peers(results: Record<string, unknown>, embedder: Embedder): Promise<void> {
+  const n = SIZES[SIZES.length - 1];
+  const texts = Array.from({ length: n }, (_, i) => memoryText(i));
+  const vectors: Float32Array[] = [];
+  for (let i = 0; i < n; i += 1000) vectors.push(...await embedder.embed(texts.slice(i, i + 1000)));
+  const queries = await embedder.embed(Array.from({ length: 200 }, (_, i) => questionText(10_000 + i)));
+  const dim = embedder.dimension;
+
+  const exact = new FlatIndex(dim, n);
+  vectors.forEach((v, i) => exact.add(`m${i}`, v));
+  const tenth = queries.map((q) => exact.search(q, 10)[9].score);
+  const out: Record<string, unknown> = { memories: n, exact: measureIndex((q) => exact.search(q, 10).map((h) => h.id), queries, exact, tenth) };
+
+  let t = performance.now();
+  const served = new TieredIndex(dim, DEFAULT_TIERS);
+  vectors.forEach((v, i) => served.add(`m${i}`, v));
+  out.served = { ...measureIndex((q) => served.search(q, 10).map((h) => h.id), queries, exact, tenth), kind: served.kind, buildS: round((performance.now() - t) / 1000, 1), ...DEFAULT_TIERS.hnsw };
+
+  t = performance.now();
+  const raw = new hnswlib.HierarchicalNSW('cosine', dim);
+  raw.initIndex(n, DEFAULT_TIERS.hnsw.m, DEFAULT_TIERS.hnsw.efConstruction, 100);
+  vectors.forEach((v, i) => raw.addPoint(Array.from(v), i));
+  const rawBuildS = round((performance.now() - t) / 1000, 1);
+  for (const ef of [64, 128]) {
+    raw.setEf(ef);
+    const arrays = queries.map((q) => Array.from(q));
+    out[`hnswlib_ef${ef}`] = { ...measureIndex((q) => raw.searchKnn(arrays[queries.indexOf(q)], 10).neighbors.map((l) => `m${l}`), queries, exact, tenth), buildS: rawBuildS };
+  }
+
+  try {
+    const lancedb = await import('@lancedb/lancedb');
+    const dir = mkdtempSync(join(tmpdir(), 'bench-lancedb-'));
+    try {
+      t = performance.now();
+      const db = await lancedb.connect(dir);
+      const table = await db.createTable('memories', vectors.map((v, i) => ({ id: `m${i}`, vector: Array.from(v) })));
+      await table.createIndex('vector', { config: lancedb.Index.ivfPq({ numPartitions: Math.round(Math.sqrt(n)), numSubVectors: dim / 4, distanceType: 'cosine' }) });
+      const buildS = round((performance.now() - t) / 1000, 1);
+      const times: number[] = [];
+      let found = 0;
+      for (let i = 0; i < queries.length; i++) {
+        const started = performance.now();
+        const rows = await table.vectorSearch(Array.from(queries[i])).distanceType('cosine').nprobes(20).refineFactor(5).limit(10).toArray();
+        times.push(performance.now() - started);
+        found += rows.filter((r: { id: string }) => exact.similarity(r.id, queries[i])! >= tenth[i] - 1e-6).length;
+      }
+      times.sort((a, b) => a - b);
+      out.lancedb = { recall: round(found / (queries.length * 10), 3), p50: round(percentile(times, 50), 3), buildS, index: 'IVF_PQ, nprobes 20, refine 5' };
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  } catch (err) {
+    out.lancedb = { error: (err as Error).message };
+  }
+  results.vectorSearch = out;
+  const fmt = (name: string, r: { recall?: number; p50?: number; error?: string }) => `${name} ${r.error ? `unavailable (${r.error})` : `recall@10 ${r.recall}, p50 ${r.p50} ms`}`;
+  console.log(`top-10 by vector on ${n.toLocaleString('en')} memories (in process, same vectors): ` +
+    [fmt('exact scan', out.exact as object), fmt('served index', out.served as object), fmt('raw hnswlib ef64', out.hnswlib_ef64 as object),
+      fmt('raw hnswlib ef128', out.hnswlib_ef128 as object), fmt('LanceDB', out.lancedb as object)].join('; '));
+}
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- results.json is a loose record that each part fills in
+type Results = Record<string, any>;
+
+function targets(results: Results): Array<{ what: string; target: string; measured: string; met: boolean }> {
+  const q = results.query?.['100000'];
+  const rows = [];
+  if (results.rss) {
+    rows.push({ what: `enclave RSS, ${results.rss.tenants} tenants x ${PER_TENANT}`, target: '≤ 2 GiB at 10,000 x 100', measured: `${results.rss.loadedMiB} MiB`, met: results.rss.loadedMiB <= 2048 });
+    rows.push({ what: 'recovery after restart', target: '≤ 60 s', measured: `${round(results.recovery.ms / 1000, 1)} s`, met: results.recovery.ms <= 60_000 });
+  }
+  if (q) {
+    rows.push({ what: 'query p50, 100k, 1 client', target: '≤ 2 ms', measured: `${q.c1.p50} ms`, met: q.c1.p50 <= 2 });
+    rows.push({ what: 'query p99, 100k, 16 clients', target: '≤ 15 ms', measured: `${q.c16.p99} ms`, met: q.c16.p99 <= 15 });
+    rows.push({ what: 'queries/s, 100k, 16 clients', target: '≥ 1,000', measured: `${q.c16.perSecond}`, met: q.c16.perSecond >= 1000 });
+  }
+  if (results.vectorSearch?.served) rows.push({ what: 'recall@10 vs exact (served index)', target: '≥ 0.97', measured: `${results.vectorSearch.served.recall}`, met: results.vectorSearch.served.recall >= 0.97 });
+  if (results.ingest?.single) rows.push({ what: 'single-item ingest, 16 clients', target: '≥ 1,500/s', measured: `${results.ingest.single.c16.perSecond}/s`, met: results.ingest.single.c16.perSecond >= 1500 });
+  if (results.ingest?.batch) rows.push({ what: 'batch ingest (100 per request, 4 clients)', target: '≥ 5,000/s', measured: `${results.ingest.batch.perSecond}/s`, met: results.ingest.batch.perSecond >= 5000 });
+  if (results.attestation) rows.push({ what: 'attestation (no nonce), 16 clients', target: '≥ 2,000/s', measured: `${results.attestation.c16.perSecond}/s`, met: results.attestation.c16.perSecond >= 2000 });
+  return rows;
+}
+
+export async function run(): Promise<void> {
+  const results: Results = {
+    machine: { cpus: cpus().length, cpu: cpus()[0]?.model, node: process.version, date: new Date().toISOString() },
+    quick,
+  };
+  await overHttp(results);
+  await manyTenants(results);
+  const embedder = await loadEmbedder({ name: 'static', modelsDir });
+  try {
+    await peers(results, embedder);
+  } finally {
+    await embedder.close();
+  }
+  results.targets = targets(results);
+  console.log('\n| target | measured | met |\n|---|---|---|');
+  for (const row of results.targets) console.log(`| ${row.what}: ${row.target} | ${row.measured} | ${row.met ? 'yes' : '**no**'} |`);
+  const file = resolve(repoRoot, 'bench/results.json');
+  writeFileSync(file, `${JSON.stringify(results, null, 2)}\n`);
+  console.log(`\nwrote ${file}`);
+}
