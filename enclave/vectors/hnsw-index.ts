@@ -1,4 +1,5 @@
 import hnswlib from 'hnswlib-node';
+import { FlatIndex } from './flat-index.js';
 import { isZero, type Neighbour, type VectorIndex } from './vector-index.js';
 
 const { HierarchicalNSW } = hnswlib;
@@ -22,7 +23,9 @@ export const DEFAULT_HNSW: HnswOptions = { m: 16, efConstruction: 200, efSearch:
  * An HNSW graph (hnswlib, cosine) for a large tenant. Maps ids to hnswlib's integer labels,
  * grows by doubling, and deletes with markDelete, reusing freed slots for new vectors so a
  * tenant under steady ingest and deletion does not grow without bound. Zero vectors have
- * no direction: they are kept aside, never in the graph.
+ * no direction: they are kept aside, never in the graph. Every vector is also kept in a flat
+ * array, because reading one back from hnswlib (getPoint) builds a JS array each time, and
+ * a hybrid query asks for the similarity of up to a hundred lexical-only candidates.
  */
 export class HnswIndex implements VectorIndex {
   private readonly index;
@@ -32,12 +35,14 @@ export class HnswIndex implements VectorIndex {
   private readonly labelToId = new Map<number, string>();
   private readonly idToLabel = new Map<string, number>();
   private readonly zeros = new Map<string, Float32Array>();
+  private readonly vectors: FlatIndex;
 
   constructor(readonly dimension: number, private readonly options: HnswOptions = DEFAULT_HNSW, initialCapacity = 1024) {
     this.capacity = initialCapacity;
     this.index = new HierarchicalNSW('cosine', dimension);
     this.index.initIndex(this.capacity, options.m, options.efConstruction, 100, true);
     this.index.setEf(options.efSearch);
+    this.vectors = new FlatIndex(dimension, initialCapacity);
   }
 
   get size(): number {
@@ -61,6 +66,7 @@ export class HnswIndex implements VectorIndex {
     if (reuse) this.deleted--;
     this.labelToId.set(label, id);
     this.idToLabel.set(id, label);
+    this.vectors.add(id, vector);
   }
 
   remove(id: string): void {
@@ -71,24 +77,16 @@ export class HnswIndex implements VectorIndex {
     this.deleted++;
     this.idToLabel.delete(id);
     this.labelToId.delete(label);
+    this.vectors.remove(id);
   }
 
   vector(id: string): Float32Array | undefined {
     const zero = this.zeros.get(id);
-    if (zero) return zero.slice();
-    const label = this.idToLabel.get(id);
-    // hnswlib keeps cosine-space points normalised; ours are unit length already.
-    return label === undefined ? undefined : Float32Array.from(this.index.getPoint(label));
+    return zero ? zero.slice() : this.vectors.vector(id);
   }
 
   similarity(id: string, query: Float32Array): number | undefined {
-    if (this.zeros.has(id)) return 0;
-    const label = this.idToLabel.get(id);
-    if (label === undefined) return undefined;
-    const point = this.index.getPoint(label);
-    let dot = 0;
-    for (let d = 0; d < point.length; d++) dot += point[d] * query[d];
-    return dot;
+    return this.zeros.has(id) ? 0 : this.vectors.similarity(id, query);
   }
 
   search(query: Float32Array, k: number, accept?: (id: string) => boolean): Neighbour[] {
