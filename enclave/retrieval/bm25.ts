@@ -1,5 +1,15 @@
 import { lexicalTerms } from './lexical-terms.js';
 
+/** What one search did: filled in when asked for (tests and benchmarks check the pruning with it). */
+export interface SearchCost {
+  /** Distinct query terms used (at most MAX_QUERY_TERMS). */
+  terms: number;
+  /** Postings read, in total over all terms. */
+  postingsRead: number;
+  /** Postings the terms hold in total: what an exhaustive search would read. */
+  postingsHeld: number;
+}
+
 export interface LexicalHit {
   id: string;
   /** BM25 score; > 0, higher is better, comparable only within one query. */
@@ -94,11 +104,11 @@ export class Bm25Index {
   }
 
   /** The `k` best-scoring memories for the query's terms (each distinct term counted once). */
-  search(query: string, k: number): LexicalHit[] {
+  search(query: string, k: number, cost?: SearchCost): LexicalHit[] {
     const n = this.numbers.size;
     if (n === 0 || k <= 0) return [];
     const averageLength = this.totalLength / n;
-    const terms: Array<{ posting: Posting; idf: number; bound: number; at: number }> = [];
+    const terms: Array<{ posting: Posting; idf: number; bound: number; at: number; read: number }> = [];
     for (const term of new Set(lexicalTerms(query))) {
       const posting = this.postings.get(term);
       if (!posting) continue;
@@ -106,11 +116,12 @@ export class Bm25Index {
       const idf = Math.log(1 + (n - posting.df + 0.5) / (posting.df + 0.5));
       // The most one document can get from the term: its largest count, at the shortest length.
       const bound = (idf * posting.maxTf * (BM25_K1 + 1)) / (posting.maxTf + BM25_K1 * (1 - BM25_B));
-      terms.push({ posting, idf, bound, at: 0 });
+      terms.push({ posting, idf, bound, at: 0, read: 0 });
     }
     // The rarest terms carry the score; beyond the bound, the commonest are left out.
     terms.sort((x, y) => y.idf - x.idf);
     terms.length = Math.min(terms.length, MAX_QUERY_TERMS);
+    if (cost) Object.assign(cost, { terms: terms.length, postingsRead: 0, postingsHeld: terms.reduce((sum, t) => sum + t.posting.length, 0) });
     if (terms.length === 0) return [];
     // MaxScore: terms by increasing bound; below[i] = the most terms 0..i can add together.
     terms.sort((x, y) => x.bound - y.bound);
@@ -132,6 +143,7 @@ export class Bm25Index {
         if (t.at < t.posting.length && t.posting.docs[t.at] === doc) {
           score += this.termScore(t.idf, t.posting.tfs[t.at], doc, averageLength);
           t.at++;
+          t.read++;
         }
       }
       if (this.ids[doc] === '') continue;
@@ -139,12 +151,14 @@ export class Bm25Index {
       for (let i = essential - 1; i >= 0 && score + below[i] > top.threshold; i--) {
         const t = terms[i];
         t.at = seek(t.posting, t.at, doc);
+        t.read++;
         if (t.at < t.posting.length && t.posting.docs[t.at] === doc) score += this.termScore(t.idf, t.posting.tfs[t.at], doc, averageLength);
       }
       if (top.offer(doc, score)) {
         while (essential < terms.length && below[essential] <= top.threshold) essential++;
       }
     }
+    if (cost) cost.postingsRead = terms.reduce((sum, t) => sum + t.read, 0);
     return top.sorted().map(({ doc, score }) => ({ id: this.ids[doc], score }));
   }
 

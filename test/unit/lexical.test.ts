@@ -174,3 +174,29 @@ describe('Bm25Index pruned search (MaxScore) equals exhaustive BM25', () => {
     expect(MAX_QUERY_TERMS).toBe(32);
   });
 });
+
+describe('a hostile query cannot make a search walk the tenant (issue: one query blocks the enclave)', () => {
+  it('a 4,096-character question of hundreds of words against 20,000 matching memories reads a small part of the postings', () => {
+    const bm25 = new Bm25Index();
+    const vocabulary = Array.from({ length: 600 }, (_, i) => `word${i}`);
+    // Every memory holds many of the same common words, so nearly every one matches.
+    for (let i = 0; i < 20_000; i++) bm25.add(`m${i}`, Array.from({ length: 12 }, (_, j) => vocabulary[(i * 7 + j * 13) % 600]).join(' '));
+    const hostile = vocabulary.join(' ').slice(0, 4096);
+    const cost = { terms: 0, postingsRead: 0, postingsHeld: 0 };
+    const hits = bm25.search(hostile, 100, cost);
+    expect(hits).toHaveLength(100);
+    expect(new Set(hostile.split(' ')).size).toBeGreaterThan(500);
+    expect(cost.terms).toBe(MAX_QUERY_TERMS);
+    // Exhaustive BM25 would read every posting of every query term: 240,000 here.
+    expect(cost.postingsRead).toBeLessThan(240_000 / 10);
+  });
+
+  it('with skewed term frequencies (as in real text), MaxScore reads far fewer postings than the terms hold', () => {
+    const bm25 = new Bm25Index();
+    for (let i = 0; i < 20_000; i++) bm25.add(`m${i}`, `the meeting notes ${i % 100 === 0 ? 'zanzibar' : 'garden'} ${i % 10 === 0 ? 'invoice' : 'walk'}`);
+    const cost = { terms: 0, postingsRead: 0, postingsHeld: 0 };
+    const hits = bm25.search('zanzibar invoice meeting notes', 10, cost);
+    expect(hits[0].id).toBe('m0');
+    expect(cost.postingsRead).toBeLessThan(cost.postingsHeld / 5);
+  });
+});
