@@ -42,7 +42,13 @@ export function createHostStoreServer(store: BlobStore, log: Logger): grpc.Serve
           for await (const data of chunks) {
             if (call.cancelled) return;
             // Waits while gRPC's buffer is full, so a large blob streams at the reader's pace.
-            if (!call.write({ name: '', data } satisfies BlobChunk)) await new Promise((r) => call.once('drain', r));
+            if (!call.write({ name: '', data } satisfies BlobChunk)) {
+              await new Promise<void>((r) => {
+                const done = () => { call.off('drain', done); call.off('cancelled', done); r(); };
+                call.on('drain', done);
+                call.on('cancelled', done);
+              });
+            }
           }
           call.end();
         } catch (err) {

@@ -65,12 +65,15 @@ export class GrpcBlobStore implements BlobStore {
       throw wrap(`get ${name}`, err as grpc.ServiceError);
     }
     return (async function* () {
-      if (first.done) return;
-      yield first.value.data;
       try {
+        if (first.done) return;
+        yield first.value.data;
         for (let next = await chunks.next(); !next.done; next = await chunks.next()) yield next.value.data;
       } catch (err) {
         throw wrap(`get ${name}`, err as grpc.ServiceError);
+      } finally {
+        // A reader that stops early (a segment's header is all it needs) ends the call.
+        call.cancel();
       }
     })();
   }

@@ -18,10 +18,11 @@ const CHUNK_BYTES = 1024 * 1024;
 /**
  * Writes a snapshot atomically (one put: the host store replaces the blob only once all of
  * it is on disk): every record as a sealed frame between a header frame and an end frame,
- * which carries the count, so a shortened snapshot is detected. Returns its size in bytes.
+ * which carries the count, so a shortened snapshot is detected. Returns its size and count.
  */
-export async function writeSnapshot(blobs: BlobStore, name: string, key: StorageKey, meta: FileMeta, entries: readonly SnapshotEntry[]): Promise<number> {
+export async function writeSnapshot(blobs: BlobStore, name: string, key: StorageKey, meta: FileMeta, entries: Iterable<SnapshotEntry>): Promise<{ bytes: number; count: number }> {
   let bytes = 0;
+  let count = 0;
   async function* sealed(): AsyncIterable<Buffer> {
     const header = newHeader('snapshot', key);
     let chunk: Buffer[] = [header, sealFrame(key, header, 0, encodeHeader(meta))];
@@ -36,16 +37,17 @@ export async function writeSnapshot(blobs: BlobStore, name: string, key: Storage
     let seq = 1;
     for (const { record, vector } of entries) {
       const frame = sealFrame(key, header, seq++, encodeEvent({ type: 'add', record, vector }));
+      count++;
       chunk.push(frame);
       chunkBytes += frame.length;
       // Each chunk handed over also yields, so sealing a large snapshot does not stall requests.
       if (chunkBytes >= CHUNK_BYTES) yield flush();
     }
-    chunk.push(sealFrame(key, header, seq, encodeEnd(entries.length)));
+    chunk.push(sealFrame(key, header, seq, encodeEnd(count)));
     yield flush();
   }
   await blobs.put(name, sealed());
-  return bytes;
+  return { bytes, count };
 }
 
 export interface SnapshotReader {

@@ -7,7 +7,7 @@ import { CorruptStoreError, EmbeddingModelChangedError } from './errors.js';
 import { GroupCommitLog, type CommitStats } from './group-commit.js';
 import { logGeneration, logName, SealedLog, type LogFile } from './log-file.js';
 import { decodePayload, encodeEvent, FORMAT_VERSION, READABLE_FORMATS, type FileMeta } from './payloads.js';
-import { deriveStorageKey, readSealedFile, type StorageKey } from './sealed-file.js';
+import { deriveStorageKey, readSealedFile, readSealedStream, type StorageKey } from './sealed-file.js';
 import { readSnapshot, SNAPSHOT_NAME, writeSnapshot, type SnapshotEntry, type SnapshotReader } from './snapshot.js';
 import { advanceHead, describeHead, genesisHead, sameHead, type StateHead } from './state-head.js';
 
@@ -149,32 +149,19 @@ export class DurableStore implements MemoryJournal {
       if (live.length === 0) throw new CorruptStoreError(`${prefix}${logName(start)} is missing (${SNAPSHOT_NAME} is followed by no log)`);
     }
 
-    // Segments are read (and chain-checked) before anything is applied, so a store that
-    // will be refused is refused before the snapshot is streamed in.
-    const logEvents: MemoryEvent[] = [];
+    // First the segments' headers only (their first frame): every file's model and store are
+    // known before anything is applied. Then the snapshot is streamed in, and each segment is
+    // read, chain-checked and applied in turn, never all of them held at once.
     const metas: Array<{ meta: FileMeta; where: string }> = snapshot ? [{ meta: snapshot.meta, where: prefix + SNAPSHOT_NAME }] : [];
-    let last: { generation: number; header: Buffer; frames: number; validEnd: number; size: number } | undefined;
-    let cutTail: RecoveryReport['cutTail'];
+    const segmentMetas: FileMeta[] = [];
     for (const generation of live) {
       const name = prefix + logName(generation);
-      const isLast = generation === live[live.length - 1];
-      const data = await readWhole(blobs, name);
-      if (!data) throw new CorruptStoreError(`${name} was listed by the host store but cannot be read`);
-      const file = readSealedFile(data, 'log', key, name, { allowTail: isLast });
-      const [first, ...rest] = file.payloads.map((p, i) => decodePayload(p, `${name} frame ${i}`));
-      if (first?.type !== 'header') throw new CorruptStoreError(`${name} has no log header`);
-      checkMeta(first.meta, 'log', name);
-      if (first.meta.generation !== generation) throw new CorruptStoreError(`${name} holds log ${first.meta.generation}: it was renamed or copied`);
-      chain.file(first.meta, name);
-      chain.segment(first.meta, name, generation === start && hasSnapshot ? snapshot!.meta : undefined);
-      metas.push({ meta: first.meta, where: name });
-      rest.forEach((p, i) => {
-        if (p.type !== 'event') throw new CorruptStoreError(`${name} holds an entry that is not a change`);
-        logEvents.push(p.event);
-        chain.advance(file.payloads[i + 1]);
-      });
-      if (file.tail) cutTail = { file: name, offset: file.tail.offset, bytes: file.tail.bytes };
-      if (isLast) last = { generation, header: file.header, frames: file.payloads.length, validEnd: file.validEnd, size: data.length };
+      const meta = await readSegmentHeader(blobs, name, key);
+      checkMeta(meta, 'log', name);
+      if (meta.generation !== generation) throw new CorruptStoreError(`${name} holds log ${meta.generation}: it was renamed or copied`);
+      chain.file(meta, name);
+      metas.push({ meta, where: name });
+      segmentMetas.push(meta);
     }
 
     // Vectors from another model cannot be compared with new ones: such a store is restored
@@ -191,7 +178,27 @@ export class DurableStore implements MemoryJournal {
       target.apply(changed && event.type === 'add' ? { ...event, vector: null } : event);
     };
     if (snapshot) for await (const event of snapshot.events) apply(event);
-    for (const event of logEvents) apply(event);
+
+    let last: { generation: number; header: Buffer; frames: number; validEnd: number; size: number } | undefined;
+    let cutTail: RecoveryReport['cutTail'];
+    for (const [i, generation] of live.entries()) {
+      const name = prefix + logName(generation);
+      const isLast = i === live.length - 1;
+      const data = await readWhole(blobs, name);
+      if (!data) throw new CorruptStoreError(`${name} was listed by the host store but cannot be read`);
+      const file = readSealedFile(data, 'log', key, name, { allowTail: isLast });
+      const first = file.payloads.length > 0 ? decodePayload(file.payloads[0], `${name} frame 0`) : undefined;
+      if (first?.type !== 'header' || JSON.stringify(first.meta) !== JSON.stringify(segmentMetas[i])) throw new CorruptStoreError(`${name} changed while it was being read`);
+      chain.segment(first.meta, name, i === 0 && hasSnapshot ? snapshot!.meta : undefined);
+      for (let f = 1; f < file.payloads.length; f++) {
+        const p = decodePayload(file.payloads[f], `${name} frame ${f}`);
+        if (p.type !== 'event') throw new CorruptStoreError(`${name} holds an entry that is not a change`);
+        chain.advance(file.payloads[f]);
+        apply(p.event);
+      }
+      if (file.tail) cutTail = { file: name, offset: file.tail.offset, bytes: file.tail.bytes };
+      if (isLast) last = { generation, header: file.header, frames: file.payloads.length, validEnd: file.validEnd, size: data.length };
+    }
     const modelChange = changed && { from: storedModel(changed.meta), to: options.embedding, memories: live_!.size };
     if (modelChange && modelChange.memories > 0 && !options.reembed) throw new EmbeddingModelChangedError(modelChange.from, modelChange.to, changed.where);
 
@@ -299,8 +306,11 @@ export class DurableStore implements MemoryJournal {
     // With no batch in flight, the current segment's head is the state the snapshot captures.
     const head = this.commits.current.head;
     const next = await SealedLog.create(this.options.blobs, this.prefix + logName(generation), this.key, { ...fileMeta(this.options, 'log', generation, this.storeId), head });
-    // With no batch in flight, memory holds exactly the changes of logs < generation.
-    const entries = Array.from(this.target.entries());
+    // With no batch in flight, memory holds exactly the changes of logs < generation. The
+    // snapshot reads it as it goes, not as a copy: changes made meanwhile (which log
+    // `generation` holds too) may or may not be in it, and replaying that log after the
+    // snapshot gives the same state either way, since applying a change twice is harmless.
+    const entries = this.target.entries();
     const previous = this.commits.current;
     this.commits.switchTo(next);
     await previous.close();
@@ -311,14 +321,15 @@ export class DurableStore implements MemoryJournal {
     return { snapshot };
   }
 
-  private async snapshot(generation: number, head: StateHead, entries: SnapshotEntry[]): Promise<void> {
+  private async snapshot(generation: number, head: StateHead, entries: Iterable<SnapshotEntry>): Promise<void> {
     const started = performance.now();
     try {
       const meta = { ...fileMeta(this.options, 'snapshot', generation, this.storeId), head };
-      this.lastSnapshotBytes = await writeSnapshot(this.options.blobs, this.prefix + SNAPSHOT_NAME, this.key, meta, entries);
+      const written = await writeSnapshot(this.options.blobs, this.prefix + SNAPSHOT_NAME, this.key, meta, entries);
+      this.lastSnapshotBytes = written.bytes;
       this.snapshots++;
       await this.deleteLogsBefore(generation);
-      this.options.log?.info({ generation, memories: entries.length, bytes: this.lastSnapshotBytes, ms: Math.round(performance.now() - started) }, 'memory snapshot written; older logs deleted');
+      this.options.log?.info({ generation, memories: written.count, bytes: this.lastSnapshotBytes, ms: Math.round(performance.now() - started) }, 'memory snapshot written; older logs deleted');
     } catch (err) {
       // The older logs are kept, so recovery still replays everything.
       this.options.log?.error({ err: (err as Error).message, generation }, 'memory snapshot failed; older logs kept');
@@ -345,6 +356,21 @@ function fileMeta(options: StoreOptions, kind: FileMeta['kind'], generation: num
     embedding_sha256: options.embedding.sha256,
     created_at: Math.floor(Date.now() / 1000),
   };
+}
+
+/** A segment's metadata: its first frame, read without fetching the rest of it. */
+async function readSegmentHeader(blobs: BlobStore, name: string, key: StorageKey): Promise<FileMeta> {
+  const chunks = await blobs.read(name);
+  if (!chunks) throw new CorruptStoreError(`${name} was listed by the host store but cannot be read`);
+  const frames = readSealedStream(chunks, 'log', key, name);
+  try {
+    const first = await frames.next();
+    const header = first.done ? undefined : decodePayload(first.value, `${name} frame 0`);
+    if (header?.type !== 'header') throw new CorruptStoreError(`${name} has no log header`);
+    return header.meta;
+  } finally {
+    await frames.return(undefined);
+  }
 }
 
 function checkMeta(meta: FileMeta, kind: FileMeta['kind'], where: string): void {

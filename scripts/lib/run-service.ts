@@ -52,7 +52,9 @@ export async function startService(env: NodeJS.ProcessEnv, logFile: string): Pro
   const ready = async (timeoutMs: number, pollMs: number) => {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
-      if (hostStore.exitCode !== null || enclave.exitCode !== null || proxy.exitCode !== null) throw new Error(`a process exited at start; see ${logFile}`);
+      if (hostStore.exitCode !== null || enclave.exitCode !== null || proxy.exitCode !== null) {
+        throw new Error(`a process exited at start; the end of ${logFile}:\n${readFileSync(logFile, 'utf8').slice(-3000)}`);
+      }
       try {
         if ((await fetch(`${baseUrl}/healthz`)).status === 200) return;
       } catch {
