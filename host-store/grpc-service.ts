@@ -6,6 +6,14 @@ import {
 } from '../common/proto.js';
 import { BlobNameError, BlobOffsetError } from './fs-blob-store.js';
 
+/** A Put whose stream ended before its last chunk: nothing is replaced. */
+class AbandonedPutError extends Error {
+  constructor(name: string) {
+    super(`the put of ${name} ended before its last piece; the blob is unchanged`);
+    this.name = 'AbandonedPutError';
+  }
+}
+
 /**
  * The host store's gRPC adapter: each call is one BlobStore operation on the folder. It
  * adds nothing of its own; what matters for trust happens in the enclave, which seals what
@@ -16,6 +24,7 @@ export function createHostStoreServer(store: BlobStore, log: Logger): grpc.Serve
   const failed = (op: string, err: unknown): grpc.ServiceError => {
     const error = err as Error;
     const code = error instanceof BlobNameError ? grpc.status.INVALID_ARGUMENT
+      : error instanceof AbandonedPutError ? grpc.status.ABORTED
       : error instanceof BlobOffsetError ? grpc.status.FAILED_PRECONDITION
         : (error as NodeJS.ErrnoException).code === 'ENOENT' ? grpc.status.NOT_FOUND
           : grpc.status.UNAVAILABLE;
@@ -57,7 +66,8 @@ export function createHostStoreServer(store: BlobStore, log: Logger): grpc.Serve
       })();
     },
     Put: (call, callback) => {
-      // The stream's first chunk names the blob; every chunk's data is the blob's bytes, in order.
+      // The stream's first chunk names the blob; every chunk's data is the blob's bytes, in
+      // order; the blob is replaced only if the stream ends with a chunk marked last.
       const chunks = (call as AsyncIterable<BlobChunkIn>)[Symbol.asyncIterator]();
       let name = '';
       void (async () => {
@@ -65,9 +75,14 @@ export function createHostStoreServer(store: BlobStore, log: Logger): grpc.Serve
           const first = await chunks.next();
           if (first.done) throw new BlobNameError('');
           name = first.value.name;
+          let complete = first.value.last;
           await store.put(name, (async function* () {
             yield first.value.data;
-            for (let next = await chunks.next(); !next.done; next = await chunks.next()) yield next.value.data;
+            for (let next = await chunks.next(); !next.done && !complete; next = await chunks.next()) {
+              yield next.value.data;
+              complete = next.value.last;
+            }
+            if (!complete || call.cancelled) throw new AbandonedPutError(name);
           })());
           callback(null, {});
         } catch (err) {

@@ -1,6 +1,8 @@
 import * as grpc from '@grpc/grpc-js';
 import type { BlobInfo, BlobStore } from '../../common/blob-store.js';
-import { hostStoreChannelOptions, hostStoreProto, type AppendAckIn, type BlobChunkIn, type HostStoreClient } from '../../common/proto.js';
+import {
+  hostStoreChannelOptions, hostStoreProto, type AppendAckIn, type BlobChunk, type BlobChunkIn, type HostStoreClient,
+} from '../../common/proto.js';
 
 /** Bytes per message when a blob is written in pieces (snapshots). */
 const PUT_CHUNK_BYTES = 1024 * 1024;
@@ -78,21 +80,38 @@ export class GrpcBlobStore implements BlobStore {
     })();
   }
 
+  /**
+   * Streams the blob in pieces and marks the last one, so the host store replaces the blob
+   * only with all of it. A put may take long (a large snapshot): instead of one deadline, it
+   * is given up when no piece gets through for the call timeout.
+   */
   put(name: string, data: Uint8Array | AsyncIterable<Uint8Array>): Promise<void> {
     return new Promise((resolve, reject) => {
-      const call = this.client.Put(this.callOptions(), (err) => (err ? reject(wrap(`put ${name}`, err)) : resolve()));
+      const call = this.client.Put((err) => {
+        clearTimeout(idle);
+        if (err) reject(wrap(`put ${name}`, err));
+        else resolve();
+      });
+      let idle = setTimeout(() => call.cancel(), this.timeoutMs);
+      const progress = () => {
+        clearTimeout(idle);
+        idle = setTimeout(() => call.cancel(), this.timeoutMs);
+      };
       void (async () => {
         try {
           let first = true;
+          const send = async (piece: BlobChunk) => {
+            const writable = call.write({ ...piece, name: first ? name : '' });
+            first = false;
+            if (!writable) await new Promise((r) => call.once('drain', r));
+            progress();
+          };
           for await (const piece of data instanceof Uint8Array ? [data] : data) {
             for (let at = 0; at < piece.length; at += PUT_CHUNK_BYTES) {
-              const part = Buffer.from(piece.buffer, piece.byteOffset + at, Math.min(PUT_CHUNK_BYTES, piece.length - at));
-              const writable = call.write({ name: first ? name : '', data: part });
-              first = false;
-              if (!writable) await new Promise((r) => call.once('drain', r));
+              await send({ data: Buffer.from(piece.buffer, piece.byteOffset + at, Math.min(PUT_CHUNK_BYTES, piece.length - at)), last: false });
             }
           }
-          if (first) call.write({ name, data: Buffer.alloc(0) });
+          await send({ data: Buffer.alloc(0), last: true });
           call.end();
         } catch (err) {
           call.cancel();

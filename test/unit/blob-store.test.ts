@@ -1,0 +1,104 @@
+import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type * as grpc from '@grpc/grpc-js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { readWhole, type BlobStore } from '../../common/blob-store.js';
+import { listen } from '../../common/grpc-listen.js';
+import { createLogger } from '../../common/logger.js';
+import { GrpcBlobStore } from '../../enclave/storage/grpc-blob-store.js';
+import { FsBlobStore } from '../../host-store/fs-blob-store.js';
+import { createHostStoreServer } from '../../host-store/grpc-service.js';
+import { freePort } from '../helpers/service.js';
+
+/** The BlobStore contract: the host store's folder directly, and the same through gRPC as the enclave uses it. */
+const dirs: string[] = [];
+const servers: grpc.Server[] = [];
+const fresh = () => {
+  const dir = mkdtempSync(join(tmpdir(), 'blobs-'));
+  dirs.push(dir);
+  return dir;
+};
+afterAll(() => {
+  for (const server of servers) server.forceShutdown();
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+});
+
+async function overGrpc(): Promise<{ blobs: BlobStore; dir: string }> {
+  const dir = fresh();
+  const server = createHostStoreServer(new FsBlobStore(dir), createLogger('test-host-store', 'silent'));
+  servers.push(server);
+  const port = await listen(server, `127.0.0.1:${await freePort()}`);
+  return { blobs: new GrpcBlobStore(`127.0.0.1:${port}`, { callTimeoutMs: 5000 }), dir };
+}
+
+const implementations: Array<[string, () => Promise<{ blobs: BlobStore; dir: string }>]> = [
+  ['FsBlobStore (the host store\'s folder)', async () => { const dir = fresh(); return { blobs: new FsBlobStore(dir), dir }; }],
+  ['GrpcBlobStore (the enclave\'s client, over the host store\'s gRPC service)', overGrpc],
+];
+
+async function* pieces(parts: string[], failAfter?: number): AsyncIterable<Uint8Array> {
+  for (const [i, part] of parts.entries()) {
+    if (failAfter !== undefined && i >= failAfter) throw new Error('the writer gave up');
+    yield Buffer.from(part);
+  }
+}
+
+describe.each(implementations)('BlobStore contract: %s', (_name, make) => {
+  let blobs: BlobStore;
+  let dir: string;
+  beforeAll(async () => {
+    ({ blobs, dir } = await make());
+  });
+
+  it('puts, reads, lists and deletes blobs, in a folder of one level at most', async () => {
+    await blobs.put('memory/a.sealed', Buffer.from('alpha'));
+    await blobs.put('key.json', pieces(['{"k":', '1}']));
+    expect((await readWhole(blobs, 'memory/a.sealed'))!.toString()).toBe('alpha');
+    expect((await readWhole(blobs, 'key.json'))!.toString()).toBe('{"k":1}');
+    expect(await readWhole(blobs, 'memory/missing')).toBeUndefined();
+    expect(await blobs.list('memory/')).toEqual([{ name: 'memory/a.sealed', size: 5 }]);
+    await blobs.delete('memory/a.sealed');
+    await blobs.delete('memory/a.sealed');
+    expect(await blobs.list('memory/')).toEqual([]);
+  });
+
+  it('appends at the offset it is given, cutting whatever lies beyond it, and refuses a gap', async () => {
+    await blobs.put('memory/log', Buffer.from('head'));
+    await blobs.append('memory/log', 4, Buffer.from('-one'));
+    await blobs.append('memory/log', 4, Buffer.from('-two'));
+    await blobs.append('memory/log', 8, Buffer.from('-three'));
+    expect((await readWhole(blobs, 'memory/log'))!.toString()).toBe('head-two-three');
+    await expect(blobs.append('memory/log', 100, Buffer.from('x'))).rejects.toThrow(/cannot write at 100/);
+  });
+
+  it('streams a large blob in pieces', async () => {
+    const big = Buffer.alloc(5 * 1024 * 1024 + 17, 7);
+    await blobs.put('memory/big', big);
+    const chunks = await blobs.read('memory/big');
+    let count = 0;
+    let bytes = 0;
+    for await (const chunk of chunks!) {
+      count++;
+      bytes += chunk.length;
+    }
+    expect(bytes).toBe(big.length);
+    expect(count).toBeGreaterThan(1);
+  });
+
+  it('leaves the old blob whole when a put is abandoned part-way, and no temporary file behind', async () => {
+    await blobs.put('memory/snapshot.sealed', Buffer.from('the old snapshot'));
+    await expect(blobs.put('memory/snapshot.sealed', pieces(['the new', ' snapsh', 'ot'], 2))).rejects.toThrow();
+    expect((await readWhole(blobs, 'memory/snapshot.sealed'))!.toString()).toBe('the old snapshot');
+    // The host store may take a moment to see the stream end.
+    for (let i = 0; i < 50 && readdirSync(join(dir, 'memory')).some((n) => n.endsWith('.tmp')); i++) await new Promise((r) => setTimeout(r, 20));
+    expect(readdirSync(join(dir, 'memory')).filter((n) => n.endsWith('.tmp'))).toEqual([]);
+  });
+
+  it('refuses names that could leave the folder, or are not blob names', async () => {
+    for (const name of ['../escape', '/etc/passwd', 'a/b/c', '.hidden', 'UPPER', 'memory/x.tmp', '']) {
+      await expect(blobs.put(name, Buffer.from('x')), name).rejects.toThrow();
+    }
+    expect(existsSync(join(dir, '..', 'escape'))).toBe(false);
+  });
+});
