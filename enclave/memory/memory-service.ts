@@ -4,7 +4,7 @@ import type { AddMemoryInput, QueryMemoryInput } from '../../common/schemas.js';
 import type { Embedder } from '../embedding/embedder.js';
 import type { MemoryEvent, MemoryJournal, RestoredEvent } from './journal.js';
 import type { EmbeddingModelId } from './model-change.js';
-import { Bm25Index } from '../retrieval/bm25.js';
+import { TieredLexical } from '../retrieval/tiered-lexical.js';
 import { FUSION_DEPTH, fuse, type Candidate, type RetrievalMode } from '../retrieval/hybrid.js';
 import { DEFAULT_TIERS, TieredIndex, type TieredOptions } from '../vectors/tiered-index.js';
 
@@ -40,7 +40,7 @@ interface Tenant {
    */
   index: TieredIndex;
   /** BM25 over the same memories, kept in step with `index` and `records`. */
-  lexical: Bm25Index;
+  lexical: TieredLexical;
   records: Map<string, MemoryRecord>;
 }
 
@@ -265,7 +265,7 @@ export class MemoryService {
   private tenant(id: string, create: boolean): Tenant | undefined {
     let tenant = this.tenants.get(id);
     if (!tenant && create) {
-      tenant = { index: new TieredIndex(this.embedder.dimension, this.tiers), lexical: new Bm25Index(), records: new Map() };
+      tenant = { index: new TieredIndex(this.embedder.dimension, this.tiers), lexical: new TieredLexical(), records: new Map() };
       this.tenants.set(id, tenant);
     }
     return tenant;

@@ -30,10 +30,14 @@ export const BM25_B = 0.75;
  */
 export const MAX_QUERY_TERMS = 32;
 
-/** One term's postings: documents in increasing number (= insertion order), with term counts. */
+/**
+ * One term's postings: documents in increasing number (= insertion order), with term counts.
+ * Plain arrays of small integers, not typed arrays: most postings hold a few entries (many
+ * small tenants), and a typed array costs about a hundred bytes before its first element.
+ */
 interface Posting {
-  docs: Int32Array;
-  tfs: Uint16Array;
+  docs: number[];
+  tfs: number[];
   /** Entries used in docs/tfs, removed documents included until the next compaction. */
   length: number;
   /** Live documents holding the term (the document frequency). */
@@ -43,7 +47,7 @@ interface Posting {
 
 /**
  * One tenant's BM25 index over memory contents, in compact arrays: per term, the numbers of
- * the documents holding it and how often (6 bytes a posting, no object per posting). A
+ * the documents holding it and how often (two small integers a posting, no object per posting). A
  * removed document is marked dead at once (it stops matching) and its postings are dropped
  * at the next compaction. Search is top-k with MaxScore pruning (Turtle & Flood 1995): terms
  * whose best possible contribution cannot lift a document into the top k are only looked up
@@ -64,9 +68,13 @@ export class Bm25Index {
   }
 
   add(id: string, text: string): void {
+    this.addTerms(id, lexicalTerms(text));
+  }
+
+  /** Adds a memory given its lexical terms (lexicalTerms of its content). */
+  addTerms(id: string, terms: string[]): void {
     if (this.numbers.has(id)) return;
     const doc = this.ids.length;
-    const terms = lexicalTerms(text);
     if (doc >= this.lengths.length) this.lengths = grow(this.lengths, doc + 1);
     this.ids.push(id);
     this.lengths[doc] = terms.length;
@@ -74,14 +82,10 @@ export class Bm25Index {
     this.totalLength += terms.length;
     for (const [term, tf] of counts(terms)) {
       let posting = this.postings.get(term);
-      if (!posting) this.postings.set(term, (posting = { docs: new Int32Array(2), tfs: new Uint16Array(2), length: 0, df: 0, maxTf: 0 }));
-      if (posting.length === posting.docs.length) {
-        posting.docs = grow(posting.docs, posting.length + 1);
-        posting.tfs = grow(posting.tfs, posting.length + 1);
-      }
+      if (!posting) this.postings.set(term, (posting = { docs: [], tfs: [], length: 0, df: 0, maxTf: 0 }));
       const count = Math.min(tf, 0xffff);
-      posting.docs[posting.length] = doc;
-      posting.tfs[posting.length] = count;
+      posting.docs.push(doc);
+      posting.tfs.push(count);
       posting.length++;
       posting.df++;
       posting.maxTf = Math.max(posting.maxTf, count);
@@ -191,6 +195,8 @@ export class Bm25Index {
         kept++;
       }
       posting.length = kept;
+      posting.docs.length = kept;
+      posting.tfs.length = kept;
       posting.maxTf = maxTf;
     }
     this.ids = ids;
@@ -205,7 +211,7 @@ function counts(terms: string[]): Map<string, number> {
   return out;
 }
 
-function grow<T extends Int32Array | Uint16Array | Uint32Array>(array: T, needed: number): T {
+function grow<T extends Uint32Array>(array: T, needed: number): T {
   const bigger = new (array.constructor as new (n: number) => T)(Math.max(needed, array.length * 2));
   bigger.set(array);
   return bigger;

@@ -73,7 +73,8 @@ export class FlatIndex implements VectorIndex {
   }
 
   private grow(): void {
-    const capacity = Math.max(4, (this.data.length / this.dimension) * 2);
+    // 1.5x: less slack per tenant than doubling, still amortised O(1) per add.
+    const capacity = Math.max(4, Math.ceil((this.data.length / this.dimension) * 1.5));
     const data = new Float32Array(capacity * this.dimension);
     data.set(this.data);
     this.data = data;

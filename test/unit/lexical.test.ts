@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { Bm25Index, MAX_QUERY_TERMS } from '../../enclave/retrieval/bm25.js';
+import { SmallBm25 } from '../../enclave/retrieval/small-bm25.js';
+import { TieredLexical } from '../../enclave/retrieval/tiered-lexical.js';
 import { foldText, lexicalTerms, stem } from '../../enclave/retrieval/lexical-terms.js';
 
 describe('lexicalTerms', () => {
@@ -110,7 +112,18 @@ function exhaustive(docs: Map<string, string>, query: string, k: number): Array<
     .sort((x, y) => y.score - x.score || order.indexOf(x.id) - order.indexOf(y.id)).slice(0, k);
 }
 
-describe('Bm25Index pruned search (MaxScore) equals exhaustive BM25', () => {
+interface Lexical {
+  add(id: string, text: string): void;
+  remove(id: string, text: string): void;
+  search(query: string, k: number): Array<{ id: string; score: number }>;
+  readonly size: number;
+}
+
+describe.each<[string, () => Lexical]>([
+  ['Bm25Index (inverted, MaxScore)', () => new Bm25Index()],
+  ['SmallBm25 (scan of term numbers)', () => new SmallBm25()],
+  ['TieredLexical (moves to the inverted index past 300)', () => new TieredLexical(300)],
+])('%s equals exhaustive BM25', (_name, make) => {
   const words = ['river', 'garden', 'invoice', 'meeting', 'coffee', 'the', 'dog', 'walk', 'morning', 'Anna', 'Lisbon', 'piano', 'train', 'window', 'doctor', 'Tuesday'];
   let seed = 7;
   const random = () => { seed = (seed * 1103515245 + 12345) % 2147483648; return seed / 2147483648; };
@@ -119,7 +132,7 @@ describe('Bm25Index pruned search (MaxScore) equals exhaustive BM25', () => {
   const sentence = (len: number) => Array.from({ length: len }, pick).join(' ');
 
   it('on 2,000 memories with deletes and many queries, for several k', () => {
-    const bm25 = new Bm25Index();
+    const bm25 = make();
     const docs = new Map<string, string>();
     for (let i = 0; i < 2000; i++) {
       const text = sentence(3 + Math.floor(random() * 12));
@@ -147,7 +160,7 @@ describe('Bm25Index pruned search (MaxScore) equals exhaustive BM25', () => {
   });
 
   it('stays exact across compactions (many removals)', () => {
-    const bm25 = new Bm25Index();
+    const bm25 = make();
     const docs = new Map<string, string>();
     for (let i = 0; i < 5000; i++) {
       const text = sentence(4);
@@ -165,7 +178,7 @@ describe('Bm25Index pruned search (MaxScore) equals exhaustive BM25', () => {
   });
 
   it('uses at most MAX_QUERY_TERMS distinct terms, the rarest', () => {
-    const bm25 = new Bm25Index();
+    const bm25 = make();
     bm25.add('rare', 'zanzibar');
     for (let i = 0; i < 50; i++) bm25.add(`c${i}`, Array.from({ length: 40 }, (_, j) => `common${j}`).join(' '));
     const query = [...Array.from({ length: 40 }, (_, j) => `common${j}`), 'zanzibar'].join(' ');

@@ -1,0 +1,131 @@
+import { BM25_B, BM25_K1, MAX_QUERY_TERMS, type LexicalHit, type SearchCost } from './bm25.js';
+import { lexicalTerms } from './lexical-terms.js';
+
+/**
+ * Every term any memory has used, numbered once for the whole enclave: a small tenant stores
+ * its memories' terms as these numbers, not as strings of its own. It only grows (a term's
+ * number stays valid for as long as the process runs); its size is the vocabulary in use.
+ */
+class TermDictionary {
+  private readonly numbers = new Map<string, number>();
+  private readonly terms: string[] = [];
+
+  number(term: string): number {
+    let n = this.numbers.get(term);
+    if (n === undefined) {
+      n = this.terms.length;
+      this.numbers.set(term, n);
+      this.terms.push(term);
+    }
+    return n;
+  }
+
+  lookup(term: string): number | undefined {
+    return this.numbers.get(term);
+  }
+
+  term(n: number): string {
+    return this.terms[n];
+  }
+}
+
+export const terms = new TermDictionary();
+
+/**
+ * BM25 for a small tenant without an inverted index: each memory's terms, as dictionary
+ * numbers, in one Int32Array, and a search that scans them all. For a few thousand short
+ * memories the scan costs microseconds, and the tenant costs a few bytes a term instead of
+ * a posting list per distinct word (bench/scale.ts measures both). Scores are exactly
+ * Bm25Index's; larger tenants move to it (TieredLexical).
+ */
+export class SmallBm25 {
+  private ids: string[] = [];
+  /** Memory i's terms are data[starts[i] .. starts[i + 1]). */
+  private data = new Int32Array(64);
+  private starts: number[] = [0];
+
+  get size(): number {
+    return this.ids.length;
+  }
+
+  add(id: string, text: string): void {
+    if (this.ids.includes(id)) return;
+    this.addNumbers(id, lexicalTerms(text).map((t) => terms.number(t)));
+  }
+
+  addNumbers(id: string, numbers: number[]): void {
+    const end = this.starts[this.starts.length - 1];
+    if (end + numbers.length > this.data.length) {
+      const bigger = new Int32Array(Math.max(end + numbers.length, Math.ceil(this.data.length * 1.5)));
+      bigger.set(this.data.subarray(0, end));
+      this.data = bigger;
+    }
+    this.data.set(numbers, end);
+    this.ids.push(id);
+    this.starts.push(end + numbers.length);
+  }
+
+  /** Removes a memory (its text is not needed here; the parameter keeps the indexes interchangeable). */
+  remove(id: string, _text?: string): void {
+    const i = this.ids.indexOf(id);
+    if (i < 0) return;
+    const [from, to] = [this.starts[i], this.starts[i + 1]];
+    const end = this.starts[this.starts.length - 1];
+    this.data.copyWithin(from, to, end);
+    this.ids.splice(i, 1);
+    this.starts.splice(i + 1, 1);
+    for (let j = i + 1; j < this.starts.length; j++) this.starts[j] -= to - from;
+  }
+
+  /** Each memory with its terms, in insertion order (for moving to an inverted index). */
+  *entries(): Generator<[string, string[]]> {
+    for (let i = 0; i < this.ids.length; i++) {
+      yield [this.ids[i], Array.from(this.data.subarray(this.starts[i], this.starts[i + 1]), (n) => terms.term(n))];
+    }
+  }
+
+  search(query: string, k: number, cost?: SearchCost): LexicalHit[] {
+    const n = this.ids.length;
+    if (n === 0 || k <= 0) return [];
+    const wanted = new Map<number, number>(); // term number -> slot
+    for (const term of new Set(lexicalTerms(query))) {
+      const number = terms.lookup(term);
+      if (number !== undefined && !wanted.has(number)) wanted.set(number, wanted.size);
+    }
+    if (wanted.size === 0) {
+      if (cost) Object.assign(cost, { terms: 0, postingsRead: 0, postingsHeld: 0 });
+      return [];
+    }
+    // One pass: each memory's count of each query term, and each term's document frequency.
+    const slots = wanted.size;
+    const tf = new Uint16Array(n * slots);
+    const df = new Uint32Array(slots);
+    let totalLength = 0;
+    for (let i = 0; i < n; i++) {
+      const [from, to] = [this.starts[i], this.starts[i + 1]];
+      totalLength += to - from;
+      for (let at = from; at < to; at++) {
+        const slot = wanted.get(this.data[at]);
+        if (slot === undefined) continue;
+        if (tf[i * slots + slot]++ === 0) df[slot]++;
+      }
+    }
+    const averageLength = totalLength / n;
+    // Lucene's IDF, as Bm25Index; the same bound on distinct terms, the rarest kept.
+    const idf = Array.from(df, (d) => (d === 0 ? 0 : Math.log(1 + (n - d + 0.5) / (d + 0.5))));
+    const used = [...idf.keys()].filter((s) => df[s] > 0).sort((a, b) => idf[b] - idf[a]).slice(0, MAX_QUERY_TERMS);
+    if (cost) Object.assign(cost, { terms: used.length, postingsRead: totalLength, postingsHeld: totalLength });
+    const hits: LexicalHit[] = [];
+    for (let i = 0; i < n; i++) {
+      let score = 0;
+      const norm = BM25_K1 * (1 - BM25_B + (BM25_B * (this.starts[i + 1] - this.starts[i])) / averageLength);
+      for (const s of used) {
+        const count = tf[i * slots + s];
+        if (count > 0) score += (idf[s] * count * (BM25_K1 + 1)) / (count + norm);
+      }
+      if (score > 0) hits.push({ id: this.ids[i], score });
+    }
+    // Stable: equal scores keep insertion order, the older memory first.
+    return hits.sort((x, y) => y.score - x.score).slice(0, k);
+  }
+}
