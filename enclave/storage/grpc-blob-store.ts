@@ -55,13 +55,26 @@ export class GrpcBlobStore implements BlobStore {
     });
   }
 
+  /**
+   * Streams the blob. A large snapshot may take minutes to read at the pace the enclave
+   * applies it, so there is no deadline for the whole read: only a wait for the host store's
+   * next piece longer than the call timeout gives up.
+   */
   async read(name: string): Promise<AsyncIterable<Buffer> | undefined> {
-    const call = this.client.Get({ name }, this.callOptions());
+    const call = this.client.Get({ name });
     const chunks = (call as AsyncIterable<BlobChunkIn>)[Symbol.asyncIterator]();
-    // The first chunk (or the error) tells a missing blob from a present one.
+    const nextPiece = async (): Promise<IteratorResult<BlobChunkIn>> => {
+      const idle = setTimeout(() => call.cancel(), this.timeoutMs);
+      try {
+        return await chunks.next();
+      } finally {
+        clearTimeout(idle);
+      }
+    };
+    // The first piece (or the error) tells a missing blob from a present one.
     let first: IteratorResult<BlobChunkIn>;
     try {
-      first = await chunks.next();
+      first = await nextPiece();
     } catch (err) {
       if ((err as grpc.ServiceError).code === grpc.status.NOT_FOUND) return undefined;
       throw wrap(`get ${name}`, err as grpc.ServiceError);
@@ -70,7 +83,7 @@ export class GrpcBlobStore implements BlobStore {
       try {
         if (first.done) return;
         yield first.value.data;
-        for (let next = await chunks.next(); !next.done; next = await chunks.next()) yield next.value.data;
+        for (let next = await nextPiece(); !next.done; next = await nextPiece()) yield next.value.data;
       } catch (err) {
         throw wrap(`get ${name}`, err as grpc.ServiceError);
       } finally {

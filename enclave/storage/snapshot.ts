@@ -12,8 +12,12 @@ export interface SnapshotEntry {
   vector: Float32Array;
 }
 
-/** Sealed bytes are handed to the host store in chunks of about this size. */
-const CHUNK_BYTES = 1024 * 1024;
+/**
+ * Sealed bytes are handed to the host store in chunks of about this size. Sealing a chunk
+ * runs on the event loop, so a small chunk keeps a snapshot of a large store from delaying
+ * queries by more than about a millisecond at a time.
+ */
+const CHUNK_BYTES = 64 * 1024;
 
 /**
  * Writes a snapshot atomically (one put: the host store replaces the blob only once all of
