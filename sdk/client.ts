@@ -288,6 +288,10 @@ export class TeeClient {
   private resolve(path: string): { url: URL; target: string } {
     if (!path.startsWith('/')) throw new TypeError(`path must start with "/": ${path}`);
     const url = new URL(path, this.options.baseUrl);
+    // "//other.host/x" is a path to URL but another origin: the API key must never go there.
+    if (url.origin !== new URL(this.options.baseUrl).origin) {
+      throw new TypeError(`path ${JSON.stringify(path)} leads to ${url.origin}, not to the service at ${new URL(this.options.baseUrl).origin}`);
+    }
     return { url, target: `${url.pathname}${url.search}` };
   }
 }

@@ -7,6 +7,9 @@ export interface WorkLimits {
   timeoutMs: number;
 }
 
+/** The longest delay setTimeout honours (about 24.8 days). */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
 export const overloaded = () => new ApiError(503, 'service_unavailable_error',
   'the enclave is at capacity; retry shortly', 'enclave_overloaded', null, { 'retry-after': '1' });
 
@@ -35,9 +38,12 @@ export class WorkGate {
     if (this.active >= this.limits.maxInFlight) throw overloaded();
     this.active++;
     const done = work().finally(() => { this.active--; });
+    // No deadline and no limit of its own (chat without a gRPC deadline): no timer at all.
+    // setTimeout would clamp Infinity, or anything past 2^31 - 1 ms, to 1 ms and fire at once.
+    if (budget === Infinity) return done;
     let timer: NodeJS.Timeout | undefined;
     const expired = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(timedOut(`the enclave did not finish within ${Math.round(budget)} ms`, 'enclave_timeout')), budget);
+      timer = setTimeout(() => reject(timedOut(`the enclave did not finish within ${Math.round(budget)} ms`, 'enclave_timeout')), Math.min(budget, MAX_TIMER_MS));
     });
     try {
       return await Promise.race([done, expired]);

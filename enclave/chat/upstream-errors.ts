@@ -89,8 +89,11 @@ export function upstreamMessage(bodyText: string, apiKey: string | undefined): s
     if (/<[a-z!/]/i.test(bodyText)) return undefined;
   }
   if (typeof message !== 'string') return undefined;
-  let safe = message;
-  if (apiKey) safe = safe.split(apiKey).join('[redacted]');
+  let safe = apiKey ? message.split(apiKey).join('[redacted]') : message;
+  // A key split by a control character would pass the scrub above and, once control
+  // characters become spaces, reach the client almost whole: withhold such a message.
+  // eslint-disable-next-line no-control-regex
+  if (apiKey && safe.replace(/[\u0000-\u001f\u007f]+/g, '').includes(apiKey)) safe = 'an upstream error message was withheld: it contained the model API key';
   // eslint-disable-next-line no-control-regex
   safe = safe.replace(/[\u0000-\u001f\u007f]+/g, ' ').trim();
   if (safe.length > MAX_MESSAGE_CHARS) safe = `${safe.slice(0, MAX_MESSAGE_CHARS)}…`;

@@ -26,6 +26,7 @@
  * directions share one box key). A fresh client key per request means a reply can be
  * opened only by the request's sender, and never as the answer to another request.
  */
+import { createHash } from 'node:crypto';
 import nacl from 'tweetnacl';
 
 export const SEALED_PATH = '/v1/sealed';
@@ -143,8 +144,33 @@ export interface OpenedRequest {
   clientPublicKey: Uint8Array;
   /** The key shared with this client (nacl.box.before): seals the reply. */
   sharedKey: Uint8Array;
-  /** Identifies this envelope for replay detection (client key and nonce). */
+  /**
+   * Identifies this envelope for replay detection: a hash of the key the enclave actually
+   * decrypts with and the nonce, so no other spelling of the client's key (X25519 ignores
+   * bit 255) can make the same request count as new.
+   */
   replayId: string;
+}
+
+/**
+ * X25519 public keys that are not canonical (u >= p = 2^255 - 19, or bit 255 set) or of
+ * small order (u in libsodium's blacklist: 0, 1, p - 1 and the two points of order 8):
+ * another spelling of a valid key, or a key whose shared secret is predictable.
+ */
+const LOW_ORDER = [
+  '0000000000000000000000000000000000000000000000000000000000000000',
+  '0100000000000000000000000000000000000000000000000000000000000000',
+  'e0eb7a7c3b41b8ae1656e3faf19fc46ada098deb9c32b1fd866205165f49b800',
+  '5f9c95bca3508c24b1d0b1559c83ef5b04445cc4581c8e86d8224eddd09f1157',
+  'ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f',
+];
+
+export function isAcceptableX25519Key(key: Uint8Array): boolean {
+  if (key.length !== 32 || LOW_ORDER.includes(Buffer.from(key).toString('hex'))) return false;
+  // Canonical: as a little-endian number, below p = 2^255 - 19.
+  let u = 0n;
+  for (let i = 31; i >= 0; i--) u = (u << 8n) | BigInt(key[i]);
+  return u < 2n ** 255n - 19n;
 }
 
 /**
@@ -155,6 +181,7 @@ export interface OpenedRequest {
 export function openRequest(envelope: RequestEnvelope, boxSecretKey: Uint8Array): OpenedRequest | undefined {
   const clientPublicKey = decodeBase64(envelope.client_public_key, 'client_public_key', nacl.box.publicKeyLength);
   const nonce = decodeBase64(envelope.nonce, 'nonce', nacl.box.nonceLength);
+  if (!isAcceptableX25519Key(clientPublicKey)) throw new SealedFormatError('client_public_key is not a canonical X25519 key of large order');
   const sharedKey = nacl.box.before(clientPublicKey, boxSecretKey);
   const opened = nacl.box.open.after(decodeBase64(envelope.ciphertext, 'ciphertext'), nonce, sharedKey);
   if (!opened) return undefined;
@@ -164,8 +191,7 @@ export function openRequest(envelope: RequestEnvelope, boxSecretKey: Uint8Array)
   } catch {
     plaintext = undefined;
   }
-  // Decoded bytes, not the base64 text: two spellings of the same bytes are one envelope.
-  const replayId = Buffer.concat([clientPublicKey, nonce]).toString('base64');
+  const replayId = createHash('sha256').update('sealed-replay/v2\0').update(sharedKey).update(nonce).digest('base64');
   return { plaintext, clientPublicKey, sharedKey, replayId };
 }
 

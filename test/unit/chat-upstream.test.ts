@@ -91,6 +91,12 @@ describe('upstream error mapping', () => {
     expect(upstreamMessage('{"error":{"message":"a\\u001b[31mb\\nc"}}', undefined)).toBe('a [31mb c');
     expect(upstreamMessage(JSON.stringify({ error: { message: 'x'.repeat(5000) } }), undefined)!.length).toBeLessThanOrEqual(501);
     expect(upstreamMessage('{"error":"plain string"}', undefined)).toBe('plain string');
+    // A key split by a control character is not passed on either.
+    const key = 'sk-live-0123456789abcdef';
+    const split = upstreamMessage(JSON.stringify({ error: { message: `bad key sk-live-0123\u0000456789abcdef` } }), key)!;
+    expect(split).not.toContain('0123 456789abcdef');
+    expect(split.replace(/\s/g, '')).not.toContain(key);
+    expect(upstreamMessage(JSON.stringify({ error: { message: `bad key ${key}` } }), key)).toBe('bad key [redacted]');
     expect(upstreamMessage('{"error":{"code":5}}', undefined)).toBeUndefined();
   });
 

@@ -100,6 +100,23 @@ describe('connect', () => {
   });
 });
 
+describe('TeeClient requests', () => {
+  it('never sends a request (with its API key) to another origin: a path starting with // is refused', async () => {
+    const seen: string[] = [];
+    const spy: typeof fetch = (input, init) => {
+      seen.push(String(input));
+      return fetch(input, init);
+    };
+    const tee = await connect({ baseUrl, rootPem, authorization: 'Bearer secret-key', fetch: spy });
+    seen.length = 0;
+    for (const path of ['//127.0.0.1:9/steal', '//evil.example/x', '/\\evil.example/x']) {
+      await expect(tee.call('GET', path)).rejects.toThrow(/not to the service at/);
+      await expect(tee.sealedCall('GET', path)).rejects.toThrow(/not to the service at/);
+    }
+    expect(seen).toEqual([]);
+  });
+});
+
 describe('TeeClient.verifyStream', () => {
   let tee: TeeClient;
   beforeAll(async () => {

@@ -154,6 +154,26 @@ describe('POST /v1/sealed in the enclave (enclave/api/sealed-route.ts)', () => {
     expect(dispatched.at(-1)!.request).toMatchObject({ authorization: '', organization: '', target: '/v1/memory?tenant_id=t' });
   });
 
+  it('refuses the same envelope sent again with bit 255 of the client key flipped (another spelling of the same X25519 key), not acting twice', async () => {
+    const { envelope } = fresh();
+    expect((await post(envelope)).status).toBe(200);
+    const count = dispatched.length;
+    const key = Buffer.from(envelope.client_public_key, 'base64');
+    key[31] ^= 0x80;
+    const respelled = { ...envelope, client_public_key: key.toString('base64') };
+    const error = await refusal(respelled);
+    expect(error.code).toBe('invalid_sealed_request');
+    expect(dispatched.length).toBe(count);
+  });
+
+  it('refuses client keys of small order and non-canonical ones', async () => {
+    const { envelope } = fresh();
+    for (const hex of ['00'.repeat(32), `01${'00'.repeat(31)}`, `ec${'ff'.repeat(30)}7f`, `ed${'ff'.repeat(30)}7f`, `${'ff'.repeat(31)}ff`]) {
+      const error = await refusal({ ...envelope, client_public_key: Buffer.from(hex, 'hex').toString('base64') });
+      expect(error.code, hex).toBe('invalid_sealed_request');
+    }
+  });
+
   it('refuses a replayed envelope with 409, before dispatching it again', async () => {
     const { envelope } = fresh();
     await post(envelope);

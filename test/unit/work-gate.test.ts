@@ -20,6 +20,14 @@ async function refusal(p: Promise<unknown>): Promise<ApiError> {
 }
 
 describe('WorkGate', () => {
+  it('gives work without a deadline or a limit of its own all the time it takes (no 1 ms timeout from setTimeout(Infinity))', async () => {
+    const gate = new WorkGate({ maxInFlight: 2, timeoutMs: 60_000 });
+    const slow = () => new Promise<string>((resolve) => setTimeout(() => resolve('done'), 30));
+    expect(await gate.run(slow, Infinity, Infinity)).toBe('done');
+    // A budget past what setTimeout can hold is not clamped to 1 ms either.
+    expect(await gate.run(slow, Date.now() + 2 ** 40, 2 ** 40)).toBe('done');
+  });
+
   it('runs up to the cap at once and refuses the next with 503 and Retry-After', async () => {
     const gate = new WorkGate({ maxInFlight: 2, timeoutMs: 60_000 });
     const a = pending<string>();
