@@ -6,6 +6,12 @@ export const limits = {
   /** Largest request body the proxy reads, in bytes. */
   maxBodyBytes: 1024 * 1024,
   /**
+   * Deepest nesting of arrays and objects in a JSON body. Fields passed on to the model
+   * (tool parameters, response_format) are re-serialised, and JSON.stringify recurses: a
+   * body nested thousands deep would overflow the stack there instead of being refused.
+   */
+  maxJsonDepth: 64,
+  /**
    * Largest POST /v1/sealed envelope: a sealed body of maxBodyBytes is base64 inside the
    * encrypted JSON, which is base64 again in the envelope (about 1.8 MiB), plus headroom.
    */

@@ -42,24 +42,32 @@ export function parseJsonBody(body: Uint8Array, maxBytes: number = limits.maxBod
   } catch {
     throw badRequest('request body is not valid JSON', null, 'invalid_json');
   }
-  if (hasPrototypeKeys(value)) throw badRequest('request body has a forbidden key (__proto__ or constructor.prototype)', null, 'invalid_json');
+  const problem = structureProblem(value);
+  if (problem) throw badRequest(problem, null, 'invalid_json');
   return value;
 }
 
-/** Walks the parsed value without recursion (nesting depth is the client's choice). */
-function hasPrototypeKeys(root: unknown): boolean {
-  const stack: unknown[] = [root];
+/**
+ * Walks the parsed value without recursion (nesting depth is the client's choice) and names
+ * what is wrong with it: a `__proto__` or `constructor.prototype` key, or nesting deeper
+ * than limits.maxJsonDepth.
+ */
+function structureProblem(root: unknown): string | undefined {
+  const stack: Array<[unknown, number]> = [[root, 1]];
   while (stack.length) {
-    const node = stack.pop();
+    const [node, depth] = stack.pop()!;
     if (typeof node !== 'object' || node === null) continue;
+    if (depth > limits.maxJsonDepth) return `request body is nested more than ${limits.maxJsonDepth} levels deep`;
     if (!Array.isArray(node)) {
-      if (Object.hasOwn(node, '__proto__')) return true;
+      if (Object.hasOwn(node, '__proto__')) return 'request body has a forbidden key (__proto__ or constructor.prototype)';
       const ctor = (node as Record<string, unknown>).constructor;
-      if (Object.hasOwn(node, 'constructor') && typeof ctor === 'object' && ctor !== null && Object.hasOwn(ctor, 'prototype')) return true;
+      if (Object.hasOwn(node, 'constructor') && typeof ctor === 'object' && ctor !== null && Object.hasOwn(ctor, 'prototype')) {
+        return 'request body has a forbidden key (__proto__ or constructor.prototype)';
+      }
     }
-    for (const child of Object.values(node)) stack.push(child);
+    for (const child of Object.values(node)) stack.push([child, depth + 1]);
   }
-  return false;
+  return undefined;
 }
 
 /** Refuses a target whose path is not the one the operation serves. */

@@ -348,6 +348,18 @@ describe('bad chat requests are refused with 4xx', () => {
     expect(expectError(await post({ model: 'echo', messages: [user] }, { 'openai-organization': 'x'.repeat(200) }), 400).param).toBe('openai-organization');
   });
 
+  it('deeply nested JSON in a field passed on to the model: 400, never a 500 or a stack trace', async () => {
+    const before = model.requests.length;
+    const deep = (levels: number) => `${'{"a":'.repeat(levels)}1${'}'.repeat(levels)}`;
+    for (const levels of [65, 5_000]) {
+      const body = `{"model":"echo","messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"f","parameters":${deep(levels)}}}]}`;
+      const err = expectError(await post(body, { 'content-type': 'application/json' }), 400, 'invalid_json');
+      expect(err.message).toMatch(/nested more than 64 levels/);
+    }
+    expect(model.requests.length).toBe(before);
+    expect(svc.output()).not.toMatch(/Maximum call stack|RangeError/);
+  });
+
   it('invalid JSON and a non-object body', async () => {
     expectError(await post('{"model":', { 'content-type': 'application/json' }), 400, 'invalid_json');
     expectError(await post('[1]'), 400, 'invalid_type');

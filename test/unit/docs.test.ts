@@ -37,5 +37,6 @@ describe('README stays true to the code', () => {
     expect(table).toContain(`1–${limits.maxTopK}, default ${limits.defaultTopK}`);
     expect(table).toContain(`1–${limits.maxBatchMemories} memories`);
     expect(table).toContain(`${limits.maxBodyBytes / 1024 / 1024} MiB`);
+    expect(table).toContain(`${limits.maxJsonDepth} levels`);
   });
 });
