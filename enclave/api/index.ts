@@ -106,6 +106,6 @@ export function createApi(deps: ApiDeps): EnclaveApi {
       signer,
       gate: (work, deadline) => gate.run(work, deadline, timeLimit('ChatCompletionStream')),
     }),
-    Sealed: settle('Sealed', gated('Sealed', sealedRoute({ ...deps.sealed, dispatch }))),
+    Sealed: settle('Sealed', gated('Sealed', sealedRoute({ ...deps.sealed, authenticate: (a) => deps.auth.authenticate(a), dispatch }))),
   };
 }

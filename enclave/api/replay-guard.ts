@@ -7,6 +7,13 @@
  */
 export type Admission = 'ok' | 'replayed' | 'stale' | 'full';
 
+/**
+ * How far ahead of the enclave's clock a sealed timestamp may be. A client seals just
+ * before sending, so only clock skew puts a timestamp in the future; a generous window
+ * there would let one envelope occupy the guard for twice as long.
+ */
+export const MAX_FUTURE_SKEW_MS = 30_000;
+
 export class ReplayGuard {
   /** Envelope id → when it may be forgotten (its timestamp + maxAgeMs). */
   private readonly seen = new Map<string, number>();
@@ -23,7 +30,7 @@ export class ReplayGuard {
 
   admit(id: string, timestamp: number): Admission {
     const now = this.now();
-    if (!Number.isFinite(timestamp) || Math.abs(now - timestamp) > this.maxAgeMs) return 'stale';
+    if (!Number.isFinite(timestamp) || timestamp < now - this.maxAgeMs || timestamp > now + MAX_FUTURE_SKEW_MS) return 'stale';
     if (this.seen.has(id)) return 'replayed';
     this.forgetExpired(now, false);
     if (this.seen.size >= this.capacity) this.forgetExpired(now, true);

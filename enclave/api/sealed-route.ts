@@ -15,6 +15,11 @@ const validPayload = validator<SealedRequestPlaintext>(sealedPayloadSchema, 'bod
 export interface SealedDeps {
   key: SealedRequestKey;
   replay: ReplayGuard;
+  /**
+   * Checks the sealed Authorization before the envelope takes a place in the replay guard,
+   * so traffic without a valid API key cannot fill it (401; nothing in open mode).
+   */
+  authenticate: (authorization: string) => void;
   /** Handles a decrypted request exactly as the plain route would (and signs its reply). */
   dispatch: (method: string, request: ApiRequest, context?: CallContext) => Promise<ApiReply>;
 }
@@ -61,6 +66,7 @@ export function sealedRoute(deps: SealedDeps) {
     }
     if (body.length > limits.maxBodyBytes) throw tooLarge(`the sealed request body is larger than ${limits.maxBodyBytes} bytes`);
 
+    deps.authenticate(payload.authorization ?? '');
     switch (deps.replay.admit(opened.replayId, payload.timestamp)) {
       case 'stale':
         throw badRequest('the sealed request\'s timestamp is too far from the enclave\'s clock (seal it again)', null, 'sealed_request_expired');

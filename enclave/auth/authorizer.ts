@@ -23,6 +23,8 @@ export interface Authorizer {
    * is missing or unknown, 403 when it does not hold the tenant. Returns nothing: it throws.
    */
   authorize(authorization: string, tenantId: string): void;
+  /** 401 unless `authorization` holds a known key (any tenant); nothing in open mode. */
+  authenticate(authorization: string): void;
   /**
    * The tenant a chat request acts for. Chat names its tenant in the organization header;
    * with keys configured and no header, a key holding exactly one tenant acts for that
@@ -66,6 +68,7 @@ export class KeyRing {
 export const openAuthorizer: Authorizer = {
   required: false,
   authorize() {},
+  authenticate() {},
   chatTenant: (_authorization, organization) => organization,
 };
 
@@ -83,6 +86,9 @@ export function keyAuthorizer(keys: () => KeyRing): Authorizer {
   };
   return {
     required: true,
+    authenticate(authorization) {
+      tenantsOf(authorization);
+    },
     authorize(authorization, tenantId) {
       if (!tenantsOf(authorization).has(tenantId)) {
         // Echo the tenant only when it is a well-formed id: callers may pass anything.

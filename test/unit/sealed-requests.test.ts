@@ -87,12 +87,15 @@ describe('ReplayGuard', () => {
     expect(guard.admit('a', now)).toBe('replayed');
     expect(guard.admit('b', now - 60_001)).toBe('stale');
     expect(guard.admit('c', now + 60_001)).toBe('stale');
+    // Ahead of the clock only by clock skew: at most 30 s, not the whole window.
+    expect(guard.admit('f', now + 30_001)).toBe('stale');
+    expect(guard.admit('g', now + 29_000)).toBe('ok');
     expect(guard.admit('d', Number.NaN)).toBe('stale');
     // Once 'a' could no longer pass the timestamp check, it is forgotten.
     now += 60_001;
     expect(guard.admit('a', now - 60_001)).toBe('stale');
     expect(guard.admit('e', now)).toBe('ok');
-    expect(guard.size).toBe(1);
+    expect(guard.size).toBe(2);
   });
 
   it('refuses new envelopes rather than forget live ones when full, and frees space as they expire', () => {
@@ -115,6 +118,7 @@ describe('POST /v1/sealed in the enclave (enclave/api/sealed-route.ts)', () => {
   const route = sealedRoute({
     key,
     replay: new ReplayGuard(SEALED_MAX_AGE_MS),
+    authenticate: () => {},
     dispatch: async (method, request): Promise<ApiReply> => {
       dispatched.push({ method, request });
       return { status: 201, headers: { 'x-inner': 'yes' }, body: Buffer.from('{"id":"mem_1"}') };
@@ -241,5 +245,31 @@ describe('user_data (sdk/protocol/user-data.ts)', () => {
     [utf8(`{"v":1,"operator_pubkey":"${Buffer.alloc(32).toString('base64')}"}`), /no tee_box_public_key/],
   ])('refuses %s', (bytes, message) => {
     expect(() => parseUserData(bytes)).toThrow(message);
+  });
+});
+
+describe('the replay guard cannot be filled by traffic without a valid API key (finding 4)', () => {
+  it('checks the sealed key before admitting: 1,000 envelopes with a wrong key take no place, a keyed one still works', async () => {
+    const key = generateSealedRequestKey();
+    const replay = new ReplayGuard(SEALED_MAX_AGE_MS, 100);
+    const route = sealedRoute({
+      key,
+      replay,
+      authenticate: (authorization) => {
+        if (authorization !== 'Bearer good') throw new ApiError(401, 'authentication_error', 'invalid API key', 'invalid_api_key');
+      },
+      dispatch: async (): Promise<ApiReply> => ({ status: 200, headers: {}, body: Buffer.from('{}') }),
+    });
+    const send = (authorization: string | undefined) => route({
+      request_id: 'r', target: '/v1/sealed', authorization: '', organization: '',
+      body: Buffer.from(JSON.stringify(sealRequest(key.publicKey, { ...inner, authorization, timestamp: Date.now() }).envelope)),
+    });
+    for (let i = 0; i < 1000; i++) {
+      const error = await send(i % 2 ? 'Bearer flood' : undefined).then(() => undefined, (e: unknown) => e);
+      expect((error as ApiError).status).toBe(401);
+    }
+    expect(replay.size).toBe(0);
+    expect((await send('Bearer good')).status).toBe(200);
+    expect(replay.size).toBe(1);
   });
 });
