@@ -27,6 +27,8 @@ export interface BlobStore {
   append(name: string, offset: number, data: Uint8Array): Promise<void>;
   /** Deletes the blob (no error if absent), durably. */
   delete(name: string): Promise<void>;
+  /** No more appends to this blob for now: the store may let go of what it keeps for them (an open file). */
+  release(name: string): Promise<void>;
   close(): Promise<void>;
 }
 

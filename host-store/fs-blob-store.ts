@@ -128,6 +128,10 @@ export class FsBlobStore implements BlobStore {
     });
   }
 
+  async release(name: string): Promise<void> {
+    await this.forget(name);
+  }
+
   async close(): Promise<void> {
     for (const name of [...this.appending.keys()]) await this.forget(name);
   }

@@ -80,5 +80,7 @@ export class SealedLog implements LogFile {
     this.bytes += data.length;
   }
 
-  async close(): Promise<void> {}
+  async close(): Promise<void> {
+    await this.blobs.release(this.name);
+  }
 }
