@@ -27,10 +27,20 @@ export function answerProtocolEdges(server: Server): void {
   });
 }
 
+/** How long a refused client's remaining bytes are read and dropped before its socket is closed. */
+const LINGER_MS = 2000;
+
 function writeRawError(socket: Duplex, error: ApiError): void {
   const body = JSON.stringify(error.toBody());
-  if (socket.writable) {
-    socket.write(`HTTP/1.1 ${error.status} ${STATUS_CODES[error.status]}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+  if (!socket.writable) {
+    socket.destroy();
+    return;
   }
-  socket.destroy();
+  socket.end(`HTTP/1.1 ${error.status} ${STATUS_CODES[error.status]}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+  // A lingering close: closing with the client's bytes still unread makes the kernel send
+  // a reset, which can destroy the answer before the client reads it (seen under load).
+  // So read and drop what is still coming, for a moment, then close.
+  socket.on('error', () => {});
+  socket.resume();
+  setTimeout(() => socket.destroy(), LINGER_MS).unref();
 }
