@@ -156,6 +156,8 @@ export const sealedPayloadSchema = {
     authorization: { type: 'string', maxLength: MAX_AUTHORIZATION_CHARS },
     organization: { type: 'string', maxLength: 256 },
     timestamp: { type: 'integer', minimum: 0 },
+    /** Spaces that round the plaintext's size up to a bucket (sdk/protocol/sealed.ts paddedSize). */
+    pad: { type: 'string', maxLength: 65536, pattern: '^ *$' },
   },
 } as const;
 

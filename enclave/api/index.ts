@@ -65,10 +65,15 @@ export function createApi(deps: ApiDeps): EnclaveApi {
   // enclave's own work.
   const timeLimit = (rpc: string) => (rpc.startsWith('ChatCompletion') || rpc === 'Sealed' ? Infinity : undefined);
 
-  /** Turns whatever the handler threw into a reply, logs the outcome, signs the reply. */
-  const settle = (rpc: string, handler: Handler): Handler => async (request, context) => {
+  /**
+   * Turns whatever the handler threw into a reply, logs the outcome, signs the reply. The
+   * request inside a sealed call is `quiet`: its route and status would tell the host, which
+   * reads the log and chose the request id, what the sealed call did; only the outer call is
+   * logged (as Sealed), and an unexpected failure inside without naming the route.
+   */
+  const settle = (rpc: string, handler: Handler, quiet = false): Handler => async (request, context) => {
     const started = performance.now();
-    const log = deps.log.child({ reqId: requestIdForLog(request.request_id), rpc });
+    const log = quiet ? deps.log.child({ rpc: 'Sealed (inner request)' }) : deps.log.child({ reqId: requestIdForLog(request.request_id), rpc });
     let reply: ApiReply;
     try {
       reply = await handler(request, context);
@@ -80,7 +85,7 @@ export function createApi(deps: ApiDeps): EnclaveApi {
         reply = errorReply(internal());
       }
     }
-    log.info({ status: reply.status, ms: Math.round(performance.now() - started) }, 'handled');
+    if (!quiet) log.info({ status: reply.status, ms: Math.round(performance.now() - started) }, 'handled');
     return sign(methodOf(rpc), request, reply);
   };
   const gated = (rpc: string, handler: Handler): Handler => (request, context) =>
@@ -97,7 +102,7 @@ export function createApi(deps: ApiDeps): EnclaveApi {
   const each = (make: (rpc: string, handler: Handler) => Handler) =>
     Object.fromEntries(Object.entries(handlers).map(([rpc, handler]) => [rpc, make(rpc, handler)]));
   // A sealed call already holds its place in the gate: the request inside it does not take another.
-  const dispatch = dispatcher(each(settle), sign);
+  const dispatch = dispatcher(each((rpc, handler) => settle(rpc, handler, true)), sign);
   const unary = each((rpc, handler) => settle(rpc, gated(rpc, handler))) as Pick<EnclaveApi, 'GetAttestation' | 'AddMemory' | 'QueryMemory' | 'GetMemory' | 'DeleteMemory' | 'ChatCompletion'>;
   return {
     ...unary,

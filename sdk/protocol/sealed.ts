@@ -71,6 +71,8 @@ export interface SealedRequestPlaintext {
   authorization?: string;
   organization?: string;
   timestamp: number;
+  /** Padding (spaces), ignored. */
+  pad?: string;
 }
 
 /** A reply that cannot be opened or is malformed. */
@@ -79,7 +81,23 @@ export class SealedFormatError extends Error {
 }
 
 const b64 = (bytes: Uint8Array) => Buffer.from(bytes).toString('base64');
-const utf8 = (value: unknown) => new Uint8Array(Buffer.from(JSON.stringify(value), 'utf8'));
+
+/**
+ * The size a sealed plaintext is padded up to: 1 KiB, then powers of two up to 64 KiB, then
+ * multiples of 64 KiB. The host sees envelope and reply sizes, so without padding it would
+ * learn each body's exact length (and from that, often which call it was).
+ */
+export function paddedSize(bytes: number): number {
+  if (bytes <= 1024) return 1024;
+  if (bytes <= 65536) return 2 ** Math.ceil(Math.log2(bytes));
+  return Math.ceil(bytes / 65536) * 65536;
+}
+
+/** JSON of `value` with a `pad` of spaces that brings it to paddedSize (the reader ignores it). */
+const utf8 = (value: Record<string, unknown>) => {
+  const bare = Buffer.byteLength(JSON.stringify({ ...value, pad: '' }), 'utf8');
+  return new Uint8Array(Buffer.from(JSON.stringify({ ...value, pad: ' '.repeat(paddedSize(bare) - bare) }), 'utf8'));
+};
 
 // ---------------------------------------------------------------------------------------
 // Client side
@@ -106,7 +124,7 @@ export function sealRequest(
   // One X25519 multiplication serves both directions (tweetnacl's are slow).
   const sharedKey = nacl.box.before(enclaveBoxKey, ephemeral.secretKey);
   const nonce = nacl.randomBytes(nacl.box.nonceLength);
-  const ciphertext = nacl.box.after(utf8(plaintext), nonce, sharedKey);
+  const ciphertext = nacl.box.after(utf8(plaintext as unknown as Record<string, unknown>), nonce, sharedKey);
   return {
     envelope: { client_public_key: b64(ephemeral.publicKey), nonce: b64(nonce), ciphertext: b64(ciphertext) },
     replyKey: sharedKey,

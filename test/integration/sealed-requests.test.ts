@@ -165,6 +165,33 @@ describe('replayed, altered and malformed envelopes fail cleanly (4xx, OpenAI er
     expect((error as Error).message).toMatch(/sealed_open_failed/);
   });
 
+  it('the host learns neither what a sealed call did (its log shows only Sealed) nor its exact size (padded to buckets)', async () => {
+    const inLog = (rpc: string) => svc.output().split('\n').filter((line) => line.includes(`"rpc":"${rpc}"`)).length;
+    const added = inLog('AddMemory');
+    const queried = inLog('QueryMemory');
+    const sealed = inLog('Sealed');
+    const sizes: number[] = [];
+    const recorder = async (content: string) => {
+      const { envelope } = sealRequest(tee.attestation.boxPublicKey, {
+        method: 'POST', target: '/v1/memory', body: Buffer.from(JSON.stringify({ tenant_id: SECRET.tenant, content })), timestamp: Date.now(),
+      });
+      sizes.push(JSON.stringify(envelope).length);
+      const res = await request(frontUrl, 'POST', '/v1/sealed', envelope);
+      expect(res.status).toBe(200);
+      sizes.push(res.text.length);
+    };
+    await recorder('short');
+    await recorder(`a somewhat longer memory about the lighthouse keeper and the harbour ${'x'.repeat(200)}`);
+    await tee.sealedCall('GET', `/v1/memory?tenant_id=${SECRET.tenant}&query=lighthouse`);
+    await new Promise((r) => setTimeout(r, 200));
+    expect(inLog('AddMemory')).toBe(added);
+    expect(inLog('QueryMemory')).toBe(queried);
+    expect(inLog('Sealed')).toBe(sealed + 3);
+    // Both requests and both replies have the same sizes on the wire, whatever their content.
+    expect(sizes[0]).toBe(sizes[2]);
+    expect(sizes[1]).toBe(sizes[3]);
+  });
+
   it('nothing above made either process answer 5xx or hit an unexpected error', () => {
     // (Health checks during start-up answer 503 until the enclave is up: not counted.)
     const failures = svc.output().split('\n').filter((line) => /"status":5\d\d/.test(line) && !line.includes('"/healthz"'));

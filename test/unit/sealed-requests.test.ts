@@ -6,7 +6,7 @@ import { ReplayGuard } from '../../enclave/api/replay-guard.js';
 import { sealedRoute } from '../../enclave/api/sealed-route.js';
 import { generateSealedRequestKey } from '../../enclave/keys.js';
 import {
-  openReply, openRequest, sealReply, sealRequest, SEALED_MAX_AGE_MS, SealedFormatError, type RequestEnvelope,
+  openReply, openRequest, paddedSize, sealReply, sealRequest, SEALED_MAX_AGE_MS, SealedFormatError, type RequestEnvelope,
 } from '../../sdk/protocol/sealed.js';
 import { encodeUserData, parseUserData } from '../../sdk/protocol/user-data.js';
 
@@ -41,6 +41,7 @@ describe('sealed envelopes (sdk/protocol/sealed.ts)', () => {
       authorization: 'Bearer k',
       organization: 'org-1',
       timestamp: inner.timestamp,
+      pad: expect.stringMatching(/^ *$/),
     });
     const reply = { status: 201, headers: { 'x-tee-signature': 'sig' }, body: utf8('{"id":"mem_1"}') };
     expect(opened.sharedKey).toEqual(replyKey);
@@ -271,5 +272,25 @@ describe('the replay guard cannot be filled by traffic without a valid API key (
     expect(replay.size).toBe(0);
     expect((await send('Bearer good')).status).toBe(200);
     expect(replay.size).toBe(1);
+  });
+});
+
+describe('sealed sizes are padded to buckets (finding 11)', () => {
+  it('1 KiB, then powers of two to 64 KiB, then multiples of 64 KiB', () => {
+    expect([1, 1024, 1025, 3000, 65536, 65537, 200_000].map(paddedSize)).toEqual([1024, 1024, 2048, 4096, 65536, 131072, 262144]);
+  });
+
+  it('requests and replies of different lengths in one bucket seal to the same size, and still open', () => {
+    const key = generateSealedRequestKey();
+    const seal = (text: string) => sealRequest(key.publicKey, { method: 'POST', target: '/v1/memory', body: Buffer.from(text), timestamp: Date.now() });
+    const a = seal('a');
+    const b = seal('a much longer body, but still in the first bucket'.repeat(5));
+    expect(a.envelope.ciphertext.length).toBe(b.envelope.ciphertext.length);
+    const opened = key.open(b.envelope)!;
+    expect((opened.plaintext as { pad: string }).pad).toMatch(/^ +$/);
+    const r1 = sealReply({ status: 200, headers: {}, body: Buffer.from('{}') }, a.replyKey);
+    const r2 = sealReply({ status: 404, headers: { 'x-a': 'b' }, body: Buffer.from('{"error":"not here"}') }, a.replyKey);
+    expect(r1.ciphertext.length).toBe(r2.ciphertext.length);
+    expect(openReply(r2, a.replyKey)).toMatchObject({ status: 404, headers: { 'x-a': 'b' } });
   });
 });
