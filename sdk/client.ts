@@ -24,8 +24,16 @@ export interface ConnectOptions {
   baseUrl: string;
   /** PEM of the root to pin; default the AWS Nitro Enclaves Root G1. Locally: $DATA_DIR/simulated-root.pem. */
   rootPem?: string;
-  /** Expected PCR values (hex or bytes) by index. Without them any code signed by the root is accepted. */
+  /**
+   * Expected PCR values (hex or bytes) by index: required, since without them any code
+   * signed by the root (on Nitro: any enclave image at all) would be accepted.
+   */
   pcrs?: Record<number, string | Uint8Array>;
+  /**
+   * Development only: accept whatever code the root vouches for, without pinning PCRs
+   * (a local simulated service whose PCRs change with every build). Never in production.
+   */
+  insecureSkipPcrPinning?: boolean;
   /** Expected operator Ed25519 key (base64, hex or bytes), checked against the document's user_data. */
   operatorKey?: string | Uint8Array;
   /** Sent as the Authorization header, and inside sealed requests. */
@@ -121,6 +129,12 @@ export class SealedCallError extends TrustError {
 type Body = unknown;
 
 export async function connect(options: ConnectOptions): Promise<TeeClient> {
+  if (Object.keys(options.pcrs ?? {}).length === 0 && options.insecureSkipPcrPinning !== true) {
+    throw new AttestationError(
+      'no PCRs pinned: pass the PCR values of the build you trust as `pcrs` (on Nitro, from the release manifest); ' +
+      'only for local development, `insecureSkipPcrPinning: true` accepts any code the root vouches for',
+    );
+  }
   const fetchImpl = options.fetch ?? globalThis.fetch;
   const nonce = randomBytes(32);
   const target = `/v1/attestation?nonce=${nonce.toString('hex')}`;

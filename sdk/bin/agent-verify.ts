@@ -4,6 +4,7 @@
  * --root <dataDir>/simulated-root.pem) and says why it does or does not verify.
  * Exit status: 0 every check passed, 1 a check failed, 2 usage error.
  */
+import { randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -24,7 +25,10 @@ older state is a rollback by the host.
 Options:
   --root <pem-file>     root certificate to pin (default: AWS Nitro Enclaves Root G1)
   --at <unix-seconds>   check certificate validity at this time (default: now)
-  --nonce <hex>         expected nonce (also sent as ?nonce= when fetching)
+  --nonce <hex>         expected nonce (also sent as ?nonce= when fetching); when fetching
+                        without it, a fresh random nonce is sent and checked, so an old
+                        document replayed by the host fails
+  --no-nonce            when fetching, accept a document without a nonce (a cached one)
   --pcr <index>=<hex>   expected PCR value; repeatable
   --operator-key <key>  expected operator Ed25519 key in user_data, base64 or hex
                         (instead of the operator_pubkey the service advertises)
@@ -58,6 +62,7 @@ export function parseArgs(argv: string[]): Command {
         root: { type: 'string' },
         at: { type: 'string' },
         nonce: { type: 'string' },
+        'no-nonce': { type: 'boolean', default: false },
         pcr: { type: 'string', multiple: true },
         'operator-key': { type: 'string' },
         json: { type: 'boolean', default: false },
@@ -77,10 +82,14 @@ export function parseArgs(argv: string[]): Command {
     if (!/^\d+$/.test(values.at)) return usageError(`--at must be whole unix seconds, got "${values.at}"`);
     command.at = new Date(Number(values.at) * 1000);
   }
+  if (values.nonce !== undefined && values['no-nonce']) return usageError('--nonce and --no-nonce exclude each other');
   if (values.nonce !== undefined) {
     const nonce = parseHex(values.nonce);
     if (!nonce) return usageError(`--nonce must be hex, got "${values.nonce}"`);
     command.nonce = nonce;
+  } else if (!values['no-nonce'] && /^https?:\/\//i.test(positionals[0])) {
+    // Freshness by default: a document answering our own random nonce cannot be an old one.
+    command.nonce = new Uint8Array(randomBytes(16));
   }
   if (values['operator-key'] !== undefined) {
     const key = parseKey32(values['operator-key']);

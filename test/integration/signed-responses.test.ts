@@ -26,8 +26,8 @@ beforeAll(async () => {
   svc = await startService();
   rootPem = readFileSync(join(svc.dataDir, 'simulated-root.pem'), 'utf8');
   relay = await startTamperingRelay(svc.baseUrl);
-  direct = await connect({ baseUrl: svc.baseUrl, rootPem });
-  relayed = await connect({ baseUrl: relay.baseUrl, rootPem });
+  direct = await connect({ insecureSkipPcrPinning: true, baseUrl: svc.baseUrl, rootPem });
+  relayed = await connect({ insecureSkipPcrPinning: true, baseUrl: relay.baseUrl, rootPem });
 });
 afterEach(() => {
   relay.tamper = (exchange) => exchange;
@@ -197,7 +197,7 @@ describe('a host that tampers with answers (an HTTP relay in front of the proxy)
 
   it('a rolled-back store: the host restarts the enclave on an older copy of DATA_DIR; a client that saw the newer state refuses it', async () => {
     const tracker = new StateTracker();
-    const client = await connect({ baseUrl: svc.baseUrl, rootPem, stateTracker: tracker });
+    const client = await connect({ insecureSkipPcrPinning: true, baseUrl: svc.baseUrl, rootPem, stateTracker: tracker });
     await client.call('POST', '/v1/memory', { tenant_id: 'sig-rb', content: 'The first thing I said.' });
     const deleted = await client.call<{ id: string }>('POST', '/v1/memory', { tenant_id: 'sig-rb', content: 'Delete this secret later.' });
     const older = copyDir(svc.dataDir);
@@ -217,11 +217,11 @@ describe('a host that tampers with answers (an HTTP relay in front of the proxy)
     expect(plain.status).toBe(200);
     expect(Number(plain.headers.get(STATE_HEADER)!.split(':')[0])).toBeLessThan(newest.seq);
     // ...but a client that remembers the newer head refuses the older state, from attestation on.
-    const err = await connect({ baseUrl: svc.baseUrl, rootPem, stateTracker: tracker }).then(() => undefined, (e: unknown) => e);
+    const err = await connect({ insecureSkipPcrPinning: true, baseUrl: svc.baseUrl, rootPem, stateTracker: tracker }).then(() => undefined, (e: unknown) => e);
     expect(err).toBeInstanceOf(RollbackError);
     expect((err as RollbackError).message).toMatch(/older than state \d+ this client has already seen/);
     // A client that never saw the newer state cannot know (documented).
-    const naive = await connect({ baseUrl: svc.baseUrl, rootPem });
+    const naive = await connect({ insecureSkipPcrPinning: true, baseUrl: svc.baseUrl, rootPem });
     expect((await naive.call('GET', `/v1/memory/${deleted.body.id}?tenant_id=sig-rb`)).status).toBe(200);
     rmSync(older, { recursive: true, force: true });
   });

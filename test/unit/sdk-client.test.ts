@@ -82,7 +82,7 @@ describe('connect', () => {
     ['an advertised operator key that the document does not bind', 'other-operator', /operator key: operator key in user_data mismatch/],
   ] as const)('refuses %s', async (_name, how, message) => {
     lie = how;
-    const error = await connect({ baseUrl, rootPem }).catch((e: unknown) => e);
+    const error = await connect({ baseUrl, rootPem, insecureSkipPcrPinning: true }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(AttestationError);
     expect((error as Error).message).toMatch(message);
   });
@@ -91,12 +91,23 @@ describe('connect', () => {
     const wrongPcr = await connect({ baseUrl, rootPem, pcrs: { 1: 'ff'.repeat(48) } }).catch((e: AttestationError) => e);
     expect(wrongPcr.message).toMatch(/PCR1: PCR1 mismatch: expected ffff/);
     expect(wrongPcr.checks.find((c) => c.name === 'PCR1')?.ok).toBe(false);
-    await expect(connect({ baseUrl, rootPem, operatorKey: Buffer.alloc(32, 1).toString('hex') })).rejects.toThrow(/operator key in user_data mismatch/);
-    await expect(connect({ baseUrl })).rejects.toThrow(/certificate chain: chain does not end at the pinned root/);
+    await expect(connect({ baseUrl, rootPem, insecureSkipPcrPinning: true, operatorKey: Buffer.alloc(32, 1).toString('hex') })).rejects.toThrow(/operator key in user_data mismatch/);
+    await expect(connect({ baseUrl, insecureSkipPcrPinning: true })).rejects.toThrow(/certificate chain: chain does not end at the pinned root/);
     lie = 'unsigned';
-    await expect(connect({ baseUrl, rootPem })).rejects.toThrow(ResponseSignatureError);
+    await expect(connect({ baseUrl, rootPem, insecureSkipPcrPinning: true })).rejects.toThrow(ResponseSignatureError);
     lie = 'other-signer';
-    await expect(connect({ baseUrl, rootPem })).rejects.toThrow(/does not verify with the enclave's key/);
+    await expect(connect({ baseUrl, rootPem, insecureSkipPcrPinning: true })).rejects.toThrow(/does not verify with the enclave's key/);
+  });
+});
+
+describe('PCR pinning is required (finding 12)', () => {
+  it('refuses to connect without pinned PCRs, before sending anything, unless the loudly named opt-out is set', async () => {
+    let fetched = 0;
+    const spy: typeof fetch = (input, init) => { fetched++; return fetch(input, init); };
+    await expect(connect({ baseUrl, rootPem, fetch: spy })).rejects.toThrow(/no PCRs pinned/);
+    await expect(connect({ baseUrl, rootPem, pcrs: {}, fetch: spy })).rejects.toThrow(/no PCRs pinned/);
+    expect(fetched).toBe(0);
+    expect((await connect({ baseUrl, rootPem, insecureSkipPcrPinning: true, fetch: spy })).attestation.teeName).toBe('simulated');
   });
 });
 
@@ -107,7 +118,7 @@ describe('TeeClient requests', () => {
       seen.push(String(input));
       return fetch(input, init);
     };
-    const tee = await connect({ baseUrl, rootPem, authorization: 'Bearer secret-key', fetch: spy });
+    const tee = await connect({ baseUrl, rootPem, insecureSkipPcrPinning: true, authorization: 'Bearer secret-key', fetch: spy });
     seen.length = 0;
     for (const path of ['//127.0.0.1:9/steal', '//evil.example/x', '/\\evil.example/x']) {
       await expect(tee.call('GET', path)).rejects.toThrow(/not to the service at/);
@@ -120,7 +131,7 @@ describe('TeeClient requests', () => {
 describe('TeeClient.verifyStream', () => {
   let tee: TeeClient;
   beforeAll(async () => {
-    tee = await connect({ baseUrl, rootPem });
+    tee = await connect({ baseUrl, rootPem, insecureSkipPcrPinning: true });
   });
   const request = { method: 'POST', target: '/v1/chat/completions', organization: 'org', body: Buffer.from('{"stream":true}') };
   const apiRequest = { request_id: '', target: request.target, body: request.body, authorization: '', organization: 'org' };

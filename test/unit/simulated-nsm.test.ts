@@ -310,6 +310,15 @@ describe('agent-verify argument parsing', () => {
     });
   });
 
+  it('sends a fresh random nonce by default when fetching (finding 12), none for a file or with --no-nonce', () => {
+    const fetched = parseArgs(['http://127.0.0.1:8080']) as { nonce?: Uint8Array };
+    expect(fetched.nonce).toHaveLength(16);
+    expect((parseArgs(['http://127.0.0.1:8080']) as { nonce?: Uint8Array }).nonce).not.toEqual(fetched.nonce);
+    expect((parseArgs(['http://127.0.0.1:8080', '--no-nonce']) as { nonce?: Uint8Array }).nonce).toBeUndefined();
+    expect((parseArgs(['document.b64']) as { nonce?: Uint8Array }).nonce).toBeUndefined();
+    expect(parseArgs(['http://x', '--nonce', 'ab', '--no-nonce'])).toMatchObject({ kind: 'usage-error' });
+  });
+
   it('parses --operator-key as base64 or hex', () => {
     const key = Buffer.alloc(32, 9);
     expect(parseArgs(['f', '--operator-key', key.toString('base64')])).toMatchObject({ operatorKey: new Uint8Array(key) });
