@@ -214,7 +214,7 @@ export class TeeClient {
     const raw = new Uint8Array(await response.arrayBuffer());
     const responseHeaders = headersOf(response.headers);
     const { signedAt, state } = this.verify(
-      { method, target, organization: options.organization, body: bytes }, response.status, raw, responseHeaders, floor,
+      { method, target, organization: options.organization, authorization: this.options.authorization, body: bytes }, response.status, raw, responseHeaders, floor,
     );
     return { status: response.status, body: parseJson(raw) as T, raw, headers: responseHeaders, signedAt, state };
   }
@@ -250,7 +250,7 @@ export class TeeClient {
       throw error;
     }
     const { signedAt, state } = this.verify(
-      { method, target, organization: options.organization, body: bytes }, reply.status, reply.body, reply.headers, floor,
+      { method, target, organization: options.organization, authorization: this.options.authorization, body: bytes }, reply.status, reply.body, reply.headers, floor,
     );
     return { status: reply.status, body: parseJson(reply.body) as T, raw: reply.body, headers: reply.headers, signedAt, state };
   }

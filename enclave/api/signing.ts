@@ -13,7 +13,7 @@ export interface ResponseSigner extends EnclaveIdentity {
 
 /** The request as the statement names it (sdk/protocol/response-signature.ts). */
 function signedRequest(method: string, request: ApiRequest): SignedRequest {
-  return { method, target: request.target, organization: request.organization, body: request.body };
+  return { method, target: request.target, organization: request.organization, authorization: request.authorization, body: request.body };
 }
 
 /**

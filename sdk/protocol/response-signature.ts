@@ -3,12 +3,13 @@
  * checks. The enclave (enclave/api/signing.ts) and the sdk (sdk/client.ts) both build the
  * statement here, so the two cannot drift apart.
  *
- * The statement is UTF-8 text, nine lines joined by a single "\n" (no trailing newline):
+ * The statement is UTF-8 text, ten lines joined by a single "\n" (no trailing newline):
  *
  *   agent-service/response-signature/v2
  *   method <HTTP method>                         e.g. method GET
  *   target <JSON string of the request target>  e.g. target "/v1/memory?query=dogs&tenant_id=t1"
  *   organization <JSON string>                   the organization_id header, "" when absent
+ *   key-id <32 lowercase hex, or nothing>        keyId(Authorization header): whose key the enclave acted for
  *   request-body-sha256 <64 lowercase hex>       of the exact request body bytes (empty → e3b0c442…)
  *   status <decimal HTTP status>
  *   response-body-sha256 <64 lowercase hex>      of the exact response body bytes
@@ -41,6 +42,11 @@ export interface SignedRequest {
   target: string;
   /** The organization_id header; empty or absent when not sent. */
   organization?: string;
+  /**
+   * The Authorization header the request carried (to the enclave: the sealed one for a
+   * sealed call); only keyId() of it is in the statement. Empty or absent when none.
+   */
+  authorization?: string;
   body: Uint8Array;
 }
 
@@ -77,6 +83,17 @@ export interface ResponseSignature {
   state: string;
 }
 
+/**
+ * Names the API key a request carried without revealing it: the first 16 bytes of a
+ * domain-separated SHA-256 of the whole Authorization header; "" when there is none. The
+ * signed statement carries it, so an answer to a request the host re-sent with another
+ * caller's key does not verify for the caller who sent the original.
+ */
+export function keyId(authorization: string | undefined): string {
+  if (!authorization) return '';
+  return createHash('sha256').update('agent-service/key-id/v1\0').update(authorization, 'utf8').digest('hex').slice(0, 32);
+}
+
 export function sha256Hex(bytes: Uint8Array): string {
   return createHash('sha256').update(bytes).digest('hex');
 }
@@ -95,6 +112,7 @@ export function responseStatement(request: SignedRequest, answer: SignedAnswer):
     `method ${request.method}`,
     `target ${JSON.stringify(request.target)}`,
     `organization ${JSON.stringify(request.organization ?? '')}`,
+    `key-id ${keyId(request.authorization)}`,
     `request-body-sha256 ${sha256Hex(request.body)}`,
     `status ${answer.status}`,
     `response-body-sha256 ${answer.bodySha256}`,
@@ -157,7 +175,7 @@ export function checkSignature(
       ok: false,
       reason: `${SIGNATURE_HEADER} does not verify with the enclave's key for ${request.method} ${request.target} ` +
         `(status ${answer.status}, response body sha256 ${answer.bodySha256}): the status or body was altered, ` +
-        'or the reply belongs to another request',
+        'or the reply belongs to another request (another target, body, organization or API key)',
     };
   }
   const signedAt = Number(signature.timestamp);

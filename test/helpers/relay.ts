@@ -67,12 +67,14 @@ export interface TamperingRelay {
   baseUrl: string;
   /** May rewrite each request before it is forwarded. */
   tamperRequest: (request: { method: string; url: string; body: Buffer }) => { method: string; url: string; body: Buffer };
+  /** May rewrite each request's headers (e.g. swap the Authorization header for another caller's). */
+  tamperHeaders: (headers: Record<string, string>) => Record<string, string>;
   tamper: (exchange: Exchange) => Exchange;
   close(): Promise<void>;
 }
 
 export async function startTamperingRelay(targetBaseUrl: string): Promise<TamperingRelay> {
-  const relay: TamperingRelay = { baseUrl: '', tamperRequest: (request) => request, tamper: (exchange) => exchange, close: async () => {} };
+  const relay: TamperingRelay = { baseUrl: '', tamperRequest: (request) => request, tamperHeaders: (headers) => headers, tamper: (exchange) => exchange, close: async () => {} };
   const server: HttpServer = createHttpServer(async (req, res) => {
     try {
       const { method, url, body } = relay.tamperRequest({ method: req.method!, url: req.url!, body: await readAll(req) });
@@ -80,7 +82,7 @@ export async function startTamperingRelay(targetBaseUrl: string): Promise<Tamper
       for (const [name, value] of Object.entries(req.headers)) {
         if (typeof value === 'string' && !['host', 'connection', 'content-length', 'keep-alive'].includes(name)) headers[name] = value;
       }
-      const answer = await fetch(targetBaseUrl + url, { method, headers, body: body.length > 0 ? body : undefined });
+      const answer = await fetch(targetBaseUrl + url, { method, headers: relay.tamperHeaders(headers), body: body.length > 0 ? body : undefined });
       const exchange = relay.tamper({
         method,
         url,

@@ -32,6 +32,7 @@ beforeAll(async () => {
 afterEach(() => {
   relay.tamper = (exchange) => exchange;
   relay.tamperRequest = (req) => req;
+  relay.tamperHeaders = (headers) => headers;
 });
 afterAll(async () => {
   await relay?.close();
@@ -106,6 +107,19 @@ describe('a host that tampers with answers (an HTTP relay in front of the proxy)
     expect(error).toBeInstanceOf(ResponseSignatureError);
     expect((error as Error).message).toMatch(/does not verify with the enclave's key for GET \/v1\/memory\?tenant_id=sig-t2&query=keys/);
     expect((error as ResponseSignatureError).body).toContain('Flowerpot');
+  });
+
+  it('the host re-sends a request with another caller\'s key: the answer, though validly signed, is refused by the caller who sent it (finding 3)', async () => {
+    const bob = await connect({ insecureSkipPcrPinning: true, baseUrl: relay.baseUrl, rootPem, authorization: 'Bearer bob-key' });
+    await direct.call('POST', '/v1/memory', { tenant_id: 'sig-keys', content: 'Alice keeps the spare key under the flowerpot.' });
+    // The host swaps Bob's key for Alice's (seen on her plain calls): the enclave acts for Alice and signs that.
+    relay.tamperHeaders = (headers) => ({ ...headers, authorization: 'Bearer alice-key' });
+    const error = await bob.call('GET', '/v1/memory?tenant_id=sig-keys&query=spare%20key').catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ResponseSignatureError);
+    expect((error as Error).message).toMatch(/another target, body, organization or API key/);
+    // Unswapped, Bob's own request verifies.
+    relay.tamperHeaders = (headers) => headers;
+    expect((await bob.call('GET', '/v1/memory?tenant_id=sig-keys&query=spare%20key')).status).toBe(200);
   });
 
   it('a changed status is detected (a signed 404 passed off as 200)', async () => {

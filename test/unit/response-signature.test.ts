@@ -5,7 +5,7 @@ import { findRoute, methodOf, routes } from '../../enclave/api/routes.js';
 import { signReply, streamSigner } from '../../enclave/api/signing.js';
 import { generateIdentity } from '../../enclave/keys.js';
 import {
-  checkSignature, responseStatement, sha256Hex, signAnswer, splitSignedStream, StateTracker, streamSignatureEvent,
+  checkSignature, keyId, responseStatement, sha256Hex, signAnswer, splitSignedStream, StateTracker, streamSignatureEvent,
   SIGNATURE_HEADER, TIMESTAMP_HEADER, type SignedRequest,
 } from '../../sdk/protocol/response-signature.js';
 import type { ApiRequest } from '../../common/proto.js';
@@ -26,7 +26,7 @@ const HEAD = { seq: 7, hash: 'ab'.repeat(32) };
 const STATE = `7:${'ab'.repeat(32)}`;
 
 describe('the signed statement', () => {
-  it('is exactly the documented nine lines', () => {
+  it('is exactly the documented ten lines', () => {
     const text = responseStatement(
       { method: 'GET', target: '/v1/memory?query=dogs&tenant_id=t1', body: new Uint8Array() },
       { status: 404, bodySha256: sha256Hex(utf8('{}')), timestamp: '1731000000000', state: STATE },
@@ -36,6 +36,7 @@ describe('the signed statement', () => {
       'method GET',
       'target "/v1/memory?query=dogs&tenant_id=t1"',
       'organization ""',
+      'key-id ',
       `request-body-sha256 ${EMPTY_SHA256}`,
       'status 404',
       'response-body-sha256 44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a',
@@ -49,7 +50,7 @@ describe('the signed statement', () => {
       { method: 'GET', target: '/v1/x\nstatus 200', organization: 'a"\nb', body: new Uint8Array() },
       { status: 500, bodySha256: EMPTY_SHA256, timestamp: '1', state: STATE },
     );
-    expect(text.split('\n')).toHaveLength(9);
+    expect(text.split('\n')).toHaveLength(10);
     expect(text).toContain('target "/v1/x\\nstatus 200"');
     expect(text).toContain('organization "a\\"\\nb"');
   });
@@ -72,6 +73,18 @@ describe('signing and checking', () => {
   it('verifies what was signed, within the allowed clock skew', () => {
     expect(signature.timestamp).toBe(String(NOW));
     expect(checkSignature(keys.publicKey, request, answer, signature, { now: NOW + 1000 })).toEqual({ ok: true, signedAt: new Date(NOW), state: HEAD });
+  });
+
+  it('names the API key by its id: the answer to a request sent with one key does not verify for another (finding 3)', () => {
+    const alice = { ...request, authorization: 'Bearer alice-key' };
+    const bob = { ...request, authorization: 'Bearer bob-key' };
+    const signed = signAnswer(sign, alice, { ...answer, state: STATE }, NOW);
+    expect(checkSignature(keys.publicKey, alice, answer, signed, { now: NOW }).ok).toBe(true);
+    expect(checkSignature(keys.publicKey, bob, answer, signed, { now: NOW }).ok).toBe(false);
+    expect(checkSignature(keys.publicKey, request, answer, signed, { now: NOW }).ok).toBe(false);
+    expect(responseStatement(alice, { ...answer, timestamp: '1', state: STATE })).toContain(`key-id ${keyId('Bearer alice-key')}`);
+    expect(keyId('Bearer alice-key')).toMatch(/^[0-9a-f]{32}$/);
+    expect(responseStatement(alice, { ...answer, timestamp: '1', state: STATE })).not.toContain('alice-key');
   });
 
   it('covers the state head: another head does not verify', () => {
@@ -115,14 +128,16 @@ describe('the enclave side (enclave/api/signing.ts)', () => {
   const apiRequest: ApiRequest = {
     request_id: 'r1', target: request.target, body: Buffer.from(request.body), authorization: 'Bearer x', organization: 'org-1',
   };
+  // What the client sent, as the sdk names it: the same request, with its key.
+  const sent = { ...request, authorization: 'Bearer x' };
 
   it('signReply adds headers that the sdk accepts for that request only', () => {
     const reply = signReply(identity, 'POST', apiRequest, { status: 200, body: Buffer.from(responseBody), headers: { 'x-other': '1' } });
     expect(reply.headers).toMatchObject({ 'x-other': '1', [SIGNATURE_HEADER]: expect.any(String), [TIMESTAMP_HEADER]: expect.stringMatching(/^\d+$/) });
     const sig = { signature: reply.headers![SIGNATURE_HEADER], timestamp: reply.headers![TIMESTAMP_HEADER], state: reply.headers!['x-tee-state'] };
     expect(sig.state).toBe(STATE);
-    expect(checkSignature(identity.publicKey, request, answer, sig).ok).toBe(true);
-    expect(checkSignature(identity.publicKey, { ...request, method: 'GET' }, answer, sig).ok).toBe(false);
+    expect(checkSignature(identity.publicKey, sent, answer, sig).ok).toBe(true);
+    expect(checkSignature(identity.publicKey, { ...sent, method: 'GET' }, answer, sig).ok).toBe(false);
   });
 
   it('signs plain Ed25519 (OpenSSL), which tweetnacl verifies too', () => {
@@ -144,13 +159,13 @@ describe('the enclave side (enclave/api/signing.ts)', () => {
     const split = splitSignedStream(transcript)!;
     expect(Buffer.from(split.body).toString()).toBe(Buffer.concat(chunks).toString());
     const streamed = { status: 200, bodySha256: sha256Hex(split.body) };
-    expect(checkSignature(identity.publicKey, request, streamed, split.signature).ok).toBe(true);
+    expect(checkSignature(identity.publicKey, sent, streamed, split.signature).ok).toBe(true);
 
     // One byte changed in the stream: the signature no longer matches.
     const altered = Buffer.from(transcript);
     altered[8] ^= 0x01;
     const alteredSplit = splitSignedStream(altered)!;
-    expect(checkSignature(identity.publicKey, request, { status: 200, bodySha256: sha256Hex(alteredSplit.body) }, alteredSplit.signature).ok).toBe(false);
+    expect(checkSignature(identity.publicKey, sent, { status: 200, bodySha256: sha256Hex(alteredSplit.body) }, alteredSplit.signature).ok).toBe(false);
   });
 
   it('a stream cut short, or with junk after the signature, has no signature to check', () => {
