@@ -42,7 +42,10 @@ const identity = generateIdentity();
 const requestKey = generateSealedRequestKey();
 const operatorKey = await resolveOperatorKey(config.operatorPubkey, blobs).catch((err: unknown) => refuseToStart(log, err));
 const embedder = await loadEmbedder({ name: config.embeddingModel, modelsDir: config.modelsDir ? resolve(config.modelsDir) : modelsDir });
-const memory = new MemoryService(embedder, { maxMemoriesPerTenant: config.maxMemoriesPerTenant });
+const memory = new MemoryService(embedder, {
+  maxMemoriesPerTenant: config.maxMemoriesPerTenant,
+  capacity: { maxTenants: config.maxTenants, maxMemories: config.maxMemories, maxStoredBytes: config.maxStoredBytes },
+});
 // Exits (1) on a damaged, altered or foreign store: never serve memories half-loaded.
 // Memories stored under another embedding model are re-embedded here, before anything is
 // served, or refused (ON_MODEL_CHANGE).

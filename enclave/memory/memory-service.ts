@@ -7,6 +7,7 @@ import type { EmbeddingModelId } from './model-change.js';
 import { TieredLexical } from '../retrieval/tiered-lexical.js';
 import { FUSION_DEPTH, fuse, type Candidate, type RetrievalMode } from '../retrieval/hybrid.js';
 import { DEFAULT_TIERS, TieredIndex, type TieredOptions } from '../vectors/tiered-index.js';
+import { admit, DEFAULT_CAPACITY, storedBytes, type Capacity, type Usage } from './admission.js';
 
 export type Metadata = Record<string, string | number | boolean | null>;
 
@@ -49,6 +50,8 @@ export interface MemoryServiceOptions {
   maxMemoriesPerTenant?: number;
   /** When a tenant moves from exact search to HNSW, and the graph's parameters. */
   vectorIndex?: TieredOptions;
+  /** What the whole enclave agrees to hold (memory/admission.ts). */
+  capacity?: Capacity;
 }
 
 export const DEFAULT_MAX_MEMORIES_PER_TENANT = 100_000;
@@ -70,12 +73,22 @@ export class MemoryService {
   private readonly pending = new Map<string, number>();
   private readonly maxPerTenant: number;
   private readonly tiers: TieredOptions;
+  private readonly capacity: Capacity;
+  /** What is held (applied), and what adds in flight have reserved; tenants are counted from `tenants`. */
+  private readonly held = { memories: 0, storedBytes: 0 };
+  private readonly reserved: Usage = { tenants: 0, memories: 0, storedBytes: 0 };
   private journal?: MemoryJournal;
   private reembedding = false;
 
   constructor(private embedder: Embedder, options: MemoryServiceOptions = {}) {
     this.maxPerTenant = options.maxMemoriesPerTenant ?? DEFAULT_MAX_MEMORIES_PER_TENANT;
     this.tiers = options.vectorIndex ?? DEFAULT_TIERS;
+    this.capacity = options.capacity ?? DEFAULT_CAPACITY;
+  }
+
+  /** Tenants, memories and stored bytes held now. */
+  get usage(): Usage {
+    return { tenants: this.tenants.size, ...this.held };
   }
 
   /** From now on every change is made durable in `journal` before it is applied and acknowledged. */
@@ -145,13 +158,27 @@ export class MemoryService {
         throw new ApiError(409, 'invalid_request_error', message, 'memory_limit_reached', 'tenant_id');
       }
     }
+    // The enclave's capacity, checked like the tenant's maximum: before any work is done.
+    const adding: Usage = {
+      tenants: [...perTenant.keys()].filter((t) => !this.tenants.has(t) && !this.pending.has(t)).length,
+      memories: inputs.length,
+      storedBytes: inputs.reduce((sum, input) => sum + storedBytes(input.content, input.metadata), 0),
+    };
+    const usage = this.usage;
+    admit({ tenants: usage.tenants + this.reserved.tenants, memories: usage.memories + this.reserved.memories, storedBytes: usage.storedBytes + this.reserved.storedBytes }, adding, this.capacity);
     for (const [tenantId, count] of perTenant) this.pending.set(tenantId, (this.pending.get(tenantId) ?? 0) + count);
+    this.reserved.tenants += adding.tenants;
+    this.reserved.memories += adding.memories;
+    this.reserved.storedBytes += adding.storedBytes;
     // The reservation ends the moment the records are applied (then they count as held),
     // or when the add fails: never both, so a tenant near its maximum is not counted twice.
     let reserved = true;
     const release = () => {
       if (!reserved) return;
       reserved = false;
+      this.reserved.tenants -= adding.tenants;
+      this.reserved.memories -= adding.memories;
+      this.reserved.storedBytes -= adding.storedBytes;
       for (const [tenantId, count] of perTenant) {
         const left = this.pending.get(tenantId)! - count;
         if (left === 0) this.pending.delete(tenantId);
@@ -230,11 +257,15 @@ export class MemoryService {
       if (vector) tenant.index.add(record.id, vector);
       tenant.lexical.add(record.id, record.content);
       tenant.records.set(record.id, record);
+      this.held.memories++;
+      this.held.storedBytes += storedBytes(record.content, record.metadata);
     } else {
       const tenant = this.tenant(event.tenant_id, false);
       const record = tenant?.records.get(event.id);
       if (!tenant || !record) return;
       tenant.records.delete(event.id);
+      this.held.memories--;
+      this.held.storedBytes -= storedBytes(record.content, record.metadata);
       tenant.index.remove(event.id);
       tenant.lexical.remove(event.id, record.content);
       // A tenant with nothing left costs nothing: no empty indexes kept per tenant ever seen.

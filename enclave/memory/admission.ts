@@ -1,0 +1,40 @@
+import { ApiError } from '../../common/errors.js';
+
+/**
+ * How much the enclave agrees to hold, so that no caller can make it run out of memory (and
+ * crash again at every restart, replaying what made it crash): tenants, memories and stored
+ * bytes, for the whole enclave. The defaults fit a 6 GiB enclave with room to spare: about
+ * 900 bytes of indexes and records per memory (README, Performance) plus its content.
+ */
+export interface Capacity {
+  maxTenants: number;
+  maxMemories: number;
+  /** Memory content and metadata, in UTF-8 bytes. */
+  maxStoredBytes: number;
+}
+
+export const DEFAULT_CAPACITY: Capacity = { maxTenants: 100_000, maxMemories: 2_000_000, maxStoredBytes: 1024 ** 3 };
+
+export interface Usage {
+  tenants: number;
+  memories: number;
+  storedBytes: number;
+}
+
+/** What one memory costs against maxStoredBytes. */
+export const storedBytes = (content: string, metadata: unknown): number =>
+  Buffer.byteLength(content, 'utf8') + Buffer.byteLength(JSON.stringify(metadata ?? {}), 'utf8');
+
+/**
+ * Refuses, before any work is done, an add that would take the enclave past its capacity:
+ * 503 `enclave_capacity_reached`, naming which limit. Not retryable by waiting: only deletes
+ * (or an operator raising the limits) make room, so no Retry-After.
+ */
+export function admit(usage: Usage, adding: Usage, capacity: Capacity): void {
+  const over = (what: string, held: number, add: number, max: number) => new ApiError(503, 'service_unavailable_error',
+    `the enclave holds ${held.toLocaleString('en')} ${what} and cannot take ${add.toLocaleString('en')} more (its capacity is ${max.toLocaleString('en')}); delete some, or ask the operator to raise it`,
+    'enclave_capacity_reached');
+  if (adding.tenants > 0 && usage.tenants + adding.tenants > capacity.maxTenants) throw over('tenants', usage.tenants, adding.tenants, capacity.maxTenants);
+  if (usage.memories + adding.memories > capacity.maxMemories) throw over('memories', usage.memories, adding.memories, capacity.maxMemories);
+  if (usage.storedBytes + adding.storedBytes > capacity.maxStoredBytes) throw over('bytes of memories', usage.storedBytes, adding.storedBytes, capacity.maxStoredBytes);
+}

@@ -1,0 +1,66 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ApiError } from '../../common/errors.js';
+import { modelsDir } from '../../common/paths.js';
+import { loadEmbedder, type Embedder } from '../../enclave/embedding/embedder.js';
+import { MemoryService } from '../../enclave/memory/memory-service.js';
+
+/**
+ * The enclave's capacity (finding 1: a caller filled the enclave's memory with new tenants
+ * until it was OOM-killed, and again at every restart): refused with 503 before any work.
+ */
+let model: Embedder;
+let embedCalls = 0;
+const counting = (): Embedder => new Proxy(model, {
+  get: (target, prop, receiver) => (prop === 'embed'
+    ? (texts: string[]) => { embedCalls++; return target.embed(texts); }
+    : Reflect.get(target, prop, receiver)),
+});
+
+beforeAll(async () => {
+  model = await loadEmbedder({ name: 'static', modelsDir });
+});
+afterAll(async () => {
+  await model?.close();
+});
+
+async function refusal(work: Promise<unknown>): Promise<ApiError> {
+  const error = await work.then(() => undefined, (e: unknown) => e);
+  expect(error).toBeInstanceOf(ApiError);
+  return error as ApiError;
+}
+
+describe('enclave capacity', () => {
+  it('refuses a tenant past MAX_TENANTS, before embedding anything, and frees the place when a tenant is emptied', async () => {
+    const memory = new MemoryService(counting(), { capacity: { maxTenants: 2, maxMemories: 1000, maxStoredBytes: 1e6 } });
+    await memory.add({ tenant_id: 'a', content: 'one' });
+    const b = await memory.add({ tenant_id: 'b', content: 'two' });
+    await memory.add({ tenant_id: 'a', content: 'an existing tenant still takes more' });
+    const before = embedCalls;
+    const error = await refusal(memory.add({ tenant_id: 'c', content: 'three' }));
+    expect([error.status, error.code]).toEqual([503, 'enclave_capacity_reached']);
+    expect(error.message).toMatch(/2 tenants/);
+    expect(embedCalls).toBe(before);
+    await memory.delete('b', b.id);
+    await memory.add({ tenant_id: 'c', content: 'three' });
+    expect(memory.usage.tenants).toBe(2);
+  });
+
+  it('counts adds in flight, so concurrent requests cannot pass the limits together', async () => {
+    const memory = new MemoryService(model, { capacity: { maxTenants: 1000, maxMemories: 5, maxStoredBytes: 1e6 } });
+    const results = await Promise.allSettled(Array.from({ length: 8 }, (_, i) => memory.add({ tenant_id: `t${i}`, content: `memory ${i}` })));
+    expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(5);
+    expect(memory.usage.memories).toBe(5);
+    const error = await refusal(memory.addMany([{ tenant_id: 'x', content: 'a' }]));
+    expect(error.message).toMatch(/5 memories/);
+  });
+
+  it('refuses content past MAX_STORED_BYTES (a key holder filling memory with large memories)', async () => {
+    const memory = new MemoryService(model, { capacity: { maxTenants: 10, maxMemories: 1000, maxStoredBytes: 10_000 } });
+    await memory.add({ tenant_id: 't', content: 'x'.repeat(6000) });
+    const error = await refusal(memory.add({ tenant_id: 't', content: 'y'.repeat(6000) }));
+    expect([error.status, error.code]).toEqual([503, 'enclave_capacity_reached']);
+    expect(error.message).toMatch(/bytes of memories/);
+    expect(memory.usage.storedBytes).toBeGreaterThanOrEqual(6000);
+    expect(memory.usage.storedBytes).toBeLessThan(10_000);
+  });
+});
