@@ -19,6 +19,7 @@ import { GrpcBlobStore } from './storage/grpc-blob-store.js';
 import { openMemoryStore, refuseToStart } from './storage/open-memory-store.js';
 import { SEALED_MAX_AGE_MS } from '../sdk/protocol/sealed.js';
 import { encodeUserData } from '../sdk/protocol/user-data.js';
+import { CONFIG_ERROR_EXIT, stopWithSupervisor } from '../common/supervised.js';
 
 const config = configFromCli('agent-service enclave: the trusted process holding keys, memory, embeddings and attestation.', enclaveSettings);
 const log = createLogger('enclave', config.logLevel);
@@ -41,7 +42,12 @@ process.on('SIGHUP', () => auth.reload());
 const identity = generateIdentity();
 const requestKey = generateSealedRequestKey();
 const operatorKey = await resolveOperatorKey(config.operatorPubkey, blobs).catch((err: unknown) => refuseToStart(log, err));
-const embedder = await loadEmbedder({ name: config.embeddingModel, modelsDir: config.modelsDir ? resolve(config.modelsDir) : modelsDir });
+const embedder = await loadEmbedder({ name: config.embeddingModel, modelsDir: config.modelsDir ? resolve(config.modelsDir) : modelsDir }).catch((err: unknown) => {
+  // A model that is not installed is configuration, not a crash: one line, and no restart loop.
+  log.fatal({ problem: (err as Error).message }, 'cannot load the embedding model');
+  process.stderr.write(`enclave: cannot load embedding model "${config.embeddingModel}": ${(err as Error).message}\n`);
+  process.exit(CONFIG_ERROR_EXIT);
+});
 const memory = new MemoryService(embedder, {
   maxMemoriesPerTenant: config.maxMemoriesPerTenant,
   capacity: { maxTenants: config.maxTenants, maxMemories: config.maxMemories, maxStoredBytes: config.maxStoredBytes },
@@ -103,3 +109,4 @@ const stop = (signal: string) => {
 };
 process.on('SIGINT', () => stop('SIGINT'));
 process.on('SIGTERM', () => stop('SIGTERM'));
+stopWithSupervisor();

@@ -6,6 +6,7 @@ import { createLogger } from '../common/logger.js';
 import { hostStoreSettings } from './config.js';
 import { FsBlobStore } from './fs-blob-store.js';
 import { createHostStoreServer } from './grpc-service.js';
+import { stopWithSupervisor } from '../common/supervised.js';
 
 const config = configFromCli('agent-service host store: keeps the enclave\'s sealed blobs on the host\'s disk (it sees names and sizes, never contents).', hostStoreSettings);
 const log = createLogger('host-store', config.logLevel);
@@ -34,3 +35,4 @@ const stop = (signal: string) => {
 };
 process.on('SIGINT', () => stop('SIGINT'));
 process.on('SIGTERM', () => stop('SIGTERM'));
+stopWithSupervisor();

@@ -4,6 +4,7 @@ import { buildProxy } from './app.js';
 import { proxySettings } from './config.js';
 import { EnclaveConnection } from './enclave-client.js';
 import { exposureProblem } from './exposure.js';
+import { stopWithSupervisor } from '../common/supervised.js';
 
 const config = configFromCli('agent-service proxy: the untrusted HTTP front (fastify) that relays to the enclave over gRPC.', proxySettings);
 const log = createLogger('proxy', config.logLevel);
@@ -52,3 +53,4 @@ const stop = async (signal: string) => {
 };
 process.on('SIGINT', () => void stop('SIGINT'));
 process.on('SIGTERM', () => void stop('SIGTERM'));
+stopWithSupervisor();

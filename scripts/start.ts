@@ -3,6 +3,7 @@ import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { configFromCli, hostPort, logLevel } from '../common/config.js';
 import { createLogger } from '../common/logger.js';
+import { CONFIG_ERROR_EXIT } from '../common/supervised.js';
 import { GrpcBlobStore } from '../enclave/storage/grpc-blob-store.js';
 import { EnclaveConnection } from '../proxy/enclave-client.js';
 
@@ -36,15 +37,35 @@ const enclave: Supervised = { name: 'enclave', script: resolve(distRoot, 'enclav
 const proxy: Supervised = { name: 'proxy', script: resolve(distRoot, 'proxy/main.js'), restarts: 0, startedAt: 0 };
 let stopping = false;
 
+/** A process that dies this many times in a row within START_WINDOW_MS of starting is not restarted again. */
+const MAX_FAILED_STARTS = 5;
+const START_WINDOW_MS = 30_000;
+
+/** Stops everything with one line on stderr and a non-zero exit: for what a restart cannot fix. */
+function giveUp(message: string, exitCode: number): void {
+  process.stderr.write(`agent-service: ${message}\n`);
+  log.error({ reason: message }, 'stopping');
+  stop('SIGTERM', exitCode);
+}
+
 function run(s: Supervised): void {
   s.startedAt = Date.now();
-  const child = spawn(process.execPath, [s.script], { stdio: 'inherit', env: process.env });
+  // The IPC channel lets the child notice when the supervisor is gone (common/supervised.ts).
+  const child = spawn(process.execPath, [s.script], { stdio: ['inherit', 'inherit', 'inherit', 'ipc'], env: process.env });
   s.child = child;
   child.on('exit', (code, signal) => {
     s.child = undefined;
     if (stopping) return;
-    // Back off when a process keeps dying at start, so a bad config doesn't spin.
-    if (Date.now() - s.startedAt > 30_000) s.restarts = 0;
+    if (code === CONFIG_ERROR_EXIT) {
+      giveUp(`the ${s.name} cannot run with this configuration (its message is above); fix it and start again`, CONFIG_ERROR_EXIT);
+      return;
+    }
+    // Back off when a process keeps dying at start, and stop trying after a few times.
+    if (Date.now() - s.startedAt > START_WINDOW_MS) s.restarts = 0;
+    if (s.restarts >= MAX_FAILED_STARTS) {
+      giveUp(`the ${s.name} failed ${MAX_FAILED_STARTS + 1} times in a row within ${START_WINDOW_MS / 1000} s of starting (last: ${signal ?? `exit ${code}`}); not restarting it`, 1);
+      return;
+    }
     const delay = Math.min(10_000, 500 * 2 ** s.restarts++);
     log.warn({ process: s.name, code, signal, restartInMs: delay }, 'process exited; restarting');
     setTimeout(() => { if (!stopping) run(s); }, delay);
@@ -80,7 +101,7 @@ async function waitForEnclave(timeoutMs: number): Promise<void> {
   }
 }
 
-function stop(signal: NodeJS.Signals): void {
+function stop(signal: NodeJS.Signals, exitCode = 0): void {
   if (stopping) return;
   stopping = true;
   log.info({ signal }, 'stopping');
@@ -92,10 +113,14 @@ function stop(signal: NodeJS.Signals): void {
   })));
   setTimeout(() => { for (const c of running([proxy, enclave, hostStore])) c.kill('SIGKILL'); process.exit(1); }, 10_000).unref();
   // The host store last: the enclave may still be handing it its last writes as it stops.
-  void ended(running([proxy, enclave])).then(() => ended(running([hostStore]))).then(() => process.exit(0));
+  void ended(running([proxy, enclave])).then(() => ended(running([hostStore]))).then(() => process.exit(exitCode));
 }
 process.on('SIGINT', () => stop('SIGINT'));
 process.on('SIGTERM', () => stop('SIGTERM'));
+// `npm start` runs this under npm, which does not always pass SIGTERM on: when the process
+// that started us is gone (we are re-parented), stop as if told to.
+const parentPid = process.ppid;
+setInterval(() => { if (process.ppid !== parentPid) stop('SIGTERM'); }, 1000).unref();
 // SIGHUP reloads the enclave's API keys; pass it on rather than die of it.
 process.on('SIGHUP', () => { enclave.child?.kill('SIGHUP'); });
 
@@ -106,7 +131,7 @@ try {
   await waitForEnclave(120_000);
 } catch (err) {
   log.error({ err: (err as Error).message }, 'failed to start');
-  stop('SIGTERM');
+  stop('SIGTERM', 1);
 }
 if (!stopping) {
   log.info('enclave ready; starting proxy');

@@ -129,7 +129,7 @@ const mutated = fc.record({
   tenant_id: fc.oneof(tenant, json),
   metadata: fc.oneof(metadata, json),
   extra: json,
-}, { requiredKeys: [] }).map(({ extra, ...rest }) => (extra === undefined ? rest : { ...rest, [String(extra).slice(0, 10)]: extra }));
+}, { requiredKeys: [] }).map(({ extra, ...rest }) => (extra === undefined ? rest : { ...rest, [JSON.stringify(extra).slice(0, 10)]: extra }));
 const addBody = fc.oneof({ weight: 3, arbitrary: validish }, { weight: 1, arbitrary: mutated });
 const pollution = fc.constantFrom(
   '{"__proto__":{"top_k":1}}',
