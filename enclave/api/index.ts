@@ -13,7 +13,7 @@ import { errorReply, requestIdForLog } from './request.js';
 import { dispatcher, methodOf, type Handler } from './routes.js';
 import { sealedRoute } from './sealed-route.js';
 import { signReply, type ResponseSigner } from './signing.js';
-import type { StateHead } from '../../sdk/protocol/response-signature.js';
+import { keyId, type StateHead } from '../../sdk/protocol/response-signature.js';
 import { WorkGate, type WorkLimits } from './work-gate.js';
 
 import { wrapStream, type StreamHandler } from './stream.js';
@@ -88,8 +88,9 @@ export function createApi(deps: ApiDeps): EnclaveApi {
     if (!quiet) log.info({ status: reply.status, ms: Math.round(performance.now() - started) }, 'handled');
     return sign(methodOf(rpc), request, reply);
   };
+  // Each API key gets a fair share of the gate (keyId: the key never sits in memory by name).
   const gated = (rpc: string, handler: Handler): Handler => (request, context) =>
-    gate.run(() => handler(request, context), context?.deadline, timeLimit(rpc));
+    gate.run(() => handler(request, context), context?.deadline, timeLimit(rpc), keyId(request.authorization));
 
   const handlers: Record<string, Handler> = {
     GetAttestation: attestationRoute(deps.attestation),
@@ -109,7 +110,7 @@ export function createApi(deps: ApiDeps): EnclaveApi {
     ChatCompletionStream: wrapStream('ChatCompletionStream', chat.stream, {
       log: deps.log,
       signer,
-      gate: (work, deadline) => gate.run(work, deadline, timeLimit('ChatCompletionStream')),
+      gate: (work, deadline, authorization) => gate.run(work, deadline, timeLimit('ChatCompletionStream'), keyId(authorization)),
     }),
     Sealed: settle('Sealed', gated('Sealed', sealedRoute({ ...deps.sealed, authenticate: (a) => deps.auth.authenticate(a), dispatch }))),
   };

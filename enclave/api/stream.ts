@@ -20,7 +20,7 @@ export interface StreamOptions {
   /** Signs what the stream sends, like every unary reply. */
   signer: ResponseSigner;
   /** Admission and time limit (the enclave's WorkGate). */
-  gate: (work: () => Promise<void>, deadline?: number) => Promise<void>;
+  gate: (work: () => Promise<void>, deadline?: number, authorization?: string) => Promise<void>;
 }
 
 /** A complete JSON reply sent over a stream: the head, then the body as one piece. */
@@ -70,7 +70,7 @@ export function wrapStream(rpc: string, handler: StreamHandler, options: StreamO
       },
     };
     try {
-      await options.gate(() => handler(request, tracked, signal, deadline), deadline);
+      await options.gate(() => handler(request, tracked, signal, deadline), deadline, request.authorization);
     } catch (err) {
       if (!signal.aborted) {
         const error = err instanceof ApiError ? err : internal();

@@ -20,6 +20,20 @@ async function refusal(p: Promise<unknown>): Promise<ApiError> {
 }
 
 describe('WorkGate', () => {
+  it('gives each API key a fair share (finding 7): one key at its share gets 429, another key and keyless calls still get in', async () => {
+    const gate = new WorkGate({ maxInFlight: 10, maxInFlightPerKey: 2, timeoutMs: 60_000 });
+    const hold = pending<string>();
+    const held = [gate.run(() => hold.promise, Infinity, Infinity, 'alice'), gate.run(() => hold.promise, Infinity, Infinity, 'alice')];
+    const e = await refusal(gate.run(async () => 'x', Infinity, Infinity, 'alice'));
+    expect([e.status, e.code, e.headers['retry-after']]).toEqual([429, 'too_many_concurrent_requests', '1']);
+    expect(await gate.run(async () => 'bob', Infinity, Infinity, 'bob')).toBe('bob');
+    expect(await gate.run(async () => 'open', Infinity, Infinity, '')).toBe('open');
+    hold.resolve('done');
+    await Promise.all(held);
+    expect(await gate.run(async () => 'again', Infinity, Infinity, 'alice')).toBe('again');
+    expect(gate.inFlight).toBe(0);
+  });
+
   it('gives work without a deadline or a limit of its own all the time it takes (no 1 ms timeout from setTimeout(Infinity))', async () => {
     const gate = new WorkGate({ maxInFlight: 2, timeoutMs: 60_000 });
     const slow = () => new Promise<string>((resolve) => setTimeout(() => resolve('done'), 30));
