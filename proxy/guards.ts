@@ -10,8 +10,10 @@ export interface GuardOptions {
   /** Requests per window per client IP whatever keys it sends; 0 = off. */
   rateLimitIpMax: number;
   rateLimitWindowMs: number;
-  /** Requests the proxy relays at once; beyond, 503 at once. */
+  /** Requests the proxy relays at once, counted once their body is in; beyond, 503 at once. */
   maxInFlight: number;
+  /** Requests one client IP may have open at once, those still sending included; beyond, 429. */
+  maxRequestsPerIp?: number;
 }
 
 /** Paths no guard applies to: a load balancer's health probe must not be throttled. */
@@ -21,6 +23,9 @@ const rateLimited = (ttlSeconds: number) => {
   const seconds = Math.max(1, ttlSeconds);
   return new ApiError(429, 'rate_limit_error', `rate limit exceeded: retry in ${seconds} s`, 'rate_limit_exceeded', null, { 'retry-after': String(seconds) });
 };
+
+const tooManyOpen = (max: number) => new ApiError(429, 'rate_limit_error',
+  `this client already has ${max} requests open; finish or close some first`, 'too_many_concurrent_requests', null, { 'retry-after': '1' });
 
 const busy = () => new ApiError(503, 'service_unavailable_error',
   'the service is at capacity; retry shortly', 'proxy_overloaded', null, { 'retry-after': '1' });
@@ -40,8 +45,12 @@ export function rateLimitKey(req: FastifyRequest): string {
 
 /**
  * The proxy's flow control, in the order a request meets it: the per-IP and per-key rate
- * limits (429 with Retry-After), then the in-flight cap (503 with Retry-After). Both run
- * in onRequest, before the body is read, so refusing costs next to nothing.
+ * limits (429 with Retry-After) and the cap on requests one IP may have open (429), before
+ * the body is read, so refusing costs next to nothing; then, once the body is in, the
+ * in-flight cap (503 with Retry-After). Counting in-flight work only after the body arrived
+ * keeps slow senders (slowloris: headers, then a byte at a time) from filling the places of
+ * requests that are ready; the per-IP cap bounds how many such sockets one client holds, and
+ * HTTP_RECEIVE_TIMEOUT_MS how long.
  */
 export async function registerGuards(app: FastifyInstance, options: GuardOptions): Promise<void> {
   // global: false — the limiters below are applied by our own hook, not per route.
@@ -52,6 +61,7 @@ export async function registerGuards(app: FastifyInstance, options: GuardOptions
   const perKey = limiter(options.rateLimitMax, rateLimitKey);
 
   let inFlight = 0;
+  const openPerIp = new Map<string, number>();
 
   app.addHook('onRequest', async (req: FastifyRequest, reply: FastifyReply) => {
     if (unguarded.has(req.url.split('?')[0])) return;
@@ -68,9 +78,24 @@ export async function registerGuards(app: FastifyInstance, options: GuardOptions
       }
     }
 
+    const maxPerIp = options.maxRequestsPerIp;
+    if (maxPerIp !== undefined) {
+      const open = openPerIp.get(req.ip) ?? 0;
+      if (open >= maxPerIp) throw tooManyOpen(maxPerIp);
+      openPerIp.set(req.ip, open + 1);
+      // 'close' fires once however the exchange ends (answered, failed, client gone).
+      reply.raw.once('close', () => {
+        const left = openPerIp.get(req.ip)! - 1;
+        if (left === 0) openPerIp.delete(req.ip);
+        else openPerIp.set(req.ip, left);
+      });
+    }
+  });
+
+  app.addHook('preHandler', async (req: FastifyRequest, reply: FastifyReply) => {
+    if (unguarded.has(req.url.split('?')[0])) return;
     if (inFlight >= options.maxInFlight) throw busy();
     inFlight++;
-    // 'close' fires once however the exchange ends (answered, failed, client gone).
     reply.raw.once('close', () => { inFlight--; });
   });
 }

@@ -32,6 +32,7 @@ const app = await buildProxy({
     rateLimitIpMax: config.rateLimitIpMax,
     rateLimitWindowMs: config.rateLimitWindowMs,
     maxInFlight: config.maxInFlight,
+    maxRequestsPerIp: config.maxRequestsPerIp,
   },
 });
 
