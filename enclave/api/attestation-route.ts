@@ -1,4 +1,4 @@
-import { unavailable } from '../../common/errors.js';
+import { ApiError, unavailable } from '../../common/errors.js';
 import type { Logger } from '../../common/logger.js';
 import type { ApiReply, ApiRequest } from '../../common/proto.js';
 import { attestationQuerySchema, type AttestationQuery } from '../../common/schemas.js';
@@ -18,6 +18,12 @@ export interface AttestationDeps {
   boxPublicKey: Uint8Array;
   /** Bytes bound into the document's user_data (the operator key, the sealed-request key). */
   userData: Uint8Array;
+  /**
+   * Fresh (nonce'd) documents made at once. Anyone may ask for one without a key, and each
+   * costs a signature by the security module (on Nitro, a helper process): beyond this many
+   * at once the answer is 503, so such requests cannot crowd out the rest. Default 4.
+   */
+  maxFreshAtOnce?: number;
 }
 
 // Documents carry a timestamp and a short-lived leaf certificate: renew the cached one.
@@ -30,10 +36,15 @@ const CACHE_MS = 5 * 60 * 1000;
 export function attestationRoute(deps: AttestationDeps) {
   const b64 = (bytes: Uint8Array) => Buffer.from(bytes).toString('base64');
   let cached: { at: number; doc: Promise<Uint8Array> } | undefined;
+  const maxFresh = deps.maxFreshAtOnce ?? 4;
+  let fresh = 0;
 
   const document = (nonce: Uint8Array | undefined): Promise<Uint8Array> => {
     const request = { publicKey: deps.identity.publicKey, userData: deps.userData, nonce };
-    if (nonce) return deps.provider.attest(request);
+    if (nonce) {
+      fresh++;
+      return deps.provider.attest(request).finally(() => { fresh--; });
+    }
     if (!cached || Date.now() - cached.at > CACHE_MS) {
       const doc = deps.provider.attest(request);
       cached = { at: Date.now(), doc };
@@ -46,6 +57,9 @@ export function attestationRoute(deps: AttestationDeps) {
     const target = parseTarget(request.target);
     expectPath(target, /^\/v1\/attestation\/?$/);
     const { nonce } = validQuery({ ...target.query });
+    if (nonce !== undefined && fresh >= maxFresh) {
+      throw new ApiError(503, 'service_unavailable_error', `${maxFresh} attestation documents with a nonce are being made; retry shortly`, 'attestation_busy', null, { 'retry-after': '1' });
+    }
     let doc: Uint8Array;
     try {
       doc = await document(nonce === undefined ? undefined : new Uint8Array(Buffer.from(nonce, 'hex')));

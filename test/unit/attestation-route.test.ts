@@ -33,4 +33,29 @@ describe('GET /v1/attestation in the enclave', () => {
     expect(reply.status).toBe(200);
     expect(JSON.parse(Buffer.from(reply.body as Uint8Array).toString()).code_attestation).toBe('AQID');
   });
+
+  it('bounds the fresh documents made at once (anyone may ask for one with a nonce): 503 attestation_busy beyond, the cached one still served', async () => {
+    const releases: Array<() => void> = [];
+    const route = attestationRoute({
+      provider: { teeName: 'simulated', attest: ({ nonce }) => (nonce ? new Promise((resolve) => releases.push(() => resolve(new Uint8Array([9])))) : Promise.resolve(new Uint8Array([1]))) },
+      identity: generateIdentity(),
+      operatorKey: new Uint8Array(32),
+      boxPublicKey: new Uint8Array(32),
+      userData: new Uint8Array(),
+      log: pino({ level: 'silent' }),
+      maxFreshAtOnce: 2,
+    });
+    const inFlight = [route(request('/v1/attestation?nonce=aa')), route(request('/v1/attestation?nonce=bb'))];
+    const busy = await route(request('/v1/attestation?nonce=cc')).catch((err: unknown) => err);
+    expect((busy as ApiError).status).toBe(503);
+    expect((busy as ApiError).toBody().error.code).toBe('attestation_busy');
+    expect((await route(request('/v1/attestation'))).status).toBe(200);
+    for (const release of releases.splice(0)) release();
+    await Promise.all(inFlight);
+    // Their places are free again.
+    const again = route(request('/v1/attestation?nonce=dd'));
+    await new Promise((r) => setTimeout(r, 0));
+    for (const release of releases.splice(0)) release();
+    expect((await again).status).toBe(200);
+  });
 });
