@@ -78,7 +78,7 @@ const api = createApi({
   stateHead: () => store.head,
   sealed: { key: requestKey, replay: new ReplayGuard(SEALED_MAX_AGE_MS) },
   auth: auth.authorizer,
-  work: { maxInFlight: config.maxInFlight, maxInFlightPerKey: config.maxInFlightPerKey, timeoutMs: config.timeoutMs },
+  work: { maxInFlight: config.maxInFlight, maxInFlightPerKey: config.maxInFlightPerKey, timeoutMs: config.timeoutMs, maxStreamMs: config.maxStreamMs },
   log,
 });
 const server = createGrpcServer(api, () => ({

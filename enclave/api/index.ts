@@ -111,6 +111,7 @@ export function createApi(deps: ApiDeps): EnclaveApi {
       log: deps.log,
       signer,
       gate: (work, deadline, authorization) => gate.run(work, deadline, timeLimit('ChatCompletionStream'), keyId(authorization)),
+      maxStreamMs: deps.work.maxStreamMs,
     }),
     Sealed: settle('Sealed', gated('Sealed', sealedRoute({ ...deps.sealed, authenticate: (a) => deps.auth.authenticate(a), dispatch }))),
   };

@@ -1,4 +1,4 @@
-import { ApiError, internal } from '../../common/errors.js';
+import { ApiError, internal, timedOut } from '../../common/errors.js';
 import type { Logger } from '../../common/logger.js';
 import type { ApiReply, ApiRequest } from '../../common/proto.js';
 import { sseEvent } from '../../common/sse.js';
@@ -15,10 +15,15 @@ export interface ChunkSink {
 
 export type StreamHandler = (request: ApiRequest, sink: ChunkSink, signal: AbortSignal, deadline?: number) => Promise<void>;
 
+/** Ten minutes: longer than any chat the proxy allows (CHAT_TIMEOUT_MS, 5 minutes by default). */
+export const DEFAULT_MAX_STREAM_MS = 600_000;
+
 export interface StreamOptions {
   log: Logger;
   /** Signs what the stream sends, like every unary reply. */
   signer: ResponseSigner;
+  /** Longest a stream may run, whatever deadline its caller gave (or none): then it is ended with an error event. */
+  maxStreamMs?: number;
   /** Admission and time limit (the enclave's WorkGate). */
   gate: (work: () => Promise<void>, deadline?: number, authorization?: string) => Promise<void>;
 }
@@ -69,11 +74,16 @@ export function wrapStream(rpc: string, handler: StreamHandler, options: StreamO
         return sink.data(bytes);
       },
     };
+    // A stream holds its place in the gate while it runs: bound its life, so that no caller
+    // (or host calling without a deadline) keeps one open for ever.
+    const lifetime = AbortSignal.timeout(options.maxStreamMs ?? DEFAULT_MAX_STREAM_MS);
+    const ended = () => timedOut(`the stream ran longer than ${options.maxStreamMs ?? DEFAULT_MAX_STREAM_MS} ms and was ended`, 'stream_time_limit');
     try {
-      await options.gate(() => handler(request, tracked, signal, deadline), deadline, request.authorization);
+      await options.gate(() => handler(request, tracked, AbortSignal.any([signal, lifetime]), deadline), deadline, request.authorization);
+      if (lifetime.aborted && !signal.aborted && status !== undefined) await tracked.data(sseEvent(ended().toBody()));
     } catch (err) {
       if (!signal.aborted) {
-        const error = err instanceof ApiError ? err : internal();
+        const error = lifetime.aborted ? ended() : err instanceof ApiError ? err : internal();
         if (!(err instanceof ApiError)) log.error({ err }, 'unexpected error');
         if (status === undefined) {
           await sendReply(tracked, { status: error.status, body: Buffer.from(JSON.stringify(error.toBody())), headers: error.headers });

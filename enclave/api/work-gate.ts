@@ -10,6 +10,8 @@ export interface WorkLimits {
   maxInFlightPerKey?: number;
   /** Longest one request may take, whatever deadline the caller gave. */
   timeoutMs: number;
+  /** Longest one streamed answer may run (enclave/api/stream.ts). */
+  maxStreamMs?: number;
 }
 
 /** The longest delay setTimeout honours (about 24.8 days). */

@@ -23,7 +23,7 @@ beforeAll(async () => {
   greedy = issueKey(keys, ['greedy']);
   other = issueKey(keys, ['other']);
   model = await startModelServer();
-  svc = await startService({ API_KEYS_FILE: keys, MODEL_BASE_URL: model.url, ENCLAVE_MAX_IN_FLIGHT_PER_KEY: '4' });
+  svc = await startService({ API_KEYS_FILE: keys, MODEL_BASE_URL: model.url, ENCLAVE_MAX_IN_FLIGHT_PER_KEY: '4', ENCLAVE_MAX_STREAM_MS: '3000' });
 });
 afterAll(async () => {
   await svc?.stop();
@@ -52,5 +52,18 @@ describe('a fair share of the enclave per API key', () => {
     expect(served.status).toBe(200);
 
     for (const s of streams) s.controller.abort();
+  });
+
+  it('a stream that would run for ever is ended at ENCLAVE_MAX_STREAM_MS with an error event, still signed (finding 7)', async () => {
+    const res = await fetch(`${svc.baseUrl}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${other}` },
+      body: JSON.stringify({ model: 'slow-stream', stream: true, messages: [{ role: 'user', content: 'never ends' }] }),
+    });
+    expect(res.status).toBe(200);
+    // The model never finishes; the enclave ends the stream itself.
+    const text = await res.text();
+    expect(text).toMatch(/stream_time_limit/);
+    expect(text).toMatch(/event: tee-signature/);
   });
 });
