@@ -49,6 +49,7 @@ export const enclaveSettings = {
   maxTenants: integer('MAX_TENANTS', 'Most tenants the enclave holds; an add for a new tenant past it answers 503 enclave_capacity_reached', 100_000, 1, 100_000_000),
   maxMemories: integer('MAX_MEMORIES', 'Most memories the enclave holds in all; adds past it answer 503 enclave_capacity_reached (about 900 bytes of enclave memory each, plus content)', 2_000_000, 1, 1_000_000_000),
   maxStoredBytes: integer('MAX_STORED_BYTES', 'Most bytes of memory content and metadata the enclave holds in all; adds past it answer 503 enclave_capacity_reached', 1024 ** 3, 1, 2 ** 45),
+  maxMemoriesPerKey: integer('MAX_MEMORIES_PER_KEY', 'Most memories all the tenants of one API key may hold together (with keys on); adding more answers 409 key_memory_limit_reached', 1_000_000, 1, 1_000_000_000),
   maxMemoriesPerTenant: integer('MAX_MEMORIES_PER_TENANT', 'Most memories one tenant may hold; adding more answers 409 memory_limit_reached', 100_000, 1, 1_000_000_000),
   snapshotLogBytes: integer('SNAPSHOT_LOG_BYTES', 'Snapshot the memories and compact once the log passes this many bytes (and the last snapshot\'s size)', 64 * 1024 * 1024, 1, 2 ** 40),
   kmsKeyId: optionalText('KMS_KEY_ID', 'With TEE_MODE=nitro: the KMS key (id, ARN or alias) whose data key seals the enclave\'s files (deploy/sealing.md)'),

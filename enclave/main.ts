@@ -50,6 +50,7 @@ const embedder = await loadEmbedder({ name: config.embeddingModel, modelsDir: co
 });
 const memory = new MemoryService(embedder, {
   maxMemoriesPerTenant: config.maxMemoriesPerTenant,
+  maxMemoriesPerKey: config.maxMemoriesPerKey,
   capacity: { maxTenants: config.maxTenants, maxMemories: config.maxMemories, maxStoredBytes: config.maxStoredBytes },
 });
 // Exits (1) on a damaged, altered or foreign store: never serve memories half-loaded.

@@ -42,10 +42,10 @@ export function memoryRoutes(memory: MemoryService, auth: Authorizer) {
       // A batch is validated whole, and every tenant in it authorized, before anything is stored.
       if ('memories' in input) {
         for (const item of input.memories) auth.authorize(request.authorization, item.tenant_id);
-        return jsonReply(200, { object: 'list', data: await memory.addMany(input.memories) });
+        return jsonReply(200, { object: 'list', data: await memory.addMany(input.memories, auth.tenantsOf(request.authorization)) });
       }
       auth.authorize(request.authorization, input.tenant_id);
-      return jsonReply(200, await memory.add(input));
+      return jsonReply(200, await memory.add(input, auth.tenantsOf(request.authorization)));
     },
 
     async query(request: ApiRequest): Promise<ApiReply> {

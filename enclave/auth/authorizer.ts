@@ -25,6 +25,8 @@ export interface Authorizer {
   authorize(authorization: string, tenantId: string): void;
   /** 401 unless `authorization` holds a known key (any tenant); nothing in open mode. */
   authenticate(authorization: string): void;
+  /** The tenants the key holds (for its share of the enclave); undefined in open mode. */
+  tenantsOf(authorization: string): ReadonlySet<string> | undefined;
   /**
    * The tenant a chat request acts for. Chat names its tenant in the organization header;
    * with keys configured and no header, a key holding exactly one tenant acts for that
@@ -69,6 +71,7 @@ export const openAuthorizer: Authorizer = {
   required: false,
   authorize() {},
   authenticate() {},
+  tenantsOf: () => undefined,
   chatTenant: (_authorization, organization) => organization,
 };
 
@@ -89,6 +92,7 @@ export function keyAuthorizer(keys: () => KeyRing): Authorizer {
     authenticate(authorization) {
       tenantsOf(authorization);
     },
+    tenantsOf,
     authorize(authorization, tenantId) {
       if (!tenantsOf(authorization).has(tenantId)) {
         // Echo the tenant only when it is a well-formed id: callers may pass anything.

@@ -48,6 +48,8 @@ interface Tenant {
 export interface MemoryServiceOptions {
   /** Most memories one tenant may hold; adding beyond it is refused with 409. */
   maxMemoriesPerTenant?: number;
+  /** Most memories all the tenants of one API key may hold together; beyond, 409. */
+  maxMemoriesPerKey?: number;
   /** When a tenant moves from exact search to HNSW, and the graph's parameters. */
   vectorIndex?: TieredOptions;
   /** What the whole enclave agrees to hold (memory/admission.ts). */
@@ -72,6 +74,7 @@ export class MemoryService {
   /** Adds admitted but not yet committed, per tenant: they count towards the maximum. */
   private readonly pending = new Map<string, number>();
   private readonly maxPerTenant: number;
+  private readonly maxPerKey: number;
   private readonly tiers: TieredOptions;
   private readonly capacity: Capacity;
   /** What is held (applied), and what adds in flight have reserved; tenants are counted from `tenants`. */
@@ -82,6 +85,7 @@ export class MemoryService {
 
   constructor(private embedder: Embedder, options: MemoryServiceOptions = {}) {
     this.maxPerTenant = options.maxMemoriesPerTenant ?? DEFAULT_MAX_MEMORIES_PER_TENANT;
+    this.maxPerKey = options.maxMemoriesPerKey ?? Infinity;
     this.tiers = options.vectorIndex ?? DEFAULT_TIERS;
     this.capacity = options.capacity ?? DEFAULT_CAPACITY;
   }
@@ -135,8 +139,8 @@ export class MemoryService {
     }
   }
 
-  async add(input: AddMemoryInput): Promise<MemoryRecord> {
-    const [record] = await this.addMany([input]);
+  async add(input: AddMemoryInput, keyTenants?: ReadonlySet<string>): Promise<MemoryRecord> {
+    const [record] = await this.addMany([input], keyTenants);
     return record;
   }
 
@@ -146,9 +150,19 @@ export class MemoryService {
    * anything is logged, so a refused batch stores nothing; the batch is then written and
    * synced as one (a failed write stores none of it) before it is applied and acknowledged.
    */
-  async addMany(inputs: readonly AddMemoryInput[]): Promise<MemoryRecord[]> {
+  async addMany(inputs: readonly AddMemoryInput[], keyTenants?: ReadonlySet<string>): Promise<MemoryRecord[]> {
     const perTenant = new Map<string, number>();
     for (const input of inputs) perTenant.set(input.tenant_id, (perTenant.get(input.tenant_id) ?? 0) + 1);
+    // The key's share: everything its tenants hold (adds in flight included) counts.
+    if (keyTenants && this.maxPerKey !== Infinity) {
+      let held = 0;
+      for (const tenantId of keyTenants) held += (this.tenants.get(tenantId)?.records.size ?? 0) + (this.pending.get(tenantId) ?? 0);
+      if (held + inputs.length > this.maxPerKey) {
+        throw new ApiError(409, 'invalid_request_error',
+          `the tenants of this API key hold ${held} memories; adding ${inputs.length} would pass the key's maximum of ${this.maxPerKey}; delete some before adding more`,
+          'key_memory_limit_reached');
+      }
+    }
     for (const [tenantId, count] of perTenant) {
       const held = (this.tenants.get(tenantId)?.records.size ?? 0) + (this.pending.get(tenantId) ?? 0);
       if (held + count > this.maxPerTenant) {

@@ -1,5 +1,9 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectError, request } from '../helpers/http.js';
+import { issueKey } from '../helpers/processes.js';
 import { startService, type RunningService } from '../helpers/service.js';
 
 /** Finding 1 over HTTP: new tenants past MAX_TENANTS are refused, and a restart replays what was accepted. */
@@ -27,5 +31,32 @@ describe('the enclave\'s capacity', () => {
     const found = await request(svc.baseUrl, 'GET', '/v1/memory?tenant_id=cap-a&query=note&top_k=100');
     expect(found.body.data).toHaveLength(90);
     expectError(await request(svc.baseUrl, 'POST', '/v1/memory', batch('cap-d', 1)), 503, 'enclave_capacity_reached');
+  });
+});
+
+describe('each API key\'s share (MAX_MEMORIES_PER_KEY)', () => {
+  let keyed: RunningService;
+  let dir: string;
+  let greedy: string;
+  let other: string;
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'agent-keyshare-'));
+    const file = join(dir, 'keys.json');
+    greedy = issueKey(file, ['share-a', 'share-b']);
+    other = issueKey(file, ['share-c']);
+    keyed = await startService({ API_KEYS_FILE: file, MAX_MEMORIES_PER_KEY: '50' });
+  });
+  afterAll(async () => {
+    await keyed?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('counts every tenant of the key together: 409 key_memory_limit_reached past it, other keys unaffected', async () => {
+    const post = (key: string, body: unknown) => request(keyed.baseUrl, 'POST', '/v1/memory', body, { authorization: `Bearer ${key}` });
+    expect((await post(greedy, batch('share-a', 30))).status).toBe(200);
+    expect((await post(greedy, batch('share-b', 20))).status).toBe(200);
+    const refused = expectError(await post(greedy, batch('share-b', 1)), 409, 'key_memory_limit_reached');
+    expect(refused.message).toMatch(/hold 50 memories/);
+    expect((await post(other, batch('share-c', 40))).status).toBe(200);
   });
 });
