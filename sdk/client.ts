@@ -13,7 +13,7 @@ import { randomBytes } from 'node:crypto';
 import type { Check, DecodedDocument } from './attestation/verify.js';
 import { verifyAttestation } from './attestation/verify.js';
 import {
-  checkSignature, DEFAULT_MAX_SKEW_MS, sha256Hex, SIGNATURE_HEADER, STATE_HEADER, StateTracker, splitSignedStream,
+  checkSignature, DEFAULT_MAX_SKEW_MS, sha256Hex, SIGNATURE_HEADER, STATE_HEADER, StateTracker, splitSignedStream, TENANT_HEADER,
   STREAM_SIGNATURE_EVENT, TIMESTAMP_HEADER, type SignedRequest, type StateHead,
 } from './protocol/response-signature.js';
 import { openReply, SEALED_PATH, sealRequest, SealedFormatError } from './protocol/sealed.js';
@@ -260,21 +260,26 @@ export class TeeClient {
    * (the newest head seen when the request was sent); returns when it was signed and the
    * state it reports. Throws ResponseSignatureError or RollbackError.
    */
-  verify(request: SignedRequest, status: number, body: Uint8Array, headers: Record<string, string>, floor: StateHead | undefined): { signedAt: Date; state: StateHead } {
+  verify(request: SignedRequest, status: number, body: Uint8Array, headers: Record<string, string>, floor: StateHead | undefined): { signedAt: Date; state: StateHead; tenant: string } {
     const result = checkSignature(
       this.attestation.teePublicKey,
       request,
       { status, bodySha256: sha256Hex(body) },
-      { signature: headers[SIGNATURE_HEADER], timestamp: headers[TIMESTAMP_HEADER], state: headers[STATE_HEADER] },
+      { signature: headers[SIGNATURE_HEADER], timestamp: headers[TIMESTAMP_HEADER], state: headers[STATE_HEADER], tenant: headers[TENANT_HEADER] },
       { maxSkewMs: this.options.maxClockSkewMs ?? DEFAULT_MAX_SKEW_MS },
     );
     if (!result.ok) {
       const text = Buffer.from(body).toString('utf8');
       throw new ResponseSignatureError(`${request.method} ${request.target} (HTTP ${status}): ${result.reason}`, status, text);
     }
+    // The enclave names the tenant it acted for; where the request named one, it must be that one.
+    const asked = tenantAskedFor(request);
+    if (asked !== undefined && result.tenant !== '' && !result.tenant.split(',').includes(asked)) {
+      throw new ResponseSignatureError(`${request.method} ${request.target}: the enclave acted for tenant '${result.tenant}', not '${asked}'`, status, Buffer.from(body).toString('utf8'));
+    }
     const refusal = this.state.observe(result.state, floor);
     if (refusal) throw new RollbackError(`${request.method} ${request.target}: ${refusal}`, result.state, floor!);
-    return { signedAt: result.signedAt, state: result.state };
+    return { signedAt: result.signedAt, state: result.state, tenant: result.tenant };
   }
 
   /**
@@ -294,6 +299,7 @@ export class TeeClient {
       [SIGNATURE_HEADER]: split.signature.signature,
       [TIMESTAMP_HEADER]: split.signature.timestamp,
       [STATE_HEADER]: split.signature.state,
+      ...(split.signature.tenant ? { [TENANT_HEADER]: split.signature.tenant } : {}),
     }, floor);
     return { body: split.body, signedAt, state };
   }
@@ -308,6 +314,13 @@ export class TeeClient {
     }
     return { url, target: `${url.pathname}${url.search}` };
   }
+}
+
+/** The tenant a request names: the organization header, or tenant_id in its query. */
+function tenantAskedFor(request: SignedRequest): string | undefined {
+  if (request.organization) return request.organization;
+  const query = request.target.split('?')[1];
+  return query === undefined ? undefined : new URLSearchParams(query).get('tenant_id') ?? undefined;
 }
 
 function encodeBody(body: Body): Uint8Array {

@@ -5,6 +5,7 @@ import { sseDone, sseEvent, sseHeaders } from '../../common/sse.js';
 import { validator } from '../../common/validation.js';
 import type { Authorizer } from '../auth/authorizer.js';
 import type { ChatService } from '../chat/chat-service.js';
+import { TENANT_HEADER } from '../../sdk/protocol/response-signature.js';
 import { chatTenant } from './chat-tenant.js';
 import { expectPath, jsonReply, parseJsonBody, parseTarget } from './request.js';
 import type { CallContext } from './routes.js';
@@ -13,8 +14,11 @@ import { sendReply, type ChunkSink } from './stream.js';
 const validChat = validator<ChatCompletionInput>(chatCompletionSchema, 'body');
 const path = /^\/v1\/chat\/completions\/?$/;
 
-/** The memories the model was given, for audit; the body's `memory_ids` says the same. */
-const memoryIdsHeader = (ids: readonly string[]) => ({ 'x-memory-ids': ids.join(',') });
+/**
+ * The memories the model was given, for audit (the body's `memory_ids` says the same), and
+ * the tenant whose memories they are, which is signed with the answer.
+ */
+const memoryIdsHeader = (ids: readonly string[], tenant: string | undefined) => ({ 'x-memory-ids': ids.join(','), [TENANT_HEADER]: tenant ?? '' });
 
 /** POST /v1/chat/completions on the enclave's side: parse, validate again, decide the tenant, answer. */
 export function chatRoutes(chat: ChatService, auth: Authorizer) {
@@ -26,7 +30,7 @@ export function chatRoutes(chat: ChatService, auth: Authorizer) {
 
   const answer = async (input: ChatCompletionInput, tenant: string | undefined, signal: AbortSignal): Promise<ApiReply> => {
     const { completion, memoryIds } = await chat.complete(input, { tenant, signal });
-    return jsonReply(200, completion, memoryIdsHeader(memoryIds));
+    return jsonReply(200, completion, memoryIdsHeader(memoryIds, tenant));
   };
 
   return {
@@ -42,7 +46,7 @@ export function chatRoutes(chat: ChatService, auth: Authorizer) {
       const { input, tenant } = parse(request);
       if (input.stream !== true) return sendReply(sink, await answer(input, tenant, signal));
       await chat.stream(input, { tenant, signal }, {
-        start: (ids) => sink.head({ status: 200, body: Buffer.alloc(0), headers: { ...sseHeaders, ...memoryIdsHeader(ids) } }),
+        start: (ids) => sink.head({ status: 200, body: Buffer.alloc(0), headers: { ...sseHeaders, ...memoryIdsHeader(ids, tenant) } }),
         chunk: (chunk) => sink.data(sseEvent(chunk)),
       });
       await sink.data(sseDone());

@@ -7,7 +7,11 @@ import {
 } from '../../common/schemas.js';
 import { validator } from '../../common/validation.js';
 import type { MemoryRecord, MemoryService } from '../memory/memory-service.js';
+import { TENANT_HEADER } from '../../sdk/protocol/response-signature.js';
 import { expectPath, jsonReply, parseJsonBody, parseTarget } from './request.js';
+
+/** Names the tenant an answer acted for; it is signed with the answer (sdk/protocol/response-signature.ts). */
+const forTenant = (...tenants: string[]) => ({ [TENANT_HEADER]: [...new Set(tenants)].sort().join(',') });
 
 const validAdd = validator<AddMemoryRequest>(addMemoryRequestSchema, 'body');
 const validQuery = validator<QueryMemoryInput>(queryMemorySchema, 'querystring');
@@ -42,10 +46,11 @@ export function memoryRoutes(memory: MemoryService, auth: Authorizer) {
       // A batch is validated whole, and every tenant in it authorized, before anything is stored.
       if ('memories' in input) {
         for (const item of input.memories) auth.authorize(request.authorization, item.tenant_id);
-        return jsonReply(200, { object: 'list', data: await memory.addMany(input.memories, auth.tenantsOf(request.authorization)) });
+        const data = await memory.addMany(input.memories, auth.tenantsOf(request.authorization));
+        return jsonReply(200, { object: 'list', data }, forTenant(...input.memories.map((m) => m.tenant_id)));
       }
       auth.authorize(request.authorization, input.tenant_id);
-      return jsonReply(200, await memory.add(input, auth.tenantsOf(request.authorization)));
+      return jsonReply(200, await memory.add(input, auth.tenantsOf(request.authorization)), forTenant(input.tenant_id));
     },
 
     async query(request: ApiRequest): Promise<ApiReply> {
@@ -60,17 +65,18 @@ export function memoryRoutes(memory: MemoryService, auth: Authorizer) {
         tenant_id: input.tenant_id,
         query: input.query,
         top_k: input.top_k,
-      });
+      }, forTenant(input.tenant_id));
     },
 
     async get(request: ApiRequest): Promise<ApiReply> {
-      return jsonReply(200, lookup(request).record);
+      const { record, tenantId } = lookup(request);
+      return jsonReply(200, record, forTenant(tenantId));
     },
 
     async delete(request: ApiRequest): Promise<ApiReply> {
       const { record, tenantId } = lookup(request);
       await memory.delete(tenantId, record.id);
-      return jsonReply(200, { id: record.id, object: 'memory.deleted', deleted: true });
+      return jsonReply(200, { id: record.id, object: 'memory.deleted', deleted: true }, forTenant(tenantId));
     },
   };
 }

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { ApiReply, ApiRequest } from '../../common/proto.js';
 import {
-  SIGNATURE_HEADER, STATE_HEADER, TIMESTAMP_HEADER, formatState, sha256Hex, signAnswer, streamSignatureEvent, type SignedRequest,
+  SIGNATURE_HEADER, STATE_HEADER, TENANT_HEADER, TIMESTAMP_HEADER, formatState, sha256Hex, signAnswer, streamSignatureEvent, type SignedRequest,
   type StateHead,
 } from '../../sdk/protocol/response-signature.js';
 import type { EnclaveIdentity } from '../keys.js';
@@ -26,7 +26,7 @@ export function signReply(signer: ResponseSigner, method: string, request: ApiRe
   const { signature, timestamp, state } = signAnswer(
     (message) => signer.sign(message),
     signedRequest(method, request),
-    { status: reply.status ?? 200, bodySha256: sha256Hex(body as Uint8Array), state: formatState(signer.state()) },
+    { status: reply.status ?? 200, bodySha256: sha256Hex(body as Uint8Array), state: formatState(signer.state()), tenant: reply.headers?.[TENANT_HEADER] ?? '' },
   );
   return { ...reply, headers: { ...reply.headers, [SIGNATURE_HEADER]: signature, [TIMESTAMP_HEADER]: timestamp, [STATE_HEADER]: state } };
 }
@@ -43,7 +43,7 @@ export interface StreamSigner {
  * ends with an `event: tee-signature` SSE event over the same statement as signReply,
  * whose response body is the concatenation of the streamed bytes.
  */
-export function streamSigner(signer: ResponseSigner, method: string, request: ApiRequest, status: number): StreamSigner {
+export function streamSigner(signer: ResponseSigner, method: string, request: ApiRequest, status: number, tenant = ''): StreamSigner {
   const hash = createHash('sha256');
   let finished = false;
   return {
@@ -56,7 +56,7 @@ export function streamSigner(signer: ResponseSigner, method: string, request: Ap
       finished = true;
       // The head at the end: after any memory the stream's tool calls added.
       const signature = signAnswer((m) => signer.sign(m), signedRequest(method, request), {
-        status, bodySha256: hash.digest('hex'), state: formatState(signer.state()),
+        status, bodySha256: hash.digest('hex'), state: formatState(signer.state()), tenant,
       });
       return Buffer.from(streamSignatureEvent(signature), 'utf8');
     },

@@ -4,6 +4,7 @@ import type { ApiReply, ApiRequest } from '../../common/proto.js';
 import { sseEvent } from '../../common/sse.js';
 import { requestIdForLog } from './request.js';
 import { methodOf } from './routes.js';
+import { TENANT_HEADER } from '../../sdk/protocol/response-signature.js';
 import { signReply, streamSigner, type ResponseSigner, type StreamSigner } from './signing.js';
 
 /** Where a streamed RPC writes: the head (status and headers) once, then bytes. */
@@ -57,7 +58,7 @@ export function wrapStream(rpc: string, handler: StreamHandler, options: StreamO
       head(reply) {
         status = reply.status;
         if (String(reply.headers?.['content-type'] ?? '').startsWith('text/event-stream')) {
-          signer = streamSigner(options.signer, method, request, reply.status ?? 200);
+          signer = streamSigner(options.signer, method, request, reply.status ?? 200, reply.headers?.[TENANT_HEADER] ?? '');
           sink.head(reply);
         } else {
           pendingHead = reply; // signed once its body, the next piece, is known

@@ -3,13 +3,14 @@
  * checks. The enclave (enclave/api/signing.ts) and the sdk (sdk/client.ts) both build the
  * statement here, so the two cannot drift apart.
  *
- * The statement is UTF-8 text, ten lines joined by a single "\n" (no trailing newline):
+ * The statement is UTF-8 text, eleven lines joined by a single "\n" (no trailing newline):
  *
  *   agent-service/response-signature/v2
  *   method <HTTP method>                         e.g. method GET
  *   target <JSON string of the request target>  e.g. target "/v1/memory?query=dogs&tenant_id=t1"
  *   organization <JSON string>                   the organization_id header, "" when absent
  *   key-id <32 lowercase hex, or nothing>        keyId(Authorization header): whose key the enclave acted for
+ *   tenant <JSON string>                         = the x-tee-tenant header: the tenant(s) the enclave acted for
  *   request-body-sha256 <64 lowercase hex>       of the exact request body bytes (empty → e3b0c442…)
  *   status <decimal HTTP status>
  *   response-body-sha256 <64 lowercase hex>      of the exact response body bytes
@@ -31,6 +32,8 @@ import { createHash, createPublicKey, verify as verifyEd25519 } from 'node:crypt
 export const SIGNATURE_HEADER = 'x-tee-signature';
 export const TIMESTAMP_HEADER = 'x-tee-timestamp';
 export const STATE_HEADER = 'x-tee-state';
+/** The tenant the enclave acted for ("" when none; several, comma-separated, for a batch across tenants). */
+export const TENANT_HEADER = 'x-tee-tenant';
 export const STATEMENT_TAG = 'agent-service/response-signature/v2';
 /** The name of the final Server-Sent Event that signs a streamed answer. */
 export const STREAM_SIGNATURE_EVENT = 'tee-signature';
@@ -72,6 +75,8 @@ export interface SignedAnswer {
   timestamp: string;
   /** formatState(head) of the enclave when it answered. */
   state: string;
+  /** The x-tee-tenant header; "" when the answer acted for no tenant. */
+  tenant?: string;
 }
 
 export interface ResponseSignature {
@@ -81,6 +86,8 @@ export interface ResponseSignature {
   timestamp: string;
   /** The x-tee-state header. */
   state: string;
+  /** The x-tee-tenant header (absent = ""). */
+  tenant?: string;
 }
 
 /**
@@ -113,6 +120,7 @@ export function responseStatement(request: SignedRequest, answer: SignedAnswer):
     `target ${JSON.stringify(request.target)}`,
     `organization ${JSON.stringify(request.organization ?? '')}`,
     `key-id ${keyId(request.authorization)}`,
+    `tenant ${JSON.stringify(answer.tenant ?? '')}`,
     `request-body-sha256 ${sha256Hex(request.body)}`,
     `status ${answer.status}`,
     `response-body-sha256 ${answer.bodySha256}`,
@@ -125,15 +133,15 @@ export function responseStatement(request: SignedRequest, answer: SignedAnswer):
 export function signAnswer(
   sign: (message: Uint8Array) => Uint8Array,
   request: SignedRequest,
-  answer: { status: number; bodySha256: string; state: string },
+  answer: { status: number; bodySha256: string; state: string; tenant?: string },
   now: number = Date.now(),
 ): ResponseSignature {
   const timestamp = String(Math.floor(now));
   const statement = responseStatement(request, { ...answer, timestamp });
-  return { signature: Buffer.from(sign(Buffer.from(statement, 'utf8'))).toString('base64'), timestamp, state: answer.state };
+  return { signature: Buffer.from(sign(Buffer.from(statement, 'utf8'))).toString('base64'), timestamp, state: answer.state, ...(answer.tenant ? { tenant: answer.tenant } : {}) };
 }
 
-export type SignatureCheck = { ok: true; signedAt: Date; state: StateHead } | { ok: false; reason: string };
+export type SignatureCheck = { ok: true; signedAt: Date; state: StateHead; tenant: string } | { ok: false; reason: string };
 
 export interface CheckOptions {
   /** Largest accepted difference between the signature's timestamp and `now`. */
@@ -166,7 +174,7 @@ export function checkSignature(
   }
   let statement: string;
   try {
-    statement = responseStatement(request, { ...answer, timestamp: signature.timestamp, state: signature.state! });
+    statement = responseStatement(request, { ...answer, timestamp: signature.timestamp, state: signature.state!, tenant: signature.tenant ?? '' });
   } catch (error) {
     return { ok: false, reason: (error as Error).message };
   }
@@ -188,7 +196,7 @@ export function checkSignature(
         `(${new Date(now).toISOString()}): a replayed or stale reply`,
     };
   }
-  return { ok: true, signedAt: new Date(signedAt), state };
+  return { ok: true, signedAt: new Date(signedAt), state, tenant: signature.tenant ?? '' };
 }
 
 /** DER prefix of an SPKI Ed25519 public key; the 32-byte key follows. */
@@ -214,7 +222,7 @@ function ed25519Verify(publicKey: Uint8Array, message: Uint8Array, signature: Ui
  * that event, and the status is the stream's HTTP status.
  */
 export function streamSignatureEvent(signature: ResponseSignature): string {
-  return `event: ${STREAM_SIGNATURE_EVENT}\ndata: ${JSON.stringify({ signature: signature.signature, timestamp: signature.timestamp, state: signature.state })}\n\n`;
+  return `event: ${STREAM_SIGNATURE_EVENT}\ndata: ${JSON.stringify({ signature: signature.signature, timestamp: signature.timestamp, state: signature.state, ...(signature.tenant ? { tenant: signature.tenant } : {}) })}\n\n`;
 }
 
 /**
@@ -234,9 +242,10 @@ export function splitSignedStream(transcript: Uint8Array): { body: Uint8Array; s
   } catch {
     return undefined;
   }
-  const { signature, timestamp, state } = (data ?? {}) as Record<string, unknown>;
+  const { signature, timestamp, state, tenant } = (data ?? {}) as Record<string, unknown>;
   if (typeof signature !== 'string' || typeof timestamp !== 'string' || typeof state !== 'string') return undefined;
-  return { body: transcript.subarray(0, at), signature: { signature, timestamp, state } };
+  if (tenant !== undefined && typeof tenant !== 'string') return undefined;
+  return { body: transcript.subarray(0, at), signature: { signature, timestamp, state, ...(tenant ? { tenant } : {}) } };
 }
 
 // ---------------------------------------------------------------------------------------

@@ -92,7 +92,7 @@ describe('the openai client works unchanged', () => {
     expect(res.headers.get('content-type')).toMatch(/^text\/event-stream/);
     const events = (await res.text()).split('\n\n').filter(Boolean);
     // After [DONE], where OpenAI clients stop reading, the enclave's signature of the stream.
-    expect(events.at(-1)).toMatch(/^event: tee-signature\ndata: \{"signature":"[A-Za-z0-9+/=]+","timestamp":"\d+","state":"\d+:[0-9a-f]{64}"\}$/);
+    expect(events.at(-1)).toMatch(/^event: tee-signature\ndata: \{"signature":"[A-Za-z0-9+/=]+","timestamp":"\d+","state":"\d+:[0-9a-f]{64}"(,"tenant":"[^"]*")?\}$/);
     expect(events.slice(0, -1).every((e) => e.startsWith('data: '))).toBe(true);
     expect(events.at(-2)).toBe('data: [DONE]');
   });

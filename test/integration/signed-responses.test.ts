@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { connect, ResponseSignatureError, RollbackError, type TeeClient } from '../../sdk/client.js';
 import {
-  checkSignature, DEFAULT_MAX_SKEW_MS, sha256Hex, SIGNATURE_HEADER, STATE_HEADER, StateTracker, TIMESTAMP_HEADER,
+  checkSignature, DEFAULT_MAX_SKEW_MS, sha256Hex, SIGNATURE_HEADER, STATE_HEADER, StateTracker, TENANT_HEADER, TIMESTAMP_HEADER,
 } from '../../sdk/protocol/response-signature.js';
 import { request } from '../helpers/http.js';
 import { startTamperingRelay, type Exchange, type TamperingRelay } from '../helpers/relay.js';
@@ -122,6 +122,14 @@ describe('a host that tampers with answers (an HTTP relay in front of the proxy)
     expect((await bob.call('GET', '/v1/memory?tenant_id=sig-keys&query=spare%20key')).status).toBe(200);
   });
 
+  it('the tenant the enclave acted for is signed: a relay that renames it is caught (finding 3)', async () => {
+    await direct.call('POST', '/v1/memory', { tenant_id: 'sig-tenant', content: 'The tenant header is signed.' });
+    const plain = await request(svc.baseUrl, 'GET', '/v1/memory?tenant_id=sig-tenant&query=signed');
+    expect(plain.headers.get(TENANT_HEADER)).toBe('sig-tenant');
+    relay.tamper = (exchange) => ({ ...exchange, headers: { ...exchange.headers, [TENANT_HEADER]: 'someone-else' } });
+    await expect(relayed.call('GET', '/v1/memory?tenant_id=sig-tenant&query=signed')).rejects.toThrow(ResponseSignatureError);
+  });
+
   it('a changed status is detected (a signed 404 passed off as 200)', async () => {
     relay.tamper = (exchange) => ({ ...exchange, status: exchange.status === 404 ? 200 : exchange.status });
     await expect(relayed.call('GET', '/v1/memory/mem_nope?tenant_id=sig-t2')).rejects.toThrow(/status 200.*does not verify|does not verify.*status 200/);
@@ -156,7 +164,7 @@ describe('a host that tampers with answers (an HTTP relay in front of the proxy)
       relayed.attestation.teePublicKey,
       { method: 'GET', target: '/v1/memory?tenant_id=sig-t3&query=tea', body: new Uint8Array() },
       { status: recorded!.status, bodySha256: sha256Hex(recorded!.body) },
-      { signature: recorded!.headers[SIGNATURE_HEADER], timestamp: recorded!.headers[TIMESTAMP_HEADER], state: recorded!.headers[STATE_HEADER] },
+      { signature: recorded!.headers[SIGNATURE_HEADER], timestamp: recorded!.headers[TIMESTAMP_HEADER], state: recorded!.headers[STATE_HEADER], tenant: recorded!.headers[TENANT_HEADER] },
     ).ok).toBe(true);
   });
 
@@ -203,7 +211,7 @@ describe('a host that tampers with answers (an HTTP relay in front of the proxy)
       relayed.attestation.teePublicKey,
       { method: 'GET', target, body: new Uint8Array() },
       { status: recorded!.status, bodySha256: sha256Hex(recorded!.body) },
-      { signature: recorded!.headers[SIGNATURE_HEADER], timestamp: recorded!.headers[TIMESTAMP_HEADER], state: recorded!.headers[STATE_HEADER] },
+      { signature: recorded!.headers[SIGNATURE_HEADER], timestamp: recorded!.headers[TIMESTAMP_HEADER], state: recorded!.headers[STATE_HEADER], tenant: recorded!.headers[TENANT_HEADER] },
       { now: first.signedAt.getTime() + DEFAULT_MAX_SKEW_MS + 1 },
     );
     expect(check).toEqual({ ok: false, reason: expect.stringMatching(/replayed or stale/) });

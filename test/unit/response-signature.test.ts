@@ -26,7 +26,7 @@ const HEAD = { seq: 7, hash: 'ab'.repeat(32) };
 const STATE = `7:${'ab'.repeat(32)}`;
 
 describe('the signed statement', () => {
-  it('is exactly the documented ten lines', () => {
+  it('is exactly the documented eleven lines', () => {
     const text = responseStatement(
       { method: 'GET', target: '/v1/memory?query=dogs&tenant_id=t1', body: new Uint8Array() },
       { status: 404, bodySha256: sha256Hex(utf8('{}')), timestamp: '1731000000000', state: STATE },
@@ -37,6 +37,7 @@ describe('the signed statement', () => {
       'target "/v1/memory?query=dogs&tenant_id=t1"',
       'organization ""',
       'key-id ',
+      'tenant ""',
       `request-body-sha256 ${EMPTY_SHA256}`,
       'status 404',
       'response-body-sha256 44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a',
@@ -50,7 +51,7 @@ describe('the signed statement', () => {
       { method: 'GET', target: '/v1/x\nstatus 200', organization: 'a"\nb', body: new Uint8Array() },
       { status: 500, bodySha256: EMPTY_SHA256, timestamp: '1', state: STATE },
     );
-    expect(text.split('\n')).toHaveLength(10);
+    expect(text.split('\n')).toHaveLength(11);
     expect(text).toContain('target "/v1/x\\nstatus 200"');
     expect(text).toContain('organization "a\\"\\nb"');
   });
@@ -72,7 +73,7 @@ describe('signing and checking', () => {
 
   it('verifies what was signed, within the allowed clock skew', () => {
     expect(signature.timestamp).toBe(String(NOW));
-    expect(checkSignature(keys.publicKey, request, answer, signature, { now: NOW + 1000 })).toEqual({ ok: true, signedAt: new Date(NOW), state: HEAD });
+    expect(checkSignature(keys.publicKey, request, answer, signature, { now: NOW + 1000 })).toEqual({ ok: true, signedAt: new Date(NOW), state: HEAD, tenant: '' });
   });
 
   it('names the API key by its id: the answer to a request sent with one key does not verify for another (finding 3)', () => {
@@ -85,6 +86,14 @@ describe('signing and checking', () => {
     expect(responseStatement(alice, { ...answer, timestamp: '1', state: STATE })).toContain(`key-id ${keyId('Bearer alice-key')}`);
     expect(keyId('Bearer alice-key')).toMatch(/^[0-9a-f]{32}$/);
     expect(responseStatement(alice, { ...answer, timestamp: '1', state: STATE })).not.toContain('alice-key');
+  });
+
+  it('names the tenant the enclave acted for: the same answer under another tenant does not verify (finding 3)', () => {
+    const signed = signAnswer(sign, request, { ...answer, state: STATE, tenant: 'alice' }, NOW);
+    expect(signed.tenant).toBe('alice');
+    expect(checkSignature(keys.publicKey, request, answer, signed, { now: NOW })).toMatchObject({ ok: true, tenant: 'alice' });
+    expect(checkSignature(keys.publicKey, request, answer, { ...signed, tenant: 'bob' }, { now: NOW }).ok).toBe(false);
+    expect(checkSignature(keys.publicKey, request, answer, { ...signed, tenant: undefined }, { now: NOW }).ok).toBe(false);
   });
 
   it('covers the state head: another head does not verify', () => {
