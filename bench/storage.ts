@@ -46,7 +46,7 @@ function randomEvent(i: number): MemoryEvent & { type: 'add' } {
 function mapTarget() {
   const records = new Map<string, { record: MemoryRecord; vector: Float32Array }>();
   return {
-    apply: (e: MemoryEvent) => { if (e.type === 'add') records.set(e.record.id, e); else records.delete(e.id); },
+    apply: (e: MemoryEvent) => { if (e.type === 'delete') records.delete(e.id); else records.set(e.record.id, e); },
     entries: () => records.values(),
   };
 }

@@ -24,22 +24,29 @@ const toolCall = {
   },
 } as const;
 
+/** Content as an array of parts (current OpenAI clients); the enclave takes text parts only. */
+const contentParts = {
+  type: 'array',
+  maxItems: 256,
+  items: { type: 'object', required: ['type'], properties: { type: { type: 'string', maxLength: 64 }, text: { type: 'string' } } },
+} as const;
+
 const message = {
   type: 'object',
   required: ['role'],
   properties: {
-    role: { type: 'string', enum: ['system', 'user', 'assistant', 'tool'] },
-    content: { type: ['string', 'null'] },
+    role: { type: 'string', enum: ['system', 'developer', 'user', 'assistant', 'tool'] },
+    content: { anyOf: [{ type: ['string', 'null'] }, contentParts] },
     name: { type: 'string', maxLength: 256 },
     tool_calls: { type: 'array', maxItems: limits.maxChatTools, items: toolCall },
     tool_call_id: { type: 'string', minLength: 1, maxLength: 256 },
   },
   allOf: [
-    // Content is a string, except for an assistant message that carries tool calls
-    // (OpenAI clients send `content: null` there).
+    // Content is text (a string or text parts), except for an assistant message that
+    // carries tool calls (OpenAI clients send `content: null` there).
     {
       if: { properties: { role: { const: 'assistant' } }, required: ['role', 'tool_calls'] },
-      else: { required: ['content'], properties: { content: { type: 'string' } } },
+      else: { required: ['content'], properties: { content: { anyOf: [{ type: 'string' }, contentParts] } } },
     },
     { if: { properties: { role: { const: 'tool' } }, required: ['role'] }, then: { required: ['tool_call_id'] } },
   ],
@@ -79,7 +86,13 @@ export const chatHeadersSchema = {
   properties: { organization_id: tenantId, 'openai-organization': tenantId },
 } as const;
 
-export type Role = 'system' | 'user' | 'assistant' | 'tool';
+export type Role = 'system' | 'developer' | 'user' | 'assistant' | 'tool';
+
+export interface ContentPart {
+  type: string;
+  text?: string;
+  [field: string]: unknown;
+}
 
 export interface ToolCall {
   id: string;
@@ -89,7 +102,8 @@ export interface ToolCall {
 
 export interface ChatMessage {
   role: Role;
-  content?: string | null;
+  /** Text parts are joined into a string by the enclave before anything reads them (enclave/chat/messages.ts). */
+  content?: string | ContentPart[] | null;
   name?: string;
   tool_calls?: ToolCall[];
   tool_call_id?: string;

@@ -31,6 +31,14 @@ export function optionalText(name: string, description: string): Setting<string 
   return { name, description, parse: (raw) => (raw === undefined || raw === '' ? undefined : raw) };
 }
 
+/** A comma-separated list; blanks around items are dropped. Unset: empty. */
+export function list(name: string, description: string): Setting<string[]> {
+  return {
+    name, description, defaultText: '(empty)',
+    parse: (raw) => (raw ?? '').split(',').map((item) => item.trim()).filter(Boolean),
+  };
+}
+
 export function integer(name: string, description: string, fallback: number, min: number, max: number): Setting<number> {
   return {
     name,

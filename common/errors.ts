@@ -1,7 +1,8 @@
 /**
  * One error shape everywhere, OpenAI's: {"error": {"message", "type", "param", "code"}}.
- * Both processes build errors here so a client sees the same shape whichever side
- * refused the request.
+ * Every error either process sends is built here from one catalogue of codes, so a client
+ * sees the same status and type for a code whichever side refused the request, and the
+ * README's table of codes (checked by test/unit/docs.test.ts) cannot drift from the code.
  */
 
 export type ErrorType =
@@ -15,21 +16,122 @@ export type ErrorType =
   | 'timeout_error'
   | 'server_error';
 
+interface CodeSpec {
+  status: number;
+  type: ErrorType;
+  /** When a client sees it: one line for the README. */
+  when: string;
+}
+
+const invalid = <S extends number>(status: S, when: string) => ({ status, type: 'invalid_request_error' as const, when });
+
+/** Every error code the service sends, with its HTTP status and OpenAI error type. */
+export const errorCatalogue = {
+  // 400: the request is malformed or breaks a rule.
+  invalid_value: invalid(400, 'a field breaks a rule (pattern, format, allowed values)'),
+  invalid_type: invalid(400, 'a field or the body has the wrong JSON type'),
+  missing_required_parameter: invalid(400, 'a required field or query parameter is missing'),
+  unknown_parameter: invalid(400, 'a field or query parameter the endpoint does not take'),
+  empty_string: invalid(400, 'a text field is empty'),
+  empty_array: invalid(400, 'an array that must hold something is empty'),
+  string_above_max_length: invalid(400, 'a text field is too long'),
+  array_below_min_length: invalid(400, 'an array has too few items'),
+  array_above_max_length: invalid(400, 'an array has too many items'),
+  too_many_keys: invalid(400, 'an object (e.g. metadata) has too many keys'),
+  out_of_range: invalid(400, 'a number is outside its range'),
+  unsupported_content: invalid(400, 'a message content part of a type the service does not take (only text)'),
+  missing_body: invalid(400, 'a request that needs a JSON body has none'),
+  invalid_json: invalid(400, 'the body is not valid UTF-8 JSON, is nested too deeply, or has a forbidden key'),
+  invalid_content_length: invalid(400, 'Content-Length does not match the body'),
+  invalid_url: invalid(400, 'the URL has invalid percent-encoding'),
+  invalid_target: invalid(400, 'the request target is not a path (only a hostile host sends this)'),
+  malformed_request: invalid(400, 'Node could not parse the HTTP request'),
+  bad_request: invalid(400, 'another malformed request the HTTP server refused'),
+  stream_mismatch: invalid(400, 'a streamed request was sent on the unary call, or a sealed one asked to stream'),
+  invalid_sealed_request: invalid(400, 'a sealed envelope or its plaintext is malformed'),
+  sealed_open_failed: invalid(400, 'a sealed request does not open with the enclave\'s key (altered, or sealed to an old key)'),
+  sealed_request_expired: invalid(400, 'a sealed request\'s timestamp is too far from the enclave\'s clock'),
+  // 401, 403
+  missing_api_key: { status: 401, type: 'authentication_error', when: 'no Authorization header, and the service requires API keys' },
+  invalid_api_key: { status: 401, type: 'authentication_error', when: 'the key is not Bearer <key>, or not a key the enclave knows' },
+  tenant_not_allowed: { status: 403, type: 'permission_error', when: 'the API key does not hold the tenant the request names' },
+  // 404, 405
+  unknown_route: { status: 404, type: 'not_found_error', when: 'no endpoint has this path' },
+  memory_not_found: { status: 404, type: 'not_found_error', when: 'no memory with this id for this tenant (the same answer whether it exists for another tenant or not at all)' },
+  model_not_found: { status: 404, type: 'not_found_error', when: 'GET /v1/models/{id} names a model the service does not serve' },
+  method_not_allowed: invalid(405, 'the path exists but not with this method (the Allow header lists the methods)'),
+  // 408–431: transport-level refusals.
+  request_timeout: { status: 408, type: 'timeout_error', when: 'the client did not send its whole request within HTTP_RECEIVE_TIMEOUT_MS' },
+  sealed_request_replayed: invalid(409, 'a sealed request was sent twice'),
+  memory_limit_reached: invalid(409, 'the tenant holds MAX_MEMORIES_PER_TENANT memories'),
+  key_memory_limit_reached: invalid(409, 'the tenants of the API key hold MAX_MEMORIES_PER_KEY memories'),
+  too_large: invalid(413, 'the body is larger than the endpoint takes'),
+  uri_too_long: invalid(414, 'a path segment is too long'),
+  unsupported_media_type: invalid(415, 'the body is not Content-Type application/json'),
+  expectation_failed: invalid(417, 'an Expect header other than 100-continue'),
+  headers_too_large: invalid(431, 'the request headers are larger than 16 KiB'),
+  // 429
+  rate_limit_exceeded: { status: 429, type: 'rate_limit_error', when: 'the caller passed RATE_LIMIT_PER_MINUTE (Retry-After says when to come back)' },
+  too_many_concurrent_requests: { status: 429, type: 'rate_limit_error', when: 'one client IP or one API key already has its share of requests in progress' },
+  model_refused: invalid(400, 'the chat model refused the request (its status is passed on: 400, 404, 413, 422 or 429)'),
+  // 500–504
+  internal_error: { status: 500, type: 'server_error', when: 'an unexpected failure (the details go to the enclave\'s log, never to the client)' },
+  enclave_error: { status: 502, type: 'upstream_error', when: 'the enclave failed to answer the proxy properly' },
+  model_error: { status: 502, type: 'upstream_error', when: 'the chat model failed (5xx, or an error mid-stream)' },
+  model_bad_response: { status: 502, type: 'upstream_error', when: 'the chat model\'s answer is not a valid OpenAI answer' },
+  model_auth_failed: { status: 502, type: 'upstream_error', when: 'the chat model refused the service\'s credentials (MODEL_API_KEY)' },
+  model_stream_broken: { status: 502, type: 'upstream_error', when: 'the chat model\'s stream broke off or was malformed' },
+  model_connection_broken: { status: 502, type: 'upstream_error', when: 'the connection to the chat model broke mid-answer' },
+  enclave_unavailable: { status: 503, type: 'service_unavailable_error', when: 'the proxy cannot reach the enclave (Retry-After: 1)' },
+  enclave_overloaded: { status: 503, type: 'service_unavailable_error', when: 'the enclave is running ENCLAVE_MAX_IN_FLIGHT requests (Retry-After: 1)' },
+  proxy_overloaded: { status: 503, type: 'service_unavailable_error', when: 'the proxy holds MAX_IN_FLIGHT requests (Retry-After: 1)' },
+  enclave_capacity_reached: { status: 503, type: 'service_unavailable_error', when: 'the enclave holds MAX_TENANTS, MAX_MEMORIES or MAX_STORED_BYTES' },
+  storage_unavailable: { status: 503, type: 'service_unavailable_error', when: 'the host store failed a write; the change was not saved' },
+  attestation_unavailable: { status: 503, type: 'service_unavailable_error', when: 'the attestation document could not be made' },
+  attestation_busy: { status: 503, type: 'service_unavailable_error', when: 'four attestation documents with a nonce are being made (Retry-After: 1)' },
+  sealed_replay_window_full: { status: 503, type: 'service_unavailable_error', when: 'the replay guard is full of sealed requests' },
+  model_unreachable: { status: 503, type: 'service_unavailable_error', when: 'the chat model cannot be reached' },
+  deadline_exceeded: { status: 504, type: 'timeout_error', when: 'the request reached the enclave after its deadline' },
+  enclave_timeout: { status: 504, type: 'timeout_error', when: 'the enclave did not answer within ENCLAVE_TIMEOUT_MS' },
+  model_timeout: { status: 504, type: 'timeout_error', when: 'the chat model did not answer within MODEL_TIMEOUT_MS' },
+  stream_time_limit: { status: 504, type: 'timeout_error', when: 'a stream ran longer than ENCLAVE_MAX_STREAM_MS (sent as the stream\'s last event)' },
+} as const satisfies Record<string, CodeSpec>;
+
+export type ErrorCode = keyof typeof errorCatalogue;
+
+/** The codes whose catalogue status is S: e.g. badRequest takes only 400 codes. */
+export type CodeWithStatus<S extends number> = { [K in ErrorCode]: (typeof errorCatalogue)[K]['status'] extends S ? K : never }[ErrorCode];
+
 export interface ErrorBody {
-  error: { message: string; type: ErrorType; param: string | null; code: string | null };
+  error: { message: string; type: ErrorType; param: string | null; code: ErrorCode | null };
+}
+
+export interface ErrorOptions {
+  param?: string | null;
+  headers?: Record<string, string>;
+  /** Only for model_refused, whose status is the model's. */
+  status?: number;
 }
 
 export class ApiError extends Error {
-  constructor(
-    readonly status: number,
-    readonly type: ErrorType,
-    message: string,
-    readonly code: string | null = null,
-    readonly param: string | null = null,
-    readonly headers: Record<string, string> = {},
-  ) {
+  readonly status: number;
+  readonly type: ErrorType;
+  readonly param: string | null;
+  readonly headers: Record<string, string>;
+
+  constructor(readonly code: ErrorCode, message: string, options: ErrorOptions = {}) {
     super(message);
     this.name = 'ApiError';
+    const spec: CodeSpec = errorCatalogue[code];
+    this.status = options.status ?? spec.status;
+    this.type = this.status === 429 ? 'rate_limit_error' : spec.type;
+    this.param = options.param ?? null;
+    this.headers = options.headers ?? {};
+  }
+
+  /** The same error with more response headers (e.g. Retry-After). */
+  withHeaders(headers: Record<string, string>): ApiError {
+    return new ApiError(this.code, this.message, { param: this.param, headers: { ...this.headers, ...headers }, status: this.status });
   }
 
   toBody(): ErrorBody {
@@ -37,23 +139,22 @@ export class ApiError extends Error {
   }
 }
 
-export const badRequest = (message: string, param: string | null = null, code = 'invalid_value') =>
-  new ApiError(400, 'invalid_request_error', message, code, param);
+export const badRequest = (message: string, param: string | null = null, code: CodeWithStatus<400> = 'invalid_value') =>
+  new ApiError(code, message, { param });
 
-export const notFound = (message: string, code = 'not_found') =>
-  new ApiError(404, 'not_found_error', message, code);
+export const notFound = (message: string, code: CodeWithStatus<404> = 'unknown_route') => new ApiError(code, message);
 
-export const forbidden = (message: string) =>
-  new ApiError(403, 'permission_error', message, 'tenant_not_allowed');
+export const forbidden = (message: string) => new ApiError('tenant_not_allowed', message);
 
-export const tooLarge = (message: string, param: string | null = null) =>
-  new ApiError(413, 'invalid_request_error', message, 'too_large', param);
+export const tooLarge = (message: string, param: string | null = null) => new ApiError('too_large', message, { param });
 
-export const unavailable = (message: string, code = 'enclave_unavailable') =>
-  new ApiError(503, 'service_unavailable_error', message, code);
+export const unavailable = (message: string, code: CodeWithStatus<503> = 'enclave_unavailable', headers?: Record<string, string>) =>
+  new ApiError(code, message, { headers });
 
-export const timedOut = (message: string, code = 'timeout') =>
-  new ApiError(504, 'timeout_error', message, code);
+export const timedOut = (message: string, code: CodeWithStatus<504>) => new ApiError(code, message);
 
-export const internal = (message = 'internal error') =>
-  new ApiError(500, 'server_error', message, 'internal_error');
+export const internal = (message = 'internal error') => new ApiError('internal_error', message);
+
+/** 405 for a known path and a method it does not serve. */
+export const methodNotAllowed = (method: string, path: string, allowed: readonly string[]) =>
+  new ApiError('method_not_allowed', `${method} is not allowed on ${path}; use ${allowed.join(', ')}`, { headers: { allow: allowed.join(', ') } });

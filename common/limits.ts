@@ -32,6 +32,13 @@ export const limits = {
   /** top_k for memory queries. */
   defaultTopK: 5,
   maxTopK: 100,
+  /** Listing memories (GET /v1/memory without a query): page size, default and most. */
+  defaultListLimit: 20,
+  maxListLimit: 100,
+  /** Values in one `{"$in": [...]}` metadata filter. */
+  maxFilterValues: 100,
+  /** Texts in one POST /v1/embeddings, all embedded in one ONNX run. */
+  maxEmbeddingInputs: 100,
   /** Chat completions: messages per request, tools per request. */
   maxChatMessages: 2048,
   maxChatTools: 128,

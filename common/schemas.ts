@@ -65,7 +65,46 @@ export const addMemoryRequestSchema = {
   else: addMemorySchema,
 } as const;
 
-export const queryMemorySchema = {
+/**
+ * GET /v1/memory: with `query`, the top-k search (`top_k`); without, a page of the tenant's
+ * memories, newest first (`limit`, `after`).
+ */
+export const listOrQueryMemorySchema = {
+  type: 'object',
+  required: ['tenant_id'],
+  additionalProperties: false,
+  properties: {
+    query: nonBlankText(limits.maxQueryChars),
+    tenant_id: tenantId,
+    top_k: { type: 'integer', minimum: 1, maximum: limits.maxTopK },
+    limit: { type: 'integer', minimum: 1, maximum: limits.maxListLimit },
+    after: { type: 'string', minLength: 1, maxLength: 128, description: 'the id of the last memory of the previous page' },
+  },
+} as const;
+
+/** A metadata value a filter matches by equality. */
+const filterScalar = {
+  anyOf: [{ type: 'string', maxLength: limits.maxMetadataValueChars }, { type: 'number' }, { type: 'boolean' }, { type: 'null' }],
+} as const;
+
+/** `filters`: metadata keys matched by equality, or by membership with `{"$in": [...]}`; all must match. */
+export const metadataFilterSchema = {
+  type: 'object',
+  maxProperties: limits.maxMetadataKeys,
+  propertyNames: { minLength: 1, maxLength: limits.maxMetadataKeyChars },
+  additionalProperties: {
+    anyOf: [
+      filterScalar,
+      {
+        type: 'object', required: ['$in'], additionalProperties: false,
+        properties: { $in: { type: 'array', minItems: 1, maxItems: limits.maxFilterValues, items: filterScalar } },
+      },
+    ],
+  },
+} as const;
+
+/** POST /v1/memory/search. */
+export const searchMemorySchema = {
   type: 'object',
   required: ['query', 'tenant_id'],
   additionalProperties: false,
@@ -73,6 +112,18 @@ export const queryMemorySchema = {
     query: nonBlankText(limits.maxQueryChars),
     tenant_id: tenantId,
     top_k: { type: 'integer', minimum: 1, maximum: limits.maxTopK, default: limits.defaultTopK },
+    filters: metadataFilterSchema,
+  },
+} as const;
+
+/** PATCH /v1/memory/{id}: what changes (metadata is replaced whole). */
+export const updateMemorySchema = {
+  type: 'object',
+  additionalProperties: false,
+  minProperties: 1,
+  properties: {
+    content: nonBlankText(limits.maxContentChars),
+    metadata: metadataSchema,
   },
 } as const;
 
@@ -105,6 +156,30 @@ export interface QueryMemoryInput {
   query: string;
   tenant_id: string;
   top_k: number;
+  filters?: MetadataFilter;
+}
+
+export interface ListOrQueryMemoryInput {
+  tenant_id: string;
+  query?: string;
+  top_k?: number;
+  limit?: number;
+  after?: string;
+}
+
+export type FilterValue = string | number | boolean | null;
+export type MetadataFilter = Record<string, FilterValue | { $in: FilterValue[] }>;
+
+export interface SearchMemoryInput {
+  query: string;
+  tenant_id: string;
+  top_k: number;
+  filters?: MetadataFilter;
+}
+
+export interface UpdateMemoryInput {
+  content?: string;
+  metadata?: Record<string, FilterValue>;
 }
 
 export interface TenantInput {
@@ -150,7 +225,7 @@ export const sealedPayloadSchema = {
   additionalProperties: false,
   properties: {
     type: { const: SEALED_REQUEST_TYPE },
-    method: { type: 'string', enum: ['GET', 'POST', 'DELETE'] },
+    method: { type: 'string', enum: ['GET', 'POST', 'PATCH', 'DELETE'] },
     target: { type: 'string', minLength: 1, maxLength: 16 * 1024, pattern: '^/', description: 'must be a path starting with /' },
     body: base64('must be base64', 0, limits.maxSealedEnvelopeBytes),
     authorization: { type: 'string', maxLength: MAX_AUTHORIZATION_CHARS },
@@ -165,4 +240,96 @@ export interface SealedEnvelopeInput {
   client_public_key: string;
   nonce: string;
   ciphertext: string;
+}
+
+export const modelIdParamsSchema = {
+  type: 'object',
+  required: ['id'],
+  properties: { id: { type: 'string', minLength: 1, maxLength: 256 } },
+} as const;
+
+/** POST /v1/embeddings: OpenAI's request; token-id input is not taken (the service embeds text). */
+export const embeddingsRequestSchema = {
+  type: 'object',
+  required: ['input', 'model'],
+  properties: {
+    model: { type: 'string', minLength: 1, maxLength: 256 },
+    input: {
+      anyOf: [
+        { type: 'string', maxLength: limits.maxContentChars },
+        { type: 'array', minItems: 1, maxItems: limits.maxEmbeddingInputs, items: { type: 'string', maxLength: limits.maxContentChars } },
+      ],
+      description: 'a string or an array of strings',
+    },
+    encoding_format: { type: 'string', enum: ['float', 'base64'] },
+    dimensions: { type: 'integer', minimum: 1 },
+    user: { type: 'string', maxLength: 256 },
+  },
+  additionalProperties: false,
+} as const;
+
+export interface EmbeddingsInput {
+  model: string;
+  input: string | string[];
+  encoding_format?: 'float' | 'base64';
+  dimensions?: number;
+  user?: string;
+}
+
+/** One input item of the Responses API: a message whose content is text or text parts. */
+const responsesInputItem = {
+  type: 'object',
+  required: ['role', 'content'],
+  properties: {
+    type: { const: 'message' },
+    role: { type: 'string', enum: ['user', 'assistant', 'system', 'developer'] },
+    content: {
+      anyOf: [
+        { type: 'string' },
+        {
+          type: 'array', maxItems: 256,
+          items: { type: 'object', required: ['type'], properties: { type: { type: 'string' }, text: { type: 'string' } } },
+        },
+      ],
+    },
+  },
+} as const;
+
+/**
+ * POST /v1/responses, for text: `input` as a string or messages, `instructions`, `stream`.
+ * Other options pass through to the model as chat options where they have a chat
+ * equivalent (enclave/chat/responses.ts).
+ */
+export const responsesRequestSchema = {
+  type: 'object',
+  required: ['model', 'input'],
+  properties: {
+    model: { type: 'string', minLength: 1, maxLength: 256 },
+    input: {
+      anyOf: [{ type: 'string', minLength: 1 }, { type: 'array', minItems: 1, maxItems: limits.maxChatMessages, items: responsesInputItem }],
+    },
+    instructions: { type: ['string', 'null'] },
+    stream: { type: ['boolean', 'null'] },
+    max_output_tokens: { type: ['integer', 'null'], minimum: 1 },
+    temperature: { type: ['number', 'null'] },
+    top_p: { type: ['number', 'null'] },
+  },
+  additionalProperties: true,
+} as const;
+
+export interface ResponsesInputMessage {
+  type?: 'message';
+  role: 'user' | 'assistant' | 'system' | 'developer';
+  content: string | Array<{ type: string; text?: string }>;
+}
+
+export interface ResponsesInput {
+  model: string;
+  input: string | ResponsesInputMessage[];
+  instructions?: string | null;
+  stream?: boolean | null;
+  max_output_tokens?: number | null;
+  temperature?: number | null;
+  top_p?: number | null;
+  [option: string]: unknown;
 }

@@ -1,4 +1,4 @@
-import { ConfigError, flag, hostPort, integer, logLevel, oneOf, optionalText, text, type Setting } from '../common/config.js';
+import { ConfigError, flag, hostPort, integer, logLevel, oneOf, list, optionalText, text, type Setting } from '../common/config.js';
 
 /** An optional http(s) URL, checked at start-up rather than at the first chat request. */
 function optionalHttpUrl(name: string, description: string): Setting<string | undefined> {
@@ -30,6 +30,7 @@ export const enclaveSettings = {
   operatorPubkey: optionalText('OPERATOR_PUBKEY', 'Operator Ed25519 public key, base64 or hex (default: a key pair kept in the host store)'),
   modelBaseUrl: optionalHttpUrl('MODEL_BASE_URL', 'OpenAI-compatible chat model base URL, e.g. https://api.openai.com/v1 (default: built-in offline responder)'),
   modelApiKey: optionalText('MODEL_API_KEY', 'API key for MODEL_BASE_URL; lives only in the enclave'),
+  modelNames: list('MODEL_NAMES', 'Chat models GET /v1/models lists for MODEL_BASE_URL, comma-separated (chat passes any model name through)'),
   embeddingModel: text('EMBEDDING_MODEL', 'Embedding model name: static, or a transformer model installed by `npm run model:fetch -- <name>`', 'static'),
   onModelChange: oneOf('ON_MODEL_CHANGE', 'When the stored memories were embedded with another model than EMBEDDING_MODEL: re-embed them all at start (progress in the log), or refuse to start', ['reembed', 'refuse'] as const, 'reembed'),
   modelsDir: optionalText('MODELS_DIR', 'Folder holding the embedding models (default: models/ of the installation)'),

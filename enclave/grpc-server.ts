@@ -24,12 +24,9 @@ export function createGrpcServer(api: EnclaveApi, health: () => HealthReply, log
   const handlers: grpc.UntypedServiceImplementation = {
     Health: (_call: unknown, callback: grpc.sendUnaryData<HealthReply>) => callback(null, health()),
   };
-  const service = enclaveProto().Enclave.service;
-  // The proto says which RPCs stream their answer.
-  for (const [rpc, handler] of Object.entries(api)) {
-    handlers[rpc] = service[rpc].responseStream ? streaming(handler as StreamHandler, log) : unary(handler as Handler);
-  }
-  server.addService(service, handlers);
+  handlers.Call = unary(api.Call);
+  handlers.CallStream = streaming(api.CallStream, log);
+  server.addService(enclaveProto().Enclave.service, handlers);
   return server;
 }
 

@@ -7,6 +7,7 @@ import { ReplayGuard } from './api/replay-guard.js';
 import { createAttestationProvider } from './attestation/create-provider.js';
 import { setUpAuth } from './auth/setup.js';
 import { ChatService } from './chat/chat-service.js';
+import { OFFLINE_MODEL } from './chat/offline-responder.js';
 import { UpstreamModel } from './chat/upstream.js';
 import { enclaveSettings } from './config.js';
 import { loadEmbedder } from './embedding/embedder.js';
@@ -74,6 +75,7 @@ const chat = new ChatService(memory, upstream, { memoryTopK: config.chatMemoryTo
 const api = createApi({
   memory,
   chat,
+  models: { chatModels: config.modelNames, offlineModel: OFFLINE_MODEL, created: Math.floor(Date.now() / 1000) },
   attestation: { provider, identity, operatorKey, boxPublicKey: requestKey.publicKey, userData, log },
   identity,
   stateHead: () => store.head,

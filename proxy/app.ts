@@ -1,18 +1,15 @@
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
-import { badRequest } from '../common/errors.js';
-import { chatCompletionSchema, chatHeadersSchema } from '../common/chat-schema.js';
+import { badRequest, methodNotAllowed } from '../common/errors.js';
 import { limits } from '../common/limits.js';
 import type { Logger } from '../common/logger.js';
 import type { ApiReplyIn } from '../common/proto.js';
-import {
-  addMemoryRequestSchema, attestationQuerySchema, memoryIdParamsSchema, queryMemorySchema, sealedEnvelopeSchema, tenantQuerySchema,
-} from '../common/schemas.js';
+import { apiRoutes, pathMethods, routeNames } from '../common/routes.js';
 import { compileSchema } from '../common/validation.js';
 import { answerProtocolEdges, clientErrorHandler } from './client-errors.js';
-import { chatRoute } from './chat-route.js';
-import type { EnclaveConnection, ForwardedRequest, UnaryRpc } from './enclave-client.js';
+import { streamingRoute } from './streaming-route.js';
+import type { EnclaveConnection, ForwardedRequest } from './enclave-client.js';
 import { registerGuards, type GuardOptions } from './guards.js';
 import { routeNotFound, toApiError } from './http-errors.js';
 
@@ -109,6 +106,7 @@ export async function buildProxy(options: ProxyOptions): Promise<FastifyInstance
 
   const forward = (req: FastifyRequest): ForwardedRequest => ({
     requestId: String(req.id),
+    method: req.method,
     target: req.url,
     body: req.rawBody,
     authorization: req.headers.authorization,
@@ -117,21 +115,35 @@ export async function buildProxy(options: ProxyOptions): Promise<FastifyInstance
   const send = (req: FastifyRequest, reply: FastifyReply, answer: ApiReplyIn) => {
     void reply.code(answer.status).headers(answer.headers).header('x-request-id', req.id).type('application/json').send(answer.body);
   };
-  const relay = (rpc: UnaryRpc, callOptions?: { timeoutMs: number }) => async (req: FastifyRequest, reply: FastifyReply) => {
-    send(req, reply, await options.enclave.call(rpc, forward(req), callOptions));
-  };
   const chatTimeoutMs = options.chatTimeoutMs ?? 300_000;
 
-  app.get('/v1/attestation', { schema: { querystring: attestationQuerySchema } }, relay('GetAttestation'));
-  app.post('/v1/memory', { schema: { body: addMemoryRequestSchema } }, relay('AddMemory'));
-  app.get('/v1/memory', { schema: { querystring: queryMemorySchema } }, relay('QueryMemory'));
-  app.get('/v1/memory/:id', { schema: { params: memoryIdParamsSchema, querystring: tenantQuerySchema } }, relay('GetMemory'));
-  app.delete('/v1/memory/:id', { schema: { params: memoryIdParamsSchema, querystring: tenantQuerySchema } }, relay('DeleteMemory'));
-  // Ciphertext for the enclave: the host checks only the envelope's shape.
-  // A sealed request may carry a chat completion, which the host cannot see: give it chat's time.
-  app.post('/v1/sealed', { schema: { body: sealedEnvelopeSchema }, bodyLimit: limits.maxSealedEnvelopeBytes }, relay('Sealed', { timeoutMs: chatTimeoutMs }));
-  app.post('/v1/chat/completions', { schema: { body: chatCompletionSchema, headers: chatHeadersSchema } },
-    chatRoute({ enclave: options.enclave, forward, send, timeoutMs: chatTimeoutMs }));
+  // Every API route, from the one table the enclave routes by (common/routes.ts).
+  for (const name of routeNames) {
+    const spec = apiRoutes[name];
+    // Routes that wait on the model (a sealed request may carry chat, which the host cannot see) get chat's time.
+    const timeoutMs = spec.budget === 'model' ? chatTimeoutMs : undefined;
+    app.route({
+      method: spec.method,
+      url: spec.path,
+      schema: spec.schema,
+      ...('bodyLimit' in spec ? { bodyLimit: spec.bodyLimit } : {}),
+      handler: 'streams' in spec
+        ? streamingRoute({ enclave: options.enclave, forward, send, timeoutMs: chatTimeoutMs })
+        : async (req, reply) => send(req, reply, await options.enclave.call(forward(req), timeoutMs === undefined ? {} : { timeoutMs })),
+    });
+  }
+  // A known path with another method: 405 with the methods it takes.
+  for (const [path, methods] of pathMethods()) {
+    const others = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']
+      .filter((m) => !methods.includes(m as never) && !(m === 'HEAD' && methods.includes('GET')));
+    app.route({
+      method: others, url: path,
+      handler: async (req, reply) => {
+        const error = methodNotAllowed(req.method, req.url.split('?')[0], methods);
+        void reply.code(error.status).headers(error.headers).send(error.toBody());
+      },
+    });
+  }
 
   app.get('/healthz', async (_req, reply) => {
     const health = await options.enclave.health();

@@ -10,20 +10,20 @@ import { ApiError } from '../common/errors.js';
  */
 export function clientErrorHandler(err: NodeJS.ErrnoException, socket: Duplex): void {
   if (err.code === 'ECONNRESET' || socket.destroyed) return;
-  const error = err.code === 'HPE_HEADER_OVERFLOW' ? new ApiError(431, 'invalid_request_error', 'request headers are too large (at most 16 KiB)', 'headers_too_large')
-    : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? new ApiError(408, 'timeout_error', 'the request was not received in time', 'request_timeout')
-      : new ApiError(400, 'invalid_request_error', 'malformed HTTP request', 'malformed_request');
+  const error = err.code === 'HPE_HEADER_OVERFLOW' ? new ApiError('headers_too_large', 'request headers are too large (at most 16 KiB)')
+    : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? new ApiError('request_timeout', 'the request was not received in time')
+      : new ApiError('malformed_request', 'malformed HTTP request');
   writeRawError(socket, error);
 }
 
 /** Answers the requests Node routes around the request handler. */
 export function answerProtocolEdges(server: Server): void {
   server.on('checkExpectation', (_req: IncomingMessage, res: ServerResponse) => {
-    const body = JSON.stringify(new ApiError(417, 'invalid_request_error', 'only "Expect: 100-continue" is supported', 'expectation_failed').toBody());
+    const body = JSON.stringify(new ApiError('expectation_failed', 'only "Expect: 100-continue" is supported').toBody());
     res.writeHead(417, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), connection: 'close' }).end(body);
   });
   server.on('connect', (_req: IncomingMessage, socket: Duplex) => {
-    writeRawError(socket, new ApiError(404, 'not_found_error', 'no route for CONNECT', 'unknown_route'));
+    writeRawError(socket, new ApiError('unknown_route', 'no route for CONNECT'));
   });
 }
 

@@ -2,10 +2,9 @@ import * as grpc from '@grpc/grpc-js';
 import { ApiError, timedOut, unavailable } from '../common/errors.js';
 import { channelOptions, enclaveProto, type ApiChunkIn, type ApiReplyIn, type EnclaveClient, type HealthReplyIn } from '../common/proto.js';
 
-export type UnaryRpc = 'GetAttestation' | 'AddMemory' | 'QueryMemory' | 'GetMemory' | 'DeleteMemory' | 'ChatCompletion' | 'Sealed';
-
 export interface ForwardedRequest {
   requestId: string;
+  method: string;
   target: string;
   body?: Buffer;
   authorization?: string;
@@ -33,13 +32,10 @@ export class EnclaveConnection {
     this.client = new Enclave(address, grpc.credentials.createInsecure(), channelOptions);
   }
 
-  call(rpc: UnaryRpc, request: ForwardedRequest, options: CallOptions = {}): Promise<ApiReplyIn> {
-    const message = toMessage(request);
+  /** One API request; the enclave routes it by method and path. */
+  call(request: ForwardedRequest, options: CallOptions = {}): Promise<ApiReplyIn> {
     return new Promise((resolve, reject) => {
-      const method = this.client[rpc].bind(this.client) as (
-        m: typeof message, md: grpc.Metadata, o: grpc.CallOptions, cb: (e: grpc.ServiceError | null, r?: ApiReplyIn) => void,
-      ) => grpc.ClientUnaryCall;
-      const call = method(message, new grpc.Metadata(), { deadline: Date.now() + (options.timeoutMs ?? this.timeoutMs) }, (err, reply) => {
+      const call = this.client.Call(toMessage(request), new grpc.Metadata(), { deadline: Date.now() + (options.timeoutMs ?? this.timeoutMs) }, (err, reply) => {
         if (err) reject(transportError(err));
         else resolve(reply!);
       });
@@ -47,9 +43,9 @@ export class EnclaveConnection {
     });
   }
 
-  /** The streamed chat RPC: a head chunk, then data chunks. Errors arrive as grpc errors on the stream. */
-  chatStream(request: ForwardedRequest, options: CallOptions = {}): grpc.ClientReadableStream<ApiChunkIn> {
-    const call = this.client.ChatCompletionStream(toMessage(request), { deadline: Date.now() + (options.timeoutMs ?? this.timeoutMs) });
+  /** A request whose answer streams: a head chunk, then data chunks. Errors arrive as grpc errors on the stream. */
+  stream(request: ForwardedRequest, options: CallOptions = {}): grpc.ClientReadableStream<ApiChunkIn> {
+    const call = this.client.CallStream(toMessage(request), { deadline: Date.now() + (options.timeoutMs ?? this.timeoutMs) });
     cancelOnAbort(call, options.signal);
     return call;
   }
@@ -68,6 +64,7 @@ export class EnclaveConnection {
 function toMessage(request: ForwardedRequest) {
   return {
     request_id: request.requestId,
+    method: request.method,
     target: request.target,
     body: request.body ?? Buffer.alloc(0),
     authorization: request.authorization ?? '',
@@ -90,11 +87,11 @@ export function transportError(err: grpc.ServiceError): ApiError {
     case grpc.status.RESOURCE_EXHAUSTED:
       return retryable(unavailable('the enclave is overloaded; try again shortly', 'enclave_overloaded'));
     default:
-      return new ApiError(502, 'upstream_error', 'the enclave failed to handle the request', 'enclave_error');
+      return new ApiError('enclave_error', 'the enclave failed to handle the request');
   }
 }
 
 /** A 503 tells the client when to come back, like the enclave's own overload answer. */
 function retryable(error: ApiError): ApiError {
-  return new ApiError(error.status, error.type, error.message, error.code, error.param, { ...error.headers, 'retry-after': '1' });
+  return error.withHeaders({ 'retry-after': '1' });
 }

@@ -21,14 +21,13 @@ const unguarded = new Set(['/healthz']);
 
 const rateLimited = (ttlSeconds: number) => {
   const seconds = Math.max(1, ttlSeconds);
-  return new ApiError(429, 'rate_limit_error', `rate limit exceeded: retry in ${seconds} s`, 'rate_limit_exceeded', null, { 'retry-after': String(seconds) });
+  return new ApiError('rate_limit_exceeded', `rate limit exceeded: retry in ${seconds} s`, { headers: { 'retry-after': String(seconds) } });
 };
 
-const tooManyOpen = (max: number) => new ApiError(429, 'rate_limit_error',
-  `this client already has ${max} requests open; finish or close some first`, 'too_many_concurrent_requests', null, { 'retry-after': '1' });
+const tooManyOpen = (max: number) => new ApiError('too_many_concurrent_requests',
+  `this client already has ${max} requests open; finish or close some first`, { headers: { 'retry-after': '1' } });
 
-const busy = () => new ApiError(503, 'service_unavailable_error',
-  'the service is at capacity; retry shortly', 'proxy_overloaded', null, { 'retry-after': '1' });
+const busy = () => new ApiError('proxy_overloaded', 'the service is at capacity; retry shortly', { headers: { 'retry-after': '1' } });
 
 /**
  * What a caller is rate-limited as: its API key when it sends one (as a SHA-256, so the

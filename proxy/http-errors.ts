@@ -18,7 +18,7 @@ export function toApiError(err: unknown, bodyLimit: number = limits.maxBodyBytes
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
       return { error: tooLarge(`request body is larger than ${bodyLimit} bytes`), unexpected: false };
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
-      return { error: new ApiError(415, 'invalid_request_error', 'Content-Type must be application/json', 'unsupported_media_type'), unexpected: false };
+      return { error: new ApiError('unsupported_media_type', 'Content-Type must be application/json'), unexpected: false };
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':
       return { error: badRequest('request body is required', null, 'missing_body'), unexpected: false };
     case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
@@ -28,13 +28,13 @@ export function toApiError(err: unknown, bodyLimit: number = limits.maxBodyBytes
     case 'FST_ERR_BAD_URL':
       return { error: badRequest('malformed URL: invalid percent-encoding in the path', null, 'invalid_url'), unexpected: false };
     case 'FST_ERR_MAX_PARAM_LENGTH':
-      return { error: new ApiError(414, 'invalid_request_error', 'a path segment is too long', 'uri_too_long'), unexpected: false };
+      return { error: new ApiError('uri_too_long', 'a path segment is too long'), unexpected: false };
     default:
       break;
   }
   // Other client errors fastify raises (malformed URL, bad header…) stay 4xx.
   if (typeof e.statusCode === 'number' && e.statusCode >= 400 && e.statusCode < 500) {
-    return { error: new ApiError(e.statusCode, 'invalid_request_error', e.message, 'bad_request'), unexpected: false };
+    return { error: new ApiError('bad_request', e.message, { status: e.statusCode }), unexpected: false };
   }
   return { error: internal(), unexpected: true };
 }

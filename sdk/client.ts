@@ -283,8 +283,9 @@ export class TeeClient {
   }
 
   /**
-   * Checks a complete Server-Sent Events transcript (a streamed answer) that ends with
-   * the enclave's `event: tee-signature`; returns the signed bytes before that event.
+   * Checks a complete Server-Sent Events transcript (a streamed answer) whose last event
+   * (before a chat stream's `data: [DONE]`) is the enclave's tee.signature chunk; returns
+   * the signed bytes before that event.
    */
   verifyStream(request: SignedRequest, status: number, transcript: Uint8Array, floor: StateHead | undefined = this.stateFloor()): { body: Uint8Array; signedAt: Date; state: StateHead } {
     const split = splitSignedStream(transcript);

@@ -1,13 +1,10 @@
 import { ApiError, unavailable } from '../../common/errors.js';
 import type { Logger } from '../../common/logger.js';
-import type { ApiReply, ApiRequest } from '../../common/proto.js';
-import { attestationQuerySchema, type AttestationQuery } from '../../common/schemas.js';
-import { validator } from '../../common/validation.js';
+import type { ApiReply } from '../../common/proto.js';
 import type { AttestationProvider } from '../attestation/provider.js';
 import type { EnclaveIdentity } from '../keys.js';
-import { expectPath, jsonReply, parseTarget } from './request.js';
-
-const validQuery = validator<AttestationQuery>(attestationQuerySchema, 'querystring');
+import { jsonReply } from './request.js';
+import type { RouteCall } from './routes.js';
 
 export interface AttestationDeps {
   log: Logger;
@@ -53,12 +50,9 @@ export function attestationRoute(deps: AttestationDeps) {
     return cached.doc;
   };
 
-  return async (request: ApiRequest): Promise<ApiReply> => {
-    const target = parseTarget(request.target);
-    expectPath(target, /^\/v1\/attestation\/?$/);
-    const { nonce } = validQuery({ ...target.query });
+  return async ({ query: { nonce } }: RouteCall<'GetAttestation'>): Promise<ApiReply> => {
     if (nonce !== undefined && fresh >= maxFresh) {
-      throw new ApiError(503, 'service_unavailable_error', `${maxFresh} attestation documents with a nonce are being made; retry shortly`, 'attestation_busy', null, { 'retry-after': '1' });
+      throw new ApiError('attestation_busy', `${maxFresh} attestation documents with a nonce are being made; retry shortly`, { headers: { 'retry-after': '1' } });
     }
     let doc: Uint8Array;
     try {

@@ -1,32 +1,26 @@
-import { chatCompletionSchema, type ChatCompletionInput } from '../../common/chat-schema.js';
+import type { ChatCompletionInput } from '../../common/chat-schema.js';
 import { badRequest } from '../../common/errors.js';
 import type { ApiReply, ApiRequest } from '../../common/proto.js';
 import { sseDone, sseEvent, sseHeaders } from '../../common/sse.js';
-import { validator } from '../../common/validation.js';
 import type { Authorizer } from '../auth/authorizer.js';
 import type { ChatService } from '../chat/chat-service.js';
+import { normalizeChat } from '../chat/messages.js';
 import { TENANT_HEADER } from '../../sdk/protocol/response-signature.js';
 import { chatTenant } from './chat-tenant.js';
-import { expectPath, jsonReply, parseJsonBody, parseTarget } from './request.js';
-import type { CallContext } from './routes.js';
+import { jsonReply } from './request.js';
+import type { RouteCall } from './routes.js';
 import { sendReply, type ChunkSink } from './stream.js';
-
-const validChat = validator<ChatCompletionInput>(chatCompletionSchema, 'body');
-const path = /^\/v1\/chat\/completions\/?$/;
 
 /**
  * The memories the model was given, for audit (the body's `memory_ids` says the same), and
  * the tenant whose memories they are, which is signed with the answer.
  */
-const memoryIdsHeader = (ids: readonly string[], tenant: string | undefined) => ({ 'x-memory-ids': ids.join(','), [TENANT_HEADER]: tenant ?? '' });
+export const memoryIdsHeader = (ids: readonly string[], tenant: string | undefined) => ({ 'x-memory-ids': ids.join(','), [TENANT_HEADER]: tenant ?? '' });
 
-/** POST /v1/chat/completions on the enclave's side: parse, validate again, decide the tenant, answer. */
+/** POST /v1/chat/completions on the enclave's side: the inputs are validated; decide the tenant, answer. */
 export function chatRoutes(chat: ChatService, auth: Authorizer) {
-  const parse = (request: ApiRequest) => {
-    expectPath(parseTarget(request.target), path);
-    const input = validChat(parseJsonBody(request.body));
-    return { input, tenant: chatTenant(request, auth) };
-  };
+  const parse = ({ request, body }: { request: ApiRequest; body: ChatCompletionInput }) =>
+    ({ input: normalizeChat(body), tenant: chatTenant(request, auth) });
 
   const answer = async (input: ChatCompletionInput, tenant: string | undefined, signal: AbortSignal): Promise<ApiReply> => {
     const { completion, memoryIds } = await chat.complete(input, { tenant, signal });
@@ -35,15 +29,15 @@ export function chatRoutes(chat: ChatService, auth: Authorizer) {
 
   return {
     /** A non-streamed completion. */
-    async complete(request: ApiRequest, context?: CallContext): Promise<ApiReply> {
-      const { input, tenant } = parse(request);
+    async complete(call: RouteCall<'ChatCompletion'>, context?: { signal?: AbortSignal }): Promise<ApiReply> {
+      const { input, tenant } = parse(call);
       if (input.stream === true) throw badRequest('a streamed request (stream: true) must be sent on the streaming call', 'stream', 'stream_mismatch');
       return answer(input, tenant, context?.signal ?? new AbortController().signal);
     },
 
     /** `stream: true`: Server-Sent Events of chat.completion.chunk objects, ending with [DONE]. */
-    async stream(request: ApiRequest, sink: ChunkSink, signal: AbortSignal): Promise<void> {
-      const { input, tenant } = parse(request);
+    async stream(call: RouteCall<'ChatCompletion'>, sink: ChunkSink, signal: AbortSignal): Promise<void> {
+      const { input, tenant } = parse(call);
       if (input.stream !== true) return sendReply(sink, await answer(input, tenant, signal));
       await chat.stream(input, { tenant, signal }, {
         start: (ids) => sink.head({ status: 200, body: Buffer.alloc(0), headers: { ...sseHeaders, ...memoryIdsHeader(ids, tenant) } }),

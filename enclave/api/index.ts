@@ -1,35 +1,34 @@
-import { ApiError, internal } from '../../common/errors.js';
+import { ApiError, internal, notFound } from '../../common/errors.js';
 import type { Logger } from '../../common/logger.js';
 import type { ApiReply, ApiRequest } from '../../common/proto.js';
+import { apiRoutes, routeLabel, type RouteName } from '../../common/routes.js';
 import type { Authorizer } from '../auth/authorizer.js';
 import type { EnclaveIdentity, SealedRequestKey } from '../keys.js';
 import type { ChatService } from '../chat/chat-service.js';
 import type { MemoryService } from '../memory/memory-service.js';
 import { attestationRoute, type AttestationDeps } from './attestation-route.js';
 import { chatRoutes } from './chat-route.js';
+import { embeddingsRoute } from './embeddings-route.js';
 import { memoryRoutes } from './memory-routes.js';
+import { modelRoutes, type ModelsDeps } from './models-route.js';
 import type { ReplayGuard } from './replay-guard.js';
 import { errorReply, requestIdForLog } from './request.js';
-import { dispatcher, methodOf, type Handler } from './routes.js';
+import { responsesRoutes } from './responses-route.js';
+import { resolveCall, streams, type CallContext, type RouteCall, type RouteHandler, type RouteHandlers, type StreamHandlers } from './routes.js';
 import { sealedRoute } from './sealed-route.js';
 import { signReply, type ResponseSigner } from './signing.js';
-import { keyId, type StateHead } from '../../sdk/protocol/response-signature.js';
+import { HTTP_METHOD, keyId, type StateHead } from '../../sdk/protocol/response-signature.js';
 import { WorkGate, type WorkLimits } from './work-gate.js';
+import { sendReply, wrapStream, type StreamHandler } from './stream.js';
 
-import { wrapStream, type StreamHandler } from './stream.js';
-
-export type { CallContext, Handler } from './routes.js';
+export type { CallContext };
+export type Handler = (request: ApiRequest, context?: CallContext) => Promise<ApiReply>;
 export type { StreamHandler };
 
+/** The two RPCs of protos/enclave.proto that carry API requests. */
 export interface EnclaveApi {
-  GetAttestation: Handler;
-  AddMemory: Handler;
-  QueryMemory: Handler;
-  GetMemory: Handler;
-  DeleteMemory: Handler;
-  Sealed: Handler;
-  ChatCompletion: Handler;
-  ChatCompletionStream: StreamHandler;
+  Call: Handler;
+  CallStream: StreamHandler;
 }
 
 export interface ApiDeps {
@@ -43,76 +42,109 @@ export interface ApiDeps {
   auth: Authorizer;
   work: WorkLimits;
   chat: ChatService;
+  models: Omit<ModelsDeps, 'embeddingModel'>;
   log: Logger;
 }
 
 /**
- * The enclave's API, one handler per RPC. Every handler answers with a complete reply:
- * refusals become OpenAI-shaped error bodies here, and anything unexpected becomes a
- * bare 500 (details go to the log, never to the caller). Every call takes a place in one
- * WorkGate (a bounded number at once, each within its time limit), and every reply,
+ * The enclave's API: every request is resolved to its route (common/routes.ts) and its
+ * inputs validated, then served by the route's handler. Every handler answers with a
+ * complete reply: refusals become OpenAI-shaped error bodies here, and anything unexpected
+ * becomes a bare 500 (details go to the log, never to the caller). Every call takes a place
+ * in one WorkGate (a bounded number at once, each within its time limit), and every reply,
  * errors included, leaves signed by the enclave's key. POST /v1/sealed opens a sealed
- * request and dispatches it to the same handlers, within the sealed call's place.
+ * request and serves it the same way, within the sealed call's place.
  */
 export function createApi(deps: ApiDeps): EnclaveApi {
-  const memory = memoryRoutes(deps.memory, deps.auth);
-  const chat = chatRoutes(deps.chat, deps.auth);
   const gate = new WorkGate(deps.work);
   const signer: ResponseSigner = { ...deps.identity, state: deps.stateHead };
-  const sign = (method: string, request: ApiRequest, reply: ApiReply) => signReply(signer, method, request, reply);
-  // Chat waits on the model, whose own timeouts (MODEL_TIMEOUT_MS) and the caller's
-  // deadline bound it, and a sealed call may carry chat; ENCLAVE_TIMEOUT_MS bounds the
-  // enclave's own work.
-  const timeLimit = (rpc: string) => (rpc.startsWith('ChatCompletion') || rpc === 'Sealed' ? Infinity : undefined);
+  const sign = (request: ApiRequest, reply: ApiReply) => signReply(signer, request.method, request, reply);
+  // Routes that wait on the model are bounded by its own timeouts and the caller's deadline;
+  // ENCLAVE_TIMEOUT_MS bounds the enclave's own work.
+  const timeLimit = (name: RouteName | undefined) => (name && apiRoutes[name].budget === 'model' ? Infinity : undefined);
+
+  const memory = memoryRoutes(deps.memory, deps.auth);
+  const chat = chatRoutes(deps.chat, deps.auth);
+  const responses = responsesRoutes(deps.chat, deps.auth);
+  const handlers: RouteHandlers = {
+    ...memory,
+    ...modelRoutes({ ...deps.models, embeddingModel: () => deps.memory.embeddingModel.id }),
+    GetAttestation: attestationRoute(deps.attestation),
+    ChatCompletion: chat.complete,
+    CreateResponse: responses.complete,
+    CreateEmbeddings: embeddingsRoute({ auth: deps.auth, model: () => deps.memory.embeddingModel, embed: (texts) => deps.memory.embed(texts) }),
+    // A sealed request cannot nest another sealed request.
+    Sealed: (call, context) => sealed(call, context),
+  };
+  const streamHandlers: StreamHandlers = { ChatCompletion: chat.stream, CreateResponse: responses.stream };
+  const run = <N extends RouteName>(name: N, call: RouteCall<N>, context?: CallContext) =>
+    (handlers[name] as RouteHandler<N>)(call, context);
 
   /**
-   * Turns whatever the handler threw into a reply, logs the outcome, signs the reply. The
-   * request inside a sealed call is `quiet`: its route and status would tell the host, which
-   * reads the log and chose the request id, what the sealed call did; only the outer call is
-   * logged (as Sealed), and an unexpected failure inside without naming the route.
+   * Resolves, runs and signs one request, turning whatever was thrown into a reply. The
+   * request inside a sealed call is `inner`: it takes no second place in the gate, and it is
+   * not logged, since its route and status would tell the host (which reads the log and
+   * chose the request id) what the sealed call did; an unexpected failure inside is logged
+   * without naming the route.
    */
-  const settle = (rpc: string, handler: Handler, quiet = false): Handler => async (request, context) => {
+  const sealableOnly = (name: RouteName) => {
+    if (!apiRoutes[name].sealable) throw notFound(`${apiRoutes[name].path} cannot be sent inside a sealed request`, 'unknown_route');
+  };
+
+  /**
+   * Only a hostile host sends a method that is not one: it is answered (404/405) and signed
+   * as INVALID, which no client's own request matches.
+   */
+  const withMethod = (request: ApiRequest): ApiRequest => (HTTP_METHOD.test(request.method) ? request : { ...request, method: 'INVALID' });
+
+  const serve = (inner: boolean): Handler => async (given, context) => {
     const started = performance.now();
-    const log = quiet ? deps.log.child({ rpc: 'Sealed (inner request)' }) : deps.log.child({ reqId: requestIdForLog(request.request_id), rpc });
+    const request = withMethod(given);
+    let name: RouteName | undefined;
     let reply: ApiReply;
+    let cancelled = false;
     try {
-      reply = await handler(request, context);
+      const resolved = resolveCall(request, inner ? sealableOnly : undefined);
+      name = resolved.name;
+      const work = () => run(resolved.name, resolved.call, context);
+      // Each API key gets a fair share of the gate (keyId: the key never sits in memory by name).
+      reply = inner ? await work() : await gate.run(work, context?.deadline, timeLimit(name), keyId(request.authorization));
     } catch (err) {
       if (err instanceof ApiError) {
         reply = errorReply(err);
+      } else if (context?.signal?.aborted) {
+        // The caller went away (e.g. its HTTP client hung up) and the work was abandoned: no one reads this reply.
+        cancelled = true;
+        reply = errorReply(internal('cancelled'));
       } else {
-        log.error({ err }, 'unexpected error');
+        (inner ? deps.log.child({ route: 'Sealed (inner request)' }) : deps.log.child({ reqId: requestIdForLog(request.request_id), route: name }))
+          .error({ err }, 'unexpected error');
         reply = errorReply(internal());
       }
     }
-    if (!quiet) log.info({ status: reply.status, ms: Math.round(performance.now() - started) }, 'handled');
-    return sign(methodOf(rpc), request, reply);
+    if (!inner) deps.log.child({ reqId: requestIdForLog(request.request_id), route: name ?? routeLabel(request.method, request.target) }).info({ status: reply.status, cancelled: cancelled || undefined, ms: Math.round(performance.now() - started) }, 'handled');
+    return sign(request, reply);
   };
-  // Each API key gets a fair share of the gate (keyId: the key never sits in memory by name).
-  const gated = (rpc: string, handler: Handler): Handler => (request, context) =>
-    gate.run(() => handler(request, context), context?.deadline, timeLimit(rpc), keyId(request.authorization));
 
-  const handlers: Record<string, Handler> = {
-    GetAttestation: attestationRoute(deps.attestation),
-    AddMemory: memory.add,
-    QueryMemory: memory.query,
-    GetMemory: memory.get,
-    DeleteMemory: memory.delete,
-    ChatCompletion: chat.complete,
-  };
-  const each = (make: (rpc: string, handler: Handler) => Handler) =>
-    Object.fromEntries(Object.entries(handlers).map(([rpc, handler]) => [rpc, make(rpc, handler)]));
-  // A sealed call already holds its place in the gate: the request inside it does not take another.
-  const dispatch = dispatcher(each((rpc, handler) => settle(rpc, handler, true)), sign);
-  const unary = each((rpc, handler) => settle(rpc, gated(rpc, handler))) as Pick<EnclaveApi, 'GetAttestation' | 'AddMemory' | 'QueryMemory' | 'GetMemory' | 'DeleteMemory' | 'ChatCompletion'>;
+  const sealed = sealedRoute({
+    ...deps.sealed,
+    authenticate: (a) => deps.auth.authenticate(a),
+    dispatch: serve(true),
+  });
+
+  const streamed = wrapStream(async (request, sink, signal) => {
+    const { name, call } = resolveCall(request);
+    if (streams(name)) await (streamHandlers[name] as (c: typeof call, s: typeof sink, a: AbortSignal) => Promise<void>)(call, sink, signal);
+    else await sendReply(sink, await run(name, call, { signal }));
+  }, {
+    log: deps.log,
+    signer,
+    gate: (work, deadline, authorization) => gate.run(work, deadline, Infinity, keyId(authorization)),
+    maxStreamMs: deps.work.maxStreamMs,
+  });
+
   return {
-    ...unary,
-    ChatCompletionStream: wrapStream('ChatCompletionStream', chat.stream, {
-      log: deps.log,
-      signer,
-      gate: (work, deadline, authorization) => gate.run(work, deadline, timeLimit('ChatCompletionStream'), keyId(authorization)),
-      maxStreamMs: deps.work.maxStreamMs,
-    }),
-    Sealed: settle('Sealed', gated('Sealed', sealedRoute({ ...deps.sealed, authenticate: (a) => deps.auth.authenticate(a), dispatch }))),
+    Call: serve(false),
+    CallStream: (request, sink, signal, deadline) => streamed(withMethod(request), sink, signal, deadline),
   };
 }

@@ -1,48 +1,42 @@
 import { badRequest, notFound } from '../../common/errors.js';
+import { limits } from '../../common/limits.js';
 import type { ApiReply, ApiRequest } from '../../common/proto.js';
 import type { Authorizer } from '../auth/authorizer.js';
-import {
-  addMemoryRequestSchema, memoryIdParamsSchema, queryMemorySchema, tenantQuerySchema,
-  type AddMemoryRequest, type QueryMemoryInput, type TenantInput,
-} from '../../common/schemas.js';
-import { validator } from '../../common/validation.js';
-import type { MemoryRecord, MemoryService } from '../memory/memory-service.js';
+import type { MemoryRecord, MemoryService, ScoredMemory } from '../memory/memory-service.js';
 import { TENANT_HEADER } from '../../sdk/protocol/response-signature.js';
-import { expectPath, jsonReply, parseJsonBody, parseTarget } from './request.js';
+import { jsonReply } from './request.js';
+import type { RouteCall, RouteHandler } from './routes.js';
 
 /** Names the tenant an answer acted for; it is signed with the answer (sdk/protocol/response-signature.ts). */
 const forTenant = (...tenants: string[]) => ({ [TENANT_HEADER]: [...new Set(tenants)].sort().join(',') });
 
-const validAdd = validator<AddMemoryRequest>(addMemoryRequestSchema, 'body');
-const validQuery = validator<QueryMemoryInput>(queryMemorySchema, 'querystring');
-const validTenant = validator<TenantInput>(tenantQuerySchema, 'querystring');
-const validId = validator<{ id: string }>(memoryIdParamsSchema, 'params');
-
-const collection = /^\/v1\/memory\/?$/;
-const item = /^\/v1\/memory\/([^/]+)$/;
+/** A search's answer: the list shape, each memory with its scores. */
+const searchReply = (tenantId: string, query: string, topK: number, results: ScoredMemory[]) => jsonReply(200, {
+  object: 'list',
+  data: results.map(({ record, score, scores }) => ({ ...record, score, scores })),
+  tenant_id: tenantId,
+  query,
+  top_k: topK,
+}, forTenant(tenantId));
 
 /**
- * The memory endpoints, on the enclave's side: parse, validate again, check the caller's
- * key holds the tenant, act, answer. The key is checked before any lookup, so a refused
- * caller learns nothing about what exists.
+ * The memory endpoints, on the enclave's side (inputs already validated against the route
+ * table): check the caller's key holds the tenant, act, answer. The key is checked before
+ * any lookup, so a refused caller learns nothing about what exists.
  */
-export function memoryRoutes(memory: MemoryService, auth: Authorizer) {
-  const lookup = (request: ApiRequest): { record: MemoryRecord; tenantId: string } => {
-    const target = parseTarget(request.target);
-    const [, rawId] = expectPath(target, item);
-    const { tenant_id } = validTenant(target.query);
-    const { id } = validId({ id: decodeSegment(rawId) });
-    auth.authorize(request.authorization, tenant_id);
-    const record = memory.get(tenant_id, id);
+export function memoryRoutes(memory: MemoryService, auth: Authorizer): {
+  [N in 'AddMemory' | 'ListMemories' | 'DeleteMemories' | 'SearchMemory' | 'GetMemory' | 'UpdateMemory' | 'DeleteMemory']: RouteHandler<N>
+} {
+  const lookup = (request: ApiRequest, tenantId: string, id: string): MemoryRecord => {
+    auth.authorize(request.authorization, tenantId);
+    const record = memory.get(tenantId, id);
     // The same answer whether the id does not exist or belongs to another tenant.
-    if (!record) throw notFound(`no memory '${id}' for tenant '${tenant_id}'`, 'memory_not_found');
-    return { record, tenantId: tenant_id };
+    if (!record) throw notFound(`no memory '${id}' for tenant '${tenantId}'`, 'memory_not_found');
+    return record;
   };
 
   return {
-    async add(request: ApiRequest): Promise<ApiReply> {
-      expectPath(parseTarget(request.target), collection);
-      const input = validAdd(parseJsonBody(request.body));
+    async AddMemory({ request, body: input }) {
       // A batch is validated whole, and every tenant in it authorized, before anything is stored.
       if ('memories' in input) {
         for (const item of input.memories) auth.authorize(request.authorization, item.tenant_id);
@@ -53,39 +47,54 @@ export function memoryRoutes(memory: MemoryService, auth: Authorizer) {
       return jsonReply(200, await memory.add(input, auth.tenantsOf(request.authorization)), forTenant(input.tenant_id));
     },
 
-    async query(request: ApiRequest): Promise<ApiReply> {
-      const target = parseTarget(request.target);
-      expectPath(target, collection);
-      const input = validQuery({ ...target.query });
+    async ListMemories({ request, query: input }: RouteCall<'ListMemories'>): Promise<ApiReply> {
       auth.authorize(request.authorization, input.tenant_id);
-      const results = await memory.query(input);
+      if (input.query !== undefined) {
+        if (input.limit !== undefined || input.after !== undefined) {
+          throw badRequest('limit and after page a list; a query takes top_k', input.limit !== undefined ? 'limit' : 'after', 'invalid_value');
+        }
+        const topK = input.top_k ?? limits.defaultTopK;
+        return searchReply(input.tenant_id, input.query, topK, await memory.query({ tenant_id: input.tenant_id, query: input.query, top_k: topK }));
+      }
+      if (input.top_k !== undefined) throw badRequest('top_k needs a query; a list takes limit and after', 'top_k', 'invalid_value');
+      const limit = input.limit ?? limits.defaultListLimit;
+      const page = memory.list(input.tenant_id, limit, input.after);
+      if (!page) throw badRequest(`'after' names no memory of tenant '${input.tenant_id}'`, 'after', 'invalid_value');
       return jsonReply(200, {
         object: 'list',
-        data: results.map(({ record, score, scores }) => ({ ...record, score, scores })),
-        tenant_id: input.tenant_id,
-        query: input.query,
-        top_k: input.top_k,
+        data: page.data,
+        first_id: page.data[0]?.id ?? null,
+        last_id: page.data.at(-1)?.id ?? null,
+        has_more: page.hasMore,
       }, forTenant(input.tenant_id));
     },
 
-    async get(request: ApiRequest): Promise<ApiReply> {
-      const { record, tenantId } = lookup(request);
-      return jsonReply(200, record, forTenant(tenantId));
+    async DeleteMemories({ request, query: { tenant_id } }) {
+      auth.authorize(request.authorization, tenant_id);
+      const count = await memory.deleteAll(tenant_id);
+      return jsonReply(200, { object: 'memory.deleted', deleted: true, count }, forTenant(tenant_id));
     },
 
-    async delete(request: ApiRequest): Promise<ApiReply> {
-      const { record, tenantId } = lookup(request);
-      await memory.delete(tenantId, record.id);
-      return jsonReply(200, { id: record.id, object: 'memory.deleted', deleted: true }, forTenant(tenantId));
+    async SearchMemory({ request, body: input }) {
+      auth.authorize(request.authorization, input.tenant_id);
+      return searchReply(input.tenant_id, input.query, input.top_k, await memory.query(input));
+    },
+
+    async GetMemory({ request, query: { tenant_id }, params: { id } }) {
+      return jsonReply(200, lookup(request, tenant_id, id), forTenant(tenant_id));
+    },
+
+    async UpdateMemory({ request, query: { tenant_id }, params: { id }, body }) {
+      lookup(request, tenant_id, id);
+      const updated = await memory.update(tenant_id, id, body);
+      if (!updated) throw notFound(`no memory '${id}' for tenant '${tenant_id}'`, 'memory_not_found');
+      return jsonReply(200, updated, forTenant(tenant_id));
+    },
+
+    async DeleteMemory({ request, query: { tenant_id }, params: { id } }) {
+      const record = lookup(request, tenant_id, id);
+      await memory.delete(tenant_id, record.id);
+      return jsonReply(200, { id: record.id, object: 'memory.deleted', deleted: true }, forTenant(tenant_id));
     },
   };
-}
-
-/** A path segment as the proxy's router sees it: percent-decoded (malformed escapes are a 400). */
-function decodeSegment(segment: string): string {
-  try {
-    return decodeURIComponent(segment);
-  } catch {
-    throw badRequest('invalid memory id in the path', 'id');
-  }
 }

@@ -14,13 +14,13 @@ export interface Target {
  */
 export function parseTarget(target: string): Target {
   if (typeof target !== 'string' || !target.startsWith('/') || target.length > 16 * 1024) {
-    throw badRequest('invalid request target');
+    throw badRequest('invalid request target', null, 'invalid_target');
   }
   let url: URL;
   try {
     url = new URL(target, 'http://enclave.invalid');
   } catch {
-    throw badRequest('invalid request target');
+    throw badRequest('invalid request target', null, 'invalid_target');
   }
   const query: Record<string, string> = Object.create(null);
   for (const [k, v] of url.searchParams) query[k] = v;

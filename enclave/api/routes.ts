@@ -1,6 +1,11 @@
-import { ApiError, notFound } from '../../common/errors.js';
+import { badRequest, methodNotAllowed, notFound } from '../../common/errors.js';
 import type { ApiReply, ApiRequest } from '../../common/proto.js';
-import { errorReply, parseTarget } from './request.js';
+import {
+  apiRoutes, matchRoute, type BodyOf, type ParamsOf, type QueryOf, type RouteName, type StreamRouteName,
+} from '../../common/routes.js';
+import { validator } from '../../common/validation.js';
+import { parseJsonBody, parseTarget } from './request.js';
+import type { ChunkSink } from './stream.js';
 
 /** What the transport knows about a call: its deadline (epoch ms), and a signal that fires when the caller cancels it. */
 export interface CallContext {
@@ -8,67 +13,77 @@ export interface CallContext {
   signal?: AbortSignal;
 }
 
-export type Handler = (request: ApiRequest, context?: CallContext) => Promise<ApiReply>;
-
-/**
- * The enclave's routing table: which RPC serves which HTTP method and path. The proxy
- * picks the RPC for a plain request; for a sealed request the host cannot see the
- * method or path, so the enclave picks it here, from the decrypted request. The HTTP
- * method of each RPC is also what its response signature states.
- */
-export interface Route {
-  rpc: string;
-  method: 'GET' | 'POST' | 'DELETE';
-  path: RegExp;
+/** A request resolved to its route, its inputs validated against the route table's schemas. */
+export interface RouteCall<N extends RouteName> {
+  request: ApiRequest;
+  body: BodyOf<N>;
+  query: QueryOf<N>;
+  params: ParamsOf<N>;
 }
 
-export const routes: readonly Route[] = [
-  { rpc: 'GetAttestation', method: 'GET', path: /^\/v1\/attestation\/?$/ },
-  { rpc: 'AddMemory', method: 'POST', path: /^\/v1\/memory\/?$/ },
-  { rpc: 'QueryMemory', method: 'GET', path: /^\/v1\/memory\/?$/ },
-  { rpc: 'GetMemory', method: 'GET', path: /^\/v1\/memory\/[^/]+$/ },
-  { rpc: 'DeleteMemory', method: 'DELETE', path: /^\/v1\/memory\/[^/]+$/ },
-  { rpc: 'ChatCompletion', method: 'POST', path: /^\/v1\/chat\/completions\/?$/ },
-  { rpc: 'ChatCompletionStream', method: 'POST', path: /^\/v1\/chat\/completions\/?$/ },
-  { rpc: 'Sealed', method: 'POST', path: /^\/v1\/sealed\/?$/ },
-];
+export type RouteHandler<N extends RouteName> = (call: RouteCall<N>, context?: CallContext) => Promise<ApiReply>;
+export type RouteStreamHandler<N extends RouteName> = (call: RouteCall<N>, sink: ChunkSink, signal: AbortSignal) => Promise<void>;
 
-/** The HTTP method an RPC serves; throws for an RPC missing from the table, so it cannot go unsigned. */
-export function methodOf(rpc: string): Route['method'] {
-  const route = routes.find((r) => r.rpc === rpc);
-  if (!route) throw new Error(`RPC ${rpc} has no entry in enclave/api/routes.ts`);
-  return route.method;
+/** One handler per route of common/routes.ts: a route without one is a compile error. */
+export type RouteHandlers = { [N in RouteName]: RouteHandler<N> };
+/** The streamed answer of each route that may stream. */
+export type StreamHandlers = { [N in StreamRouteName]: RouteStreamHandler<N> };
+
+export interface ResolvedCall {
+  name: RouteName;
+  call: RouteCall<RouteName>;
 }
 
-/**
- * The RPC for a method and path, or undefined. ChatCompletionStream shares its route
- * with ChatCompletion; a unary dispatch finds ChatCompletion first.
- */
-export function findRoute(method: string, path: string): Route | undefined {
-  return routes.find((r) => r.method === method && r.path.test(path));
+type Validate = (value: unknown) => unknown;
+const validators = new Map<string, Validate>();
+
+function validate(name: RouteName, part: 'body' | 'querystring' | 'params', value: unknown): unknown {
+  const schema = (apiRoutes[name].schema as Record<string, object | undefined>)[part];
+  if (!schema) return part === 'body' ? undefined : value;
+  const key = `${name}:${part}`;
+  let check = validators.get(key);
+  if (!check) {
+    check = validator<unknown>(schema, part);
+    validators.set(key, check);
+  }
+  return check(value);
 }
 
 /**
- * Dispatch of a decrypted (sealed) request: to the RPC handler its method and path name,
- * the same handler the plain route reaches through the proxy. `sign` signs the replies
- * made here (no route, bad target) like every other reply.
+ * Resolves a request (as the proxy relayed it, or as a sealed request carried it) to its
+ * route, and validates its inputs again: the enclave does not trust the host's routing or
+ * checks. Unknown paths are 404, known paths with another method 405 (with Allow);
+ * `admit` may refuse the route before its inputs are validated.
  */
-export function dispatcher(
-  handlers: Readonly<Record<string, Handler | undefined>>,
-  sign: (method: string, request: ApiRequest, reply: ApiReply) => ApiReply,
-): (method: string, request: ApiRequest, context?: CallContext) => Promise<ApiReply> {
-  return async (method, request, context) => {
-    let path: string;
-    try {
-      path = parseTarget(request.target).path;
-    } catch (error) {
-      if (error instanceof ApiError) return sign(method, request, errorReply(error));
-      throw error;
-    }
-    const rpc = findRoute(method, path)?.rpc;
-    // A sealed request cannot nest another sealed request.
-    const handler = rpc === undefined || rpc === 'Sealed' ? undefined : handlers[rpc];
-    if (!handler) return sign(method, request, errorReply(notFound(`no route for ${method} ${path}`, 'unknown_route')));
-    return handler(request, context);
-  };
+export function resolveCall(request: ApiRequest, admit?: (name: RouteName) => void): ResolvedCall {
+  const target = parseTarget(request.target);
+  const match = matchRoute(request.method, target.path);
+  if (match.kind === 'none') throw notFound(`no route for ${request.method || '(no method)'} ${target.path}`, 'unknown_route');
+  if (match.kind === 'method') throw methodNotAllowed(request.method || '(no method)', target.path, match.allowed);
+  const { name } = match;
+  // Before the inputs are read: e.g. a sealed request may not carry another sealed request.
+  admit?.(name);
+  const params: Record<string, string> = {};
+  for (const [key, raw] of Object.entries(match.params)) params[key] = decodeSegment(raw, key);
+  const spec = apiRoutes[name];
+  const hasBody = 'body' in spec.schema;
+  const call = {
+    request,
+    params: validate(name, 'params', params),
+    query: validate(name, 'querystring', { ...target.query }),
+    body: hasBody ? validate(name, 'body', parseJsonBody(request.body, 'bodyLimit' in spec ? spec.bodyLimit : undefined)) : undefined,
+  } as RouteCall<RouteName>;
+  return { name, call };
 }
+
+/** A path segment as the proxy's router sees it: percent-decoded (a malformed escape is a 400). */
+function decodeSegment(segment: string, param: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    throw badRequest(`invalid ${param} in the path`, param, 'invalid_url');
+  }
+}
+
+/** Whether a route may answer with a stream. */
+export const streams = (name: RouteName): name is StreamRouteName => 'streams' in apiRoutes[name];

@@ -1,15 +1,14 @@
 import { ApiError, badRequest, tooLarge, unavailable } from '../../common/errors.js';
 import { limits } from '../../common/limits.js';
 import type { ApiReply, ApiRequest } from '../../common/proto.js';
-import { sealedEnvelopeSchema, sealedPayloadSchema, type SealedEnvelopeInput } from '../../common/schemas.js';
+import { sealedPayloadSchema } from '../../common/schemas.js';
 import { validator } from '../../common/validation.js';
 import { decodeBase64, SealedFormatError, sealReply, type SealedRequestPlaintext } from '../../sdk/protocol/sealed.js';
 import type { SealedRequestKey } from '../keys.js';
 import type { ReplayGuard } from './replay-guard.js';
-import { expectPath, jsonReply, parseJsonBody, parseTarget } from './request.js';
-import type { CallContext } from './routes.js';
+import { jsonReply } from './request.js';
+import type { CallContext, RouteCall } from './routes.js';
 
-const validEnvelope = validator<SealedEnvelopeInput>(sealedEnvelopeSchema, 'body');
 const validPayload = validator<SealedRequestPlaintext>(sealedPayloadSchema, 'body');
 
 export interface SealedDeps {
@@ -21,7 +20,7 @@ export interface SealedDeps {
    */
   authenticate: (authorization: string) => void;
   /** Handles a decrypted request exactly as the plain route would (and signs its reply). */
-  dispatch: (method: string, request: ApiRequest, context?: CallContext) => Promise<ApiReply>;
+  dispatch: (request: ApiRequest, context?: CallContext) => Promise<ApiReply>;
 }
 
 const cannotOpen = () => badRequest(
@@ -37,9 +36,7 @@ const cannotOpen = () => badRequest(
  * the host does not already see.
  */
 export function sealedRoute(deps: SealedDeps) {
-  return async (request: ApiRequest, context?: CallContext): Promise<ApiReply> => {
-    expectPath(parseTarget(request.target), /^\/v1\/sealed\/?$/);
-    const envelope = validEnvelope(parseJsonBody(request.body, limits.maxSealedEnvelopeBytes));
+  return async ({ request, body: envelope }: RouteCall<'Sealed'>, context?: CallContext): Promise<ApiReply> => {
     let opened;
     try {
       opened = deps.key.open(envelope);
@@ -71,7 +68,7 @@ export function sealedRoute(deps: SealedDeps) {
       case 'stale':
         throw badRequest('the sealed request\'s timestamp is too far from the enclave\'s clock (seal it again)', null, 'sealed_request_expired');
       case 'replayed':
-        throw new ApiError(409, 'invalid_request_error', 'this sealed request was already handled; seal every request afresh', 'sealed_request_replayed');
+        throw new ApiError('sealed_request_replayed', 'this sealed request was already handled; seal every request afresh');
       case 'full':
         throw unavailable('too many sealed requests in the replay window; try again shortly', 'sealed_replay_window_full');
       case 'ok':
@@ -80,12 +77,13 @@ export function sealedRoute(deps: SealedDeps) {
 
     const inner: ApiRequest = {
       request_id: request.request_id,
+      method: payload.method,
       target: payload.target,
       body: Buffer.from(body),
       authorization: payload.authorization ?? '',
       organization: payload.organization ?? '',
     };
-    const reply = await deps.dispatch(payload.method, inner, context);
+    const reply = await deps.dispatch(inner, context);
     const sealed = sealReply(
       { status: reply.status ?? 200, headers: reply.headers ?? {}, body: (reply.body ?? new Uint8Array()) as Uint8Array },
       opened.sharedKey,

@@ -40,8 +40,8 @@ export interface StreamSigner {
 
 /**
  * Signs a streamed answer (server-stream RPC): hashes the streamed bytes as they go and
- * ends with an `event: tee-signature` SSE event over the same statement as signReply,
- * whose response body is the concatenation of the streamed bytes.
+ * ends with a tee.signature event (sdk/protocol/response-signature.ts) over the same
+ * statement as signReply, whose response body is the concatenation of the streamed bytes.
  */
 export function streamSigner(signer: ResponseSigner, method: string, request: ApiRequest, status: number, tenant = ''): StreamSigner {
   const hash = createHash('sha256');

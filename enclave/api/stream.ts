@@ -1,9 +1,9 @@
 import { ApiError, internal, timedOut } from '../../common/errors.js';
 import type { Logger } from '../../common/logger.js';
 import type { ApiReply, ApiRequest } from '../../common/proto.js';
-import { sseEvent } from '../../common/sse.js';
+import { routeLabel } from '../../common/routes.js';
+import { sseDone, sseEvent } from '../../common/sse.js';
 import { requestIdForLog } from './request.js';
-import { methodOf } from './routes.js';
 import { TENANT_HEADER } from '../../sdk/protocol/response-signature.js';
 import { signReply, streamSigner, type ResponseSigner, type StreamSigner } from './signing.js';
 
@@ -42,15 +42,17 @@ export async function sendReply(sink: ChunkSink, reply: ApiReply): Promise<void>
  * raise), and the stream ends without [DONE]. Nothing is sent once the caller has gone away.
  *
  * Signing: a JSON answer (one piece after its head) gets x-tee-signature headers like a
- * unary reply; an event stream ends with an `event: tee-signature` event over every byte
- * streamed (sdk/protocol/response-signature.ts), sent after [DONE], where OpenAI clients
- * have stopped reading.
+ * unary reply; an event stream ends with a signature event over every byte streamed
+ * before it (sdk/protocol/response-signature.ts). A chat stream's `data: [DONE]` is held
+ * back and sent after the signature, so that it stays the last thing clients read.
  */
-export function wrapStream(rpc: string, handler: StreamHandler, options: StreamOptions): StreamHandler {
-  const method = methodOf(rpc);
+export function wrapStream(handler: StreamHandler, options: StreamOptions): StreamHandler {
+  const done = sseDone();
   return async (request, sink, signal, deadline) => {
     const started = performance.now();
-    const log = options.log.child({ reqId: requestIdForLog(request.request_id), rpc });
+    const method = request.method;
+    const log = options.log.child({ reqId: requestIdForLog(request.request_id), route: routeLabel(method, request.target), stream: true });
+    let heldDone = false;
     let status: number | undefined;
     let pendingHead: ApiReply | undefined;
     let signer: StreamSigner | undefined;
@@ -69,6 +71,9 @@ export function wrapStream(rpc: string, handler: StreamHandler, options: StreamO
           const signed = signReply(options.signer, method, request, { ...pendingHead, body: Buffer.from(bytes) });
           pendingHead = undefined;
           sink.head({ ...signed, body: Buffer.alloc(0) });
+        } else if (signer && Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).equals(done)) {
+          heldDone = true;
+          return Promise.resolve();
         } else {
           signer?.update(bytes);
         }
@@ -94,7 +99,10 @@ export function wrapStream(rpc: string, handler: StreamHandler, options: StreamO
         }
       }
     }
-    if (signer && !signal.aborted) await sink.data(signer.finish());
+    if (signer && !signal.aborted) {
+      await sink.data(signer.finish());
+      if (heldDone) await sink.data(done);
+    }
     log.info({ status, cancelled: signal.aborted || undefined, ms: Math.round(performance.now() - started) }, 'handled');
   };
 }

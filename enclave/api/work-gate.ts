@@ -17,11 +17,10 @@ export interface WorkLimits {
 /** The longest delay setTimeout honours (about 24.8 days). */
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
-export const keyBusy = (max: number) => new ApiError(429, 'rate_limit_error',
-  `this API key already has ${max} requests in progress, its share of the enclave; wait for one to finish`, 'too_many_concurrent_requests', null, { 'retry-after': '1' });
+export const keyBusy = (max: number) => new ApiError('too_many_concurrent_requests',
+  `this API key already has ${max} requests in progress, its share of the enclave; wait for one to finish`, { headers: { 'retry-after': '1' } });
 
-export const overloaded = () => new ApiError(503, 'service_unavailable_error',
-  'the enclave is at capacity; retry shortly', 'enclave_overloaded', null, { 'retry-after': '1' });
+export const overloaded = () => new ApiError('enclave_overloaded', 'the enclave is at capacity; retry shortly', { headers: { 'retry-after': '1' } });
 
 /**
  * Bounds the enclave's work: at most `maxInFlight` requests run at once, and each answers

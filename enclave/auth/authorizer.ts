@@ -36,10 +36,9 @@ export interface Authorizer {
   chatTenant(authorization: string, organization: string | undefined): string | undefined;
 }
 
-const missingKey = () => new ApiError(401, 'authentication_error',
-  'missing API key: send "Authorization: Bearer <key>"', 'missing_api_key', null, { 'www-authenticate': 'Bearer' });
-const invalidKey = () => new ApiError(401, 'authentication_error',
-  'invalid API key', 'invalid_api_key', null, { 'www-authenticate': 'Bearer error="invalid_token"' });
+const missingKey = () => new ApiError('missing_api_key',
+  'missing API key: send "Authorization: Bearer <key>"', { headers: { 'www-authenticate': 'Bearer' } });
+const invalidKey = () => new ApiError('invalid_api_key', 'invalid API key', { headers: { 'www-authenticate': 'Bearer error="invalid_token"' } });
 
 /** A set of keys, each holding some tenants. */
 export class KeyRing {

@@ -129,4 +129,4 @@ function parseArguments(text: string): Record<string, unknown> {
   return value as Record<string, unknown>;
 }
 
-const toolError = (message: string) => new ApiError(400, 'invalid_request_error', message);
+const toolError = (message: string) => new ApiError('invalid_value', message);

@@ -1,4 +1,4 @@
-import { ApiError } from '../../common/errors.js';
+import { ApiError, type CodeWithStatus } from '../../common/errors.js';
 
 /**
  * How failures of the upstream chat model reach the client: always the OpenAI error shape,
@@ -10,14 +10,13 @@ import { ApiError } from '../../common/errors.js';
 
 const MAX_MESSAGE_CHARS = 500;
 
-export const modelBadAnswer = (message: string, code = 'model_bad_response') =>
-  new ApiError(502, 'upstream_error', message, code);
+export const modelBadAnswer = (message: string, code: CodeWithStatus<502> = 'model_bad_response') => new ApiError(code, message);
 
 export const modelTimeout = (message = 'the chat model did not answer in time') =>
-  new ApiError(504, 'timeout_error', message, 'model_timeout');
+  new ApiError('model_timeout', message);
 
 export const modelUnreachable = (message = 'the chat model cannot be reached; try again shortly') =>
-  new ApiError(503, 'service_unavailable_error', message, 'model_unreachable');
+  new ApiError('model_unreachable', message);
 
 /** Statuses that are the caller's to fix, passed on as they are (with a safe message). */
 const CLIENT_STATUSES = new Set([400, 404, 413, 422, 429]);
@@ -29,8 +28,7 @@ export function upstreamStatusError(status: number, bodyText: string, apiKey: st
     return modelBadAnswer('the chat model refused the service\'s credentials (check MODEL_API_KEY)', 'model_auth_failed');
   }
   if (CLIENT_STATUSES.has(status)) {
-    const type = status === 429 ? 'rate_limit_error' : 'invalid_request_error';
-    return new ApiError(status, type, said ? `the chat model refused the request: ${said}` : `the chat model refused the request (HTTP ${status})`, 'model_refused');
+    return new ApiError('model_refused', said ? `the chat model refused the request: ${said}` : `the chat model refused the request (HTTP ${status})`, { status });
   }
   return modelBadAnswer(said ? `the chat model failed (HTTP ${status}): ${said}` : `the chat model failed (HTTP ${status})`, 'model_error');
 }

@@ -31,9 +31,8 @@ export const storedBytes = (content: string, metadata: unknown): number =>
  * (or an operator raising the limits) make room, so no Retry-After.
  */
 export function admit(usage: Usage, adding: Usage, capacity: Capacity): void {
-  const over = (what: string, held: number, add: number, max: number) => new ApiError(503, 'service_unavailable_error',
-    `the enclave holds ${held.toLocaleString('en')} ${what} and cannot take ${add.toLocaleString('en')} more (its capacity is ${max.toLocaleString('en')}); delete some, or ask the operator to raise it`,
-    'enclave_capacity_reached');
+  const over = (what: string, held: number, add: number, max: number) => new ApiError('enclave_capacity_reached',
+    `the enclave holds ${held.toLocaleString('en')} ${what} and cannot take ${add.toLocaleString('en')} more (its capacity is ${max.toLocaleString('en')}); delete some, or ask the operator to raise it`);
   if (adding.tenants > 0 && usage.tenants + adding.tenants > capacity.maxTenants) throw over('tenants', usage.tenants, adding.tenants, capacity.maxTenants);
   if (usage.memories + adding.memories > capacity.maxMemories) throw over('memories', usage.memories, adding.memories, capacity.maxMemories);
   if (usage.storedBytes + adding.storedBytes > capacity.maxStoredBytes) throw over('bytes of memories', usage.storedBytes, adding.storedBytes, capacity.maxStoredBytes);

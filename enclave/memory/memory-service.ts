@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { ApiError } from '../../common/errors.js';
-import type { AddMemoryInput, QueryMemoryInput } from '../../common/schemas.js';
+import type { AddMemoryInput, QueryMemoryInput, UpdateMemoryInput } from '../../common/schemas.js';
 import type { Embedder } from '../embedding/embedder.js';
 import type { MemoryEvent, MemoryJournal, RestoredEvent } from './journal.js';
 import type { EmbeddingModelId } from './model-change.js';
@@ -8,6 +8,7 @@ import { TieredLexical } from '../retrieval/tiered-lexical.js';
 import { FUSION_DEPTH, fuse, type Candidate, type RetrievalMode } from '../retrieval/hybrid.js';
 import { DEFAULT_TIERS, TieredIndex, type TieredOptions } from '../vectors/tiered-index.js';
 import { admit, DEFAULT_CAPACITY, storedBytes, type Capacity, type Usage } from './admission.js';
+import { metadataMatcher } from './metadata-filter.js';
 
 export type Metadata = Record<string, string | number | boolean | null>;
 
@@ -19,6 +20,8 @@ export interface MemoryRecord {
   metadata: Metadata;
   /** Unix seconds, as OpenAI's `created` fields. */
   created_at: number;
+  /** Unix seconds of the last change by PATCH; absent until then. */
+  updated_at?: number;
 }
 
 export interface ScoredMemory {
@@ -105,6 +108,11 @@ export class MemoryService {
     return { id: this.embedder.id, dimension: this.embedder.dimension, sha256: this.embedder.sha256 };
   }
 
+  /** Embeds texts with the model the memories use (POST /v1/embeddings). */
+  embed(texts: string[]): Promise<Float32Array[]> {
+    return this.embedder.embed(texts);
+  }
+
   /**
    * Re-embeds every stored memory from its content with `embedder`, in batches, and from then
    * on uses it for adds and queries, so vectors of two models never share an index. New
@@ -158,9 +166,8 @@ export class MemoryService {
       let held = 0;
       for (const tenantId of keyTenants) held += (this.tenants.get(tenantId)?.records.size ?? 0) + (this.pending.get(tenantId) ?? 0);
       if (held + inputs.length > this.maxPerKey) {
-        throw new ApiError(409, 'invalid_request_error',
-          `the tenants of this API key hold ${held} memories; adding ${inputs.length} would pass the key's maximum of ${this.maxPerKey}; delete some before adding more`,
-          'key_memory_limit_reached');
+        throw new ApiError('key_memory_limit_reached',
+          `the tenants of this API key hold ${held} memories; adding ${inputs.length} would pass the key's maximum of ${this.maxPerKey}; delete some before adding more`);
       }
     }
     for (const [tenantId, count] of perTenant) {
@@ -169,7 +176,7 @@ export class MemoryService {
         const message = held >= this.maxPerTenant
           ? `tenant '${tenantId}' holds the maximum of ${this.maxPerTenant} memories; delete some before adding more`
           : `tenant '${tenantId}' holds ${held} memories; adding ${count} would pass its maximum of ${this.maxPerTenant}`;
-        throw new ApiError(409, 'invalid_request_error', message, 'memory_limit_reached', 'tenant_id');
+        throw new ApiError('memory_limit_reached', message, { param: 'tenant_id' });
       }
     }
     // The enclave's capacity, checked like the tenant's maximum: before any work is done.
@@ -230,15 +237,28 @@ export class MemoryService {
     const tenant = this.tenant(input.tenant_id, false);
     if (!tenant || tenant.records.size === 0) return [];
     const [vector] = await this.embedder.embed([input.query]);
+    // A filter is applied inside both searches, so each still returns its depth of matches.
+    const accept = input.filters ? metadataMatcher(input.filters) : undefined;
+    const accepts = accept && ((id: string) => accept(tenant.records.get(id)!.metadata));
     const depth = Math.max(input.top_k, FUSION_DEPTH);
     const candidates = new Map<string, Candidate>();
-    tenant.index.search(vector, depth).forEach(({ id, score }, i) => candidates.set(id, { id, vector: score, vectorRank: i + 1 }));
-    tenant.lexical.search(input.query, depth).forEach(({ id, score }, i) => {
+    tenant.index.search(vector, depth, accepts).forEach(({ id, score }, i) => candidates.set(id, { id, vector: score, vectorRank: i + 1 }));
+    tenant.lexical.search(input.query, depth, undefined, accepts).forEach(({ id, score }, i) => {
       const candidate = candidates.get(id);
       if (candidate) Object.assign(candidate, { lexical: score, lexicalRank: i + 1 });
       // A memory only the lexical ranking found still gets its cosine similarity.
       else candidates.set(id, { id, vector: tenant.index.similarity(id, vector) ?? 0, lexical: score, lexicalRank: i + 1 });
     });
+    // HNSW may stop short under a narrow filter: then score every matching memory exactly.
+    if (accepts && candidates.size < input.top_k && tenant.records.size > candidates.size) {
+      const exact: Candidate[] = [];
+      for (const id of tenant.records.keys()) {
+        if (!candidates.has(id) && accepts(id)) exact.push({ id, vector: tenant.index.similarity(id, vector) ?? 0 });
+      }
+      exact.sort((x, y) => y.vector - x.vector);
+      let rank = candidates.size;
+      for (const c of exact.slice(0, depth)) candidates.set(c.id, { ...c, vectorRank: ++rank });
+    }
     return fuse([...candidates.values()], mode)
       .slice(0, input.top_k)
       .map((hit) => ({
@@ -246,6 +266,44 @@ export class MemoryService {
         score: hit.fused,
         scores: { vector: hit.vector, lexical: hit.lexical ?? null, fused: hit.fused },
       }));
+  }
+
+  /**
+   * A page of the tenant's memories, newest first: at most `limit`, starting after the
+   * memory `after` (undefined: from the newest). Undefined when `after` is not the tenant's.
+   */
+  list(tenantId: string, limit: number, after?: string): { data: MemoryRecord[]; hasMore: boolean } | undefined {
+    const tenant = this.tenant(tenantId, false);
+    if (!tenant) return after === undefined ? { data: [], hasMore: false } : undefined;
+    if (after !== undefined && !tenant.records.has(after)) return undefined;
+    // Records are kept in the order they were added (an update keeps its place).
+    const newestFirst = [...tenant.records.values()].reverse();
+    const start = after === undefined ? 0 : newestFirst.findIndex((r) => r.id === after) + 1;
+    return { data: newestFirst.slice(start, start + limit), hasMore: start + limit < newestFirst.length };
+  }
+
+  /**
+   * Changes a memory's content and/or metadata (metadata is replaced whole). New content is
+   * embedded and indexed at once; the change is journaled like an add. Undefined when the
+   * memory is gone (deleted while the new content was being embedded).
+   */
+  async update(tenantId: string, id: string, change: UpdateMemoryInput): Promise<MemoryRecord | undefined> {
+    const before = this.get(tenantId, id);
+    if (!before) return undefined;
+    const content = change.content ?? before.content;
+    const [vector] = change.content === undefined
+      ? [this.tenant(tenantId, false)!.index.vector(id) ?? (await this.embedder.embed([content]))[0]]
+      : await this.embedder.embed([content]);
+    const current = this.get(tenantId, id);
+    if (!current) return undefined;
+    const record: MemoryRecord = {
+      ...current,
+      content,
+      metadata: { ...(change.metadata ?? current.metadata) },
+      updated_at: Math.floor(Date.now() / 1000),
+    };
+    await this.commit([{ type: 'update', record, vector }]);
+    return this.get(tenantId, id);
   }
 
   get(tenantId: string, id: string): MemoryRecord | undefined {
@@ -256,6 +314,15 @@ export class MemoryService {
     if (!this.get(tenantId, id)) return false;
     await this.commit([{ type: 'delete', tenant_id: tenantId, id }]);
     return true;
+  }
+
+  /** Deletes every memory of a tenant, as one journaled batch; returns how many there were. */
+  async deleteAll(tenantId: string): Promise<number> {
+    const tenant = this.tenant(tenantId, false);
+    if (!tenant) return 0;
+    const events: MemoryEvent[] = [...tenant.records.keys()].map((id) => ({ type: 'delete', tenant_id: tenantId, id }));
+    await this.commit(events);
+    return events.length;
   }
 
   /**
@@ -273,6 +340,17 @@ export class MemoryService {
       tenant.records.set(record.id, record);
       this.held.memories++;
       this.held.storedBytes += storedBytes(record.content, record.metadata);
+    } else if (event.type === 'update') {
+      const { record, vector } = event;
+      const tenant = this.tenant(record.tenant_id, false);
+      const old = tenant?.records.get(record.id);
+      if (!tenant || !old) return;
+      tenant.index.remove(record.id);
+      if (vector) tenant.index.add(record.id, vector);
+      tenant.lexical.remove(record.id, old.content);
+      tenant.lexical.add(record.id, record.content);
+      tenant.records.set(record.id, record); // an existing key keeps its place in the order
+      this.held.storedBytes += storedBytes(record.content, record.metadata) - storedBytes(old.content, old.metadata);
     } else {
       const tenant = this.tenant(event.tenant_id, false);
       const record = tenant?.records.get(event.id);

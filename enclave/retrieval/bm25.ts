@@ -107,8 +107,11 @@ export class Bm25Index {
     if (this.dead > 1024 && this.dead > this.numbers.size) this.compact();
   }
 
-  /** The `k` best-scoring memories for the query's terms (each distinct term counted once). */
-  search(query: string, k: number, cost?: SearchCost): LexicalHit[] {
+  /**
+   * The `k` best-scoring memories for the query's terms (each distinct term counted once).
+   * With `accept`, only memories it accepts are ranked (a filtered search).
+   */
+  search(query: string, k: number, cost?: SearchCost, accept?: (id: string) => boolean): LexicalHit[] {
     const n = this.numbers.size;
     if (n === 0 || k <= 0) return [];
     const averageLength = this.totalLength / n;
@@ -150,7 +153,7 @@ export class Bm25Index {
           t.read++;
         }
       }
-      if (this.ids[doc] === '') continue;
+      if (this.ids[doc] === '' || (accept && !accept(this.ids[doc]))) continue;
       // The other terms, largest bound first, only while they could still make a difference.
       for (let i = essential - 1; i >= 0 && score + below[i] > top.threshold; i--) {
         const t = terms[i];

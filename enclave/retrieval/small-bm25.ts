@@ -84,7 +84,7 @@ export class SmallBm25 {
     }
   }
 
-  search(query: string, k: number, cost?: SearchCost): LexicalHit[] {
+  search(query: string, k: number, cost?: SearchCost, accept?: (id: string) => boolean): LexicalHit[] {
     const n = this.ids.length;
     if (n === 0 || k <= 0) return [];
     const wanted = new Map<number, number>(); // term number -> slot
@@ -123,7 +123,7 @@ export class SmallBm25 {
         const count = tf[i * slots + s];
         if (count > 0) score += (idf[s] * count * (BM25_K1 + 1)) / (count + norm);
       }
-      if (score > 0) hits.push({ id: this.ids[i], score });
+      if (score > 0 && (!accept || accept(this.ids[i]))) hits.push({ id: this.ids[i], score });
     }
     // Stable: equal scores keep insertion order, the older memory first.
     return hits.sort((x, y) => y.score - x.score).slice(0, k);

@@ -38,7 +38,7 @@ export class TieredLexical {
     else this.small!.remove(id, text);
   }
 
-  search(query: string, k: number, cost?: SearchCost): LexicalHit[] {
-    return (this.small ?? this.large!).search(query, k, cost);
+  search(query: string, k: number, cost?: SearchCost, accept?: (id: string) => boolean): LexicalHit[] {
+    return (this.small ?? this.large!).search(query, k, cost, accept);
   }
 }

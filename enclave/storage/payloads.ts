@@ -5,6 +5,7 @@
  *   0x02 add     u32 BE JSON length | JSON of the record | vector as float32 little-endian
  *   0x03 delete  JSON {tenant_id, id}
  *   0x04 end     JSON {count}
+ *   0x05 update  as add: the memory's new version
  *
  * Vectors are stored, so recovery rebuilds the indexes without running the model again.
  */
@@ -47,6 +48,7 @@ const HEADER = 0x01;
 const ADD = 0x02;
 const DELETE = 0x03;
 const END = 0x04;
+const UPDATE = 0x05;
 
 const tagged = (tag: number, json: unknown) => Buffer.concat([Buffer.of(tag), Buffer.from(JSON.stringify(json))]);
 
@@ -57,7 +59,7 @@ export function encodeEvent(event: MemoryEvent): Buffer {
   if (event.type === 'delete') return tagged(DELETE, { tenant_id: event.tenant_id, id: event.id });
   const json = Buffer.from(JSON.stringify(event.record));
   const out = Buffer.allocUnsafe(1 + 4 + json.length + event.vector.length * 4);
-  out[0] = ADD;
+  out[0] = event.type === 'update' ? UPDATE : ADD;
   out.writeUInt32BE(json.length, 1);
   json.copy(out, 5);
   let at = 5 + json.length;
@@ -77,13 +79,14 @@ export function decodePayload(payload: Buffer, where: string): Payload {
         const { tenant_id, id } = JSON.parse(payload.subarray(1).toString('utf8')) as { tenant_id: string; id: string };
         return { type: 'event', event: { type: 'delete', tenant_id, id } };
       }
-      case ADD: {
+      case ADD:
+      case UPDATE: {
         const jsonEnd = 5 + payload.readUInt32BE(1);
         const record = JSON.parse(payload.subarray(5, jsonEnd).toString('utf8')) as MemoryRecord;
         if ((payload.length - jsonEnd) % 4 !== 0) throw new Error('vector bytes not a multiple of 4');
         const vector = new Float32Array((payload.length - jsonEnd) / 4);
         for (let i = 0; i < vector.length; i++) vector[i] = payload.readFloatLE(jsonEnd + i * 4);
-        return { type: 'event', event: { type: 'add', record, vector } };
+        return { type: 'event', event: { type: payload[0] === UPDATE ? 'update' : 'add', record, vector } };
       }
       default:
         throw new Error(`unknown payload type ${payload[0]}`);

@@ -172,10 +172,10 @@ export class DurableStore implements MemoryJournal {
     const apply = (event: MemoryEvent) => {
       events++;
       if (live_) {
-        if (event.type === 'add') live_.add(`${event.record.tenant_id}\0${event.record.id}`);
-        else live_.delete(`${event.tenant_id}\0${event.id}`);
+        if (event.type === 'delete') live_.delete(`${event.tenant_id}\0${event.id}`);
+        else live_.add(`${event.record.tenant_id}\0${event.record.id}`);
       }
-      target.apply(changed && event.type === 'add' ? { ...event, vector: null } : event);
+      target.apply(changed && event.type !== 'delete' ? { type: event.type, record: event.record, vector: null } : event);
     };
     if (snapshot) for await (const event of snapshot.events) apply(event);
 

@@ -36,7 +36,7 @@ export const STATE_HEADER = 'x-tee-state';
 export const TENANT_HEADER = 'x-tee-tenant';
 export const STATEMENT_TAG = 'agent-service/response-signature/v2';
 /** The name of the final Server-Sent Event that signs a streamed answer. */
-export const STREAM_SIGNATURE_EVENT = 'tee-signature';
+export const STREAM_SIGNATURE_EVENT = 'tee.signature';
 
 /** The request as the client sent it (and as the proxy relayed it to the enclave). */
 export interface SignedRequest {
@@ -105,9 +105,12 @@ export function sha256Hex(bytes: Uint8Array): string {
   return createHash('sha256').update(bytes).digest('hex');
 }
 
+/** What a statement accepts as an HTTP method. */
+export const HTTP_METHOD = /^[A-Z]{1,16}$/;
+
 /** The exact text that is signed. Throws on values that have no place in a statement. */
 export function responseStatement(request: SignedRequest, answer: SignedAnswer): string {
-  if (!/^[A-Z]{1,16}$/.test(request.method)) throw new Error(`not an HTTP method: ${JSON.stringify(request.method)}`);
+  if (!HTTP_METHOD.test(request.method)) throw new Error(`not an HTTP method: ${JSON.stringify(request.method)}`);
   if (!Number.isInteger(answer.status) || answer.status < 100 || answer.status > 599) {
     throw new Error(`not an HTTP status: ${answer.status}`);
   }
@@ -213,32 +216,41 @@ function ed25519Verify(publicKey: Uint8Array, message: Uint8Array, signature: Ui
 // Streamed answers (Server-Sent Events)
 
 /**
- * A streamed answer cannot carry its signature in headers (sent before the body), so it
- * ends with one more event:
+ * A streamed answer cannot carry its signature in headers (sent before the body), so its
+ * last event carries it, shaped so that strict clients read it as a harmless event: a chat
+ * chunk with no choices (the shape of OpenAI's usage chunk, which every client skips over),
+ * and, in a Responses stream, an event of a type clients do not know (which they ignore):
  *
- *   event: tee-signature\ndata: {"signature":"<base64>","timestamp":"<ms>","state":"<seq>:<hex>"}\n\n
+ *   data: {"object":"chat.completion.chunk","type":"tee.signature","choices":[],"tee_signature":{"signature":"<base64>","timestamp":"<ms>","state":"<seq>:<hex>"}}\n\n
  *
- * signing the same statement, where the response body is every byte streamed before
- * that event, and the status is the stream's HTTP status.
+ * It signs the same statement as a unary answer, where the response body is every byte
+ * streamed before that event and the status is the stream's HTTP status. A chat stream's
+ * `data: [DONE]\n\n` comes after it, so it stays the last thing clients read (it is
+ * constant: nothing to sign).
  */
 export function streamSignatureEvent(signature: ResponseSignature): string {
-  return `event: ${STREAM_SIGNATURE_EVENT}\ndata: ${JSON.stringify({ signature: signature.signature, timestamp: signature.timestamp, state: signature.state, ...(signature.tenant ? { tenant: signature.tenant } : {}) })}\n\n`;
+  const tee_signature = { signature: signature.signature, timestamp: signature.timestamp, state: signature.state, ...(signature.tenant ? { tenant: signature.tenant } : {}) };
+  return `data: ${JSON.stringify({ object: 'chat.completion.chunk', type: STREAM_SIGNATURE_EVENT, choices: [], tee_signature })}\n\n`;
 }
 
+const DONE_EVENT = 'data: [DONE]\n\n';
+const SIGNATURE_MARKER = `data: {"object":"chat.completion.chunk","type":"${STREAM_SIGNATURE_EVENT}",`;
+
 /**
- * Splits a complete SSE transcript into the signed body and the final signature event.
- * Returns undefined when the transcript does not end with a well-formed signature event.
+ * Splits a complete SSE transcript into the signed body and the signature event, which is
+ * the last event (or the last before `data: [DONE]`). Returns undefined when the transcript
+ * does not end that way.
  */
 export function splitSignedStream(transcript: Uint8Array): { body: Uint8Array; signature: ResponseSignature } | undefined {
-  const text = Buffer.from(transcript).toString('latin1'); // 1 char per byte: indexes are byte offsets
-  const marker = `event: ${STREAM_SIGNATURE_EVENT}\ndata: `;
-  const at = text.lastIndexOf(marker);
+  let text = Buffer.from(transcript).toString('latin1'); // 1 char per byte: indexes are byte offsets
+  if (text.endsWith(DONE_EVENT)) text = text.slice(0, -DONE_EVENT.length);
+  const at = text.lastIndexOf(SIGNATURE_MARKER);
   if (at < 0 || (at > 0 && !text.slice(0, at).endsWith('\n\n'))) return undefined;
-  const rest = text.slice(at + marker.length);
+  const rest = text.slice(at + 'data: '.length);
   if (!rest.endsWith('\n\n') || rest.slice(0, -2).includes('\n')) return undefined;
   let data: unknown;
   try {
-    data = JSON.parse(rest.slice(0, -2));
+    data = (JSON.parse(rest.slice(0, -2)) as { tee_signature?: unknown }).tee_signature;
   } catch {
     return undefined;
   }

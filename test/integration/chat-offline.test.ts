@@ -56,6 +56,9 @@ describe('no MODEL_BASE_URL: the offline responder', () => {
     const chunks = [];
     for await (const chunk of stream) chunks.push(chunk);
     expect(chunks.map((c) => c.choices[0]?.delta.content ?? '').join('')).toBe(whole.choices[0].message.content);
+    // The last chunk is the enclave's signature of the stream (no choices, no model).
+    const signature = chunks.pop() as unknown as { type: string; choices: unknown[] };
+    expect(signature).toMatchObject({ type: 'tee.signature', choices: [] });
     expect(chunks.every((c) => c.model === 'local-memory' && c.object === 'chat.completion.chunk')).toBe(true);
     expect(chunks.at(-1)!.usage).toEqual(whole.usage);
   });

@@ -75,11 +75,13 @@ describe('the openai client works unchanged', () => {
     const chunks = [];
     for await (const chunk of stream) chunks.push(chunk);
     expect(chunks.every((c) => c.object === 'chat.completion.chunk')).toBe(true);
-    expect(new Set(chunks.map((c) => c.id)).size).toBe(1);
+    expect(new Set(chunks.filter((c) => c.choices.length > 0).map((c) => c.id)).size).toBe(1);
     const text = chunks.map((c) => c.choices[0]?.delta.content ?? '').join('');
     expect(text).toBe('echo: stream me please');
     expect(chunks.filter((c) => c.choices[0]?.finish_reason === 'stop')).toHaveLength(1);
-    expect(chunks.at(-1)).toMatchObject({ choices: [], usage: { total_tokens: 15 } });
+    expect(chunks.find((c) => c.usage)).toMatchObject({ choices: [], usage: { total_tokens: 15 } });
+    // The last chunk carries the enclave's signature of the stream: no choices, so clients pass over it.
+    expect(chunks.at(-1)).toMatchObject({ object: 'chat.completion.chunk', type: 'tee.signature', choices: [], tee_signature: { signature: expect.any(String) } });
     expect(lastRequest().body.stream).toBe(true);
   });
 
@@ -91,10 +93,10 @@ describe('the openai client works unchanged', () => {
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toMatch(/^text\/event-stream/);
     const events = (await res.text()).split('\n\n').filter(Boolean);
-    // After [DONE], where OpenAI clients stop reading, the enclave's signature of the stream.
-    expect(events.at(-1)).toMatch(/^event: tee-signature\ndata: \{"signature":"[A-Za-z0-9+/=]+","timestamp":"\d+","state":"\d+:[0-9a-f]{64}"(,"tenant":"[^"]*")?\}$/);
-    expect(events.slice(0, -1).every((e) => e.startsWith('data: '))).toBe(true);
-    expect(events.at(-2)).toBe('data: [DONE]');
+    // Just before [DONE], a chunk with no choices that carries the enclave's signature of the stream.
+    expect(events.at(-2)).toMatch(/^data: \{"object":"chat\.completion\.chunk","type":"tee\.signature","choices":\[\],"tee_signature":\{"signature":"[A-Za-z0-9+/=]+","timestamp":"\d+","state":"\d+:[0-9a-f]{64}"(,"tenant":"[^"]*")?\}\}$/);
+    expect(events.every((e) => e.startsWith('data: '))).toBe(true);
+    expect(events.at(-1)).toBe('data: [DONE]');
   });
 
   it('a streamed answer is signed by the enclave: the sdk verifies it and catches a changed byte', async () => {
@@ -104,7 +106,8 @@ describe('the openai client works unchanged', () => {
     const transcript = new Uint8Array(await res.arrayBuffer());
     const request = { method: 'POST', target: '/v1/chat/completions', organization: '', body: new Uint8Array(Buffer.from(body)) };
     const { body: verified } = tee.verifyStream(request, res.status, transcript);
-    expect(Buffer.from(verified).toString()).toContain('data: [DONE]');
+    expect(Buffer.from(verified).toString()).toContain('"finish_reason":"stop"');
+    expect(Buffer.from(transcript).toString()).toMatch(/data: \[DONE\]\n\n$/);
 
     const at = Buffer.from(transcript).indexOf('chat.completion.chunk');
     expect(at).toBeGreaterThan(0);
@@ -333,7 +336,7 @@ describe('bad chat requests are refused with 4xx', () => {
     ['missing messages', { model: 'echo' }, 'messages'],
     ['unknown role', { model: 'echo', messages: [{ role: 'wizard', content: 'hi' }] }, 'messages.0.role'],
     ['non-string content', { model: 'echo', messages: [{ role: 'user', content: 42 }] }, 'messages.0.content'],
-    ['content parts instead of a string', { model: 'echo', messages: [{ role: 'user', content: [{ type: 'text', text: 'hi' }] }] }, 'messages.0.content'],
+    ['an image part (only text is taken)', { model: 'echo', messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'https://x/y.png' } }] }] }, 'messages.0.content.0.type'],
     ['stream not a boolean', { model: 'echo', messages: [user], stream: 'yes' }, 'stream'],
   ])('%s', async (_name, body, param) => {
     const before = model.requests.length;
@@ -378,7 +381,7 @@ describe('secrets and logs', () => {
     await client('org-a').chat.completions.create({ model: 'echo', messages: [{ role: 'user', content: marker }] });
     await client('org-a').chat.completions.create({ model: 'tool-search', messages: [{ role: 'user', content: marker }] });
     await new Promise((r) => setTimeout(r, 200));
-    expect(svc.output()).toContain('"rpc":"ChatCompletion"');
+    expect(svc.output()).toContain('"route":"ChatCompletion"');
     expect(svc.output()).not.toContain(MODEL_KEY);
     expect(svc.output()).not.toContain(marker);
     expect(svc.output()).not.toContain('My dog is called Rex');

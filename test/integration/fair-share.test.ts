@@ -64,6 +64,6 @@ describe('a fair share of the enclave per API key', () => {
     // The model never finishes; the enclave ends the stream itself.
     const text = await res.text();
     expect(text).toMatch(/stream_time_limit/);
-    expect(text).toMatch(/event: tee-signature/);
+    expect(text).toMatch(/data: \{"object":"chat\.completion\.chunk","type":"tee\.signature"/);
   });
 });

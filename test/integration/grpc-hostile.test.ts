@@ -15,8 +15,9 @@ import { request } from '../helpers/http.js';
 import { issueKey } from '../helpers/processes.js';
 import { startService, type RunningService } from '../helpers/service.js';
 
-type Rpc = 'GetAttestation' | 'AddMemory' | 'QueryMemory' | 'GetMemory' | 'DeleteMemory';
-const rpcs: Rpc[] = ['GetAttestation', 'AddMemory', 'QueryMemory', 'GetMemory', 'DeleteMemory'];
+/** Every API request travels on one RPC (Call); the HTTP method and path pick the route. */
+type Method = 'GET' | 'POST' | 'PATCH' | 'DELETE' | 'PUT' | '';
+const methods: Method[] = ['GET', 'POST', 'PATCH', 'DELETE', 'PUT', ''];
 
 let svc: RunningService;
 let dir: string;
@@ -43,10 +44,9 @@ afterAll(async () => {
 interface Message { request_id?: string; target?: string; body?: Buffer; authorization?: string; organization?: string }
 interface Outcome { reply?: ApiReplyIn; error?: grpc.ServiceError; json?: any }
 
-function call(rpc: Rpc, message: Message): Promise<Outcome> {
+function call(method: Method, message: Message): Promise<Outcome> {
   return new Promise((resolve) => {
-    const method = (client[rpc] as (...a: unknown[]) => unknown).bind(client);
-    method(message, { deadline: Date.now() + 20_000 }, (error: grpc.ServiceError | null, reply?: ApiReplyIn) => {
+    client.Call({ ...message, method }, { deadline: Date.now() + 20_000 }, (error: grpc.ServiceError | null, reply?: ApiReplyIn) => {
       if (error) return resolve({ error });
       let json: unknown;
       try {
@@ -64,7 +64,7 @@ function callRaw(path: string, bytes: Buffer): Promise<Outcome> {
   return new Promise((resolve) => {
     raw.makeUnaryRequest(path, (b: Buffer) => b, (b: Buffer) => b, bytes, new grpc.Metadata(), { deadline: Date.now() + 20_000 }, (error, reply) => {
       if (error) return resolve({ error });
-      const decoded = enclaveProto().Enclave.service.AddMemory.responseDeserialize(reply as Buffer) as ApiReplyIn;
+      const decoded = enclaveProto().Enclave.service.Call.responseDeserialize(reply as Buffer) as ApiReplyIn;
       let json: unknown;
       try {
         json = JSON.parse(Buffer.from(decoded.body).toString('utf8'));
@@ -104,34 +104,36 @@ const auth = () => `Bearer ${key}`;
 
 describe('the enclave, called directly over gRPC', () => {
   it('enforces API keys itself: no proxy is trusted to have checked', async () => {
-    expectRefused(await call('AddMemory', { target: '/v1/memory', body: validBody('g1') }), 401, 'missing_api_key');
-    expectRefused(await call('AddMemory', { target: '/v1/memory', body: validBody('g1'), authorization: 'Bearer agk_forged-forged-forged-forged' }), 401, 'invalid_api_key');
-    expectRefused(await call('AddMemory', { target: '/v1/memory', body: validBody('g2'), authorization: auth() }), 403, 'tenant_not_allowed');
-    expectRefused(await call('QueryMemory', { target: '/v1/memory?tenant_id=g2&query=x', authorization: auth() }), 403);
-    const ok = await call('AddMemory', { target: '/v1/memory', body: validBody('g1'), authorization: auth() });
+    expectRefused(await call('POST', { target: '/v1/memory', body: validBody('g1') }), 401, 'missing_api_key');
+    expectRefused(await call('POST', { target: '/v1/memory', body: validBody('g1'), authorization: 'Bearer agk_forged-forged-forged-forged' }), 401, 'invalid_api_key');
+    expectRefused(await call('POST', { target: '/v1/memory', body: validBody('g2'), authorization: auth() }), 403, 'tenant_not_allowed');
+    expectRefused(await call('GET', { target: '/v1/memory?tenant_id=g2&query=x', authorization: auth() }), 403);
+    const ok = await call('POST', { target: '/v1/memory', body: validBody('g1'), authorization: auth() });
     expect(ok.reply!.status).toBe(200);
-    expectRefused(await call('GetMemory', { target: `/v1/memory/${ok.json.id}?tenant_id=g2`, authorization: auth() }), 403);
-    expectRefused(await call('DeleteMemory', { target: `/v1/memory/${ok.json.id}?tenant_id=g2` }), 401);
-    expect((await call('GetMemory', { target: `/v1/memory/${ok.json.id}?tenant_id=g1`, authorization: auth() })).reply!.status).toBe(200);
+    expectRefused(await call('GET', { target: `/v1/memory/${ok.json.id}?tenant_id=g2`, authorization: auth() }), 403);
+    expectRefused(await call('DELETE', { target: `/v1/memory/${ok.json.id}?tenant_id=g2` }), 401);
+    expect((await call('GET', { target: `/v1/memory/${ok.json.id}?tenant_id=g1`, authorization: auth() })).reply!.status).toBe(200);
   });
 
   it.each([
-    ['an empty target', 'AddMemory', ''],
-    ['a relative target', 'AddMemory', 'v1/memory'],
-    ['an absolute URL', 'AddMemory', 'http://evil.example/v1/memory'],
-    ['a target over 16 KiB', 'QueryMemory', `/v1/memory?tenant_id=g1&query=${'x'.repeat(17_000)}`],
-    ['a NUL in the target', 'QueryMemory', '/v1/memory\u0000?tenant_id=g1&query=x'],
-    ['the attestation path on AddMemory', 'AddMemory', '/v1/attestation'],
-    ['an item path on QueryMemory', 'QueryMemory', '/v1/memory/mem_1?tenant_id=g1&query=x'],
-    ['the collection path on GetMemory', 'GetMemory', '/v1/memory?tenant_id=g1'],
-    ['a memory path on GetAttestation', 'GetAttestation', '/v1/memory'],
-    ['a nested item path on DeleteMemory', 'DeleteMemory', '/v1/memory/a/b?tenant_id=g1'],
-    ['a bad percent-escape in the id', 'GetMemory', '/v1/memory/%zz?tenant_id=g1'],
-    ['an id over 128 characters', 'GetMemory', `/v1/memory/${'a'.repeat(200)}?tenant_id=g1`],
-    ['a repeated, odd tenant', 'QueryMemory', '/v1/memory?tenant_id=g1&tenant_id=%00&query=x'],
-    ['a pollution query', 'QueryMemory', '/v1/memory?tenant_id=g1&query=x&__proto__[top_k]=1'],
-  ] as [string, Rpc, string][])('refuses %s', async (_name, rpc, target) => {
-    expectRefused(await call(rpc, { target, body: validBody('g1'), authorization: auth() }));
+    ['an empty target', 'POST', ''],
+    ['a relative target', 'POST', 'v1/memory'],
+    ['an absolute URL', 'POST', 'http://evil.example/v1/memory'],
+    ['a target over 16 KiB', 'GET', `/v1/memory?tenant_id=g1&query=${'x'.repeat(17_000)}`],
+    ['a NUL in the target', 'GET', '/v1/memory\u0000?tenant_id=g1&query=x'],
+    ['POST on the attestation path (405)', 'POST', '/v1/attestation'],
+    ['a query on an item path', 'GET', '/v1/memory/mem_1?tenant_id=g1&query=x'],
+    ['a method no route takes', 'PUT', '/v1/memory?tenant_id=g1'],
+    ['no method at all', '', '/v1/memory?tenant_id=g1'],
+    ['the memory path without a tenant', 'GET', '/v1/memory'],
+    ['a nested item path', 'DELETE', '/v1/memory/a/b?tenant_id=g1'],
+    ['a PATCH with no change', 'PATCH', '/v1/memory/mem_1?tenant_id=g1'],
+    ['a bad percent-escape in the id', 'GET', '/v1/memory/%zz?tenant_id=g1'],
+    ['an id over 128 characters', 'GET', `/v1/memory/${'a'.repeat(200)}?tenant_id=g1`],
+    ['a repeated, odd tenant', 'GET', '/v1/memory?tenant_id=g1&tenant_id=%00&query=x'],
+    ['a pollution query', 'GET', '/v1/memory?tenant_id=g1&query=x&__proto__[top_k]=1'],
+  ] as [string, Method, string][])('refuses %s', async (_name, method, target) => {
+    expectRefused(await call(method, { target, body: validBody('g1'), authorization: auth() }));
   });
 
   it.each([
@@ -149,16 +151,16 @@ describe('the enclave, called directly over gRPC', () => {
     ['an extra field', Buffer.from('{"content":"x","tenant_id":"g1","admin":true}')],
     ['a content over the limit', Buffer.from(JSON.stringify({ content: 'a'.repeat(40_000), tenant_id: 'g1' }))],
   ])('refuses a body of %s', async (_name, body) => {
-    expectRefused(await call('AddMemory', { target: '/v1/memory', body, authorization: auth() }));
+    expectRefused(await call('POST', { target: '/v1/memory', body, authorization: auth() }));
   });
 
   it('refuses odd and huge header fields, and keeps a hostile request id out of its logs', async () => {
     const body = validBody('g1');
-    expectRefused(await call('AddMemory', { target: '/v1/memory', body, authorization: `Bearer ${'a'.repeat(1024 * 1024)}` }), 401);
-    expectRefused(await call('AddMemory', { target: '/v1/memory', body, authorization: `Bearer ${key}\u0000` }), 401);
-    expectRefused(await call('AddMemory', { target: '/v1/memory', body, authorization: `Bearer ${key.slice(0, -1)}\uD800` }), 401);
+    expectRefused(await call('POST', { target: '/v1/memory', body, authorization: `Bearer ${'a'.repeat(1024 * 1024)}` }), 401);
+    expectRefused(await call('POST', { target: '/v1/memory', body, authorization: `Bearer ${key}\u0000` }), 401);
+    expectRefused(await call('POST', { target: '/v1/memory', body, authorization: `Bearer ${key.slice(0, -1)}\uD800` }), 401);
     const marker = `INJECTED-${'z'.repeat(100_000)}`;
-    const ok = await call('AddMemory', { target: '/v1/memory', body, authorization: auth(), request_id: `x\n{"level":60,"msg":"${marker}"}`, organization: '\uFFFF'.repeat(10_000) });
+    const ok = await call('POST', { target: '/v1/memory', body, authorization: auth(), request_id: `x\n{"level":60,"msg":"${marker}"}`, organization: '\uFFFF'.repeat(10_000) });
     expect(ok.reply!.status).toBe(200);
     await new Promise((r) => setTimeout(r, 200));
     expect(svc.output()).not.toContain('INJECTED-');
@@ -169,49 +171,55 @@ describe('the enclave, called directly over gRPC', () => {
     const bytes = Buffer.concat([
       field(2, Buffer.from('/v1/memory?tenant_id=g1&query=\xff\xfe\xed\xa0\x80', 'latin1')),
       field(4, Buffer.from(`Bearer ${key}\xff`, 'latin1')),
+      field(6, Buffer.from('GET')),
     ]);
-    expectRefused(await callRaw('/agent.enclave.v1.Enclave/QueryMemory', bytes));
-    const target = Buffer.concat([field(2, Buffer.from('/v1/memory', 'latin1')), field(3, validBody('g1')), field(4, Buffer.from(`Bearer \xc0${key}`, 'latin1'))]);
-    expectRefused(await callRaw('/agent.enclave.v1.Enclave/AddMemory', target), 401);
+    expectRefused(await callRaw('/agent.enclave.v1.Enclave/Call', bytes));
+    const target = Buffer.concat([field(2, Buffer.from('/v1/memory', 'latin1')), field(3, validBody('g1')), field(4, Buffer.from(`Bearer \xc0${key}`, 'latin1')), field(6, Buffer.from('POST'))]);
+    expectRefused(await callRaw('/agent.enclave.v1.Enclave/Call', target), 401);
+    const method = Buffer.concat([field(2, Buffer.from('/v1/memory', 'latin1')), field(3, validBody('g1')), field(4, Buffer.from(`Bearer ${key}`)), field(6, Buffer.from('P\xffST', 'latin1'))]);
+    expectRefused(await callRaw('/agent.enclave.v1.Enclave/Call', method));
   });
 
   it('answers bytes that are no message with a gRPC error, and unknown methods with UNIMPLEMENTED', async () => {
     for (const bytes of [Buffer.from([0xff, 0xff, 0xff, 0xff, 0x0f]), Buffer.from([0x12, 0x80]), Buffer.from([0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f, 0x41])]) {
-      const o = await callRaw('/agent.enclave.v1.Enclave/AddMemory', bytes);
+      const o = await callRaw('/agent.enclave.v1.Enclave/Call', bytes);
       if (o.error) expect(o.error.code).not.toBe(grpc.status.UNAVAILABLE);
       else expectRefused(o);
     }
     const unknown = await callRaw('/agent.enclave.v1.Enclave/DropAllTenants', Buffer.alloc(0));
+    // The RPCs of the old channel are gone: every request goes through Call.
+    expect((await callRaw('/agent.enclave.v1.Enclave/AddMemory', Buffer.alloc(0))).error?.code).toBe(grpc.status.UNIMPLEMENTED);
     expect(unknown.error?.code).toBe(grpc.status.UNIMPLEMENTED);
     // A message over the channel's 8 MiB cap is refused by the transport.
-    const huge = await call('AddMemory', { target: '/v1/memory', body: Buffer.alloc(9 * 1024 * 1024, 0x61), authorization: auth() });
+    const huge = await call('POST', { target: '/v1/memory', body: Buffer.alloc(9 * 1024 * 1024, 0x61), authorization: auth() });
     expect(huge.error?.code).toBe(grpc.status.RESOURCE_EXHAUSTED);
   });
 
   it('never answers a random message with a 5xx (property)', async () => {
     const target = fc.oneof(
-      fc.constantFrom('/v1/memory', '/v1/memory?tenant_id=g1&query=x', '/v1/memory/mem_0?tenant_id=g1', '/v1/attestation', '/v1/attestation?nonce=zz', '/', ''),
+      fc.constantFrom('/v1/memory', '/v1/memory?tenant_id=g1&query=x', '/v1/memory/mem_0?tenant_id=g1', '/v1/memory/search', '/v1/attestation',
+        '/v1/attestation?nonce=zz', '/v1/models', '/v1/models/x', '/v1/embeddings', '/v1/responses', '/v1/sealed', '/', ''),
       fc.string({ unit: 'binary', maxLength: 60 }),
       fc.string({ unit: 'binary', maxLength: 60 }).map((s) => `/v1/memory?${s}`),
     );
     const message = fc.record({
-      rpc: fc.constantFrom(...rpcs),
+      method: fc.constantFrom(...methods),
       target,
       body: fc.oneof(fc.uint8Array({ maxLength: 300 }).map((b) => Buffer.from(b)), fc.jsonValue({ maxDepth: 3 }).map((v) => Buffer.from(JSON.stringify(v) ?? ''))),
       authorization: fc.oneof(fc.constant(auth()), fc.string({ unit: 'binary', maxLength: 40 })),
       organization: fc.string({ unit: 'binary', maxLength: 20 }),
       request_id: fc.string({ maxLength: 80 }),
     });
-    await fc.assert(fc.asyncProperty(message, async ({ rpc, ...m }) => {
-      const o = await call(rpc, m);
+    await fc.assert(fc.asyncProperty(message, async ({ method, ...m }) => {
+      const o = await call(method, m);
       expect(o.error, o.error?.message).toBeUndefined();
       const status = o.reply!.status;
-      expect(status, `${rpc} ${m.target} → ${status}`).toBeLessThan(500);
+      expect(status, `${method} ${m.target} → ${status}`).toBeLessThan(500);
       if (status >= 400) expectRefused(o);
     }), { numRuns: 600 });
     // Raw bytes as messages: a reply (refused) or a gRPC error, never a dead enclave.
-    await fc.assert(fc.asyncProperty(fc.constantFrom(...rpcs), fc.uint8Array({ maxLength: 200 }), async (rpc, bytes) => {
-      const o = await callRaw(`/agent.enclave.v1.Enclave/${rpc}`, Buffer.from(bytes));
+    await fc.assert(fc.asyncProperty(fc.uint8Array({ maxLength: 200 }), async (bytes) => {
+      const o = await callRaw('/agent.enclave.v1.Enclave/Call', Buffer.from(bytes));
       if (o.error) expect(o.error.code, o.error.message).not.toBe(grpc.status.UNAVAILABLE);
       else expect(o.reply!.status).toBeLessThan(500);
     }), { numRuns: 300 });

@@ -127,15 +127,22 @@ describe('bad input gets a clear 4xx in the OpenAI error shape', () => {
     expect(err.param).toBe('top_k');
   });
 
-  it('refuses a query without query or tenant_id', async () => {
-    expect(expectError(await api('GET', '/v1/memory?tenant_id=t'), 400).param).toBe('query');
+  it('refuses a query or list without tenant_id, and mixes of the two', async () => {
     expect(expectError(await api('GET', '/v1/memory?query=x'), 400).param).toBe('tenant_id');
+    expect(expectError(await api('GET', '/v1/memory'), 400).param).toBe('tenant_id');
+    expect(expectError(await api('GET', '/v1/memory?tenant_id=t&top_k=3'), 400).param).toBe('top_k');
+    expect(expectError(await api('GET', '/v1/memory?tenant_id=t&query=x&limit=3'), 400).param).toBe('limit');
     expect(expectError(await api('GET', '/v1/memory/mem_x'), 400).param).toBe('tenant_id');
   });
 
-  it('answers unknown routes and methods with 404', async () => {
+  it('answers unknown routes with 404, and a known path with another method with 405 and Allow', async () => {
     expectError(await api('GET', '/v1/nothing'), 404, 'unknown_route');
-    expectError(await api('PUT', '/v1/memory'), 404, 'unknown_route');
+    const put = await api('PUT', '/v1/memory');
+    expectError(put, 405, 'method_not_allowed');
+    expect(put.headers.get('allow')).toBe('DELETE, GET, POST');
+    const post = await api('POST', '/v1/memory/mem_1?tenant_id=t');
+    expectError(post, 405, 'method_not_allowed');
+    expect(post.headers.get('allow')).toBe('DELETE, GET, PATCH');
     expectError(await api('GET', '/'), 404);
   });
 

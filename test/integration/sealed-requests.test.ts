@@ -166,9 +166,9 @@ describe('replayed, altered and malformed envelopes fail cleanly (4xx, OpenAI er
   });
 
   it('the host learns neither what a sealed call did (its log shows only Sealed) nor its exact size (padded to buckets)', async () => {
-    const inLog = (rpc: string) => svc.output().split('\n').filter((line) => line.includes(`"rpc":"${rpc}"`)).length;
+    const inLog = (route: string) => svc.output().split('\n').filter((line) => line.includes(`"route":"${route}"`)).length;
     const added = inLog('AddMemory');
-    const queried = inLog('QueryMemory');
+    const queried = inLog('ListMemories');
     const sealed = inLog('Sealed');
     const sizes: number[] = [];
     const recorder = async (content: string) => {
@@ -185,7 +185,7 @@ describe('replayed, altered and malformed envelopes fail cleanly (4xx, OpenAI er
     await tee.sealedCall('GET', `/v1/memory?tenant_id=${SECRET.tenant}&query=lighthouse`);
     await new Promise((r) => setTimeout(r, 200));
     expect(inLog('AddMemory')).toBe(added);
-    expect(inLog('QueryMemory')).toBe(queried);
+    expect(inLog('ListMemories')).toBe(queried);
     expect(inLog('Sealed')).toBeGreaterThanOrEqual(sealed + 3);
     // Both requests and both replies have the same sizes on the wire, whatever their content.
     expect(sizes[0]).toBe(sizes[2]);
@@ -197,7 +197,7 @@ describe('replayed, altered and malformed envelopes fail cleanly (4xx, OpenAI er
     const failures = svc.output().split('\n').filter((line) => /"status":5\d\d/.test(line) && !line.includes('"/healthz"'));
     expect(failures).toEqual([]);
     expect(svc.output()).not.toMatch(/unexpected error/);
-    expect(svc.output()).toMatch(/"rpc":"Sealed","status":409/);
+    expect(svc.output()).toMatch(/"route":"Sealed","status":409/);
   });
 });
 

@@ -1,7 +1,7 @@
 import nacl from 'tweetnacl';
 import { describe, expect, it } from 'vitest';
 import { enclaveProto } from '../../common/proto.js';
-import { findRoute, methodOf, routes } from '../../enclave/api/routes.js';
+import { apiRoutes, matchRoute, routeNames } from '../../common/routes.js';
 import { signReply, streamSigner } from '../../enclave/api/signing.js';
 import { generateIdentity } from '../../enclave/keys.js';
 import {
@@ -156,19 +156,24 @@ describe('the enclave side (enclave/api/signing.ts)', () => {
     expect(nacl.sign.detached.verify(utf8('another statement'), signature, identity.publicKey)).toBe(false);
   });
 
-  it('streamSigner signs the concatenation of the streamed bytes, as a final SSE event', () => {
-    const chunks = ['data: {"a":1}\n\n', 'data: {"b":2}\n\n', 'data: [DONE]\n\n'].map(utf8);
+  it('streamSigner signs the concatenation of the streamed bytes, as a chunk-shaped event before [DONE]', () => {
+    const chunks = ['data: {"a":1}\n\n', 'data: {"b":2}\n\n'].map(utf8);
+    const done = utf8('data: [DONE]\n\n');
     const signer = streamSigner(identity, 'POST', apiRequest, 200);
     for (const chunk of chunks) signer.update(chunk);
     const finalEvent = signer.finish();
-    expect(finalEvent.toString()).toMatch(/^event: tee-signature\ndata: \{"signature":"[A-Za-z0-9+/=]+","timestamp":"\d+","state":"7:(ab){32}"\}\n\n$/);
+    // A chat chunk with no choices (strict clients skip it), carrying the signature.
+    expect(finalEvent.toString()).toMatch(/^data: \{"object":"chat\.completion\.chunk","type":"tee\.signature","choices":\[\],"tee_signature":\{"signature":"[A-Za-z0-9+/=]+","timestamp":"\d+","state":"7:(ab){32}"\}\}\n\n$/);
     expect(() => signer.finish()).toThrow(/already signed/);
 
-    const transcript = Buffer.concat([...chunks, finalEvent]);
+    // [DONE] stays the last event; it is constant, so it is not signed.
+    const transcript = Buffer.concat([...chunks, finalEvent, done]);
     const split = splitSignedStream(transcript)!;
     expect(Buffer.from(split.body).toString()).toBe(Buffer.concat(chunks).toString());
     const streamed = { status: 200, bodySha256: sha256Hex(split.body) };
     expect(checkSignature(identity.publicKey, sent, streamed, split.signature).ok).toBe(true);
+    // A Responses stream has no [DONE]: the signature is the last event.
+    expect(splitSignedStream(Buffer.concat([...chunks, finalEvent]))?.signature).toEqual(split.signature);
 
     // One byte changed in the stream: the signature no longer matches.
     const altered = Buffer.from(transcript);
@@ -186,24 +191,27 @@ describe('the enclave side (enclave/api/signing.ts)', () => {
   });
 });
 
-describe('routes (enclave/api/routes.ts)', () => {
-  it('name an HTTP method for every unary RPC of the channel, so none can go unsigned', () => {
+describe('routes (common/routes.ts)', () => {
+  it('carry every API request on two RPCs of the channel, both signed by the enclave', () => {
     const service = enclaveProto().Enclave.service as Record<string, { responseStream: boolean }>;
-    const rpcs = Object.keys(service).filter((name) => name !== 'Health');
-    expect(rpcs).toEqual(expect.arrayContaining(['GetAttestation', 'AddMemory', 'ChatCompletion', 'ChatCompletionStream', 'Sealed']));
-    for (const rpc of rpcs) expect(methodOf(rpc)).toMatch(/^(GET|POST|DELETE)$/);
-    expect(() => methodOf('Nope')).toThrow(/no entry/);
+    expect(Object.keys(service).sort()).toEqual(['Call', 'CallStream', 'Health']);
+    for (const name of routeNames) expect(apiRoutes[name].method).toMatch(/^(GET|POST|PATCH|DELETE)$/);
   });
 
-  it('dispatch by method and path', () => {
-    expect(findRoute('GET', '/v1/memory')?.rpc).toBe('QueryMemory');
-    expect(findRoute('POST', '/v1/memory')?.rpc).toBe('AddMemory');
-    expect(findRoute('GET', '/v1/memory/mem_1')?.rpc).toBe('GetMemory');
-    expect(findRoute('DELETE', '/v1/memory/mem_1')?.rpc).toBe('DeleteMemory');
-    expect(findRoute('POST', '/v1/chat/completions')?.rpc).toBe('ChatCompletion');
-    expect(findRoute('PUT', '/v1/memory')).toBeUndefined();
-    expect(findRoute('GET', '/v1/memory/a/b')).toBeUndefined();
-    expect(new Set(routes.map((r) => r.rpc)).size).toBe(routes.length);
+  it('resolve by method and path; a known path with another method is a 405 with the methods it takes', () => {
+    expect(matchRoute('GET', '/v1/memory')).toEqual({ kind: 'route', name: 'ListMemories', params: {} });
+    expect(matchRoute('POST', '/v1/memory')).toMatchObject({ kind: 'route', name: 'AddMemory' });
+    expect(matchRoute('DELETE', '/v1/memory')).toMatchObject({ kind: 'route', name: 'DeleteMemories' });
+    expect(matchRoute('GET', '/v1/memory/mem_1')).toEqual({ kind: 'route', name: 'GetMemory', params: { id: 'mem_1' } });
+    expect(matchRoute('PATCH', '/v1/memory/mem_1/')).toMatchObject({ kind: 'route', name: 'UpdateMemory' });
+    // A static path wins over a parameter.
+    expect(matchRoute('POST', '/v1/memory/search')).toMatchObject({ kind: 'route', name: 'SearchMemory' });
+    expect(matchRoute('POST', '/v1/chat/completions')).toMatchObject({ kind: 'route', name: 'ChatCompletion' });
+    expect(matchRoute('PUT', '/v1/memory')).toEqual({ kind: 'method', allowed: ['DELETE', 'GET', 'POST'] });
+    expect(matchRoute('GET', '/v1/memory/a/b')).toEqual({ kind: 'none' });
+    expect(matchRoute('GET', '/v1/nothing')).toEqual({ kind: 'none' });
+    // No two routes share a method and a path.
+    expect(new Set(routeNames.map((n) => `${apiRoutes[n].method} ${apiRoutes[n].path}`)).size).toBe(routeNames.length);
   });
 });
 

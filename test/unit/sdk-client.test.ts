@@ -138,11 +138,11 @@ describe('TeeClient.verifyStream', () => {
 
   it('returns the signed bytes of a stream that ends with the enclave\'s signature event', () => {
     const signer = streamSigner(identity, 'POST', apiRequest, 200);
-    const data = Buffer.from('data: {"choices":[]}\n\ndata: [DONE]\n\n');
+    const data = Buffer.from('data: {"choices":[]}\n\n');
     signer.update(data);
-    const transcript = Buffer.concat([data, signer.finish()]);
+    const transcript = Buffer.concat([data, signer.finish(), Buffer.from('data: [DONE]\n\n')]);
     expect(Buffer.from(tee.verifyStream(request, 200, transcript).body)).toEqual(data);
     expect(() => tee.verifyStream({ ...request, organization: 'other' }, 200, transcript)).toThrow(ResponseSignatureError);
-    expect(() => tee.verifyStream(request, 200, data)).toThrow(/does not end with a tee-signature event/);
+    expect(() => tee.verifyStream(request, 200, data)).toThrow(/does not end with a tee.signature event/);
   });
 });

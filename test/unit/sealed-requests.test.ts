@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { ApiError } from '../../common/errors.js';
 import type { ApiReply, ApiRequest } from '../../common/proto.js';
 import { ReplayGuard } from '../../enclave/api/replay-guard.js';
+import { resolveCall, type RouteCall } from '../../enclave/api/routes.js';
 import { sealedRoute } from '../../enclave/api/sealed-route.js';
 import { generateSealedRequestKey } from '../../enclave/keys.js';
 import {
@@ -11,6 +12,9 @@ import {
 import { encodeUserData, parseUserData } from '../../sdk/protocol/user-data.js';
 
 const utf8 = (text: string) => new Uint8Array(Buffer.from(text, 'utf8'));
+/** POST /v1/sealed as the enclave's router hands it to the route: resolved and validated. */
+const sealedCall = async (request: Omit<ApiRequest, 'method' | 'target'>) =>
+  resolveCall({ ...request, method: 'POST', target: '/v1/sealed' }).call as RouteCall<'Sealed'>;
 const enclave = nacl.box.keyPair();
 const inner = {
   method: 'POST',
@@ -120,18 +124,17 @@ describe('POST /v1/sealed in the enclave (enclave/api/sealed-route.ts)', () => {
     key,
     replay: new ReplayGuard(SEALED_MAX_AGE_MS),
     authenticate: () => {},
-    dispatch: async (method, request): Promise<ApiReply> => {
-      dispatched.push({ method, request });
+    dispatch: async ({ method, ...request }): Promise<ApiReply> => {
+      dispatched.push({ method, request: request as ApiRequest });
       return { status: 201, headers: { 'x-inner': 'yes' }, body: Buffer.from('{"id":"mem_1"}') };
     },
   });
-  const post = (body: unknown) => route({
+  const post = async (body: unknown) => route(await sealedCall({
     request_id: 'r1',
-    target: '/v1/sealed',
     body: Buffer.from(typeof body === 'string' ? body : JSON.stringify(body)),
     authorization: 'Bearer outer',
     organization: 'outer-org',
-  });
+  }));
   const refusal = async (body: unknown): Promise<ApiError> => {
     const error = await post(body).then(() => undefined, (e: unknown) => e);
     expect(error).toBeInstanceOf(ApiError);
@@ -257,14 +260,14 @@ describe('the replay guard cannot be filled by traffic without a valid API key (
       key,
       replay,
       authenticate: (authorization) => {
-        if (authorization !== 'Bearer good') throw new ApiError(401, 'authentication_error', 'invalid API key', 'invalid_api_key');
+        if (authorization !== 'Bearer good') throw new ApiError('invalid_api_key', 'invalid API key');
       },
       dispatch: async (): Promise<ApiReply> => ({ status: 200, headers: {}, body: Buffer.from('{}') }),
     });
-    const send = (authorization: string | undefined) => route({
-      request_id: 'r', target: '/v1/sealed', authorization: '', organization: '',
+    const send = async (authorization: string | undefined) => route(await sealedCall({
+      request_id: 'r', authorization: '', organization: '',
       body: Buffer.from(JSON.stringify(sealRequest(key.publicKey, { ...inner, authorization, timestamp: Date.now() }).envelope)),
-    });
+    }));
     for (let i = 0; i < 1000; i++) {
       const error = await send(i % 2 ? 'Bearer flood' : undefined).then(() => undefined, (e: unknown) => e);
       expect((error as ApiError).status).toBe(401);

@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { ApiError } from '../../common/errors.js';
-import { addMemorySchema, queryMemorySchema, type QueryMemoryInput } from '../../common/schemas.js';
+import { addMemorySchema, listOrQueryMemorySchema, type ListOrQueryMemoryInput } from '../../common/schemas.js';
 import { validator } from '../../common/validation.js';
 import { parseJsonBody, parseTarget } from '../../enclave/api/request.js';
 
 const validAdd = validator(addMemorySchema, 'body');
-const validQuery = validator<QueryMemoryInput>(queryMemorySchema, 'querystring');
+const validQuery = validator<ListOrQueryMemoryInput>(listOrQueryMemorySchema, 'querystring');
 
 function refusal(fn: () => unknown): ApiError {
   try {
@@ -34,7 +34,8 @@ describe('shared schemas', () => {
 
   it('coerces query-string numbers and applies the top_k default', () => {
     expect(validQuery({ query: 'q', tenant_id: 't', top_k: '7' }).top_k).toBe(7);
-    expect(validQuery({ query: 'q', tenant_id: 't' }).top_k).toBe(5);
+    // No default here: without a query the request is a list (limit, after); the route applies top_k's default of 5.
+    expect(validQuery({ query: 'q', tenant_id: 't' }).top_k).toBeUndefined();
     expect(refusal(() => validQuery({ query: 'q', tenant_id: 't', top_k: '1e9' })).code).toBe('out_of_range');
   });
 });

@@ -6,7 +6,7 @@ import type { ApiChunkIn, ApiReplyIn } from '../common/proto.js';
 import { sseEvent } from '../common/sse.js';
 import { transportError, type EnclaveConnection, type ForwardedRequest } from './enclave-client.js';
 
-export interface ChatRouteDeps {
+export interface StreamingRouteDeps {
   enclave: EnclaveConnection;
   /** What the proxy relays of a request (the client's exact bytes and headers). */
   forward(req: FastifyRequest): ForwardedRequest;
@@ -16,12 +16,12 @@ export interface ChatRouteDeps {
 }
 
 /**
- * POST /v1/chat/completions. A plain request is relayed like any other; `stream: true`
- * goes over the streaming RPC and each piece the enclave sends is written to the client
- * as it arrives. When the client goes away the gRPC call is cancelled, and the enclave
- * aborts its call to the model.
+ * A route whose answer may stream (chat completions, responses). A plain request is
+ * relayed like any other; `stream: true` goes over the streaming RPC and each piece the
+ * enclave sends is written to the client as it arrives. When the client goes away the
+ * gRPC call is cancelled, and the enclave aborts its call to the model.
  */
-export function chatRoute(deps: ChatRouteDeps) {
+export function streamingRoute(deps: StreamingRouteDeps) {
   return async (req: FastifyRequest, reply: FastifyReply) => {
     const client = new AbortController();
     reply.raw.on('close', () => {
@@ -29,10 +29,10 @@ export function chatRoute(deps: ChatRouteDeps) {
     });
     const options = { timeoutMs: deps.timeoutMs, signal: client.signal };
     if ((req.body as { stream?: unknown }).stream !== true) {
-      deps.send(req, reply, await deps.enclave.call('ChatCompletion', deps.forward(req), options));
+      deps.send(req, reply, await deps.enclave.call(deps.forward(req), options));
       return reply;
     }
-    await relayStream(deps.enclave.chatStream(deps.forward(req), options), req, reply, client.signal);
+    await relayStream(deps.enclave.stream(deps.forward(req), options), req, reply, client.signal);
     return reply;
   };
 }
@@ -46,7 +46,7 @@ function relayStream(call: grpc.ClientReadableStream<ApiChunkIn>, req: FastifyRe
   return new Promise((resolve, reject) => {
     let out: PassThrough | undefined;
     let finished = false;
-    const noHead = () => new ApiError(502, 'upstream_error', 'the enclave sent a malformed stream', 'enclave_error');
+    const noHead = () => new ApiError('enclave_error', 'the enclave sent a malformed stream');
 
     call.on('data', (chunk: ApiChunkIn) => {
       if (!out) {

@@ -1,0 +1,74 @@
+import type { ApiReply } from '../../common/proto.js';
+import { sseEvent, sseHeaders } from '../../common/sse.js';
+import type { Authorizer } from '../auth/authorizer.js';
+import type { ChatService } from '../chat/chat-service.js';
+import { chatRequestOf, newMessageId, newResponseId, outputMessage, responseFromCompletion, responseObject, type ResponseParts } from '../chat/responses.js';
+import type { Usage } from '../chat/types.js';
+import { memoryIdsHeader } from './chat-route.js';
+import { chatTenant } from './chat-tenant.js';
+import { jsonReply } from './request.js';
+import type { CallContext, RouteCall } from './routes.js';
+import { sendReply, type ChunkSink } from './stream.js';
+
+/** POST /v1/responses: text in, text out, with the tenant's memories as chat gets them. */
+export function responsesRoutes(chat: ChatService, auth: Authorizer) {
+  const complete = async ({ request, body }: RouteCall<'CreateResponse'>, signal: AbortSignal): Promise<ApiReply> => {
+    const tenant = chatTenant(request, auth);
+    const { completion, memoryIds } = await chat.complete(chatRequestOf(body, false), { tenant, signal });
+    const response = responseFromCompletion(
+      { id: newResponseId(), messageId: newMessageId(), createdAt: Math.floor(Date.now() / 1000), instructions: body.instructions ?? null },
+      completion,
+    );
+    return jsonReply(200, response, memoryIdsHeader(memoryIds, tenant));
+  };
+
+  return {
+    complete: (call: RouteCall<'CreateResponse'>, context?: CallContext) => complete(call, context?.signal ?? new AbortController().signal),
+
+    /** The Responses event stream: created, the message's text as deltas, completed. */
+    async stream(call: RouteCall<'CreateResponse'>, sink: ChunkSink, signal: AbortSignal): Promise<void> {
+      if (call.body.stream !== true) return sendReply(sink, await complete(call, signal));
+      const tenant = chatTenant(call.request, auth);
+      const chatRequest = chatRequestOf(call.body, true);
+      let sequence = 0;
+      const send = (event: Record<string, unknown>) => sink.data(sseEvent({ ...event, sequence_number: sequence++ }));
+      let parts: ResponseParts | undefined;
+      let text = '';
+      let usage: Usage | null = null;
+      let finish: string | null = null;
+      await chat.stream(chatRequest, { tenant, signal }, {
+        start: (ids) => {
+          parts = {
+            id: newResponseId(), messageId: newMessageId(), model: call.body.model, createdAt: Math.floor(Date.now() / 1000),
+            instructions: call.body.instructions ?? null, memoryIds: ids,
+          };
+          sink.head({ status: 200, body: Buffer.alloc(0), headers: { ...sseHeaders, ...memoryIdsHeader(ids, tenant) } });
+        },
+        chunk: async (chunk) => {
+          const p = parts!;
+          if (sequence === 0) {
+            p.model = chunk.model || p.model;
+            await send({ type: 'response.created', response: responseObject(p, { status: 'in_progress' }) });
+            await send({ type: 'response.in_progress', response: responseObject(p, { status: 'in_progress' }) });
+            await send({ type: 'response.output_item.added', output_index: 0, item: outputMessage(p.messageId, '', 'in_progress') });
+            await send({ type: 'response.content_part.added', item_id: p.messageId, output_index: 0, content_index: 0, part: { type: 'output_text', text: '', annotations: [] } });
+          }
+          if (chunk.usage) usage = chunk.usage;
+          const choice = chunk.choices.find((c) => c.index === 0);
+          if (choice?.finish_reason) finish = choice.finish_reason;
+          const delta = choice?.delta.content;
+          if (typeof delta === 'string' && delta !== '') {
+            text += delta;
+            await send({ type: 'response.output_text.delta', item_id: p.messageId, output_index: 0, content_index: 0, delta, logprobs: [] });
+          }
+        },
+      });
+      const p = parts!;
+      await send({ type: 'response.output_text.done', item_id: p.messageId, output_index: 0, content_index: 0, text, logprobs: [] });
+      await send({ type: 'response.content_part.done', item_id: p.messageId, output_index: 0, content_index: 0, part: { type: 'output_text', text, annotations: [] } });
+      await send({ type: 'response.output_item.done', output_index: 0, item: outputMessage(p.messageId, text, 'completed') });
+      const status = finish === 'length' ? 'incomplete' : 'completed';
+      await send({ type: status === 'completed' ? 'response.completed' : 'response.incomplete', response: responseObject(p, { status, text, usage }) });
+    },
+  };
+}
