@@ -155,6 +155,17 @@ describe('POST /v1/memory/search with filters', () => {
   });
 });
 
+describe('tenant-free endpoints still need a key when keys are configured', () => {
+  it('POST /v1/embeddings and GET /v1/models: 401 without a key, 200 with one', async () => {
+    const body = { model: 'static-sif-100d', input: 'hello' };
+    expectError(await request(svc.baseUrl, 'POST', '/v1/embeddings', body), 401, 'missing_api_key');
+    expect((await api('POST', '/v1/embeddings', body)).status).toBe(200);
+    expectError(await request(svc.baseUrl, 'GET', '/v1/models'), 401, 'missing_api_key');
+    expectError(await request(svc.baseUrl, 'GET', '/v1/models/local-memory', undefined, { authorization: 'Bearer agk_wrong' }), 401, 'invalid_api_key');
+    expect((await api('GET', '/v1/models')).body.data.map((m: { id: string }) => m.id)).toContain('local-memory');
+  });
+});
+
 describe('every change is durable', () => {
   it('updates and tenant deletions survive kill -9 of the enclave', async () => {
     const memory = await add('tenant-a', 'Before the crash');
