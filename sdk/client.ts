@@ -2,6 +2,7 @@
  * A client that trusts the enclave, not the host in front of it.
  *
  *   const tee = await connect({ baseUrl, rootPem, pcrs: { 0: '…' } });
+ *   // or: connect({ baseUrl, manifest: <signed release manifest>, operatorKey: '<OPERATOR_PUBKEY>' })
  *   await tee.call('GET', '/v1/memory?tenant_id=t1&query=dogs');        // signature checked
  *   await tee.sealedCall('POST', '/v1/memory', { tenant_id, content });  // the host sees ciphertext
  *
