@@ -12,7 +12,10 @@ import nacl from 'tweetnacl';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { canonicalJson, ManifestError, verifyManifest, type SignedManifest } from '../../sdk/attestation/manifest.js';
 import { main as releaseManifest } from '../../scripts/release-manifest.js';
-import { parseArgs as parseVerifyArgs } from '../../sdk/bin/agent-verify.js';
+import { main as agentVerify, parseArgs as parseVerifyArgs } from '../../sdk/bin/agent-verify.js';
+import { SimulatedNitroProvider } from '../../enclave/attestation/simulated-nsm.js';
+import { FsBlobStore } from '../../host-store/fs-blob-store.js';
+import { encodeUserData } from '../../sdk/protocol/user-data.js';
 import { parseNitroMeasurements } from '../../scripts/lib/nitro-measurements.js';
 import { signedManifest } from '../helpers/manifests.js';
 
@@ -172,5 +175,59 @@ describe('agent-verify --manifest arguments', () => {
     expect(parseVerifyArgs(['http://x', '--manifest', 'm.json'])).toEqual({ kind: 'usage-error', message: expect.stringContaining('--manifest needs --operator-key') });
     expect(parseVerifyArgs(['http://x', '--manifest', 'm.json', '--operator-key', key, '--pcr', `0=${PCRS[0]}`])).toMatchObject({ kind: 'usage-error', message: expect.stringContaining('exclude each other') });
     expect(parseVerifyArgs(['http://x', '--manifest', 'm.json', '--operator-key', key])).toMatchObject({ kind: 'verify', manifest: 'm.json' });
+  });
+});
+
+describe('agent-verify --manifest <url> on a document file', () => {
+  const URL_OF_MANIFEST = 'https://releases.example/v1/release-manifest.json';
+  let documentFile: string;
+  let rootFile: string;
+
+  beforeAll(async () => {
+    const provider = new SimulatedNitroProvider({
+      blobs: new FsBlobStore(dir),
+      pcrs: Object.fromEntries(Object.entries(PCRS).map(([i, v]) => [i, new Uint8Array(Buffer.from(v, 'hex'))])),
+    });
+    rootFile = join(dir, 'root.pem');
+    await writeFile(rootFile, await provider.rootCertificatePem());
+    const document = await provider.attest({
+      publicKey: nacl.sign.keyPair().publicKey,
+      userData: encodeUserData({ operatorKey: operator.publicKey, boxPublicKey: nacl.box.keyPair().publicKey }),
+    });
+    documentFile = join(dir, 'document.b64');
+    await writeFile(documentFile, Buffer.from(document).toString('base64'));
+  });
+
+  async function verifyWith(manifest: SignedManifest | undefined) {
+    const fetched: string[] = [];
+    const out: string[] = [];
+    const io = {
+      out: (t: string) => out.push(t),
+      err: (t: string) => out.push(t),
+      fetch: (async (input: string | URL | Request) => {
+        fetched.push(String(input));
+        return manifest ? new Response(JSON.stringify(manifest)) : new Response('not found', { status: 404 });
+      }) as typeof fetch,
+    };
+    const status = await agentVerify([documentFile, '--root', rootFile, '--manifest', URL_OF_MANIFEST, '--operator-key', Buffer.from(operator.publicKey).toString('hex')], io);
+    return { status, out: out.join('\n'), fetched };
+  }
+
+  it('fetches the manifest, checks its signature, then pins its PCRs (exit 0)', async () => {
+    const result = await verifyWith(signedManifest({ signer: operator, pcrs: PCRS }));
+    expect(result.fetched).toEqual([URL_OF_MANIFEST]);
+    expect(result.out).toContain('✓ manifest: release v-test (simulated) signed by the operator key; pins PCR0, PCR1, PCR2');
+    expect(result.out).toContain('✓ PCR2: matches');
+    expect(result.status).toBe(0);
+  });
+
+  it('fails on a tampered manifest, another build’s manifest, and a manifest it cannot fetch (exit 1)', async () => {
+    const tampered = signedManifest({ signer: operator, pcrs: PCRS });
+    tampered.manifest.pcrs['1'] = '00'.repeat(48);
+    expect(await verifyWith(tampered)).toMatchObject({ status: 1, out: expect.stringContaining('✗ manifest: https://releases.example/v1/release-manifest.json: the signature does not verify') });
+    const otherBuild = await verifyWith(signedManifest({ signer: operator, pcrs: { ...PCRS, 1: 'b1'.repeat(48) } }));
+    expect(otherBuild.out).toContain('✗ PCR1: PCR1 mismatch');
+    expect(otherBuild.status).toBe(1);
+    expect(await verifyWith(undefined)).toMatchObject({ status: 1, out: expect.stringContaining('returned HTTP 404') });
   });
 });
