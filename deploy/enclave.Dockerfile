@@ -60,7 +60,6 @@ RUN set -eu; \
 # therefore under the PCRs. The full node image has python3, make and g++ for
 # hnswlib-node's native build.
 FROM ${NODE_BUILD_IMAGE} AS app
-ARG DEBIAN_SNAPSHOT
 # onnxruntime-node's install script would download the CUDA providers from NuGet on
 # linux/x64; the CPU build that the enclave uses ships inside the npm package.
 ENV ONNXRUNTIME_NODE_INSTALL=skip

@@ -72,7 +72,9 @@ if [[ $dry_run -eq 1 ]]; then
 else
   allocator_yaml >/etc/nitro_enclaves/allocator.yaml
 fi
-run systemctl enable --now nitro-enclaves-allocator.service
+# restart, not only start: a changed reservation takes effect when the allocator runs again.
+run systemctl enable nitro-enclaves-allocator.service
+run systemctl restart nitro-enclaves-allocator.service
 # AWS's KMS proxy: vsock port 8000 to kms.<this region>.amazonaws.com, allowlisted in
 # /etc/nitro_enclaves/vsock-proxy.yaml (installed by aws-nitro-enclaves-cli).
 run systemctl enable --now nitro-enclaves-vsock-proxy.service

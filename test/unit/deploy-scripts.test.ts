@@ -194,7 +194,7 @@ describe('host-setup.sh --dry-run', () => {
     expect(result.stdout).toMatch(/^\+ dnf install -y aws-nitro-enclaves-cli .*nodejs20 nodejs20-npm gcc-c\+\+ make python3 socat jq/m);
     expect(result.stdout).toContain('+ usermod -aG ne svc');
     expect(result.stdout).toContain('memory_mib: 8192\ncpu_count: 4\n');
-    expect(result.stdout).toContain('+ systemctl enable --now nitro-enclaves-allocator.service');
+    expect(result.stdout).toContain('+ systemctl restart nitro-enclaves-allocator.service');
   });
   it.each([[['--cpus', '3'], 'even number'], [['--memory-mib', 'lots'], '--memory-mib must be a number'], [['--user', 'Bad User'], 'plain user name']])(
     'refuses %j (exit 2)', (args, message) => {
