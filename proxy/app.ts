@@ -11,6 +11,8 @@ import { answerProtocolEdges, clientErrorHandler } from './client-errors.js';
 import { streamingRoute } from './streaming-route.js';
 import type { EnclaveConnection, ForwardedRequest } from './enclave-client.js';
 import { registerGuards, type GuardOptions } from './guards.js';
+import { ProxyMetrics } from './metrics.js';
+import { registerOpsRoutes } from './ops-routes.js';
 import { routeNotFound, toApiError } from './http-errors.js';
 
 declare module 'fastify' {
@@ -29,6 +31,8 @@ export interface ProxyOptions {
   receiveTimeoutMs: number;
   /** Deadline of a chat completion (default 300 s). */
   chatTimeoutMs?: number;
+  /** GET /metrics (a fresh registry when absent). */
+  metrics?: ProxyMetrics;
 }
 
 const requestIdPattern = /^[A-Za-z0-9._-]{1,64}$/;
@@ -87,8 +91,10 @@ export async function buildProxy(options: ProxyOptions): Promise<FastifyInstance
     void defaultJson(req, text, done);
   });
 
+  const metrics = options.metrics ?? new ProxyMetrics();
   app.addHook('onResponse', (req, reply, done) => {
     req.log.info({ method: req.method, path: req.url.split('?')[0], status: reply.statusCode, ms: Math.round(reply.elapsedTime) }, 'request');
+    metrics.observe(req, reply);
     done();
   });
 
@@ -149,6 +155,8 @@ export async function buildProxy(options: ProxyOptions): Promise<FastifyInstance
     const health = await options.enclave.health();
     void reply.send({ status: 'ok', enclave: { ready: health.ready, tee_name: health.tee_name, embedding_model: health.embedding_model } });
   });
+
+  registerOpsRoutes(app, { enclave: options.enclave, metrics });
 
   return app;
 }

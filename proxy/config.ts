@@ -1,4 +1,4 @@
-import { flag, hostPort, integer, logLevel, optionalText, text } from '../common/config.js';
+import { flag, hostPort, integer, logFormat, logLevel, optionalText, text } from '../common/config.js';
 
 /** Every setting of the proxy process; `npm run start:proxy -- --help` prints this table. */
 export const proxySettings = {
@@ -17,4 +17,5 @@ export const proxySettings = {
   tlsCert: optionalText('TLS_CERT', 'PEM certificate file; with TLS_KEY, serve HTTPS'),
   tlsKey: optionalText('TLS_KEY', 'PEM private key file for TLS_CERT'),
   logLevel: logLevel(),
+  logFormat: logFormat(),
 };

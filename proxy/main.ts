@@ -7,7 +7,7 @@ import { exposureProblem } from './exposure.js';
 import { stopWithSupervisor } from '../common/supervised.js';
 
 const config = configFromCli('agent-service proxy: the untrusted HTTP front (fastify) that relays to the enclave over gRPC.', proxySettings);
-const log = createLogger('proxy', config.logLevel);
+const log = createLogger('proxy', config.logLevel, config.logFormat);
 
 if ((config.tlsCert === undefined) !== (config.tlsKey === undefined)) {
   process.stderr.write('TLS_CERT and TLS_KEY must be set together\n');
