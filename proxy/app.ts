@@ -13,6 +13,8 @@ import type { EnclaveConnection, ForwardedRequest } from './enclave-client.js';
 import { registerGuards, type GuardOptions } from './guards.js';
 import { ProxyMetrics } from './metrics.js';
 import { registerOpsRoutes } from './ops-routes.js';
+import { registerOpenApiRoutes } from './openapi/routes.js';
+import { registerConsoleRoutes } from './console-routes.js';
 import { routeNotFound, toApiError } from './http-errors.js';
 
 declare module 'fastify' {
@@ -33,6 +35,8 @@ export interface ProxyOptions {
   chatTimeoutMs?: number;
   /** GET /metrics (a fresh registry when absent). */
   metrics?: ProxyMetrics;
+  /** The host store's folder, where the console finds the simulated root (default ./data). */
+  dataDir?: string;
 }
 
 const requestIdPattern = /^[A-Za-z0-9._-]{1,64}$/;
@@ -157,6 +161,8 @@ export async function buildProxy(options: ProxyOptions): Promise<FastifyInstance
   });
 
   registerOpsRoutes(app, { enclave: options.enclave, metrics });
+  registerOpenApiRoutes(app);
+  registerConsoleRoutes(app, { enclave: options.enclave, dataDir: options.dataDir ?? './data' });
 
   return app;
 }

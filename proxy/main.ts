@@ -25,6 +25,7 @@ const app = await buildProxy({
   enclave,
   logger: log,
   chatTimeoutMs: config.chatTimeoutMs,
+  dataDir: config.dataDir,
   tls: config.tlsCert && config.tlsKey ? { cert: config.tlsCert, key: config.tlsKey } : undefined,
   receiveTimeoutMs: config.receiveTimeoutMs,
   guards: {
