@@ -1,8 +1,9 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { request } from '../helpers/http.js';
+import { connect } from '../../sdk/client.js';
 import { issueKey } from '../helpers/processes.js';
 import { has, parseExposition, total } from '../helpers/prometheus.js';
 import { startService, type RunningService } from '../helpers/service.js';
@@ -85,6 +86,18 @@ describe('GET /metrics', () => {
     for (const s of samples) {
       expect(s.name.startsWith(`agent_${s.labels.process}_`), s.name).toBe(true);
     }
+  });
+
+  it('counts a sealed request once, as Sealed: what it carried stays the client\'s', async () => {
+    const tee = await connect({ insecureSkipPcrPinning: true, baseUrl: svc.baseUrl, rootPem: readFileSync(join(svc.dataDir, 'simulated-root.pem'), 'utf8') });
+    const before = (await scrape()).samples;
+    const stored = await tee.sealedCall('POST', '/v1/memory', { tenant_id: `${TENANT}-sealed`, content: 'a sealed pelican' });
+    expect(stored.status).toBe(200);
+    const after = (await scrape()).samples;
+    const delta = (labels: Record<string, string>) => total(after, 'agent_enclave_requests_total', labels) - total(before, 'agent_enclave_requests_total', labels);
+    expect(delta({ route: 'Sealed', status: '200' })).toBe(1);
+    expect(delta({ route: 'AddMemory' })).toBe(0);
+    expect(total(after, 'agent_proxy_http_requests_total', { route: 'Sealed' }) - total(before, 'agent_proxy_http_requests_total', { route: 'Sealed' })).toBe(1);
   });
 
   it('holds no tenant id, memory id, content or query', async () => {
