@@ -5,6 +5,7 @@ import type { FastifyInstance } from 'fastify';
 import { notFound } from '../common/errors.js';
 import { repoRoot } from '../common/paths.js';
 import type { EnclaveConnection } from './enclave-client.js';
+import { routeNotFound } from './http-errors.js';
 import { pageHeaders } from './page-headers.js';
 
 /** The console's files, served from the source folder (which the deploy image copies too), read once at start. */
@@ -28,7 +29,9 @@ export function registerConsoleRoutes(app: FastifyInstance, deps: { enclave: Enc
   const index = readFileSync(join(consoleDir, 'index.html'));
   const files = new Map(Object.entries(FILES).map(([name, type]) => [name, { type, body: readFileSync(join(consoleDir, name)) }]));
 
-  app.get('/', async (_req, reply) => {
+  app.get('/', async (req, reply) => {
+    // The router also sends a target that is no path (`GET *`) here: that is no request for the page.
+    if (!req.url.startsWith('/')) throw routeNotFound(req.method, req.url);
     void pageHeaders(reply).type('text/html; charset=utf-8').send(index);
   });
   app.get('/console/simulated-root.pem', async (_req, reply) => {
