@@ -4,7 +4,8 @@
 # cannot do for itself in an enclave, which has no network, no disk and no environment
 # from outside, then runs the enclave process:
 #
-#   1. brings up the loopback interface, which the gRPC server and the bridges use;
+#   1. brings up the loopback interface, which the gRPC server and the bridges use, and
+#      synchronises the clock with the hypervisor's KVM PTP clock (/dev/ptp0) through chronyd;
 #   2. fetches the parent role's AWS credentials over vsock (for KMS; not secret from the
 #      host, which has them already: the KMS key policy's PCR conditions guard the key);
 #   3. decrypts MODEL_API_KEY with KMS, if the image carries it encrypted;
@@ -56,6 +57,28 @@ store_port="${HOST_STORE_ADDR##*:}"
 
 # 1. Loopback. An enclave boots with lo down; bringing it up also gives it 127.0.0.1/8.
 ip link set dev lo up
+
+# The clock. An enclave's clock is set at boot and then drifts (seconds a week) with nothing
+# to correct it: no network, no NTP. What depends on it (deploy/README.md, "Time"): the
+# sdk refuses signatures more than 5 minutes off its own clock, and the enclave refuses
+# sealed requests more than 30 s ahead of its clock, so a lagging enclave fails sealed calls
+# first. The hypervisor exposes its clock as a KVM PTP device; chronyd follows it. That
+# clock is the Nitro hypervisor's, not the parent OS's (as AWS describes it; not checked
+# here): an operator who can set the parent's clock should not be able to set this one.
+CHRONY_CONF="${CHRONY_CONF:-/etc/chrony/enclave.conf}"
+if [[ -c /dev/ptp0 ]] && command -v chronyd >/dev/null; then
+  # Not fatal: an enclave with a drifting clock still serves; one that restarts forever does not.
+  if ! chronyd -f "$CHRONY_CONF"; then
+    log "warning: chronyd failed to start with $CHRONY_CONF; the clock is not synchronised"
+  # Wait (up to 30 s) for the first correction, so that the first signatures carry good time.
+  elif chronyc -n waitsync 15 1 0 2 >/dev/null 2>&1; then
+    log "clock synchronised with /dev/ptp0 ($(chronyc -n tracking | sed -n 's/^System time *: //p'))"
+  else
+    log "warning: chronyd has not synchronised with /dev/ptp0 yet; continuing"
+  fi
+else
+  log "warning: no /dev/ptp0 (or no chronyd): the clock is not synchronised and will drift"
+fi
 
 # 2. Credentials: deploy/host-credentials.sh on the parent answers each connection with
 #    three lines NAME=value. Retry for a while: the host may start it after the enclave.

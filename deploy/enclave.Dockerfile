@@ -21,27 +21,37 @@
 #   model-api-key.kms                MODEL_API_KEY encrypted with KMS (deploy/README.md, "The model's API key")
 #   models/<name>/                   a transformer embedding model installed with `npm run model:fetch`
 
+# Base images. By tag they follow whatever the registry serves that day; deploy/release.sh
+# passes them by digest (deploy/base-images.lock), which is what makes PCR0 repeatable.
 ARG NODE_BUILD_IMAGE=node:20-bookworm
 ARG NODE_RUN_IMAGE=node:20-bookworm-slim
 ARG RUST_IMAGE=rust:1-bookworm
+# Debian packages as of one moment (snapshot.debian.org), e.g. 20250101T000000Z; empty: the
+# mirrors of the day. deploy/release.sh sets it from deploy/base-images.lock.
+ARG DEBIAN_SNAPSHOT=""
 
 # ---------------------------------------------------------------------------------------
 # nsm-attest: Node cannot issue the /dev/nsm ioctl, so attestation documents come from this
 # helper (deploy/nsm-attest). A static musl binary needs nothing from the runtime image.
 FROM ${RUST_IMAGE} AS nsm-attest
-RUN apt-get update \
+ARG DEBIAN_SNAPSHOT
+COPY deploy/debian-snapshot.sh /usr/local/bin/debian-snapshot.sh
+RUN sh /usr/local/bin/debian-snapshot.sh "$DEBIAN_SNAPSHOT" \
+ && apt-get update \
  && apt-get install -y --no-install-recommends musl-tools \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY deploy/nsm-attest/ ./
 # The stage runs on the build machine's architecture, which is the enclave's (x86_64, or
-# aarch64 on Graviton). --locked once a Cargo.lock is committed, so PCR0 stops depending on
-# what crates.io serves on the day of the build.
+# aarch64 on Graviton). --locked when a Cargo.lock is there (deploy/release.sh insists on
+# one), so PCR0 does not depend on what crates.io serves on the day of the build; the
+# remapped source paths keep the build directory out of the binary.
 RUN set -eu; \
     target="$(uname -m)-unknown-linux-musl"; \
     rustup target add "$target"; \
     locked=""; if [ -f Cargo.lock ]; then locked="--locked"; fi; \
-    cargo build --release $locked --target "$target"; \
+    RUSTFLAGS="--remap-path-prefix=$PWD=/src --remap-path-prefix=$CARGO_HOME=/cargo" \
+      cargo build --release $locked --target "$target"; \
     install -m 0755 "target/$target/release/nsm-attest" /nsm-attest
 
 # ---------------------------------------------------------------------------------------
@@ -82,12 +92,18 @@ RUN set -eu; \
 # ---------------------------------------------------------------------------------------
 # The enclave image.
 FROM ${NODE_RUN_IMAGE}
+ARG DEBIAN_SNAPSHOT
 # socat: the vsock bridges (VSOCK-* addresses need socat 1.7.4+; bookworm has 1.7.4.4).
 # iproute2: to bring up the loopback interface. ca-certificates: for kmstool_enclave_cli's
-# TLS to KMS (Node carries its own CA list for the model's TLS).
-RUN apt-get update \
- && apt-get install -y --no-install-recommends socat iproute2 ca-certificates \
- && rm -rf /var/lib/apt/lists/*
+# TLS to KMS (Node carries its own CA list for the model's TLS). chrony: follows the
+# hypervisor's clock (/dev/ptp0), see enclave-entrypoint.sh.
+COPY deploy/debian-snapshot.sh /usr/local/bin/debian-snapshot.sh
+RUN sh /usr/local/bin/debian-snapshot.sh "$DEBIAN_SNAPSHOT" \
+ && apt-get update \
+ && apt-get install -y --no-install-recommends socat iproute2 ca-certificates chrony \
+ && rm -rf /var/lib/apt/lists/* /var/cache/ldconfig/aux-cache /var/log/apt /var/log/dpkg.log \
+ && rm /usr/local/bin/debian-snapshot.sh
+COPY deploy/chrony-enclave.conf /etc/chrony/enclave.conf
 
 COPY --from=app /app /app
 COPY --from=nsm-attest /nsm-attest /usr/local/bin/nsm-attest

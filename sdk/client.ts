@@ -2,6 +2,7 @@
  * A client that trusts the enclave, not the host in front of it.
  *
  *   const tee = await connect({ baseUrl, rootPem, pcrs: { 0: '…' } });
+ *   // or: connect({ baseUrl, manifest: <signed release manifest>, operatorKey: '<OPERATOR_PUBKEY>' })
  *   await tee.call('GET', '/v1/memory?tenant_id=t1&query=dogs');        // signature checked
  *   await tee.sealedCall('POST', '/v1/memory', { tenant_id, content });  // the host sees ciphertext
  *
@@ -12,6 +13,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Check, DecodedDocument } from './attestation/verify.js';
 import { verifyAttestation } from './attestation/verify.js';
+import { verifyManifest, type VerifiedManifest } from './attestation/manifest.js';
 import {
   checkSignature, DEFAULT_MAX_SKEW_MS, sha256Hex, SIGNATURE_HEADER, STATE_HEADER, StateTracker, splitSignedStream, TENANT_HEADER,
   STREAM_SIGNATURE_EVENT, TIMESTAMP_HEADER, type SignedRequest, type StateHead,
@@ -29,6 +31,12 @@ export interface ConnectOptions {
    * signed by the root (on Nitro: any enclave image at all) would be accepted.
    */
   pcrs?: Record<number, string | Uint8Array>;
+  /**
+   * A signed release manifest (its JSON text, or parsed) whose PCRs to pin instead of
+   * `pcrs`: its signature must verify with `operatorKey`, which is then required, since the
+   * key a manifest names, or a service advertises, could be anybody's (sdk/attestation/manifest.ts).
+   */
+  manifest?: string | object;
   /**
    * Development only: accept whatever code the root vouches for, without pinning PCRs
    * (a local simulated service whose PCRs change with every build). Never in production.
@@ -129,7 +137,9 @@ export class SealedCallError extends TrustError {
 type Body = unknown;
 
 export async function connect(options: ConnectOptions): Promise<TeeClient> {
-  if (Object.keys(options.pcrs ?? {}).length === 0 && options.insecureSkipPcrPinning !== true) {
+  const manifest = options.manifest === undefined ? undefined : releaseManifest(options);
+  const pinned = manifest?.pcrs ?? options.pcrs ?? {};
+  if (Object.keys(pinned).length === 0 && options.insecureSkipPcrPinning !== true) {
     throw new AttestationError(
       'no PCRs pinned: pass the PCR values of the build you trust as `pcrs` (on Nitro, from the release manifest); ' +
       'only for local development, `insecureSkipPcrPinning: true` accepts any code the root vouches for',
@@ -156,7 +166,7 @@ export async function connect(options: ConnectOptions): Promise<TeeClient> {
     rootPem: options.rootPem,
     at: options.at,
     nonce,
-    pcrs: Object.fromEntries(Object.entries(options.pcrs ?? {}).map(([i, v]) => [i, typeof v === 'string' ? Buffer.from(v, 'hex') : v])),
+    pcrs: Object.fromEntries(Object.entries(pinned).map(([i, v]) => [i, typeof v === 'string' ? Buffer.from(v, 'hex') : v])),
     publicKey: teePublicKey,
     // The advertised keys must be the bound ones; a pinned operator key wins over the advertised one.
     operatorKey: expectedOperator ?? new Uint8Array(Buffer.from(text('operator_pubkey'), 'base64')),
@@ -165,6 +175,9 @@ export async function connect(options: ConnectOptions): Promise<TeeClient> {
   if (!result.ok || !result.document) {
     const failed = result.checks.filter((c) => !c.ok).map((c) => `${c.name}: ${c.detail}`);
     throw new AttestationError(`attestation of ${options.baseUrl} failed: ${failed.join('; ')}`, result.checks);
+  }
+  if (manifest && manifest.manifest.tee_name !== text('tee_name')) {
+    throw new AttestationError(`the service says tee_name ${text('tee_name')}, the manifest is for ${manifest.manifest.tee_name}`, result.checks);
   }
   const bound = parseUserData(result.document.userData);
   const client = new TeeClient(options, fetchImpl, {
@@ -178,6 +191,19 @@ export async function connect(options: ConnectOptions): Promise<TeeClient> {
   // The attestation answer itself is signed by the key it attests.
   client.verify({ method: 'GET', target, body: new Uint8Array() }, response.status, raw, headersOf(response.headers), client.stateFloor());
   return client;
+}
+
+/** The manifest's PCRs, once its signature verifies with the pinned operator key. */
+function releaseManifest(options: ConnectOptions): VerifiedManifest {
+  if (options.operatorKey === undefined) {
+    throw new AttestationError('a manifest needs operatorKey: the operator key you trust to sign releases');
+  }
+  if (options.pcrs !== undefined) throw new AttestationError('pass either pcrs or a manifest, not both');
+  try {
+    return verifyManifest(options.manifest, key32(options.operatorKey, 'operatorKey'));
+  } catch (error) {
+    throw new AttestationError(`release manifest refused: ${(error as Error).message}`);
+  }
 }
 
 export class TeeClient {

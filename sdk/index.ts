@@ -6,6 +6,10 @@ export {
 export { verifyAttestation, type Check, type DecodedDocument, type VerificationResult, type VerifyOptions } from './attestation/verify.js';
 export { AWS_NITRO_ROOT_G1_PEM } from './attestation/aws-root.js';
 export {
+  canonicalJson, manifestSigningBytes, ManifestError, MANIFEST_TYPE, verifyManifest,
+  type ReleaseManifest, type SignedManifest, type VerifiedManifest,
+} from './attestation/manifest.js';
+export {
   checkSignature, formatState, parseState, responseStatement, sha256Hex, splitSignedStream, streamSignatureEvent,
   SIGNATURE_HEADER, STATE_HEADER, STATEMENT_TAG, StateTracker, STREAM_SIGNATURE_EVENT, TIMESTAMP_HEADER,
   type ResponseSignature, type SignedRequest, type StateHead,

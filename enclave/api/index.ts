@@ -52,7 +52,7 @@ export interface ApiDeps {
   auth: Authorizer;
   work: WorkLimits;
   chat: ChatService;
-  models: Omit<ModelsDeps, 'embeddingModel'>;
+  models: Omit<ModelsDeps, 'embeddingModel' | 'authenticate'>;
   log: Logger;
   observer?: ApiObserver;
 }
@@ -79,7 +79,7 @@ export function createApi(deps: ApiDeps): EnclaveApi {
   const responses = responsesRoutes(deps.chat, deps.auth);
   const handlers: RouteHandlers = {
     ...memory,
-    ...modelRoutes({ ...deps.models, embeddingModel: () => deps.memory.embeddingModel.id }),
+    ...modelRoutes({ ...deps.models, authenticate: (a) => deps.auth.authenticate(a), embeddingModel: () => deps.memory.embeddingModel.id }),
     GetAttestation: attestationRoute(deps.attestation),
     ChatCompletion: chat.complete,
     CreateResponse: responses.complete,

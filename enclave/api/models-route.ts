@@ -4,6 +4,8 @@ import { jsonReply } from './request.js';
 import type { RouteHandler } from './routes.js';
 
 export interface ModelsDeps {
+  /** Throws unless the Authorization header holds a valid key (when keys are configured). */
+  authenticate: (authorization: string) => void;
   /** The upstream chat models the operator lists (MODEL_NAMES); chat passes any name through. */
   chatModels: readonly string[];
   /** The offline responder (local-memory): it answers chat without MODEL_BASE_URL, and whenever a request names it. */
@@ -14,7 +16,7 @@ export interface ModelsDeps {
   created: number;
 }
 
-/** GET /v1/models and /v1/models/{id}, in OpenAI's shape. */
+/** GET /v1/models and /v1/models/{id}, in OpenAI's shape; like OpenAI's, they need an API key when keys are configured. */
 export function modelRoutes(deps: ModelsDeps): { ListModels: RouteHandler<'ListModels'>; GetModel: RouteHandler<'GetModel'> } {
   const models = () => {
     const model = (id: string, owned_by: string) => ({ id, object: 'model', created: deps.created, owned_by });
@@ -24,10 +26,12 @@ export function modelRoutes(deps: ModelsDeps): { ListModels: RouteHandler<'ListM
     return list;
   };
   return {
-    async ListModels(): Promise<ApiReply> {
+    async ListModels({ request }): Promise<ApiReply> {
+      deps.authenticate(request.authorization);
       return jsonReply(200, { object: 'list', data: models() });
     },
-    async GetModel({ params: { id } }): Promise<ApiReply> {
+    async GetModel({ request, params: { id } }): Promise<ApiReply> {
+      deps.authenticate(request.authorization);
       const found = models().find((m) => m.id === id);
       if (!found) throw new ApiError('model_not_found', `the model '${id}' does not exist`, { param: 'model' });
       return jsonReply(200, found);

@@ -7,6 +7,7 @@
  */
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
+import { ed25519SpkiDer } from '../../sdk/protocol/public-key.js';
 import type { AttestationProvider, AttestationRequest } from './provider.js';
 
 const execFileAsync = promisify(execFile);
@@ -31,7 +32,8 @@ export class NitroProvider implements AttestationProvider {
   }
 
   async attest(request: AttestationRequest): Promise<Uint8Array> {
-    const args = ['--public-key', hex(request.publicKey)];
+    // The NSM copies public_key into the document as given; AWS documents it as DER.
+    const args = ['--public-key', hex(ed25519SpkiDer(request.publicKey))];
     if (request.userData) args.push('--user-data', hex(request.userData));
     if (request.nonce) args.push('--nonce', hex(request.nonce));
     let stdout: Buffer;

@@ -4,7 +4,7 @@
  * format (simulated or AWS Nitro).
  */
 export interface AttestationRequest {
-  /** The enclave's Ed25519 public key, bound into the document. */
+  /** The enclave's raw 32-byte Ed25519 public key; providers bind it as a DER SubjectPublicKeyInfo. */
   publicKey: Uint8Array;
   /** Extra bytes bound into the document (keys for sealed requests, operator key). */
   userData?: Uint8Array;

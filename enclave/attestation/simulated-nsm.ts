@@ -17,6 +17,7 @@ import { join } from 'node:path';
 import 'reflect-metadata';
 import * as x509 from '@peculiar/x509';
 import { signNitroDocument } from '../../sdk/attestation/cose.js';
+import { ed25519SpkiDer } from '../../sdk/protocol/public-key.js';
 import { readWhole, type BlobStore } from '../../common/blob-store.js';
 import type { AttestationProvider, AttestationRequest } from './provider.js';
 
@@ -34,6 +35,12 @@ const LEAF_RENEW_BEFORE_MS = 1 * HOUR_MS;
 /** Backdate notBefore so a verifier whose clock lags slightly still accepts new certificates. */
 const CLOCK_SKEW_MS = 5 * 60 * 1000;
 const KEY_ALGORITHM = { name: 'ECDSA', namedCurve: 'P-384' };
+/**
+ * A real NSM reports PCR0 to PCR15 in every document, unused ones as zeros; strict
+ * verifiers (Evervault's requires 0, 1, 2 and 8) reject documents with fewer.
+ */
+export const NSM_PCR_COUNT = 16;
+const PCR_LENGTH = 48;
 const SIGNING_ALGORITHM = { name: 'ECDSA', hash: 'SHA-384' };
 
 export type PcrValues = Map<number, Uint8Array> | Record<number, Uint8Array>;
@@ -125,7 +132,11 @@ export class SimulatedNsm {
   }
 }
 
-/** The `TEE_MODE=simulated` provider: a SimulatedNsm attesting fixed PCR values. */
+/**
+ * The `TEE_MODE=simulated` provider: a SimulatedNsm attesting fixed PCR values, shaped like
+ * a real NSM's documents: PCR0 to PCR15 (those not measured here are zeros) and the key
+ * as a DER SubjectPublicKeyInfo.
+ */
 export class SimulatedNitroProvider implements AttestationProvider {
   readonly teeName = 'simulated';
   private readonly nsm: SimulatedNsm;
@@ -133,17 +144,20 @@ export class SimulatedNitroProvider implements AttestationProvider {
 
   constructor(options: SimulatedNsmOptions & { pcrs: PcrValues }) {
     this.nsm = new SimulatedNsm(options);
-    this.pcrs = options.pcrs instanceof Map ? new Map(options.pcrs) : pcrMap(options.pcrs);
-    if (this.pcrs.size === 0) throw new Error('at least one PCR is required');
-    for (const [index, value] of this.pcrs) {
-      if (!Number.isInteger(index) || index < 0 || index > 31 || value.length !== 48) {
+    const given = options.pcrs instanceof Map ? new Map(options.pcrs) : pcrMap(options.pcrs);
+    if (given.size === 0) throw new Error('at least one PCR is required');
+    for (const [index, value] of given) {
+      if (!Number.isInteger(index) || index < 0 || index > 31 || value.length !== PCR_LENGTH) {
         throw new Error(`PCR${index} must have an index in 0..31 and a 48-byte SHA-384 value`);
       }
     }
+    this.pcrs = new Map();
+    const highest = Math.max(NSM_PCR_COUNT - 1, ...given.keys());
+    for (let index = 0; index <= highest; index++) this.pcrs.set(index, given.get(index) ?? new Uint8Array(PCR_LENGTH));
   }
 
   attest(request: AttestationRequest): Promise<Uint8Array> {
-    return this.nsm.attest({ ...request, pcrs: this.pcrs });
+    return this.nsm.attest({ ...request, publicKey: ed25519SpkiDer(request.publicKey), pcrs: this.pcrs });
   }
 
   rootCertificatePem(): Promise<string> {
@@ -195,7 +209,7 @@ async function createCa(blobs: BlobStore, now: number): Promise<CertificateAutho
       keys: rootKeys,
       ...validity,
       signingAlgorithm: SIGNING_ALGORITHM,
-      extensions: caExtensions(1),
+      extensions: [...caExtensions(1), await x509.SubjectKeyIdentifierExtension.create(rootKeys.publicKey, false, webcrypto)],
     },
     webcrypto,
   );
@@ -208,7 +222,7 @@ async function createCa(blobs: BlobStore, now: number): Promise<CertificateAutho
       signingKey: rootKeys.privateKey,
       ...validity,
       signingAlgorithm: SIGNING_ALGORITHM,
-      extensions: caExtensions(0),
+      extensions: [...caExtensions(0), ...(await keyIdentifiers(intermediateKeys.publicKey, rootKeys.publicKey))],
     },
     webcrypto,
   );
@@ -240,6 +254,7 @@ async function issueLeaf(ca: CertificateAuthority, moduleId: string, now: number
       extensions: [
         new x509.BasicConstraintsExtension(false, undefined, true),
         new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature, true),
+        ...(await keyIdentifiers(keys.publicKey, ca.intermediate.certificate.publicKey)),
       ],
     },
     webcrypto,
@@ -251,6 +266,19 @@ function caExtensions(pathLength: number): x509.Extension[] {
   return [
     new x509.BasicConstraintsExtension(true, pathLength, true),
     new x509.KeyUsagesExtension(x509.KeyUsageFlags.keyCertSign | x509.KeyUsageFlags.cRLSign, true),
+  ];
+}
+
+/**
+ * Subject and authority key identifiers, as AWS's own chain carries them: OpenSSL's
+ * `-x509_strict` refuses a CA without SKI and any non-self-signed certificate without AKI.
+ * (A CA created before they were added is reused as it is; delete its simulated-* files in
+ * the host store for a new one.)
+ */
+async function keyIdentifiers(subjectKey: webcrypto.CryptoKey, issuerKey: webcrypto.CryptoKey | x509.PublicKey): Promise<x509.Extension[]> {
+  return [
+    await x509.SubjectKeyIdentifierExtension.create(subjectKey, false, webcrypto),
+    await x509.AuthorityKeyIdentifierExtension.create(issuerKey, false, webcrypto),
   ];
 }
 

@@ -13,6 +13,7 @@
 import { X509Certificate, verify as verifySignature } from 'node:crypto';
 import { AWS_NITRO_ROOT_G1_PEM } from './aws-root.js';
 import { decodeCoseSign1, decodeNitroDocument, sigStructure, type CoseSign1, type NitroDocument } from './cose.js';
+import { ed25519KeyFromSpki, publicKeyMatches } from '../protocol/public-key.js';
 import { parseUserData } from '../protocol/user-data.js';
 
 export interface VerifyOptions {
@@ -117,7 +118,7 @@ export async function verifyAttestation(document: Uint8Array, options: VerifyOpt
   }
   if (options.publicKey) {
     const expected = options.publicKey;
-    checks.push(check('public key', () => compareBytes('public key', expected, payload.publicKey)));
+    checks.push(check('public key', () => comparePublicKey(expected, payload.publicKey)));
   }
   const bound = attempt(() => parseUserData(payload.userData));
   const userDataKey = (name: string, expected: Uint8Array, pick: (keys: Exclude<typeof bound, Error>) => Uint8Array) =>
@@ -255,6 +256,16 @@ function compareBytes(name: string, expected: Uint8Array, actual: Uint8Array | n
     return fail(name, `${name} mismatch: expected ${hex(expected)}, got ${hex(actual)}`);
   }
   return pass(name, `matches ${hex(expected)}`);
+}
+
+/** The document's public_key is a DER SubjectPublicKeyInfo (sdk/protocol/public-key.ts) or, from older enclaves, the raw key. */
+function comparePublicKey(expected: Uint8Array, actual: Uint8Array | null): Check {
+  if (actual === null) return fail('public key', `the document has no public key (expected ${hex(expected)})`);
+  if (!publicKeyMatches(expected, actual)) {
+    return fail('public key', `public key mismatch: expected ${hex(expected)}, got ${hex(actual)}`);
+  }
+  const form = ed25519KeyFromSpki(actual) ? ' (as an Ed25519 SubjectPublicKeyInfo)' : '';
+  return pass('public key', `matches ${hex(expected)}${form}`);
 }
 
 /** Runs a check, turning an unexpected exception into a failure of that check. */

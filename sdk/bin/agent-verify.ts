@@ -9,6 +9,7 @@ import { readFile } from 'node:fs/promises';
 import { realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { parseArgs as parseNodeArgs } from 'node:util';
+import { ManifestError, verifyManifest, type VerifiedManifest } from '../attestation/manifest.js';
 import { verifyAttestation, type Check, type VerificationResult } from '../attestation/verify.js';
 import { checkSignature, sha256Hex, SIGNATURE_HEADER, STATE_HEADER, TIMESTAMP_HEADER, type SignedRequest } from '../protocol/response-signature.js';
 
@@ -32,6 +33,9 @@ Options:
   --pcr <index>=<hex>   expected PCR value; repeatable
   --operator-key <key>  expected operator Ed25519 key in user_data, base64 or hex
                         (instead of the operator_pubkey the service advertises)
+  --manifest <file|url> pin the PCRs of a release manifest signed by the operator
+                        (npm run release:manifest); needs --operator-key, the key you
+                        trust to sign releases, and replaces --pcr
   --json                print the result as JSON
   -h, --help            show this help
 
@@ -45,6 +49,8 @@ export interface VerifyCommand {
   nonce?: Uint8Array;
   pcrs: Record<number, Uint8Array>;
   operatorKey?: Uint8Array;
+  /** A release manifest (file or URL) whose PCRs to pin, once its signature checks out. */
+  manifest?: string;
   json: boolean;
 }
 
@@ -65,6 +71,7 @@ export function parseArgs(argv: string[]): Command {
         'no-nonce': { type: 'boolean', default: false },
         pcr: { type: 'string', multiple: true },
         'operator-key': { type: 'string' },
+        manifest: { type: 'string' },
         json: { type: 'boolean', default: false },
         help: { type: 'boolean', short: 'h', default: false },
       },
@@ -95,6 +102,13 @@ export function parseArgs(argv: string[]): Command {
     const key = parseKey32(values['operator-key']);
     if (!key) return usageError('--operator-key must be a 32-byte key in base64 or hex');
     command.operatorKey = key;
+  }
+  if (values.manifest !== undefined) {
+    // A manifest is only as good as the key checked against it: the one it names, or the one
+    // the service advertises, could be anybody's.
+    if (!command.operatorKey) return usageError('--manifest needs --operator-key: the operator key you trust to sign releases');
+    if (values.pcr !== undefined) return usageError('--manifest and --pcr exclude each other: the manifest says which PCRs to pin');
+    command.manifest = values.manifest;
   }
   for (const spec of values.pcr ?? []) {
     const match = /^(\d{1,2})=(.*)$/.exec(spec);
@@ -147,7 +161,9 @@ export async function main(argv: string[], io: Io = defaultIo): Promise<number> 
 
   let result: VerificationResult;
   try {
-    const { document, teePublicKey, operatorKey, boxPublicKey, reply } = await loadDocument(command, io.fetch);
+    const manifest = command.manifest === undefined ? undefined : await loadManifest(command.manifest, command.operatorKey as Uint8Array, io.fetch);
+    if (manifest) command.pcrs = manifest.pcrs;
+    const { document, teePublicKey, operatorKey, boxPublicKey, reply, teeName } = await loadDocument(command, io.fetch);
     result = await verifyAttestation(document, {
       rootPem,
       at: command.at,
@@ -164,9 +180,19 @@ export async function main(argv: string[], io: Io = defaultIo): Promise<number> 
         : { name: 'reply signature', ok: false, detail: check.reason });
       if (!check.ok) result.ok = false;
     }
+    if (manifest) {
+      const { version, tee_name: manifestTee } = manifest.manifest;
+      const pinned = Object.keys(manifest.pcrs).map((i) => `PCR${i}`).join(', ');
+      result.checks.unshift({ name: 'manifest', ok: true, detail: `release ${version} (${manifestTee}) signed by the operator key; pins ${pinned}` });
+      // A manifest for another kind of TEE names measurements this service cannot have.
+      if (teeName !== undefined && teeName !== manifestTee) {
+        result.checks.push({ name: 'tee', ok: false, detail: `the service says tee_name ${teeName}, the manifest is for ${manifestTee}` });
+        result.ok = false;
+      }
+    }
   } catch (error) {
     // Nothing to verify: report it like any other failed check.
-    const check = { name: 'input', ok: false, detail: (error as Error).message };
+    const check = { name: error instanceof ManifestError ? 'manifest' : 'input', ok: false, detail: (error as Error).message };
     result = { ok: false, checkedAt: command.at ?? new Date(), checks: [check] };
   }
   io.out(command.json ? JSON.stringify(result, jsonBytesAsHex, 2) : formatResult(result, command));
@@ -181,6 +207,26 @@ interface LoadedDocument {
   teePublicKey?: Uint8Array;
   operatorKey?: Uint8Array;
   boxPublicKey?: Uint8Array;
+  teeName?: string;
+}
+
+/** Reads a release manifest from a file or an http(s) URL and checks its signature. */
+async function loadManifest(source: string, operatorKey: Uint8Array, fetchImpl: typeof fetch): Promise<VerifiedManifest> {
+  let text: string;
+  if (/^https?:\/\//i.test(source)) {
+    const response = await fetchImpl(source);
+    if (!response.ok) throw new ManifestError(`GET ${source} returned HTTP ${response.status}`);
+    text = await response.text();
+  } else {
+    text = await readFile(source, 'utf8').catch((error: Error) => {
+      throw new ManifestError(`cannot read ${source}: ${error.message}`);
+    });
+  }
+  try {
+    return verifyManifest(text, operatorKey);
+  } catch (error) {
+    throw new ManifestError(`${source}: ${(error as Error).message}`);
+  }
 }
 
 async function loadDocument(command: VerifyCommand, fetchImpl: typeof fetch): Promise<LoadedDocument> {
@@ -233,6 +279,7 @@ function fromAttestationJson(text: string, source: string): LoadedDocument {
     teePublicKey: optionalKey('tee_public_key'),
     operatorKey: optionalKey('operator_pubkey'),
     boxPublicKey: optionalKey('tee_box_public_key'),
+    teeName: typeof fields.tee_name === 'string' ? fields.tee_name : undefined,
   };
 }
 
@@ -275,7 +322,7 @@ function formatResult(result: VerificationResult, command: VerifyCommand): strin
     );
   }
   lines.push('');
-  if (result.ok && Object.keys(command.pcrs).length === 0) {
+  if (result.ok && Object.keys(command.pcrs).length === 0 && command.manifest === undefined) {
     lines.push('note: no --pcr given, so the document is authentic but nothing pins which code it attests');
   }
   const failed = result.checks.filter((c) => !c.ok).length;

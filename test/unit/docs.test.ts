@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { repoRoot } from '../../common/paths.js';
+import { errorCatalogue } from '../../common/errors.js';
 import { limits } from '../../common/limits.js';
 import { enclaveSettings } from '../../enclave/config.js';
 import { hostStoreSettings } from '../../host-store/config.js';
@@ -29,6 +30,15 @@ describe('README stays true to the code', () => {
     const known = new Set([...Object.values(enclaveSettings), ...Object.values(proxySettings), ...Object.values(hostStoreSettings)].map((s) => s.name));
     const named = [...section('Configuration').matchAll(/^\| `([A-Z_]+)` \|/gm)].map((m) => m[1]);
     expect(named.filter((name) => !known.has(name))).toEqual([]);
+  });
+
+  it('lists every error code with its status and type, and no code the service does not send', () => {
+    const rows = [...section('API').matchAll(/^\| `([a-z_0-9]+)` \| (\d{3}) \| `([a-z_]+)` \|/gm)];
+    const documented = new Map(rows.map(([, code, status, type]) => [code, { status: Number(status), type }]));
+    for (const [code, spec] of Object.entries(errorCatalogue)) {
+      expect(documented.get(code), `${code} is missing from the README's error table`).toEqual({ status: spec.status, type: spec.type });
+    }
+    expect([...documented.keys()].filter((code) => !(code in errorCatalogue))).toEqual([]);
   });
 
   it('states the limits the code enforces', () => {

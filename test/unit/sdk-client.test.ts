@@ -10,6 +10,7 @@ import { generateIdentity } from '../../enclave/keys.js';
 import { AttestationError, connect, ResponseSignatureError, type TeeClient } from '../../sdk/client.js';
 import { encodeUserData } from '../../sdk/protocol/user-data.js';
 import { FsBlobStore } from '../../host-store/fs-blob-store.js';
+import { signedManifest } from '../helpers/manifests.js';
 
 /**
  * The sdk against a loopback server that answers GET /v1/attestation with real simulated
@@ -19,7 +20,8 @@ type Lie = 'none' | 'ignore-nonce' | 'unsigned' | 'other-signer' | 'other-box-ke
 
 const identity = { ...generateIdentity(), state: () => ({ seq: 0, hash: '00'.repeat(32) }) };
 const impostor = { ...generateIdentity(), state: () => ({ seq: 0, hash: '00'.repeat(32) }) };
-const operatorKey = nacl.sign.keyPair().publicKey;
+const operatorPair = nacl.sign.keyPair();
+const operatorKey = operatorPair.publicKey;
 const boxKey = nacl.box.keyPair().publicKey;
 const PCRS = new Map([[0, new Uint8Array(48).fill(0xa0)], [1, new Uint8Array(48).fill(0xa1)], [2, new Uint8Array(48).fill(0xa2)]]);
 const b64 = (bytes: Uint8Array) => Buffer.from(bytes).toString('base64');
@@ -108,6 +110,39 @@ describe('PCR pinning is required (finding 12)', () => {
     await expect(connect({ baseUrl, rootPem, pcrs: {}, fetch: spy })).rejects.toThrow(/no PCRs pinned/);
     expect(fetched).toBe(0);
     expect((await connect({ baseUrl, rootPem, insecureSkipPcrPinning: true, fetch: spy })).attestation.teeName).toBe('simulated');
+  });
+});
+
+describe('connect with a release manifest instead of pcrs', () => {
+  const manifestOf = (pcrs: Record<number, Uint8Array | string>, signer = operatorPair, teeName = 'simulated') =>
+    JSON.stringify(signedManifest({ signer, pcrs, teeName }));
+  const released = { 0: PCRS.get(0)!, 1: PCRS.get(1)!, 2: PCRS.get(2)! };
+
+  it('pins the PCRs of a manifest signed by the pinned operator key', async () => {
+    const tee = await connect({ baseUrl, rootPem, manifest: manifestOf(released), operatorKey: b64(operatorKey) });
+    expect(tee.attestation.checks.filter((c) => c.name.startsWith('PCR')).map((c) => `${c.name} ${c.ok}`)).toEqual(['PCR0 true', 'PCR1 true', 'PCR2 true']);
+  });
+
+  it('refuses a manifest whose PCRs are not the running code’s (another build)', async () => {
+    const error = await connect({ baseUrl, rootPem, manifest: manifestOf({ ...released, 0: 'ab'.repeat(48) }), operatorKey }).catch((e: AttestationError) => e);
+    expect(error).toBeInstanceOf(AttestationError);
+    expect(error.message).toMatch(/PCR0: PCR0 mismatch: expected abab/);
+  });
+
+  it('refuses, before fetching anything, a tampered manifest, one from another signer, one without a pinned key, and one for another TEE', async () => {
+    let fetched = 0;
+    const spy: typeof fetch = (input, init) => { fetched++; return fetch(input, init); };
+    const tampered = JSON.parse(manifestOf(released)) as { manifest: { pcrs: Record<string, string> } };
+    tampered.manifest.pcrs['0'] = 'cd'.repeat(48);
+    await expect(connect({ baseUrl, rootPem, manifest: tampered, operatorKey, fetch: spy })).rejects.toThrow(/signature does not verify/);
+    const impostor = nacl.sign.keyPair();
+    await expect(connect({ baseUrl, rootPem, manifest: manifestOf(released, impostor), operatorKey, fetch: spy })).rejects.toThrow(/names operator key .*, not the pinned/);
+    await expect(connect({ baseUrl, rootPem, manifest: manifestOf(released), fetch: spy })).rejects.toThrow(/a manifest needs operatorKey/);
+    await expect(connect({ baseUrl, rootPem, manifest: manifestOf(released), operatorKey, pcrs: released, fetch: spy })).rejects.toThrow(/either pcrs or a manifest/);
+    expect(fetched).toBe(0);
+    await expect(connect({ baseUrl, rootPem, manifest: manifestOf(released, operatorPair, 'aws-nitro-enclaves'), operatorKey })).rejects.toThrow(
+      /tee_name simulated, the manifest is for aws-nitro-enclaves/,
+    );
   });
 });
 

@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { createHash, X509Certificate } from 'node:crypto';
+import { createHash, createPublicKey, X509Certificate } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { chmod, mkdir, mkdtemp, readdir, readFile, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
@@ -81,7 +81,13 @@ describe('SimulatedNitroProvider', () => {
     const doc = decodeNitroDocument(sign1.payload);
     expect(doc.moduleId).toMatch(/^simulated-[0-9a-f]{16}$/);
     expect(doc.digest).toBe('SHA384');
-    expect(doc.pcrs).toEqual(PCRS);
+    // Shaped like a real NSM's: PCR0 to PCR15, those not measured all zeros...
+    expect([...doc.pcrs.keys()]).toEqual([...Array(16).keys()]);
+    for (const [index, value] of doc.pcrs) expect(value).toEqual(PCRS.get(index) ?? new Uint8Array(48));
+    // ...and the key as a DER SubjectPublicKeyInfo, which Node reads as Ed25519.
+    const spki = createPublicKey({ key: Buffer.from(doc.publicKey!), format: 'der', type: 'spki' });
+    expect(spki.asymmetricKeyType).toBe('ed25519');
+    expect(spki.export({ format: 'jwk' }).x).toBe(Buffer.from(TEE_KEY).toString('base64url'));
     expect(doc.cabundle).toHaveLength(2);
     expect(new X509Certificate(doc.cabundle[0]).toString()).toBe(new X509Certificate(rootPem).toString());
     for (const der of [doc.certificate, ...doc.cabundle]) {
@@ -169,8 +175,9 @@ describe('verifier against simulated chains', () => {
     const result = await verifyAttestation(spliced, { rootPem: rootB });
     const chain = result.checks.find((c) => c.name === 'certificate chain')!;
     expect(chain.ok).toBe(false);
+    // The authority key identifier names root A's key, so the mismatch shows before the signature is tried.
     expect(chain.detail).toBe(
-      'signature on CN=Simulated TEE Intermediate CA does not verify with the key of CN=Simulated TEE Root CA',
+      'CN=Simulated TEE Intermediate CA was not issued by CN=Simulated TEE Root CA (issuer name, key identifier or key usage differ)',
     );
   });
 });
@@ -265,9 +272,11 @@ describe('NitroProvider', () => {
     const helperPath = await helper('printf "%s " "$@" > "$0.args"; printf "\\204\\001"');
     const provider = new NitroProvider({ helperPath });
     expect(provider.teeName).toBe('aws-nitro-enclaves');
-    const document = await provider.attest({ publicKey: Buffer.from('key'), nonce: NONCE });
+    const document = await provider.attest({ publicKey: TEE_KEY, nonce: NONCE });
     expect([...document]).toEqual([0x84, 0x01]);
-    expect(await readFile(`${helperPath}.args`, 'utf8')).toBe('--public-key 6b6579 --nonce c0ffee ');
+    // The key goes to the NSM as a DER SubjectPublicKeyInfo, the form AWS documents for public_key.
+    const spki = `302a300506032b6570032100${'07'.repeat(32)}`;
+    expect(await readFile(`${helperPath}.args`, 'utf8')).toBe(`--public-key ${spki} --nonce c0ffee `);
   });
 
   it('reports the helper’s error output', async () => {
