@@ -9,11 +9,20 @@ import { decodeCbor, sigStructure } from './cbor.js';
 import { ecdsaRaw, parseCertificate, pemToDer } from './der.js';
 
 const ES384 = -35;
+/** DER of an Ed25519 SubjectPublicKeyInfo up to its 32-byte key (RFC 8410), as sdk/protocol/public-key.ts writes public_key. */
+const ED25519_SPKI_PREFIX = Uint8Array.from([0x30, 0x2a, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x03, 0x21, 0x00]);
 
 export const fromBase64 = (text) => Uint8Array.from(atob(text), (c) => c.charCodeAt(0));
 export const toHex = (bytes) => Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('');
 const toBase64 = (bytes) => btoa(String.fromCharCode(...bytes));
 const equal = (a, b) => a instanceof Uint8Array && b instanceof Uint8Array && a.length === b.length && a.every((x, i) => x === b[i]);
+
+/** The document's public_key names `key`: as a DER Ed25519 SubjectPublicKeyInfo, or raw (enclaves before the DER change). Either is unambiguous. */
+function bindsKey(documentKey, key) {
+  if (equal(documentKey, key)) return true;
+  return documentKey instanceof Uint8Array && documentKey.length === ED25519_SPKI_PREFIX.length + 32
+    && equal(documentKey.subarray(0, ED25519_SPKI_PREFIX.length), ED25519_SPKI_PREFIX) && equal(documentKey.subarray(ED25519_SPKI_PREFIX.length), key);
+}
 
 /** A fresh random nonce, hex (the document must echo it: proof it was made for this request). */
 export function freshNonce(bytes = 32) {
@@ -99,7 +108,7 @@ export async function verifyAttestation(answer, nonceHex, rootPem, now = new Dat
   }));
 
   checks.push(await check('key binding', async () => {
-    if (!equal(doc.get('public_key'), fromBase64(answer.tee_public_key))) throw new Error('tee_public_key is not the document\'s public_key');
+    if (!bindsKey(doc.get('public_key'), fromBase64(answer.tee_public_key))) throw new Error('tee_public_key is not the document\'s public_key');
     const bound = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(doc.get('user_data')));
     if (bound.operator_pubkey !== answer.operator_pubkey) throw new Error('operator_pubkey is not the one in user_data');
     if (bound.tee_box_public_key !== answer.tee_box_public_key) throw new Error('tee_box_public_key is not the one in user_data');

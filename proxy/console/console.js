@@ -221,5 +221,7 @@ $('chat-send').addEventListener('click', async () => {
   status.dataset.state = done && signed ? 'done' : 'broken';
 });
 
+// With keys on, the models and the list need the key: load them again once it is entered.
+$('api-key').addEventListener('change', () => { void loadModels(); void listMemories().catch(() => {}); });
 void loadModels();
 void listMemories().catch(() => {});

@@ -238,7 +238,7 @@ function checkAnswer(r: FuzzRequest, res: JsonResponse): void {
     expect(Object.keys(res.body.error).sort(), what).toEqual(['code', 'message', 'param', 'type']);
     expect(res.body.error.message, what).toBeTypeOf('string');
     expect(res.body.error.type, what).toBeTypeOf('string');
-  } else if (r.target.split('?')[0] === '/') {
+  } else if (/^\/(?:[?#].*)?$/.test(r.target)) {
     // The web console's page (proxy/console-routes.ts), whatever the query string.
     expect(res.headers.get('content-type'), what).toMatch(/^text\/html/);
   } else if (!res.headers.get('content-type')?.startsWith('text/event-stream')) {
