@@ -1,10 +1,12 @@
-import { mkdirSync, readFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AWS_NITRO_ROOT_G1_PEM } from '../../sdk/attestation/aws-root.js';
 import { ensureChromium } from '../helpers/chromium.js';
 import { request } from '../helpers/http.js';
+import { issueKey } from '../helpers/processes.js';
 import { startService, type RunningService } from '../helpers/service.js';
 
 const artifacts = resolve(import.meta.dirname, '../../test-artifacts');
@@ -146,5 +148,45 @@ describe('GET /openapi.json and /docs', () => {
     const html = await res.text();
     for (const path of Object.keys(doc.paths)) expect(html).toContain(`<code>${path}</code>`);
     expect(html).not.toMatch(/<script/);
+  });
+});
+
+describe('the console with API keys on', () => {
+  let keyed: RunningService;
+  let dir: string;
+  let key: string;
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'agent-console-keys-'));
+    key = issueKey(join(dir, 'keys.json'), ['keyed-tenant']);
+    keyed = await startService({ API_KEYS_FILE: join(dir, 'keys.json') });
+  });
+  afterAll(async () => {
+    await keyed?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('says a key is needed, then works with the key sent as a Bearer token', async () => {
+    const keyedPage = await browser.newPage();
+    try {
+      await keyedPage.goto(keyed.baseUrl);
+      await keyedPage.waitForSelector('#status:has-text("missing_api_key")');
+      await keyedPage.fill('#tenant', 'keyed-tenant');
+      await keyedPage.fill('#api-key', key);
+      await keyedPage.dispatchEvent('#api-key', 'change');
+      await keyedPage.waitForSelector('#model option', { state: 'attached' });
+      await keyedPage.fill('#memory-content', 'The keyed console remembers the heron');
+      await keyedPage.click('#add-memory');
+      await keyedPage.waitForSelector('#memory-list li:has-text("heron")');
+      // Another tenant than the key holds: refused, and the page says so.
+      await keyedPage.fill('#tenant', 'not-my-tenant');
+      await keyedPage.click('#refresh-list');
+      await keyedPage.waitForSelector('#status:has-text("tenant_not_allowed")');
+      expect(await keyedPage.evaluate(() => Object.keys(localStorage))).toEqual([]);
+      const listed = await request(keyed.baseUrl, 'GET', '/v1/memory?tenant_id=keyed-tenant', undefined, { authorization: `Bearer ${key}` });
+      expect(listed.body.data.map((m: any) => m.content)).toEqual(['The keyed console remembers the heron']);
+    } finally {
+      await keyedPage.close();
+    }
   });
 });
