@@ -142,6 +142,10 @@ export function logLevel(): Setting<string> {
   return oneOf('LOG_LEVEL', 'Log level', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const, 'info');
 }
 
+export function logFormat(): Setting<'json' | 'pretty'> {
+  return oneOf('LOG_FORMAT', 'Log lines: JSON, or readable text for a terminal (the same redactions)', ['json', 'pretty'] as const, 'json');
+}
+
 /** An on/off switch: 1/true/yes or 0/false/no (unset = off). */
 export function flag(name: string, description: string): Setting<boolean> {
   return {

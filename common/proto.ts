@@ -10,6 +10,7 @@ export type { ApiReply } from './generated/agent/enclave/v1/ApiReply.js';
 export type { ApiReply__Output as ApiReplyIn } from './generated/agent/enclave/v1/ApiReply.js';
 export type { ApiChunk, ApiChunk__Output as ApiChunkIn } from './generated/agent/enclave/v1/ApiChunk.js';
 export type { HealthReply, HealthReply__Output as HealthReplyIn } from './generated/agent/enclave/v1/HealthReply.js';
+export type { MetricsReply } from './generated/agent/enclave/v1/MetricsReply.js';
 export type { EnclaveClient, EnclaveHandlers } from './generated/agent/enclave/v1/Enclave.js';
 export type { HostStoreClient, HostStoreHandlers } from './generated/agent/hoststore/v1/HostStore.js';
 export type { BlobChunk, BlobChunk__Output as BlobChunkIn } from './generated/agent/hoststore/v1/BlobChunk.js';

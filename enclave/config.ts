@@ -1,4 +1,4 @@
-import { ConfigError, flag, hostPort, integer, logLevel, oneOf, list, optionalText, text, type Setting } from '../common/config.js';
+import { ConfigError, flag, hostPort, integer, logFormat, logLevel, oneOf, list, optionalText, text, type Setting } from '../common/config.js';
 
 /** An optional http(s) URL, checked at start-up rather than at the first chat request. */
 function optionalHttpUrl(name: string, description: string): Setting<string | undefined> {
@@ -46,6 +46,7 @@ export const enclaveSettings = {
   chatMemoryTopK: integer('CHAT_MEMORY_TOP_K', 'Memories of the tenant added to each chat request (0 = none)', 5, 0, 100),
   chatToolRounds: integer('CHAT_TOOL_ROUNDS', 'Rounds in which the chat model may call search_memory/add_memory (0 = tools not offered)', 4, 0, 16),
   logLevel: logLevel(),
+  logFormat: logFormat(),
   nsmHelper: text('NSM_HELPER', 'With TEE_MODE=nitro: the helper that asks /dev/nsm for documents', '/usr/local/bin/nsm-attest'),
   maxTenants: integer('MAX_TENANTS', 'Most tenants the enclave holds; an add for a new tenant past it answers 503 enclave_capacity_reached', 100_000, 1, 100_000_000),
   maxMemories: integer('MAX_MEMORIES', 'Most memories the enclave holds in all; adds past it answer 503 enclave_capacity_reached (about 900 bytes of enclave memory each, plus content)', 2_000_000, 1, 1_000_000_000),

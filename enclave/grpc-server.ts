@@ -1,6 +1,6 @@
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from '../common/logger.js';
-import { channelOptions, enclaveProto, type ApiChunk, type ApiRequest, type HealthReply } from '../common/proto.js';
+import { channelOptions, enclaveProto, type ApiChunk, type ApiRequest, type HealthReply, type MetricsReply } from '../common/proto.js';
 import type { EnclaveApi, Handler, StreamHandler } from './api/index.js';
 
 /**
@@ -8,7 +8,7 @@ import type { EnclaveApi, Handler, StreamHandler } from './api/index.js';
  * It holds no logic of its own. A malformed message (e.g. a missing target) is still
  * passed on: proto3 fills defaults, and the API refuses what is not valid.
  */
-export function createGrpcServer(api: EnclaveApi, health: () => HealthReply, log: Logger): grpc.Server {
+export function createGrpcServer(api: EnclaveApi, health: () => HealthReply, log: Logger, metrics?: () => Promise<string>): grpc.Server {
   const server = new grpc.Server(channelOptions);
   const unary = (handler: Handler): grpc.handleUnaryCall<ApiRequest, never> =>
     (call, callback) => {
@@ -23,6 +23,16 @@ export function createGrpcServer(api: EnclaveApi, health: () => HealthReply, log
 
   const handlers: grpc.UntypedServiceImplementation = {
     Health: (_call: unknown, callback: grpc.sendUnaryData<HealthReply>) => callback(null, health()),
+    // What the exposition may hold is decided in protos/enclave.proto (MetricsReply).
+    Metrics: (_call: unknown, callback: grpc.sendUnaryData<MetricsReply>) => {
+      (metrics ?? (async () => ''))().then(
+        (text) => callback(null, { text }),
+        (err: unknown) => {
+          log.error({ err }, 'metrics failed');
+          callback({ code: grpc.status.INTERNAL, details: 'internal error' });
+        },
+      );
+    },
   };
   handlers.Call = unary(api.Call);
   handlers.CallStream = streaming(api.CallStream, log);

@@ -14,7 +14,9 @@ import { loadEmbedder } from './embedding/embedder.js';
 import { listen } from '../common/grpc-listen.js';
 import { createGrpcServer } from './grpc-server.js';
 import { generateIdentity, generateSealedRequestKey } from './keys.js';
-import { MemoryService } from './memory/memory-service.js';
+import { EnclaveMetrics } from './observability/metrics.js';
+import { ObservedMemoryService } from './observability/observed-memory.js';
+import { timedEmbedder } from './observability/timed-embedder.js';
 import { resolveOperatorKey } from './operator-key.js';
 import { GrpcBlobStore } from './storage/grpc-blob-store.js';
 import { openMemoryStore, refuseToStart } from './storage/open-memory-store.js';
@@ -23,7 +25,9 @@ import { encodeUserData } from '../sdk/protocol/user-data.js';
 import { CONFIG_ERROR_EXIT, stopWithSupervisor } from '../common/supervised.js';
 
 const config = configFromCli('agent-service enclave: the trusted process holding keys, memory, embeddings and attestation.', enclaveSettings);
-const log = createLogger('enclave', config.logLevel);
+const log = createLogger('enclave', config.logLevel, config.logFormat);
+// The gauges read memory and api when scraped, which can only happen once the server below listens.
+const metrics = new EnclaveMetrics({ usage: () => memory.usage, inFlight: () => api.inFlight() }, { maxInFlight: config.maxInFlight });
 
 // The enclave has no disk: everything durable goes, sealed, to the host store.
 const blobs = new GrpcBlobStore(config.hostStoreAddr, { callTimeoutMs: config.hostStoreTimeoutMs });
@@ -43,13 +47,15 @@ process.on('SIGHUP', () => auth.reload());
 const identity = generateIdentity();
 const requestKey = generateSealedRequestKey();
 const operatorKey = await resolveOperatorKey(config.operatorPubkey, blobs).catch((err: unknown) => refuseToStart(log, err));
-const embedder = await loadEmbedder({ name: config.embeddingModel, modelsDir: config.modelsDir ? resolve(config.modelsDir) : modelsDir }).catch((err: unknown) => {
+const loaded = await loadEmbedder({ name: config.embeddingModel, modelsDir: config.modelsDir ? resolve(config.modelsDir) : modelsDir }).catch((err: unknown) => {
   // A model that is not installed is configuration, not a crash: one line, and no restart loop.
   log.fatal({ problem: (err as Error).message }, 'cannot load the embedding model');
   process.stderr.write(`enclave: cannot load embedding model "${config.embeddingModel}": ${(err as Error).message}\n`);
   process.exit(CONFIG_ERROR_EXIT);
 });
-const memory = new MemoryService(embedder, {
+// Timed for GET /metrics; memory, store and attestation see the same model through it.
+const embedder = timedEmbedder(loaded, (texts, seconds) => metrics.embedded(texts, seconds));
+const memory = new ObservedMemoryService(embedder, {
   maxMemoriesPerTenant: config.maxMemoriesPerTenant,
   maxMemoriesPerKey: config.maxMemoriesPerKey,
   capacity: { maxTenants: config.maxTenants, maxMemories: config.maxMemories, maxStoredBytes: config.maxStoredBytes },
@@ -58,7 +64,7 @@ const memory = new MemoryService(embedder, {
 // Memories stored under another embedding model are re-embedded here, before anything is
 // served, or refused (ON_MODEL_CHANGE).
 const store = await openMemoryStore({
-  config, blobs, embedder, memory, log,
+  config, blobs, embedder, memory, log, onCommit: (entries, seconds) => metrics.committed(entries, seconds),
 }).catch((err: unknown) => refuseToStart(log, err));
 const provider = await createAttestationProvider({ config, blobs, embedder, operatorKey });
 const userData = encodeUserData({ operatorKey, boxPublicKey: requestKey.publicKey });
@@ -83,13 +89,18 @@ const api = createApi({
   auth: auth.authorizer,
   work: { maxInFlight: config.maxInFlight, maxInFlightPerKey: config.maxInFlightPerKey, timeoutMs: config.timeoutMs, maxStreamMs: config.maxStreamMs },
   log,
+  observer: { handled: (route, status, seconds, streamed) => metrics.handled(route, status, seconds, streamed) },
 });
+memory.onSearch = (seconds) => metrics.searched(seconds);
 const server = createGrpcServer(api, () => ({
   ready: true,
   tee_name: provider.teeName,
   embedding_model: embedder.id,
   auth_required: auth.authorizer.required,
-}), log);
+  // By construction: the server listens only after both (see HealthReply).
+  embedding_model_loaded: true,
+  store_recovered: true,
+}), log, () => metrics.exposition());
 
 const port = await listen(server, config.address);
 log.info({

@@ -9,7 +9,7 @@ import { createHostStoreServer } from './grpc-service.js';
 import { stopWithSupervisor } from '../common/supervised.js';
 
 const config = configFromCli('agent-service host store: keeps the enclave\'s sealed blobs on the host\'s disk (it sees names and sizes, never contents).', hostStoreSettings);
-const log = createLogger('host-store', config.logLevel);
+const log = createLogger('host-store', config.logLevel, config.logFormat);
 
 const dataDir = resolve(config.dataDir);
 mkdirSync(dataDir, { recursive: true, mode: 0o700 });

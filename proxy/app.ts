@@ -11,6 +11,10 @@ import { answerProtocolEdges, clientErrorHandler } from './client-errors.js';
 import { streamingRoute } from './streaming-route.js';
 import type { EnclaveConnection, ForwardedRequest } from './enclave-client.js';
 import { registerGuards, type GuardOptions } from './guards.js';
+import { ProxyMetrics } from './metrics.js';
+import { registerOpsRoutes } from './ops-routes.js';
+import { registerOpenApiRoutes } from './openapi/routes.js';
+import { registerConsoleRoutes } from './console-routes.js';
 import { routeNotFound, toApiError } from './http-errors.js';
 
 declare module 'fastify' {
@@ -29,6 +33,10 @@ export interface ProxyOptions {
   receiveTimeoutMs: number;
   /** Deadline of a chat completion (default 300 s). */
   chatTimeoutMs?: number;
+  /** GET /metrics (a fresh registry when absent). */
+  metrics?: ProxyMetrics;
+  /** The host store's folder, where the console finds the simulated root (default ./data). */
+  dataDir?: string;
 }
 
 const requestIdPattern = /^[A-Za-z0-9._-]{1,64}$/;
@@ -87,8 +95,10 @@ export async function buildProxy(options: ProxyOptions): Promise<FastifyInstance
     void defaultJson(req, text, done);
   });
 
+  const metrics = options.metrics ?? new ProxyMetrics();
   app.addHook('onResponse', (req, reply, done) => {
     req.log.info({ method: req.method, path: req.url.split('?')[0], status: reply.statusCode, ms: Math.round(reply.elapsedTime) }, 'request');
+    metrics.observe(req, reply);
     done();
   });
 
@@ -149,6 +159,10 @@ export async function buildProxy(options: ProxyOptions): Promise<FastifyInstance
     const health = await options.enclave.health();
     void reply.send({ status: 'ok', enclave: { ready: health.ready, tee_name: health.tee_name, embedding_model: health.embedding_model } });
   });
+
+  registerOpsRoutes(app, { enclave: options.enclave, metrics });
+  registerOpenApiRoutes(app);
+  registerConsoleRoutes(app, { enclave: options.enclave, dataDir: options.dataDir ?? './data' });
 
   return app;
 }

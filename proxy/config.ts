@@ -1,4 +1,4 @@
-import { flag, hostPort, integer, logLevel, optionalText, text } from '../common/config.js';
+import { flag, hostPort, integer, logFormat, logLevel, optionalText, text } from '../common/config.js';
 
 /** Every setting of the proxy process; `npm run start:proxy -- --help` prints this table. */
 export const proxySettings = {
@@ -16,5 +16,7 @@ export const proxySettings = {
   chatTimeoutMs: integer('CHAT_TIMEOUT_MS', 'Longest a chat completion may take, streamed or not (model calls and memory tool rounds)', 300_000, 100, 3_600_000),
   tlsCert: optionalText('TLS_CERT', 'PEM certificate file; with TLS_KEY, serve HTTPS'),
   tlsKey: optionalText('TLS_KEY', 'PEM private key file for TLS_CERT'),
+  dataDir: text('DATA_DIR', 'The host store\'s folder; the proxy only reads simulated-root.pem from it, to offer it to the console while the enclave is simulated', './data'),
   logLevel: logLevel(),
+  logFormat: logFormat(),
 };

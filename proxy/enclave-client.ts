@@ -56,6 +56,13 @@ export class EnclaveConnection {
     });
   }
 
+  /** The enclave's metrics exposition (Prometheus text). */
+  metrics(timeoutMs = 2000): Promise<string> {
+    return new Promise((resolve, reject) => {
+      this.client.Metrics({}, { deadline: Date.now() + timeoutMs }, (err, reply) => (err ? reject(transportError(err)) : resolve(reply!.text)));
+    });
+  }
+
   close(): void {
     this.client.close();
   }

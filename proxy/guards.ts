@@ -16,8 +16,8 @@ export interface GuardOptions {
   maxRequestsPerIp?: number;
 }
 
-/** Paths no guard applies to: a load balancer's health probe must not be throttled. */
-const unguarded = new Set(['/healthz']);
+/** Paths no guard applies to: a load balancer's health probes and a metrics scraper must not be throttled. */
+const unguarded = new Set(['/healthz', '/readyz', '/metrics']);
 
 const rateLimited = (ttlSeconds: number) => {
   const seconds = Math.max(1, ttlSeconds);

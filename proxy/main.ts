@@ -7,7 +7,7 @@ import { exposureProblem } from './exposure.js';
 import { stopWithSupervisor } from '../common/supervised.js';
 
 const config = configFromCli('agent-service proxy: the untrusted HTTP front (fastify) that relays to the enclave over gRPC.', proxySettings);
-const log = createLogger('proxy', config.logLevel);
+const log = createLogger('proxy', config.logLevel, config.logFormat);
 
 if ((config.tlsCert === undefined) !== (config.tlsKey === undefined)) {
   process.stderr.write('TLS_CERT and TLS_KEY must be set together\n');
@@ -25,6 +25,7 @@ const app = await buildProxy({
   enclave,
   logger: log,
   chatTimeoutMs: config.chatTimeoutMs,
+  dataDir: config.dataDir,
   tls: config.tlsCert && config.tlsKey ? { cert: config.tlsCert, key: config.tlsKey } : undefined,
   receiveTimeoutMs: config.receiveTimeoutMs,
   guards: {

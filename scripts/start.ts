@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { configFromCli, hostPort, logLevel } from '../common/config.js';
+import { configFromCli, hostPort, logFormat, logLevel } from '../common/config.js';
 import { createLogger } from '../common/logger.js';
 import { CONFIG_ERROR_EXIT } from '../common/supervised.js';
 import { GrpcBlobStore } from '../enclave/storage/grpc-blob-store.js';
@@ -19,9 +19,10 @@ const config = configFromCli(
     enclaveAddr: hostPort('ENCLAVE_ADDR', 'Address of the enclave\'s gRPC server', '127.0.0.1:50051'),
     hostStoreAddr: hostPort('HOST_STORE_ADDR', 'Address of the host store', '127.0.0.1:50052'),
     logLevel: logLevel(),
+    logFormat: logFormat(),
   },
 );
-const log = createLogger('supervisor', config.logLevel);
+const log = createLogger('supervisor', config.logLevel, config.logFormat);
 const distRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
 interface Supervised {

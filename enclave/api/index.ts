@@ -29,6 +29,16 @@ export type { StreamHandler };
 export interface EnclaveApi {
   Call: Handler;
   CallStream: StreamHandler;
+  /** Requests holding a place in the work gate now (metrics). */
+  inFlight(): number;
+}
+
+/**
+ * Told of every request answered, for metrics (enclave/observability/metrics.ts): the
+ * route's name in the route table ('unknown' when none), never anything from the request.
+ */
+export interface ApiObserver {
+  handled(route: string, status: number, seconds: number, streamed: boolean): void;
 }
 
 export interface ApiDeps {
@@ -44,6 +54,7 @@ export interface ApiDeps {
   chat: ChatService;
   models: Omit<ModelsDeps, 'embeddingModel' | 'authenticate'>;
   log: Logger;
+  observer?: ApiObserver;
 }
 
 /**
@@ -122,7 +133,12 @@ export function createApi(deps: ApiDeps): EnclaveApi {
         reply = errorReply(internal());
       }
     }
-    if (!inner) deps.log.child({ reqId: requestIdForLog(request.request_id), route: name ?? routeLabel(request.method, request.target) }).info({ status: reply.status, cancelled: cancelled || undefined, ms: Math.round(performance.now() - started) }, 'handled');
+    // Like the log, the metrics never see the request inside a sealed call: it counts once, as Sealed.
+    if (!inner) {
+      const route = name ?? routeLabel(request.method, request.target);
+      deps.log.child({ reqId: requestIdForLog(request.request_id), route }).info({ status: reply.status, cancelled: cancelled || undefined, ms: Math.round(performance.now() - started) }, 'handled');
+      deps.observer?.handled(route, reply.status ?? 0, (performance.now() - started) / 1000, false);
+    }
     return sign(request, reply);
   };
 
@@ -141,10 +157,12 @@ export function createApi(deps: ApiDeps): EnclaveApi {
     signer,
     gate: (work, deadline, authorization) => gate.run(work, deadline, Infinity, keyId(authorization)),
     maxStreamMs: deps.work.maxStreamMs,
+    observe: (route, status, seconds) => deps.observer?.handled(route, status, seconds, true),
   });
 
   return {
     Call: serve(false),
     CallStream: (request, sink, signal, deadline) => streamed(withMethod(request), sink, signal, deadline),
+    inFlight: () => gate.inFlight,
   };
 }

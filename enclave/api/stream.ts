@@ -27,6 +27,8 @@ export interface StreamOptions {
   maxStreamMs?: number;
   /** Admission and time limit (the enclave's WorkGate). */
   gate: (work: () => Promise<void>, deadline?: number, authorization?: string) => Promise<void>;
+  /** Told of each stream once it ends (metrics): its route's name, status (0: none sent) and duration. */
+  observe?: (route: string, status: number, seconds: number) => void;
 }
 
 /** A complete JSON reply sent over a stream: the head, then the body as one piece. */
@@ -51,7 +53,8 @@ export function wrapStream(handler: StreamHandler, options: StreamOptions): Stre
   return async (request, sink, signal, deadline) => {
     const started = performance.now();
     const method = request.method;
-    const log = options.log.child({ reqId: requestIdForLog(request.request_id), route: routeLabel(method, request.target), stream: true });
+    const route = routeLabel(method, request.target);
+    const log = options.log.child({ reqId: requestIdForLog(request.request_id), route, stream: true });
     let heldDone = false;
     let status: number | undefined;
     let pendingHead: ApiReply | undefined;
@@ -104,5 +107,6 @@ export function wrapStream(handler: StreamHandler, options: StreamOptions): Stre
       if (heldDone) await sink.data(done);
     }
     log.info({ status, cancelled: signal.aborted || undefined, ms: Math.round(performance.now() - started) }, 'handled');
+    options.observe?.(route, status ?? 0, (performance.now() - started) / 1000);
   };
 }

@@ -12,6 +12,8 @@ export interface GroupCommitOptions {
   betweenBatches?: () => Promise<void>;
   /** Called when a batch could not be made durable (it was refused with 503; later batches try again). */
   onFailure?: (err: Error) => void;
+  /** Called after each batch is durable, with its entries and how long its write and sync took (metrics). */
+  onBatch?: (entries: number, seconds: number) => void;
 }
 
 export interface CommitStats {
@@ -94,6 +96,7 @@ export class GroupCommitLog {
         for (const task of this.tasks.splice(0)) await task.run().then(task.resolve, task.reject);
         if (this.queue.length === 0) continue;
         const batch = this.options.groupCommit ? this.queue.splice(0, batchLength(this.queue)) : this.queue.splice(0, 1);
+        const started = performance.now();
         try {
           await this.file.append(batch.flatMap((p) => p.payloads));
         } catch (err) {
@@ -104,6 +107,7 @@ export class GroupCommitLog {
         const entries = batch.reduce((n, p) => n + p.payloads.length, 0);
         this.stats.commits += entries;
         this.stats.largestBatch = Math.max(this.stats.largestBatch, entries);
+        this.options.onBatch?.(entries, (performance.now() - started) / 1000);
         for (const p of batch) {
           try {
             p.onDurable();

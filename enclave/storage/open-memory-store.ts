@@ -49,6 +49,8 @@ export async function openMemoryStore(options: {
   embedder: Embedder;
   memory: MemoryService;
   log: Logger;
+  /** Each durable batch: entries and seconds (metrics). */
+  onCommit?: (entries: number, seconds: number) => void;
 }): Promise<DurableStore> {
   const { config, blobs, embedder, memory, log } = options;
   const source = createSealingKeySource(config, blobs);
@@ -63,6 +65,7 @@ export async function openMemoryStore(options: {
     reembed: config.onModelChange === 'reembed' ? () => reembedWithProgress(memory, embedder, log) : undefined,
     snapshotLogBytes: config.snapshotLogBytes,
     log,
+    onCommit: options.onCommit,
   }, memory);
   memory.useJournal(store);
   log.info({ ...store.recovery, ms: Math.round(performance.now() - started) }, 'memories recovered');

@@ -37,6 +37,8 @@ export interface StoreOptions {
   log?: Logger;
   /** A batch could not be made durable (refused with 503; the next one tries again). */
   onFailure?: (err: Error) => void;
+  /** A batch was made durable: its entries and the seconds its write and sync took. */
+  onCommit?: (entries: number, seconds: number) => void;
 }
 
 /** What the store restores into at open and snapshots from later (MemoryService). */
@@ -101,6 +103,7 @@ export class DurableStore implements MemoryJournal {
     this.commits = new GroupCommitLog(file, {
       groupCommit: options.groupCommit ?? true,
       betweenBatches: () => this.maybeCompact(),
+      onBatch: options.onCommit,
       onFailure: (err) => {
         options.log?.error({ err: err.message }, 'memory log write failed; the change was refused (503) and later writes try again');
         options.onFailure?.(err);

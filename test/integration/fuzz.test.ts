@@ -238,6 +238,9 @@ function checkAnswer(r: FuzzRequest, res: JsonResponse): void {
     expect(Object.keys(res.body.error).sort(), what).toEqual(['code', 'message', 'param', 'type']);
     expect(res.body.error.message, what).toBeTypeOf('string');
     expect(res.body.error.type, what).toBeTypeOf('string');
+  } else if (/^\/(?:[?#].*)?$/.test(r.target)) {
+    // The web console's page (proxy/console-routes.ts), whatever the query string.
+    expect(res.headers.get('content-type'), what).toMatch(/^text\/html/);
   } else if (!res.headers.get('content-type')?.startsWith('text/event-stream')) {
     expect(res.body, `2xx without a JSON body: ${what}`).not.toBeUndefined();
     if (res.body?.object === 'memory' && createdIds.length < 500) createdIds.push(res.body.id);

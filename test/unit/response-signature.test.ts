@@ -194,7 +194,8 @@ describe('the enclave side (enclave/api/signing.ts)', () => {
 describe('routes (common/routes.ts)', () => {
   it('carry every API request on two RPCs of the channel, both signed by the enclave', () => {
     const service = enclaveProto().Enclave.service as Record<string, { responseStream: boolean }>;
-    expect(Object.keys(service).sort()).toEqual(['Call', 'CallStream', 'Health']);
+    // Health and Metrics carry no request of a client: the proxy's own probes and scrapes.
+    expect(Object.keys(service).sort()).toEqual(['Call', 'CallStream', 'Health', 'Metrics']);
     for (const name of routeNames) expect(apiRoutes[name].method).toMatch(/^(GET|POST|PATCH|DELETE)$/);
   });
 

@@ -1,0 +1,49 @@
+import { readFile } from 'node:fs/promises';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import { notFound } from '../common/errors.js';
+import { repoRoot } from '../common/paths.js';
+import type { EnclaveConnection } from './enclave-client.js';
+import { routeNotFound } from './http-errors.js';
+import { pageHeaders } from './page-headers.js';
+
+/** The console's files, served from the source folder (which the deploy image copies too), read once at start. */
+const consoleDir = join(repoRoot, 'proxy', 'console');
+const FILES: Record<string, string> = {
+  'console.js': 'text/javascript; charset=utf-8',
+  'attestation.js': 'text/javascript; charset=utf-8',
+  'cbor.js': 'text/javascript; charset=utf-8',
+  'der.js': 'text/javascript; charset=utf-8',
+  'style.css': 'text/css; charset=utf-8',
+};
+
+/**
+ * GET / (the web console) and its files under /console/. Also, only while the enclave
+ * says it is simulated, GET /console/simulated-root.pem: the simulated CA's root from the
+ * host store's folder (DATA_DIR), a convenience for trying the console locally. It comes
+ * from the host, so it proves nothing against a hostile host: the page says so, and asks
+ * for a root obtained out of band for a check that means something.
+ */
+export function registerConsoleRoutes(app: FastifyInstance, deps: { enclave: EnclaveConnection; dataDir: string }): void {
+  const index = readFileSync(join(consoleDir, 'index.html'));
+  const files = new Map(Object.entries(FILES).map(([name, type]) => [name, { type, body: readFileSync(join(consoleDir, name)) }]));
+
+  app.get('/', async (req, reply) => {
+    // The router also sends a target that is no path (`GET *`) here: that is no request for the page.
+    if (!req.url.startsWith('/')) throw routeNotFound(req.method, req.url);
+    void pageHeaders(reply).type('text/html; charset=utf-8').send(index);
+  });
+  app.get('/console/simulated-root.pem', async (_req, reply) => {
+    const health = await deps.enclave.health();
+    if (health.tee_name !== 'simulated') throw notFound('the enclave is not simulated: pin the AWS Nitro root, obtained from AWS');
+    const pem = await readFile(join(deps.dataDir, 'simulated-root.pem')).catch(() => undefined);
+    if (!pem) throw notFound('no simulated root in DATA_DIR (the proxy reads the host store\'s folder)');
+    void reply.type('application/x-pem-file').header('cache-control', 'no-store').send(pem);
+  });
+  app.get<{ Params: { file: string } }>('/console/:file', async (req, reply) => {
+    const file = files.get(req.params.file);
+    if (!file) throw notFound(`no console file ${req.params.file}`);
+    void pageHeaders(reply).type(file.type).send(file.body);
+  });
+}
