@@ -12,6 +12,7 @@ import { modelsDir } from '../../common/paths.js';
 import { loadEmbedder, type Embedder } from '../../enclave/embedding/embedder.js';
 import { MemoryService } from '../../enclave/memory/memory-service.js';
 import { FUSION_DEPTH, type RetrievalMode } from '../../enclave/retrieval/hybrid.js';
+import { evaluateConversations, formatConversationReport, type ConversationReport } from './conversation-eval.js';
 import { loadRetrievalSet, loadSimilarityPairs, type QuestionKind } from './datasets.js';
 import { recallAt, reciprocalRank, spearman } from './metrics.js';
 
@@ -28,6 +29,7 @@ export interface EvalReport {
   model: string;
   retrieval: Record<RetrievalMode, Scores & { byKind: Record<string, Scores> }>;
   similarity: { dev: number; test: number; devPairs: number; testPairs: number };
+  conversations: ConversationReport;
 }
 
 export async function evaluate(embedder: Embedder): Promise<EvalReport> {
@@ -76,6 +78,7 @@ export async function evaluate(embedder: Embedder): Promise<EvalReport> {
       devPairs: dev.length,
       testPairs: test.length,
     },
+    conversations: await evaluateConversations(embedder),
   };
 }
 
@@ -111,7 +114,8 @@ export function formatReport(report: EvalReport): string {
     lines.push(`| ${mode.padEnd(10)} | ${kinds.map((k) => f3(byKind[k].mrr).padEnd(`${k} (${byKind[k].questions})`.length)).join(' | ')} |`);
   }
   const { similarity } = report;
-  lines.push('', `semantic similarity, Spearman's rho: dev ${f3(similarity.dev)} (${similarity.devPairs} pairs), held-out test ${f3(similarity.test)} (${similarity.testPairs} pairs)`);
+  lines.push('', formatConversationReport(report.conversations));
+  lines.push(`semantic similarity, Spearman's rho: dev ${f3(similarity.dev)} (${similarity.devPairs} pairs), held-out test ${f3(similarity.test)} (${similarity.testPairs} pairs)`);
   return lines.join('\n');
 }
 
