@@ -8,12 +8,13 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Embedder } from '../../enclave/embedding/types.js';
 import { MemoryService } from '../../enclave/memory/memory-service.js';
-import { FUSION_DEPTH, type RetrievalMode } from '../../enclave/retrieval/hybrid.js';
+import { FUSION_DEPTH } from '../../enclave/retrieval/hybrid.js';
 import type { ConversationSet } from './conversations/generate.js';
 import { EVAL_DIR } from './datasets.js';
 import { recallAt, reciprocalRank } from './metrics.js';
+import { RANKERS, type RankerName } from './rankers.js';
 
-export const CONVERSATION_MODES: RetrievalMode[] = ['vector', 'lexical', 'hybrid'];
+export const CONVERSATION_MODES: RankerName[] = ['vector', 'lexical', 'hybrid', 'hybrid-max'];
 
 export interface ConversationScores {
   questions: number;
@@ -39,7 +40,7 @@ export async function evaluateConversations(embedder: Embedder, modes = CONVERSA
     const turnId = new Map(records.map((record, i) => [record.id, conversation.turns[i].id]));
     for (const question of conversation.questions) {
       for (const mode of modes) {
-        const hits = await memory.query({ query: question.query, tenant_id: tenant, top_k: FUSION_DEPTH }, mode);
+        const hits = await memory.query({ query: question.query, tenant_id: tenant, top_k: FUSION_DEPTH }, RANKERS[mode]);
         const ranking = hits.map((hit) => turnId.get(hit.record.id)!);
         rows.push({
           half: conversation.half, mode, kind: question.kind,
@@ -80,10 +81,10 @@ export function formatConversationReport(report: ConversationReport): string {
     const modes = Object.keys(report[half]);
     const kinds = Object.keys(report[half][modes[0]]);
     lines.push(`long conversations, ${half === 'test' ? 'HELD-BACK half (conversations 6-11)' : 'tuning half (conversations 0-5)'}: recall@5 / recall@10 / MRR`);
-    lines.push(`| method  | ${kinds.map((k) => `${k} (${report[half][modes[0]][k].questions})`).join(' | ')} |`);
-    lines.push(`|---------|${kinds.map(() => '---').join('|')}|`);
+    lines.push(`| method     | ${kinds.map((k) => `${k} (${report[half][modes[0]][k].questions})`).join(' | ')} |`);
+    lines.push(`|------------|${kinds.map(() => '---').join('|')}|`);
     for (const mode of modes) {
-      lines.push(`| ${mode.padEnd(7)} | ${kinds.map((k) => { const s = report[half][mode][k]; return `${f3(s.recall5)} / ${f3(s.recall10)} / ${f3(s.mrr)}`; }).join(' | ')} |`);
+      lines.push(`| ${mode.padEnd(10)} | ${kinds.map((k) => { const s = report[half][mode][k]; return `${f3(s.recall5)} / ${f3(s.recall10)} / ${f3(s.mrr)}`; }).join(' | ')} |`);
     }
     lines.push('');
   }

@@ -5,7 +5,8 @@ import type { Embedder } from '../embedding/types.js';
 import type { MemoryEvent, MemoryJournal, RestoredEvent } from './journal.js';
 import type { EmbeddingModelId } from './model-change.js';
 import { TieredLexical } from '../retrieval/tiered-lexical.js';
-import { FUSION_DEPTH, fuse, type Candidate, type RetrievalMode } from '../retrieval/hybrid.js';
+import { FUSION_DEPTH, rankHybrid, type Candidate, type Ranker } from '../retrieval/hybrid.js';
+import type { SearchCost } from '../retrieval/bm25.js';
 import { DEFAULT_TIERS, TieredIndex, type TieredOptions } from '../vectors/tiered-index.js';
 import { admit, DEFAULT_CAPACITY, storedBytes, type Capacity, type Usage } from './admission.js';
 
@@ -224,22 +225,23 @@ export class MemoryService {
   /**
    * The tenant's top_k memories for the query: the vector (HNSW) ranking and the lexical
    * (BM25) ranking fused by a convex combination of their scores (see retrieval/hybrid.ts).
-   * `mode` picks another ranking, which only the evaluation uses.
+   * `rank` replaces the fusion; only the evaluation passes one (bench/eval/rankers.ts).
    */
-  async query(input: QueryMemoryInput, mode: RetrievalMode = 'hybrid'): Promise<ScoredMemory[]> {
+  async query(input: QueryMemoryInput, rank: Ranker = rankHybrid): Promise<ScoredMemory[]> {
     const tenant = this.tenant(input.tenant_id, false);
     if (!tenant || tenant.records.size === 0) return [];
     const [vector] = await this.embedder.embed([input.query]);
     const depth = Math.max(input.top_k, FUSION_DEPTH);
     const candidates = new Map<string, Candidate>();
     tenant.index.search(vector, depth).forEach(({ id, score }, i) => candidates.set(id, { id, vector: score, vectorRank: i + 1 }));
-    tenant.lexical.search(input.query, depth).forEach(({ id, score }, i) => {
+    const cost: SearchCost = { terms: 0, postingsRead: 0, postingsHeld: 0 };
+    tenant.lexical.search(input.query, depth, cost).forEach(({ id, score }, i) => {
       const candidate = candidates.get(id);
       if (candidate) Object.assign(candidate, { lexical: score, lexicalRank: i + 1 });
       // A memory only the lexical ranking found still gets its cosine similarity.
       else candidates.set(id, { id, vector: tenant.index.similarity(id, vector) ?? 0, lexical: score, lexicalRank: i + 1 });
     });
-    return fuse([...candidates.values()], mode)
+    return rank([...candidates.values()], { lexicalIdeal: cost.idealScore ?? 0 })
       .slice(0, input.top_k)
       .map((hit) => ({
         record: tenant.records.get(hit.id)!,

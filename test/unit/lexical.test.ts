@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { Bm25Index, MAX_QUERY_TERMS } from '../../enclave/retrieval/bm25.js';
+import { Bm25Index, MAX_QUERY_TERMS, type SearchCost } from '../../enclave/retrieval/bm25.js';
 import { SmallBm25 } from '../../enclave/retrieval/small-bm25.js';
 import { TieredLexical } from '../../enclave/retrieval/tiered-lexical.js';
 import { foldText, lexicalTerms, stem } from '../../enclave/retrieval/lexical-terms.js';
@@ -59,6 +59,23 @@ describe('Bm25Index', () => {
     expect(index().search('ZX-4471', 5).map((h) => h.id)).toEqual(['a', 'b']);
     expect(index().search('was invoice 88213 settled', 5).map((h) => h.id)).toEqual(['c', 'd']);
     expect(index().search('4471', 5).map((h) => h.id)).toEqual(['a']);
+  });
+
+  it('reports the query\'s ideal score, the sum of its terms\' IDF (df 0 for absent terms), alike in both tiers', () => {
+    const small = new SmallBm25();
+    for (const [id, text] of [['a', A], ['b', 'Ticket ZX-4417: dark mode toggle does not persist.'], ['c', 'Invoice 88213 from Hetzner was settled on 15 August.'],
+      ['d', 'Invoice 88231 from Cloudflare is still unpaid.'], ['e', 'The team meets on Tuesdays.']]) small.add(id, text);
+    const idf = (df: number) => Math.log(1 + (5 - df + 0.5) / (df + 0.5));
+    // "invoice" in 2 of 5 memories, "88213" in 1, "zebra" in none (and unknown to the dictionary).
+    const expected = idf(2) + idf(1) + idf(0);
+    for (const lexical of [index(), small]) {
+      const cost: SearchCost = { terms: 0, postingsRead: 0, postingsHeld: 0 };
+      lexical.search('was the invoice 88213 a zebra', 5, cost);
+      expect(cost.idealScore).toBeCloseTo(expected, 12);
+      const none: SearchCost = { terms: 0, postingsRead: 0, postingsHeld: 0 };
+      expect(lexical.search('zebra', 5, none)).toEqual([]);
+      expect(none.idealScore).toBeCloseTo(idf(0), 12);
+    }
   });
 
   it('scores by BM25: rarer terms weigh more, and scores are positive', () => {
