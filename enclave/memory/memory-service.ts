@@ -8,6 +8,8 @@ import { TieredLexical } from '../retrieval/tiered-lexical.js';
 import { FUSION_DEPTH, rankHybrid, type Candidate, type Ranker } from '../retrieval/hybrid.js';
 import type { SearchCost } from '../retrieval/bm25.js';
 import { DEFAULT_TIERS, TieredIndex, type TieredOptions } from '../vectors/tiered-index.js';
+import { isZero } from '../vectors/vector-index.js';
+import { TenantCentre, centred, centredCosine } from '../retrieval/tenant-centre.js';
 import { admit, DEFAULT_CAPACITY, storedBytes, type Capacity, type Usage } from './admission.js';
 
 export type Metadata = Record<string, string | number | boolean | null>;
@@ -41,6 +43,8 @@ interface Tenant {
    * a vector is absent here until reembed().
    */
   index: TieredIndex;
+  /** The mean of the indexed vectors, which query similarities are measured from (retrieval/tenant-centre.ts). */
+  centre: TenantCentre;
   /** BM25 over the same memories, kept in step with `index` and `records`. */
   lexical: TieredLexical;
   records: Map<string, MemoryRecord>;
@@ -118,20 +122,24 @@ export class MemoryService {
     this.reembedding = true;
     try {
       const total = [...this.tenants.values()].reduce((sum, tenant) => sum + tenant.records.size, 0);
-      const rebuilt = new Map<Tenant, { index: TieredIndex }>();
+      const rebuilt = new Map<Tenant, { index: TieredIndex; centre: TenantCentre }>();
       let done = 0;
       onProgress?.(done, total);
       for (const tenant of this.tenants.values()) {
         const records = [...tenant.records.values()];
         const index = new TieredIndex(embedder.dimension, this.tiers);
+        const centre = new TenantCentre(embedder.dimension);
         for (let start = 0; start < records.length; start += REEMBED_BATCH) {
           const batch = records.slice(start, start + REEMBED_BATCH);
           const embedded = await embedder.embed(batch.map((record) => record.content));
-          batch.forEach((record, i) => index.add(record.id, embedded[i]));
+          batch.forEach((record, i) => {
+            index.add(record.id, embedded[i]);
+            if (!isZero(embedded[i])) centre.add(embedded[i]);
+          });
           done += batch.length;
           onProgress?.(done, total);
         }
-        rebuilt.set(tenant, { index });
+        rebuilt.set(tenant, { index, centre });
       }
       for (const [tenant, fresh] of rebuilt) Object.assign(tenant, fresh);
       this.embedder = embedder;
@@ -232,14 +240,24 @@ export class MemoryService {
     if (!tenant || tenant.records.size === 0) return [];
     const [vector] = await this.embedder.embed([input.query]);
     const depth = Math.max(input.top_k, FUSION_DEPTH);
+    // Similarity from the tenant's mean, not the origin: the index finds the neighbours of the
+    // moved query, and each is scored exactly from the mean (retrieval/tenant-centre.ts).
+    const mean = tenant.centre.mean();
+    const similarity = (id: string) => {
+      const stored = tenant.index.vector(id);
+      return stored ? centredCosine(vector, stored, mean) : 0;
+    };
     const candidates = new Map<string, Candidate>();
-    tenant.index.search(vector, depth).forEach(({ id, score }, i) => candidates.set(id, { id, vector: score, vectorRank: i + 1 }));
+    tenant.index.search(centred(vector, mean), depth)
+      .map(({ id }) => ({ id, score: similarity(id) }))
+      .sort((x, y) => y.score - x.score)
+      .forEach(({ id, score }, i) => candidates.set(id, { id, vector: score, vectorRank: i + 1 }));
     const cost: SearchCost = { terms: 0, postingsRead: 0, postingsHeld: 0 };
     tenant.lexical.search(input.query, depth, cost).forEach(({ id, score }, i) => {
       const candidate = candidates.get(id);
       if (candidate) Object.assign(candidate, { lexical: score, lexicalRank: i + 1 });
       // A memory only the lexical ranking found still gets its cosine similarity.
-      else candidates.set(id, { id, vector: tenant.index.similarity(id, vector) ?? 0, lexical: score, lexicalRank: i + 1 });
+      else candidates.set(id, { id, vector: similarity(id), lexical: score, lexicalRank: i + 1 });
     });
     return rank([...candidates.values()], { lexicalIdeal: cost.idealScore ?? 0 })
       .slice(0, input.top_k)
@@ -270,7 +288,10 @@ export class MemoryService {
       const { record, vector } = event;
       const tenant = this.tenant(record.tenant_id, true)!;
       if (tenant.records.has(record.id)) return;
-      if (vector) tenant.index.add(record.id, vector);
+      if (vector) {
+        tenant.index.add(record.id, vector);
+        if (!isZero(vector)) tenant.centre.add(vector);
+      }
       tenant.lexical.add(record.id, record.content);
       tenant.records.set(record.id, record);
       this.held.memories++;
@@ -282,6 +303,8 @@ export class MemoryService {
       tenant.records.delete(event.id);
       this.held.memories--;
       this.held.storedBytes -= storedBytes(record.content, record.metadata);
+      const vector = tenant.index.vector(event.id);
+      if (vector && !isZero(vector)) tenant.centre.remove(vector);
       tenant.index.remove(event.id);
       tenant.lexical.remove(event.id, record.content);
       // A tenant with nothing left costs nothing: no empty indexes kept per tenant ever seen.
@@ -312,7 +335,12 @@ export class MemoryService {
   private tenant(id: string, create: boolean): Tenant | undefined {
     let tenant = this.tenants.get(id);
     if (!tenant && create) {
-      tenant = { index: new TieredIndex(this.embedder.dimension, this.tiers), lexical: new TieredLexical(), records: new Map() };
+      tenant = {
+        index: new TieredIndex(this.embedder.dimension, this.tiers),
+        centre: new TenantCentre(this.embedder.dimension),
+        lexical: new TieredLexical(),
+        records: new Map(),
+      };
       this.tenants.set(id, tenant);
     }
     return tenant;
