@@ -30,14 +30,29 @@ export async function loadConversations(file = join(EVAL_DIR, 'conversations.jso
   return JSON.parse(await readFile(file, 'utf8')) as ConversationSet;
 }
 
-export async function evaluateConversations(embedder: Embedder, modes = CONVERSATION_MODES): Promise<ConversationReport> {
+/** The conversations, each stored in a MemoryService as the tenant named by its id. */
+export interface StoredConversations {
+  set: ConversationSet;
+  memory: MemoryService;
+  /** Memory id -> turn id, over all conversations. */
+  turnId: Map<string, string>;
+}
+
+export async function storeConversations(embedder: Embedder): Promise<StoredConversations> {
   const set = await loadConversations();
   const memory = new MemoryService(embedder);
+  const turnId = new Map<string, string>();
+  for (const conversation of set.conversations) {
+    const records = await memory.addMany(conversation.turns.map((turn) => ({ content: turn.memory, tenant_id: conversation.id })));
+    records.forEach((record, i) => turnId.set(record.id, conversation.turns[i].id));
+  }
+  return { set, memory, turnId };
+}
+
+export async function evaluateConversations({ set, memory, turnId }: StoredConversations, modes = CONVERSATION_MODES): Promise<ConversationReport> {
   const rows: { half: 'tune' | 'test'; mode: string; kind: string; r5: number; r10: number; rr: number }[] = [];
   for (const conversation of set.conversations) {
     const tenant = conversation.id;
-    const records = await memory.addMany(conversation.turns.map((turn) => ({ content: turn.memory, tenant_id: tenant })));
-    const turnId = new Map(records.map((record, i) => [record.id, conversation.turns[i].id]));
     for (const question of conversation.questions) {
       for (const mode of modes) {
         const hits = await memory.query({ query: question.query, tenant_id: tenant, top_k: FUSION_DEPTH }, RANKERS[mode]);

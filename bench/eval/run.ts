@@ -12,7 +12,8 @@ import { modelsDir } from '../../common/paths.js';
 import { loadEmbedder, type Embedder } from '../../enclave/embedding/embedder.js';
 import { MemoryService } from '../../enclave/memory/memory-service.js';
 import { FUSION_DEPTH } from '../../enclave/retrieval/hybrid.js';
-import { evaluateConversations, formatConversationReport, type ConversationReport } from './conversation-eval.js';
+import { calibrateChatRelevance, formatRelevanceReport, type RelevanceReport } from './chat-relevance.js';
+import { evaluateConversations, formatConversationReport, storeConversations, type ConversationReport } from './conversation-eval.js';
 import { loadRetrievalSet, loadSimilarityPairs, type QuestionKind } from './datasets.js';
 import { recallAt, reciprocalRank, spearman } from './metrics.js';
 import { RANKERS, type RankerName } from './rankers.js';
@@ -31,6 +32,7 @@ export interface EvalReport {
   retrieval: Record<RankerName, Scores & { byKind: Record<string, Scores> }>;
   similarity: { dev: number; test: number; devPairs: number; testPairs: number };
   conversations: ConversationReport;
+  chatRelevance: RelevanceReport;
 }
 
 export async function evaluate(embedder: Embedder): Promise<EvalReport> {
@@ -70,6 +72,7 @@ export async function evaluate(embedder: Embedder): Promise<EvalReport> {
   ) as EvalReport['retrieval'];
 
   const [dev, test] = await Promise.all([loadSimilarityPairs('dev'), loadSimilarityPairs('test')]);
+  const conversations = await storeConversations(embedder);
   return {
     model: embedder.id,
     retrieval,
@@ -79,7 +82,8 @@ export async function evaluate(embedder: Embedder): Promise<EvalReport> {
       devPairs: dev.length,
       testPairs: test.length,
     },
-    conversations: await evaluateConversations(embedder),
+    conversations: await evaluateConversations(conversations),
+    chatRelevance: await calibrateChatRelevance(conversations),
   };
 }
 
@@ -116,6 +120,7 @@ export function formatReport(report: EvalReport): string {
   }
   const { similarity } = report;
   lines.push('', formatConversationReport(report.conversations));
+  lines.push(formatRelevanceReport(report.chatRelevance), '');
   lines.push(`semantic similarity, Spearman's rho: dev ${f3(similarity.dev)} (${similarity.devPairs} pairs), held-out test ${f3(similarity.test)} (${similarity.testPairs} pairs)`);
   return lines.join('\n');
 }
