@@ -82,8 +82,14 @@ export async function calibrateChatRelevance({ set, memory, turnId }: StoredConv
       let keptEvidence = 0;
       for (const hit of hits) {
         const relevant = evidence.has(turnId.get(hit.record.id)!);
-        if (kept.has(hit.record.id)) relevant ? (tp++, keptEvidence++) : fp++;
-        else if (relevant) fn++;
+        if (!kept.has(hit.record.id)) {
+          if (relevant) fn++;
+        } else if (relevant) {
+          tp++;
+          keptEvidence++;
+        } else {
+          fp++;
+        }
       }
       if (evidence.size === 0) {
         offTopic++;
