@@ -103,14 +103,16 @@ export async function calibrateChatRelevance({ set, memory, turnId }: StoredConv
     const recall = tp + fn === 0 ? 1 : tp / (tp + fn);
     return { precision, recall, f1: fBeta(precision, recall, 1), f2: fBeta(precision, recall, 2), offTopicEmpty: offTopicEmpty / offTopic, answeredKept: answeredKept / answerable };
   };
-  let best = { minScore: 0, minShareOfBest: 0, f2: -1 };
+  let best: RelevanceCut & { f2: number } = { minScore: 0, minShareOfBest: 0, minCosine: Infinity, f2: -1 };
   for (let minScore = 0; minScore <= 0.8 + 1e-9; minScore += 0.02) {
     for (const minShareOfBest of [0, 0.5, 0.6, 0.7, 0.8, 0.9]) {
-      const { f2 } = score('tune', { minScore, minShareOfBest });
-      if (f2 > best.f2 + 1e-9) best = { minScore: Math.round(minScore * 100) / 100, minShareOfBest, f2 };
+      for (const minCosine of [0.5, 0.55, 0.6, 0.65, 0.7, 0.75, Infinity]) {
+        const { f2 } = score('tune', { minScore, minShareOfBest, minCosine });
+        if (f2 > best.f2 + 1e-9) best = { minScore: Math.round(minScore * 100) / 100, minShareOfBest, minCosine, f2 };
+      }
     }
   }
-  const keepAll = { minScore: -Infinity, minShareOfBest: -Infinity };
+  const keepAll = { minScore: -Infinity, minShareOfBest: 0, minCosine: -Infinity };
   return {
     inCode: CHAT_RELEVANCE,
     bestOnTune: best,
@@ -139,8 +141,8 @@ export function formatRelevanceReport(report: RelevanceReport): string {
     `| ${name.padEnd(26)} | ${f3(s.precision)}     | ${f3(s.recall)}  | ${f3(s.f2)} | ${f3(s.answeredKept)}             | ${f3(s.offTopicEmpty)}               |`;
   const { inCode, bestOnTune } = report;
   return [
-    `chat relevance cut (top ${CHAT_TOP_K}; score >= ${inCode.minScore} and >= ${inCode.minShareOfBest} x best; best F2 on the tuning half: ` +
-      `score >= ${bestOnTune.minScore}, >= ${bestOnTune.minShareOfBest} x best, F2 ${f3(bestOnTune.f2)})`,
+    `chat relevance cut (top ${CHAT_TOP_K}; score >= ${inCode.minScore} (or cosine >= ${inCode.minCosine}) and >= ${inCode.minShareOfBest} x best; best F2 on the tuning half: ` +
+      `score >= ${bestOnTune.minScore} (or cosine >= ${bestOnTune.minCosine}), >= ${bestOnTune.minShareOfBest} x best, F2 ${f3(bestOnTune.f2)})`,
     '| memories kept              | precision | recall | F2    | questions with evidence | off-topic with none |',
     '|----------------------------|-----------|--------|-------|-------------------------|---------------------|',
     row('cut, held-back half', report.test),
