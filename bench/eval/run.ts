@@ -11,11 +11,14 @@
 import { modelsDir } from '../../common/paths.js';
 import { loadEmbedder, type Embedder } from '../../enclave/embedding/embedder.js';
 import { MemoryService } from '../../enclave/memory/memory-service.js';
-import { FUSION_DEPTH, type RetrievalMode } from '../../enclave/retrieval/hybrid.js';
+import { FUSION_DEPTH } from '../../enclave/retrieval/hybrid.js';
+import { calibrateChatRelevance, formatRelevanceReport, type RelevanceReport } from './chat-relevance.js';
+import { evaluateConversations, formatConversationReport, storeConversations, type ConversationReport } from './conversation-eval.js';
 import { loadRetrievalSet, loadSimilarityPairs, type QuestionKind } from './datasets.js';
 import { recallAt, reciprocalRank, spearman } from './metrics.js';
+import { RANKERS, type RankerName } from './rankers.js';
 
-const MODES: RetrievalMode[] = ['vector', 'lexical', 'hybrid', 'hybrid-rrf'];
+const MODES: RankerName[] = ['vector', 'lexical', 'hybrid', 'hybrid-max', 'hybrid-rrf'];
 
 export interface Scores {
   questions: number;
@@ -26,20 +29,22 @@ export interface Scores {
 
 export interface EvalReport {
   model: string;
-  retrieval: Record<RetrievalMode, Scores & { byKind: Record<string, Scores> }>;
+  retrieval: Record<RankerName, Scores & { byKind: Record<string, Scores> }>;
   similarity: { dev: number; test: number; devPairs: number; testPairs: number };
+  conversations: ConversationReport;
+  chatRelevance: RelevanceReport;
 }
 
 export async function evaluate(embedder: Embedder): Promise<EvalReport> {
   const set = await loadRetrievalSet();
   const memory = new MemoryService(embedder);
-  const results: { mode: RetrievalMode; kind: QuestionKind; r1: number; r5: number; rr: number }[] = [];
+  const results: { mode: RankerName; kind: QuestionKind; r1: number; r5: number; rr: number }[] = [];
   for (const tenant of set.tenants) {
     const records = await memory.addMany(tenant.memories.map(({ content }) => ({ content, tenant_id: tenant.tenant_id })));
     const datasetId = new Map(records.map((record, i) => [record.id, tenant.memories[i].id]));
     for (const question of tenant.questions) {
       for (const mode of MODES) {
-        const hits = await memory.query({ query: question.query, tenant_id: tenant.tenant_id, top_k: FUSION_DEPTH }, mode);
+        const hits = await memory.query({ query: question.query, tenant_id: tenant.tenant_id, top_k: FUSION_DEPTH }, RANKERS[mode]);
         const ranking = hits.map((hit) => datasetId.get(hit.record.id)!);
         results.push({
           mode,
@@ -67,6 +72,7 @@ export async function evaluate(embedder: Embedder): Promise<EvalReport> {
   ) as EvalReport['retrieval'];
 
   const [dev, test] = await Promise.all([loadSimilarityPairs('dev'), loadSimilarityPairs('test')]);
+  const conversations = await storeConversations(embedder);
   return {
     model: embedder.id,
     retrieval,
@@ -76,6 +82,8 @@ export async function evaluate(embedder: Embedder): Promise<EvalReport> {
       devPairs: dev.length,
       testPairs: test.length,
     },
+    conversations: await evaluateConversations(conversations),
+    chatRelevance: await calibrateChatRelevance(conversations),
   };
 }
 
@@ -102,7 +110,7 @@ export function formatReport(report: EvalReport): string {
     const s = report.retrieval[mode];
     lines.push(`| ${mode.padEnd(10)} | ${f3(s.recall1)}    | ${f3(s.recall5)}    | ${f3(s.mrr)} |`);
   }
-  lines.push('(hybrid: the API\'s fusion, a convex combination of scores; hybrid-rrf: reciprocal rank fusion, k = 60, for comparison)');
+  lines.push('(hybrid: the API\'s fusion, a convex combination of cosine and BM25 / the query\'s ideal BM25; hybrid-max: BM25 / the best hit\'s BM25, as before issue 14; hybrid-rrf: reciprocal rank fusion, k = 60)');
   lines.push('', 'MRR by kind of question');
   const kinds = Object.keys(report.retrieval.hybrid.byKind);
   lines.push(`| method     | ${kinds.map((k) => `${k} (${report.retrieval.hybrid.byKind[k].questions})`).join(' | ')} |`);
@@ -111,7 +119,9 @@ export function formatReport(report: EvalReport): string {
     lines.push(`| ${mode.padEnd(10)} | ${kinds.map((k) => f3(byKind[k].mrr).padEnd(`${k} (${byKind[k].questions})`.length)).join(' | ')} |`);
   }
   const { similarity } = report;
-  lines.push('', `semantic similarity, Spearman's rho: dev ${f3(similarity.dev)} (${similarity.devPairs} pairs), held-out test ${f3(similarity.test)} (${similarity.testPairs} pairs)`);
+  lines.push('', formatConversationReport(report.conversations));
+  lines.push(formatRelevanceReport(report.chatRelevance), '');
+  lines.push(`semantic similarity, Spearman's rho: dev ${f3(similarity.dev)} (${similarity.devPairs} pairs), held-out test ${f3(similarity.test)} (${similarity.testPairs} pairs)`);
   return lines.join('\n');
 }
 

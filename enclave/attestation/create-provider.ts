@@ -1,7 +1,7 @@
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { BlobStore } from '../../common/blob-store.js';
-import type { Embedder } from '../embedding/embedder.js';
+import type { Embedder } from '../embedding/types.js';
 import { NitroProvider } from './nitro-provider.js';
 import { measureEnclave } from './pcrs.js';
 import type { AttestationProvider } from './provider.js';

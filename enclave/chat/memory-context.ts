@@ -1,6 +1,7 @@
 import type { ChatMessage } from '../../common/chat-schema.js';
 import { limits } from '../../common/limits.js';
 import type { MemoryRecord, MemoryService } from '../memory/memory-service.js';
+import { relevantMemories } from './relevance.js';
 
 /**
  * Memory augmentation: find the tenant's memories most relevant to the conversation and
@@ -19,9 +20,8 @@ export function conversationQuery(messages: readonly ChatMessage[]): string | un
 }
 
 /**
- * The top-k memories of `tenant` for the conversation; none without a tenant or a user
- * message. Memories with no relation to the query (a fused score ≤ 0: no lexical match and
- * a cosine similarity ≤ 0) are left out rather than padded in.
+ * At most top-k memories of `tenant` for the conversation, only those likely to be relevant
+ * (relevance.ts); none without a tenant or a user message, or when nothing relates to it.
  */
 export async function retrieveMemories(
   memory: MemoryService, tenant: string | undefined, messages: readonly ChatMessage[], topK: number,
@@ -29,7 +29,7 @@ export async function retrieveMemories(
   const query = conversationQuery(messages);
   if (!tenant || !query || topK <= 0) return [];
   const found = await memory.query({ tenant_id: tenant, query, top_k: topK });
-  return found.filter((m) => m.score > 0).map((m) => m.record);
+  return relevantMemories(found).map((m) => m.record);
 }
 
 export const MEMORY_PREAMBLE =

@@ -15,8 +15,8 @@
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import * as ort from 'onnxruntime-node';
-import type { Embedder } from './embedder.js';
+import { ort } from './onnxruntime.js';
+import type { Embedder } from './types.js';
 import { clsPool, l2Normalise, meanPool, rows } from './pooling.js';
 import { MANIFEST_FILE, MODEL_FILE, parseManifest, type TransformerManifest } from './transformer-manifest.js';
 import type { ModelPin } from './transformer-pins.js';

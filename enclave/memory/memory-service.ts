@@ -1,12 +1,15 @@
 import { randomBytes } from 'node:crypto';
 import { ApiError } from '../../common/errors.js';
 import type { AddMemoryInput, QueryMemoryInput, UpdateMemoryInput } from '../../common/schemas.js';
-import type { Embedder } from '../embedding/embedder.js';
+import type { Embedder } from '../embedding/types.js';
 import type { MemoryEvent, MemoryJournal, RestoredEvent } from './journal.js';
 import type { EmbeddingModelId } from './model-change.js';
 import { TieredLexical } from '../retrieval/tiered-lexical.js';
-import { FUSION_DEPTH, fuse, type Candidate, type RetrievalMode } from '../retrieval/hybrid.js';
+import { FUSION_DEPTH, rankHybrid, type Candidate, type Ranker } from '../retrieval/hybrid.js';
+import type { SearchCost } from '../retrieval/bm25.js';
 import { DEFAULT_TIERS, TieredIndex, type TieredOptions } from '../vectors/tiered-index.js';
+import { isZero } from '../vectors/vector-index.js';
+import { TenantCentre, centred, centredCosine } from '../retrieval/tenant-centre.js';
 import { admit, DEFAULT_CAPACITY, storedBytes, type Capacity, type Usage } from './admission.js';
 import { metadataMatcher } from './metadata-filter.js';
 
@@ -43,6 +46,8 @@ interface Tenant {
    * a vector is absent here until reembed().
    */
   index: TieredIndex;
+  /** The mean of the indexed vectors, which query similarities are measured from (retrieval/tenant-centre.ts). */
+  centre: TenantCentre;
   /** BM25 over the same memories, kept in step with `index` and `records`. */
   lexical: TieredLexical;
   records: Map<string, MemoryRecord>;
@@ -125,20 +130,24 @@ export class MemoryService {
     this.reembedding = true;
     try {
       const total = [...this.tenants.values()].reduce((sum, tenant) => sum + tenant.records.size, 0);
-      const rebuilt = new Map<Tenant, { index: TieredIndex }>();
+      const rebuilt = new Map<Tenant, { index: TieredIndex; centre: TenantCentre }>();
       let done = 0;
       onProgress?.(done, total);
       for (const tenant of this.tenants.values()) {
         const records = [...tenant.records.values()];
         const index = new TieredIndex(embedder.dimension, this.tiers);
+        const centre = new TenantCentre(embedder.dimension);
         for (let start = 0; start < records.length; start += REEMBED_BATCH) {
           const batch = records.slice(start, start + REEMBED_BATCH);
           const embedded = await embedder.embed(batch.map((record) => record.content));
-          batch.forEach((record, i) => index.add(record.id, embedded[i]));
+          batch.forEach((record, i) => {
+            index.add(record.id, embedded[i]);
+            if (!isZero(embedded[i])) centre.add(embedded[i]);
+          });
           done += batch.length;
           onProgress?.(done, total);
         }
-        rebuilt.set(tenant, { index });
+        rebuilt.set(tenant, { index, centre });
       }
       for (const [tenant, fresh] of rebuilt) Object.assign(tenant, fresh);
       this.embedder = embedder;
@@ -231,9 +240,9 @@ export class MemoryService {
   /**
    * The tenant's top_k memories for the query: the vector (HNSW) ranking and the lexical
    * (BM25) ranking fused by a convex combination of their scores (see retrieval/hybrid.ts).
-   * `mode` picks another ranking, which only the evaluation uses.
+   * `rank` replaces the fusion; only the evaluation passes one (bench/eval/rankers.ts).
    */
-  async query(input: QueryMemoryInput, mode: RetrievalMode = 'hybrid'): Promise<ScoredMemory[]> {
+  async query(input: QueryMemoryInput, rank: Ranker = rankHybrid): Promise<ScoredMemory[]> {
     const tenant = this.tenant(input.tenant_id, false);
     if (!tenant || tenant.records.size === 0) return [];
     const [vector] = await this.embedder.embed([input.query]);
@@ -241,25 +250,36 @@ export class MemoryService {
     const accept = input.filters ? metadataMatcher(input.filters) : undefined;
     const accepts = accept && ((id: string) => accept(tenant.records.get(id)!.metadata));
     const depth = Math.max(input.top_k, FUSION_DEPTH);
+    // Similarity from the tenant's mean, not the origin: the index finds the neighbours of the
+    // moved query, and each is scored exactly from the mean (retrieval/tenant-centre.ts).
+    const mean = tenant.centre.mean();
+    const similarity = (id: string) => {
+      const stored = tenant.index.vector(id);
+      return stored ? centredCosine(vector, stored, mean) : 0;
+    };
     const candidates = new Map<string, Candidate>();
-    tenant.index.search(vector, depth, accepts).forEach(({ id, score }, i) => candidates.set(id, { id, vector: score, vectorRank: i + 1 }));
-    tenant.lexical.search(input.query, depth, undefined, accepts).forEach(({ id, score }, i) => {
+    tenant.index.search(centred(vector, mean), depth, accepts)
+      .map(({ id }) => ({ id, score: similarity(id) }))
+      .sort((x, y) => y.score - x.score)
+      .forEach(({ id, score }, i) => candidates.set(id, { id, vector: score, vectorRank: i + 1 }));
+    const cost: SearchCost = { terms: 0, postingsRead: 0, postingsHeld: 0 };
+    tenant.lexical.search(input.query, depth, cost, accepts).forEach(({ id, score }, i) => {
       const candidate = candidates.get(id);
       if (candidate) Object.assign(candidate, { lexical: score, lexicalRank: i + 1 });
       // A memory only the lexical ranking found still gets its cosine similarity.
-      else candidates.set(id, { id, vector: tenant.index.similarity(id, vector) ?? 0, lexical: score, lexicalRank: i + 1 });
+      else candidates.set(id, { id, vector: similarity(id), lexical: score, lexicalRank: i + 1 });
     });
     // HNSW may stop short under a narrow filter: then score every matching memory exactly.
     if (accepts && candidates.size < input.top_k && tenant.records.size > candidates.size) {
       const exact: Candidate[] = [];
       for (const id of tenant.records.keys()) {
-        if (!candidates.has(id) && accepts(id)) exact.push({ id, vector: tenant.index.similarity(id, vector) ?? 0 });
+        if (!candidates.has(id) && accepts(id)) exact.push({ id, vector: similarity(id) });
       }
       exact.sort((x, y) => y.vector - x.vector);
-      let rank = candidates.size;
-      for (const c of exact.slice(0, depth)) candidates.set(c.id, { ...c, vectorRank: ++rank });
+      let vectorRank = candidates.size;
+      for (const c of exact.slice(0, depth)) candidates.set(c.id, { ...c, vectorRank: ++vectorRank });
     }
-    return fuse([...candidates.values()], mode)
+    return rank([...candidates.values()], { lexicalIdeal: cost.idealScore ?? 0 })
       .slice(0, input.top_k)
       .map((hit) => ({
         record: tenant.records.get(hit.id)!,
@@ -335,7 +355,10 @@ export class MemoryService {
       const { record, vector } = event;
       const tenant = this.tenant(record.tenant_id, true)!;
       if (tenant.records.has(record.id)) return;
-      if (vector) tenant.index.add(record.id, vector);
+      if (vector) {
+        tenant.index.add(record.id, vector);
+        if (!isZero(vector)) tenant.centre.add(vector);
+      }
       tenant.lexical.add(record.id, record.content);
       tenant.records.set(record.id, record);
       this.held.memories++;
@@ -345,8 +368,14 @@ export class MemoryService {
       const tenant = this.tenant(record.tenant_id, false);
       const old = tenant?.records.get(record.id);
       if (!tenant || !old) return;
+      // The tenant's mean loses the old vector and gains the new one.
+      const before = tenant.index.vector(record.id);
+      if (before && !isZero(before)) tenant.centre.remove(before);
       tenant.index.remove(record.id);
-      if (vector) tenant.index.add(record.id, vector);
+      if (vector) {
+        tenant.index.add(record.id, vector);
+        if (!isZero(vector)) tenant.centre.add(vector);
+      }
       tenant.lexical.remove(record.id, old.content);
       tenant.lexical.add(record.id, record.content);
       tenant.records.set(record.id, record); // an existing key keeps its place in the order
@@ -358,6 +387,8 @@ export class MemoryService {
       tenant.records.delete(event.id);
       this.held.memories--;
       this.held.storedBytes -= storedBytes(record.content, record.metadata);
+      const vector = tenant.index.vector(event.id);
+      if (vector && !isZero(vector)) tenant.centre.remove(vector);
       tenant.index.remove(event.id);
       tenant.lexical.remove(event.id, record.content);
       // A tenant with nothing left costs nothing: no empty indexes kept per tenant ever seen.
@@ -388,7 +419,12 @@ export class MemoryService {
   private tenant(id: string, create: boolean): Tenant | undefined {
     let tenant = this.tenants.get(id);
     if (!tenant && create) {
-      tenant = { index: new TieredIndex(this.embedder.dimension, this.tiers), lexical: new TieredLexical(), records: new Map() };
+      tenant = {
+        index: new TieredIndex(this.embedder.dimension, this.tiers),
+        centre: new TenantCentre(this.embedder.dimension),
+        lexical: new TieredLexical(),
+        records: new Map(),
+      };
       this.tenants.set(id, tenant);
     }
     return tenant;

@@ -9,7 +9,7 @@
  * under the same name (e.g. a new static model build) also changes the vectors.
  */
 import type { Logger } from '../../common/logger.js';
-import type { Embedder } from '../embedding/embedder.js';
+import type { Embedder } from '../embedding/types.js';
 import type { MemoryService } from './memory-service.js';
 
 export interface EmbeddingModelId {

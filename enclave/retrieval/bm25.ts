@@ -8,6 +8,17 @@ export interface SearchCost {
   postingsRead: number;
   /** Postings the terms hold in total: what an exhaustive search would read. */
   postingsHeld: number;
+  /**
+   * What a memory of average length holding each distinct query term once would score: the sum
+   * of the terms' IDF, a term no memory holds counting as df 0 (it is rare, so a query whose
+   * words are missing here is mostly unanswered by words). Hybrid ranking scales BM25 by it.
+   */
+  idealScore?: number;
+}
+
+/** Lucene's IDF variant: always positive, so a term in most memories still counts a little. */
+export function bm25Idf(memories: number, df: number): number {
+  return Math.log(1 + (memories - df + 0.5) / (df + 0.5));
 }
 
 export interface LexicalHit {
@@ -116,11 +127,12 @@ export class Bm25Index {
     if (n === 0 || k <= 0) return [];
     const averageLength = this.totalLength / n;
     const terms: Array<{ posting: Posting; idf: number; bound: number; at: number; read: number }> = [];
+    let idealScore = 0;
     for (const term of new Set(lexicalTerms(query))) {
       const posting = this.postings.get(term);
+      idealScore += bm25Idf(n, posting?.df ?? 0);
       if (!posting) continue;
-      // Lucene's IDF variant: always positive, so a term in most memories still counts a little.
-      const idf = Math.log(1 + (n - posting.df + 0.5) / (posting.df + 0.5));
+      const idf = bm25Idf(n, posting.df);
       // The most one document can get from the term: its largest count, at the shortest length.
       const bound = (idf * posting.maxTf * (BM25_K1 + 1)) / (posting.maxTf + BM25_K1 * (1 - BM25_B));
       terms.push({ posting, idf, bound, at: 0, read: 0 });
@@ -128,7 +140,7 @@ export class Bm25Index {
     // The rarest terms carry the score; beyond the bound, the commonest are left out.
     terms.sort((x, y) => y.idf - x.idf);
     terms.length = Math.min(terms.length, MAX_QUERY_TERMS);
-    if (cost) Object.assign(cost, { terms: terms.length, postingsRead: 0, postingsHeld: terms.reduce((sum, t) => sum + t.posting.length, 0) });
+    if (cost) Object.assign(cost, { terms: terms.length, postingsRead: 0, postingsHeld: terms.reduce((sum, t) => sum + t.posting.length, 0), idealScore });
     if (terms.length === 0) return [];
     // MaxScore: terms by increasing bound; below[i] = the most terms 0..i can add together.
     terms.sort((x, y) => x.bound - y.bound);

@@ -1,4 +1,4 @@
-import { BM25_B, BM25_K1, MAX_QUERY_TERMS, type LexicalHit, type SearchCost } from './bm25.js';
+import { BM25_B, BM25_K1, MAX_QUERY_TERMS, bm25Idf, type LexicalHit, type SearchCost } from './bm25.js';
 import { lexicalTerms } from './lexical-terms.js';
 
 /**
@@ -88,12 +88,13 @@ export class SmallBm25 {
     const n = this.ids.length;
     if (n === 0 || k <= 0) return [];
     const wanted = new Map<number, number>(); // term number -> slot
-    for (const term of new Set(lexicalTerms(query))) {
+    const distinct = new Set(lexicalTerms(query));
+    for (const term of distinct) {
       const number = terms.lookup(term);
       if (number !== undefined && !wanted.has(number)) wanted.set(number, wanted.size);
     }
     if (wanted.size === 0) {
-      if (cost) Object.assign(cost, { terms: 0, postingsRead: 0, postingsHeld: 0 });
+      if (cost) Object.assign(cost, { terms: 0, postingsRead: 0, postingsHeld: 0, idealScore: distinct.size * bm25Idf(n, 0) });
       return [];
     }
     // One pass: each memory's count of each query term, and each term's document frequency.
@@ -112,9 +113,11 @@ export class SmallBm25 {
     }
     const averageLength = totalLength / n;
     // Lucene's IDF, as Bm25Index; the same bound on distinct terms, the rarest kept.
-    const idf = Array.from(df, (d) => (d === 0 ? 0 : Math.log(1 + (n - d + 0.5) / (d + 0.5))));
+    const idf = Array.from(df, (d) => (d === 0 ? 0 : bm25Idf(n, d)));
     const used = [...idf.keys()].filter((s) => df[s] > 0).sort((a, b) => idf[b] - idf[a]).slice(0, MAX_QUERY_TERMS);
-    if (cost) Object.assign(cost, { terms: used.length, postingsRead: totalLength, postingsHeld: totalLength });
+    // Terms the dictionary knows but no memory here holds, and terms it does not know, count as df 0.
+    const idealScore = Array.from(df, (d) => bm25Idf(n, d)).reduce((sum, x) => sum + x, 0) + (distinct.size - slots) * bm25Idf(n, 0);
+    if (cost) Object.assign(cost, { terms: used.length, postingsRead: totalLength, postingsHeld: totalLength, idealScore });
     const hits: LexicalHit[] = [];
     for (let i = 0; i < n; i++) {
       let score = 0;

@@ -1,6 +1,6 @@
 import type { BlobStore } from '../../common/blob-store.js';
 import type { Logger } from '../../common/logger.js';
-import type { Embedder } from '../embedding/embedder.js';
+import type { Embedder } from '../embedding/types.js';
 import type { MemoryService } from '../memory/memory-service.js';
 import { reembedWithProgress, type ModelChangePolicy } from '../memory/model-change.js';
 import { KmsSealingKey } from './kms-sealing-key.js';

@@ -66,6 +66,8 @@ describe('offline responder', () => {
   });
 });
 
+const request = { model: 'anything', messages: [{ role: 'user' as const, content: 'What is the weather in Paris?' }] };
+
 describe('memory tools against a real memory store', () => {
   let embedder: Embedder;
   let memory: MemoryService;
@@ -111,5 +113,23 @@ describe('memory tools against a real memory store', () => {
     expect((await retrieveMemories(memory, 'a', messages, 5)).map((m) => m.content)).toEqual(['My dog is called Rex']);
     expect(await retrieveMemories(memory, undefined, messages, 5)).toEqual([]);
     expect(await retrieveMemories(memory, 'a', messages, 0)).toEqual([]);
+  });
+
+  it('retrieval for chat keeps only what relates to the message, and the offline responder says when nothing does', async () => {
+    const contents = [
+      'I like to sit by the window on trains', 'My sister Lena lives in Lisbon', 'The car insurance renews in March',
+      'I am allergic to peanuts', 'We adopted a beagle called Biscuit', 'My dentist is Dr. Okafor on Elm Street',
+      'I started a pottery class on Thursdays', 'The wifi password is taped under the router',
+    ];
+    for (const content of contents) await memory.add({ tenant_id: 'd', content });
+    const ask = (content: string) => retrieveMemories(memory, 'd', [{ role: 'user', content }], 5);
+    const offTopic = await ask('What is the weather in Paris?');
+    expect(offTopic).toEqual([]);
+    expect(offlineCompletion({ request, tenant: 'd', memories: offTopic }).choices[0].message.content).toMatch(/^I have no memories that relate to your message\./);
+    // A related question still gets its memory, first (and the cut, not top_k, decides how many follow).
+    const related = (await ask('what am I allergic to?')).map((m) => m.content);
+    expect(related[0]).toBe('I am allergic to peanuts');
+    expect(related.length).toBeLessThan(5);
+    expect((await ask('when does my car insurance renew?'))[0].content).toBe('The car insurance renews in March');
   });
 });

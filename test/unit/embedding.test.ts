@@ -2,11 +2,12 @@ import { createHash } from 'node:crypto';
 import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import * as ort from 'onnxruntime-node';
+import { ort } from '../../enclave/embedding/onnxruntime.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { modelsDir } from '../../common/paths.js';
 import { MAX_TOKENS_PER_TEXT, loadEmbedder, planRuns, type Embedder } from '../../enclave/embedding/embedder.js';
-import { STATIC_MODEL, buildStaticModel, sifWeights, type StaticModelManifest } from '../../enclave/embedding/static-model.js';
+import { STATIC_MODEL, type StaticModelManifest } from '../../enclave/embedding/static-model.js';
+import { buildStaticModel, sifWeights } from '../../scripts/lib/static-model-build.js';
 import { buildStaticSifModel } from '../../scripts/build-model.js';
 
 const cosine = (a: Float32Array, b: Float32Array) => a.reduce((sum, x, i) => sum + x * b[i], 0);

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { RRF_K, reciprocalRankFusion } from '../../enclave/retrieval/fusion.js';
-import { VECTOR_WEIGHT, fuse, type Candidate } from '../../enclave/retrieval/hybrid.js';
+import { RRF_K, reciprocalRankFusion } from '../../bench/eval/rank-fusion.js';
+import { rankHybridByMax, rankLexical, rankRrf, rankVector } from '../../bench/eval/rankers.js';
+import { VECTOR_WEIGHT, rankHybrid, type Candidate } from '../../enclave/retrieval/hybrid.js';
 
 describe('reciprocalRankFusion', () => {
   it('sums 1 / (k + rank) over the rankings an id appears in', () => {
@@ -20,7 +21,7 @@ describe('reciprocalRankFusion', () => {
   });
 });
 
-describe('fuse', () => {
+describe('rankings', () => {
   // The issue's example: two invoice memories with nearly equal cosines, one with the number.
   const candidates: Candidate[] = [
     { id: 'unpaid-88231', vector: 0.69, vectorRank: 1, lexical: 3.45, lexicalRank: 2 },
@@ -28,29 +29,42 @@ describe('fuse', () => {
     { id: 'team', vector: 0.3, vectorRank: 3 },
     { id: 'lexical-only', vector: 0.05, lexical: 1.0, lexicalRank: 3 },
   ];
+  const context = (lexicalIdeal: number) => ({ lexicalIdeal });
 
-  it('hybrid: w * cosine + (1 - w) * BM25 / max BM25, best first', () => {
-    const fused = fuse(candidates, 'hybrid');
+  it('hybrid: w * cosine + (1 - w) * min(1, BM25 / the query\'s ideal BM25), best first', () => {
+    const fused = rankHybrid(candidates, context(20));
     expect(fused.map((f) => f.id)).toEqual(['settled-88213', 'unpaid-88231', 'team', 'lexical-only']);
-    expect(fused[0].fused).toBeCloseTo(VECTOR_WEIGHT * 0.66 + (1 - VECTOR_WEIGHT) * 1, 12);
-    expect(fused[1].fused).toBeCloseTo(VECTOR_WEIGHT * 0.69 + (1 - VECTOR_WEIGHT) * (3.45 / 11.45), 12);
+    expect(fused[0].fused).toBeCloseTo(VECTOR_WEIGHT * 0.66 + (1 - VECTOR_WEIGHT) * (11.45 / 20), 12);
+    expect(fused[1].fused).toBeCloseTo(VECTOR_WEIGHT * 0.69 + (1 - VECTOR_WEIGHT) * (3.45 / 20), 12);
     expect(fused[2].fused).toBeCloseTo(VECTOR_WEIGHT * 0.3, 12);
+    // A score above the ideal (a term repeated in a short memory) counts as a full match, no more.
+    expect(rankHybrid(candidates, context(10))[0].fused).toBeCloseTo(VECTOR_WEIGHT * 0.66 + (1 - VECTOR_WEIGHT), 12);
+  });
+
+  it('hybrid: a match on a word most memories hold weighs little, unlike BM25 / the best hit', () => {
+    // Only the asker's name matched (low IDF against a query of rare, unmatched words): the
+    // memory with the better cosine must stay first.
+    const nameOnly: Candidate[] = [
+      { id: 'about-it', vector: 0.6, vectorRank: 1 },
+      { id: 'says-name', vector: 0.3, vectorRank: 2, lexical: 0.7, lexicalRank: 1 },
+    ];
+    expect(rankHybrid(nameOnly, context(14)).map((f) => f.id)).toEqual(['about-it', 'says-name']);
+    expect(rankHybridByMax(nameOnly, context(14)).map((f) => f.id)).toEqual(['says-name', 'about-it']);
   });
 
   it('hybrid with no lexical match ranks by cosine alone', () => {
     const vectorOnly = candidates.map(({ id, vector, vectorRank }) => ({ id, vector, vectorRank }));
-    expect(fuse(vectorOnly, 'hybrid').map((f) => f.id)).toEqual(['unpaid-88231', 'settled-88213', 'team', 'lexical-only']);
+    expect(rankHybrid(vectorOnly, context(0)).map((f) => f.id)).toEqual(['unpaid-88231', 'settled-88213', 'team', 'lexical-only']);
   });
 
   it('rank fusion, which ignores score gaps, puts the wrong invoice first here', () => {
-    const fused = fuse(candidates, 'hybrid-rrf');
-    expect(fused[0].id).toBe('unpaid-88231'); // ranks 1 + 2 beat ranks 2 + 1 on the tie-break
+    expect(rankRrf(candidates, context(20))[0].id).toBe('unpaid-88231'); // ranks 1 + 2 beat ranks 2 + 1 on the tie-break
   });
 
-  it('vector and lexical modes keep only their own ranking, in its order', () => {
-    expect(fuse(candidates, 'vector').map((f) => [f.id, f.fused])).toEqual([
+  it('vector and lexical rankings keep only their own candidates, in their order', () => {
+    expect(rankVector(candidates, context(20)).map((f) => [f.id, f.fused])).toEqual([
       ['unpaid-88231', 0.69], ['settled-88213', 0.66], ['team', 0.3],
     ]);
-    expect(fuse(candidates, 'lexical').map((f) => f.id)).toEqual(['settled-88213', 'unpaid-88231', 'lexical-only']);
+    expect(rankLexical(candidates, context(20)).map((f) => f.id)).toEqual(['settled-88213', 'unpaid-88231', 'lexical-only']);
   });
 });

@@ -8,7 +8,9 @@ import { modelsDir } from '../../common/paths.js';
 import { loadEmbedder, type Embedder } from '../../enclave/embedding/embedder.js';
 import { MemoryService, type MemoryRecord } from '../../enclave/memory/memory-service.js';
 import { reembedWithProgress, sameEmbeddingModel, type EmbeddingModelId } from '../../enclave/memory/model-change.js';
+import { centredCosine, SHRINK } from '../../enclave/retrieval/tenant-centre.js';
 import { buildStaticSifModel } from '../../scripts/build-model.js';
+import { rankVector } from '../../bench/eval/rankers.js';
 import { installTinyBert } from '../helpers/tiny-bert.js';
 
 // Two real models: the built-in static one (100-d) and a generated tiny transformer (8-d).
@@ -42,7 +44,7 @@ const idOf = (m: { id: string; dimension: number; sha256: string }): EmbeddingMo
  * hybrid ranking may put a memory with a stronger lexical match first): found first with cosine 1.
  */
 async function expectFoundByOwnContent(memory: MemoryService, record: MemoryRecord): Promise<void> {
-  const [top] = await memory.query({ tenant_id: record.tenant_id, query: record.content, top_k: 1 }, 'vector');
+  const [top] = await memory.query({ tenant_id: record.tenant_id, query: record.content, top_k: 1 }, rankVector);
   expect(top.scores.vector).toBeCloseTo(1, 4);
   expect(top.record.content).toBe(record.content);
 }
@@ -73,9 +75,12 @@ describe('MemoryService.reembed', () => {
     expect(memory.get('alice', alice[5].id)).toEqual(alice[5]);
     for (const record of [alice[0], alice[69], ...bob]) await expectFoundByOwnContent(memory, record);
     const [query] = await tiny.embed(['the cat sat']);
-    const [first] = await memory.query({ tenant_id: 'alice', query: 'the cat sat', top_k: 1 }, 'vector');
+    const [first] = await memory.query({ tenant_id: 'alice', query: 'the cat sat', top_k: 1 }, rankVector);
     const [expected] = await tiny.embed([first.record.content]);
-    expect(first.scores.vector).toBeCloseTo(query.reduce((sum, x, i) => sum + x * expected[i], 0), 4);
+    // Measured from alice's mean under the new model: the centre was rebuilt with the index.
+    const mean = new Float32Array(tiny.dimension);
+    for (const vector of await tiny.embed(alice.map((r) => r.content))) vector.forEach((x, d) => (mean[d] += x / (alice.length + SHRINK)));
+    expect(first.scores.vector).toBeCloseTo(centredCosine(query, expected, mean), 4);
 
     // Tenants stay apart, deletes still work, and a new memory is indexed with the new model.
     const bobHits = await memory.query({ tenant_id: 'bob', query: alice[0].content, top_k: 10 });

@@ -83,14 +83,14 @@ function writeState(state: Map<string, Buffer>) {
   for (const [name, data] of state) writeFileSync(join(dir, name), data);
 }
 
-/** Every memory is there as stored, and found first by its own content with the model's vectors (cosine 1). */
+/** Every memory is there as stored, and found first by its own content with the model's vectors (cosine 1 from the tenant's mean). */
 async function expectAllFound(memory: MemoryService, records: MemoryRecord[]) {
   expect([...memory.entries()].map((e) => e.record.id).sort()).toEqual(records.map((r) => r.id).sort());
   for (const record of records) {
     expect(memory.get(record.tenant_id, record.id)).toEqual(record);
     const [top] = await memory.query({ tenant_id: record.tenant_id, query: record.content, top_k: 1 });
     expect(top.record.id).toBe(record.id);
-    expect(top.score).toBeCloseTo(1, 4);
+    expect(top.scores.vector).toBeCloseTo(1, 4);
   }
 }
 

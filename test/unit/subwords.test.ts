@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { buildSubwordVectors, charNgrams, fnv1a, subwordBuckets, wantsSubwords } from '../../enclave/embedding/subwords.js';
+import { charNgrams, fnv1a, subwordBuckets, wantsSubwords } from '../../enclave/embedding/subwords.js';
+import { buildSubwordVectors } from '../../scripts/lib/subword-fit.js';
 
 describe('fnv1a', () => {
   it('matches the published FNV-1a 32-bit test vectors', () => {
