@@ -2,7 +2,7 @@
  * One error shape everywhere, OpenAI's: {"error": {"message", "type", "param", "code"}}.
  * Every error either process sends is built here from one catalogue of codes, so a client
  * sees the same status and type for a code whichever side refused the request, and the
- * README's table of codes (checked by test/unit/docs.test.ts) cannot drift from the code.
+ * table of codes in docs/api.md (checked by test/unit/docs.test.ts) cannot drift from the code.
  */
 
 export type ErrorType =
@@ -19,7 +19,7 @@ export type ErrorType =
 interface CodeSpec {
   status: number;
   type: ErrorType;
-  /** When a client sees it: one line for the README. */
+  /** When a client sees it: one line for docs/api.md. */
   when: string;
 }
 

@@ -107,10 +107,10 @@ done
 } >"$etc_dir/vsock-proxy.yaml"
 printf 'install-units: wrote %s\n' "$etc_dir/vsock-proxy.yaml" >&2
 
-# The proxy's settings (README, "Configuration"); an existing file is the operator's and stays.
+# The proxy's settings (docs/configuration.md); an existing file is the operator's and stays.
 if [[ ! -e "$etc_dir/proxy.env" ]]; then
   cat >"$etc_dir/proxy.env" <<'ENV'
-# The proxy's settings (README, "Configuration"). TLS ends here, on the host.
+# The proxy's settings (docs/configuration.md). TLS ends here, on the host.
 HOST=0.0.0.0
 PORT=443
 TLS_CERT=/etc/agent/tls.crt

@@ -14,7 +14,7 @@ import type { ScoredMemory } from '../memory/memory-service.js';
  * it is evidence for the question; every memory kept for an off-topic message is a false
  * positive). F2 weighs a missed memory more than an extra one: a model without the memory it
  * needs answers wrong, while one it does not need only costs tokens
- * (bench/eval/chat-relevance.ts). The README gives the figures on the held-back half.
+ * (bench/eval/chat-relevance.ts). docs/retrieval.md gives the figures on the held-back half.
  */
 export const MIN_SCORE = 0.34;
 export const MIN_SHARE_OF_BEST = 0.8;

@@ -1,6 +1,6 @@
 /**
  * The runtime of the built-in static model (static-sif-100d): checks the built files against
- * their manifest, then embeds by the ONNX graph the install-time build wrote (see the README,
+ * their manifest, then embeds by the ONNX graph the install-time build wrote (see docs/retrieval.md,
  * "The default model").
  */
 import { createHash } from 'node:crypto';

@@ -4,7 +4,7 @@ import { ApiError } from '../../common/errors.js';
  * How much the enclave agrees to hold, so that no caller can make it run out of memory (and
  * crash again at every restart, replaying what made it crash): tenants, memories and stored
  * bytes, for the whole enclave. The defaults fit a 6 GiB enclave with room to spare: about
- * 900 bytes of indexes and records per memory (README, Performance) plus its content.
+ * 900 bytes of indexes and records per memory (docs/performance.md) plus its content.
  */
 export interface Capacity {
   maxTenants: number;

@@ -47,12 +47,12 @@ export function openApiDocument(version: string): Json {
       schemas: { Error: errorSchema() },
       responses: {
         Error: {
-          description: 'OpenAI\'s error shape; `code` is one of the catalogue\'s (README, Errors)',
+          description: 'OpenAI\'s error shape; `code` is one of the catalogue\'s (docs/api.md, Errors)',
           content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
         },
       },
       headers: {
-        Signature: { description: 'The enclave\'s Ed25519 signature over the request and this answer (README, Signed responses)', schema: { type: 'string' } },
+        Signature: { description: 'The enclave\'s Ed25519 signature over the request and this answer (docs/trust-model.md, Signed responses)', schema: { type: 'string' } },
         Timestamp: { description: 'When the enclave signed, unix milliseconds', schema: { type: 'string' } },
       },
     },
