@@ -6,13 +6,12 @@
  * Exit status: 0 written, 1 refused (unreadable key, measurements or service), 2 usage error.
  */
 import { readFile, writeFile } from 'node:fs/promises';
-import { realpathSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { connect } from '../sdk/client.js';
 import { manifestSigningBytes, MANIFEST_TYPE, verifyManifest, type JsonValue, type ReleaseManifest, type SignedManifest } from '../sdk/attestation/manifest.js';
 import { parseNitroMeasurements } from './lib/nitro-measurements.js';
 import { parseOperatorSigningKey } from './lib/operator-signing-key.js';
+import { invokedDirectly } from '../sdk/bin/invoked-directly.js';
 
 export const USAGE = `Usage: release-manifest --key <operator key> --release <name> <measurements> [options]
 
@@ -165,13 +164,4 @@ async function attestedPcrs(url: string, rootFile: string | undefined, operatorK
   return { pcrs, teeName: tee.attestation.teeName };
 }
 
-/** True when run as a script, false when imported (tests). */
-function invokedDirectly(): boolean {
-  try {
-    return process.argv[1] !== undefined && realpathSync(process.argv[1]) === fileURLToPath(import.meta.url);
-  } catch {
-    return false;
-  }
-}
-
-if (invokedDirectly()) process.exitCode = await main(process.argv.slice(2));
+if (invokedDirectly(import.meta.url)) process.exitCode = await main(process.argv.slice(2));

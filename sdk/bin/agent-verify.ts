@@ -6,12 +6,11 @@
  */
 import { randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
-import { realpathSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import { parseArgs as parseNodeArgs } from 'node:util';
 import { ManifestError, verifyManifest, type VerifiedManifest } from '../attestation/manifest.js';
 import { verifyAttestation, type Check, type VerificationResult } from '../attestation/verify.js';
 import { checkSignature, sha256Hex, SIGNATURE_HEADER, STATE_HEADER, TIMESTAMP_HEADER, type SignedRequest } from '../protocol/response-signature.js';
+import { invokedDirectly } from './invoked-directly.js';
 
 export const USAGE = `Usage: agent-verify <file | base-url> [options]
 
@@ -343,13 +342,4 @@ function jsonBytesAsHex(_key: string, value: unknown): unknown {
   return value instanceof Uint8Array ? Buffer.from(value).toString('hex') : value;
 }
 
-/** True when run as a script (also through an npm bin symlink), false when imported. */
-function invokedDirectly(): boolean {
-  try {
-    return process.argv[1] !== undefined && realpathSync(process.argv[1]) === fileURLToPath(import.meta.url);
-  } catch {
-    return false;
-  }
-}
-
-if (invokedDirectly()) process.exitCode = await main(process.argv.slice(2));
+if (invokedDirectly(import.meta.url)) process.exitCode = await main(process.argv.slice(2));

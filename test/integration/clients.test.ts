@@ -92,6 +92,16 @@ describe('openai', () => {
 
 describe('Vercel AI SDK (ai + @ai-sdk/openai)', () => {
   const provider = () => createOpenAI({ baseURL: baseURL(), apiKey: 'any', organization: ORG });
+  /** Reads a streamText result whole: its text and the types of every part it produced. */
+  const readStream = async (result: ReturnType<typeof streamText>) => {
+    const parts: string[] = [];
+    let text = '';
+    for await (const part of result.fullStream) {
+      parts.push(part.type);
+      if (part.type === 'text-delta') text += part.text;
+    }
+    return { parts, text, finishReason: await result.finishReason };
+  };
 
   it('generateText with the default provider (the Responses API)', async () => {
     const before = model.requests.length;
@@ -103,32 +113,20 @@ describe('Vercel AI SDK (ai + @ai-sdk/openai)', () => {
   });
 
   it('streamText with the default provider: the text, finish reason stop, no error part', async () => {
-    const result = streamText({ model: provider()('echo'), prompt: 'stream via responses' });
-    const parts: string[] = [];
-    let text = '';
-    for await (const part of result.fullStream) {
-      parts.push(part.type);
-      if (part.type === 'text-delta') text += part.text;
-    }
+    const { parts, text, finishReason } = await readStream(streamText({ model: provider()('echo'), prompt: 'stream via responses' }));
     expect(parts).not.toContain('error');
     expect(text).toBe('echo: stream via responses');
-    expect(await result.finishReason).toBe('stop');
+    expect(finishReason).toBe('stop');
   });
 
   it('generateText and streamText with .chat() (chat completions), the stream signature passed over', async () => {
     const plain = await generateText({ model: provider().chat('echo'), prompt: 'chat plain' });
     expect(plain.text).toBe('echo: chat plain');
     expect(plain.finishReason).toBe('stop');
-    const result = streamText({ model: provider().chat('echo'), prompt: 'chat streamed' });
-    const parts: string[] = [];
-    let text = '';
-    for await (const part of result.fullStream) {
-      parts.push(part.type);
-      if (part.type === 'text-delta') text += part.text;
-    }
+    const { parts, text, finishReason } = await readStream(streamText({ model: provider().chat('echo'), prompt: 'chat streamed' }));
     expect(parts).not.toContain('error');
     expect(text).toBe('echo: chat streamed');
-    expect(await result.finishReason).toBe('stop');
+    expect(finishReason).toBe('stop');
   });
 });
 
