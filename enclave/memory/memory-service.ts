@@ -9,7 +9,7 @@ import { FUSION_DEPTH, rankHybrid, type Candidate, type Ranker } from '../retrie
 import type { SearchCost } from '../retrieval/bm25.js';
 import { DEFAULT_TIERS, TieredIndex, type TieredOptions } from '../vectors/tiered-index.js';
 import { isZero } from '../vectors/vector-index.js';
-import { TenantCentre, centred, centredCosine } from '../retrieval/tenant-centre.js';
+import { TenantCentre, centred } from '../retrieval/tenant-centre.js';
 import { admit, DEFAULT_CAPACITY, storedBytes, type Capacity, type Usage } from './admission.js';
 import { metadataMatcher } from './metadata-filter.js';
 
@@ -253,10 +253,7 @@ export class MemoryService {
     // Similarity from the tenant's mean, not the origin: the index finds the neighbours of the
     // moved query, and each is scored exactly from the mean (retrieval/tenant-centre.ts).
     const mean = tenant.centre.mean();
-    const similarity = (id: string) => {
-      const stored = tenant.index.vector(id);
-      return stored ? centredCosine(vector, stored, mean) : 0;
-    };
+    const similarity = (id: string) => tenant.index.similarity(id, vector, mean) ?? 0;
     const candidates = new Map<string, Candidate>();
     tenant.index.search(centred(vector, mean), depth, accepts)
       .map(({ id }) => ({ id, score: similarity(id) }))

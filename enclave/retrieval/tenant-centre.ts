@@ -1,3 +1,5 @@
+import { cosineFrom } from '../vectors/vector-index.js';
+
 /**
  * The mean of a tenant's memory vectors, kept as memories come and go, and the cosine
  * similarity measured from it rather than from the origin.
@@ -54,16 +56,5 @@ export function centred(query: Float32Array, mean: Float32Array): Float32Array {
 
 /** Cosine of (a - mean) and (b - mean); 0 when either is the zero vector or equals the mean. */
 export function centredCosine(a: Float32Array, b: Float32Array, mean: Float32Array): number {
-  if (!a.some((x) => x !== 0) || !b.some((x) => x !== 0)) return 0;
-  let dot = 0;
-  let na = 0;
-  let nb = 0;
-  for (let d = 0; d < a.length; d++) {
-    const x = a[d] - mean[d];
-    const y = b[d] - mean[d];
-    dot += x * y;
-    na += x * x;
-    nb += y * y;
-  }
-  return na > 0 && nb > 0 ? dot / Math.sqrt(na * nb) : 0;
+  return cosineFrom(a, b, 0, mean);
 }

@@ -1,4 +1,4 @@
-import { dot, isZero, TopK, type Neighbour, type VectorIndex } from './vector-index.js';
+import { cosineFrom, dot, isZero, TopK, type Neighbour, type VectorIndex } from './vector-index.js';
 
 /**
  * Exact search over one contiguous Float32Array: a tenant of n vectors costs n × dim × 4
@@ -51,9 +51,10 @@ export class FlatIndex implements VectorIndex {
     return row === undefined ? undefined : this.data.slice(row * this.dimension, (row + 1) * this.dimension);
   }
 
-  similarity(id: string, query: Float32Array): number | undefined {
+  similarity(id: string, query: Float32Array, origin?: Float32Array): number | undefined {
     const row = this.rows.get(id);
-    return row === undefined ? undefined : dot(query, this.data, row * this.dimension);
+    if (row === undefined) return undefined;
+    return origin ? cosineFrom(query, this.data, row * this.dimension, origin) : dot(query, this.data, row * this.dimension);
   }
 
   search(query: Float32Array, k: number, accept?: (id: string) => boolean): Neighbour[] {

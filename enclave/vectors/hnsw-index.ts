@@ -85,8 +85,8 @@ export class HnswIndex implements VectorIndex {
     return zero ? zero.slice() : this.vectors.vector(id);
   }
 
-  similarity(id: string, query: Float32Array): number | undefined {
-    return this.zeros.has(id) ? 0 : this.vectors.similarity(id, query);
+  similarity(id: string, query: Float32Array, origin?: Float32Array): number | undefined {
+    return this.zeros.has(id) ? 0 : this.vectors.similarity(id, query, origin);
   }
 
   search(query: Float32Array, k: number, accept?: (id: string) => boolean): Neighbour[] {

@@ -47,8 +47,8 @@ export class TieredIndex implements VectorIndex {
     return this.current.vector(id);
   }
 
-  similarity(id: string, query: Float32Array): number | undefined {
-    return this.current.similarity(id, query);
+  similarity(id: string, query: Float32Array, origin?: Float32Array): number | undefined {
+    return this.current.similarity(id, query, origin);
   }
 
   search(query: Float32Array, k: number, accept?: (id: string) => boolean): Neighbour[] {

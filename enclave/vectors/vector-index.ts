@@ -21,8 +21,13 @@ export interface VectorIndex {
   remove(id: string): void;
   /** The vector stored under `id`. */
   vector(id: string): Float32Array | undefined;
-  /** Cosine similarity of `query` and the vector under `id`; undefined if there is none. */
-  similarity(id: string, query: Float32Array): number | undefined;
+  /**
+   * Cosine similarity of `query` and the vector under `id`; undefined if there is none.
+   * With `origin`, measured from there: the cosine of (query - origin) and (vector - origin),
+   * 0 for a zero vector (retrieval/tenant-centre.ts). Computed where the vector is stored,
+   * without copying it: a hybrid query asks this of every candidate.
+   */
+  similarity(id: string, query: Float32Array, origin?: Float32Array): number | undefined;
   /**
    * The `k` most similar non-zero vectors, best first. With `accept`, only ids it accepts
    * are considered, so a filtered search still returns `k` when that many match.
@@ -33,6 +38,28 @@ export interface VectorIndex {
 export function isZero(v: Float32Array): boolean {
   for (let i = 0; i < v.length; i++) if (v[i] !== 0) return false;
   return true;
+}
+
+/**
+ * Cosine of (a - origin) and (b - origin), b read from `b` at `bOffset`; 0 when either is
+ * the zero vector or equals the origin.
+ */
+export function cosineFrom(a: Float32Array, b: Float32Array, bOffset: number, origin: Float32Array): number {
+  let dotted = 0;
+  let na = 0;
+  let nb = 0;
+  let aZero = true;
+  let bZero = true;
+  for (let d = 0; d < a.length; d++) {
+    if (a[d] !== 0) aZero = false;
+    if (b[bOffset + d] !== 0) bZero = false;
+    const x = a[d] - origin[d];
+    const y = b[bOffset + d] - origin[d];
+    dotted += x * y;
+    na += x * x;
+    nb += y * y;
+  }
+  return aZero || bZero || na === 0 || nb === 0 ? 0 : dotted / Math.sqrt(na * nb);
 }
 
 export function dot(a: Float32Array, b: Float32Array, bOffset = 0): number {

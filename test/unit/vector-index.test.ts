@@ -3,6 +3,7 @@ import { FlatIndex } from '../../enclave/vectors/flat-index.js';
 import { DEFAULT_HNSW, HnswIndex } from '../../enclave/vectors/hnsw-index.js';
 import { TieredIndex } from '../../enclave/vectors/tiered-index.js';
 import type { VectorIndex } from '../../enclave/vectors/vector-index.js';
+import { centredCosine } from '../../enclave/retrieval/tenant-centre.js';
 
 const unit = (...v: number[]) => {
   const n = Math.hypot(...v);
@@ -40,6 +41,18 @@ describe.each(implementations)('VectorIndex contract: %s', (_name, make) => {
     expect(hits[0].score).toBeCloseTo(0.995, 2);
     expect(index.similarity('y', unit(0, 1, 0))).toBeCloseTo(1, 5);
     expect(index.similarity('nope', unit(0, 1, 0))).toBeUndefined();
+  });
+
+  it('measures similarity from an origin where the vector is stored: the centred cosine, 0 for a zero vector', () => {
+    const index = make(4);
+    const vectors = randomUnits(20, 4, 7);
+    vectors.forEach((v, i) => index.add(`m${i}`, v));
+    index.add('zero', new Float32Array(4));
+    const origin = Float32Array.from([0.1, -0.2, 0.05, 0.3]);
+    const query = randomUnits(1, 4, 99)[0];
+    for (const i of [0, 5, 19]) expect(index.similarity(`m${i}`, query, origin)).toBeCloseTo(centredCosine(query, vectors[i], origin), 5);
+    expect(index.similarity('zero', query, origin)).toBe(0);
+    expect(index.similarity('nope', query, origin)).toBeUndefined();
   });
 
   it('grows past its initial capacity and keeps every vector as given', () => {
