@@ -65,11 +65,23 @@ export function foldText(text: string): string {
  * "renting" and "rents" stem to "rent" and must land where "rent" does.
  */
 export function stem(word: string): string {
-  if (!/^\p{L}+$/u.test(word)) return word;
-  const stemmed = stemPorter2(lemma(word));
-  const again = lemma(stemmed);
-  return again === stemmed ? stemmed : stemPorter2(again);
+  const known = stems.get(word);
+  if (known !== undefined) return known;
+  let form = word;
+  if (/^\p{L}+$/u.test(word)) {
+    const stemmed = stemPorter2(lemma(word));
+    const again = lemma(stemmed);
+    form = again === stemmed ? stemmed : stemPorter2(again);
+  }
+  // Words repeat (every memory and query of every tenant goes through here): remember the
+  // recent ones. Bounded, so text made of ever-new words cannot grow it without end.
+  if (stems.size >= MAX_REMEMBERED_STEMS) stems.clear();
+  stems.set(word, form);
+  return form;
 }
+
+const MAX_REMEMBERED_STEMS = 65_536;
+const stems = new Map<string, string>();
 
 function lemma(word: string): string {
   if (Object.hasOwn(verbExceptions, word)) return verbExceptions[word];
