@@ -12,9 +12,14 @@ export function createGrpcServer(api: EnclaveApi, health: () => HealthReply, log
   const server = new grpc.Server(channelOptions);
   const unary = (handler: Handler): grpc.handleUnaryCall<ApiRequest, never> =>
     (call, callback) => {
-      handler(call.request, { deadline: deadlineMs(call.getDeadline()), signal: cancellation(call) }).then(
-        (reply) => callback(null, reply as never),
+      const { signal, settled } = cancellation(call);
+      handler(call.request, { deadline: deadlineMs(call.getDeadline()), signal }).then(
+        (reply) => {
+          settled();
+          callback(null, reply as never);
+        },
         (err: unknown) => {
+          settled();
           log.error({ err }, 'handler failed');
           callback({ code: grpc.status.INTERNAL, details: 'internal error' });
         },
@@ -45,17 +50,23 @@ function deadlineMs(deadline: grpc.Deadline): number {
   return deadline instanceof Date ? deadline.getTime() : deadline;
 }
 
-/** An AbortSignal that fires when the caller cancels the call (e.g. its HTTP client went away). */
-function cancellation(call: grpc.ServerUnaryCall<ApiRequest, unknown> | grpc.ServerWritableStream<ApiRequest, ApiChunk>): AbortSignal {
+/**
+ * An AbortSignal that fires when the caller cancels the call (e.g. its HTTP client went
+ * away), until `settled()`: grpc-js also reports a call the client closes after its answer
+ * as cancelled, and aborting then would only make an AbortError (stack trace included) for
+ * nobody, on every request.
+ */
+function cancellation(call: grpc.ServerUnaryCall<ApiRequest, unknown> | grpc.ServerWritableStream<ApiRequest, ApiChunk>): { signal: AbortSignal; settled: () => void } {
   const controller = new AbortController();
-  call.on('cancelled', () => controller.abort());
-  return controller.signal;
+  const abort = () => controller.abort();
+  call.once('cancelled', abort);
+  return { signal: controller.signal, settled: () => call.off('cancelled', abort) };
 }
 
 /** Server streaming: the handler writes a head then data; writes wait while gRPC's buffer is full. */
 function streaming(handler: StreamHandler, log: Logger): grpc.handleServerStreamingCall<ApiRequest, ApiChunk> {
   return (call) => {
-    const signal = cancellation(call);
+    const { signal, settled } = cancellation(call);
     const write = (chunk: ApiChunk): Promise<void> => {
       if (signal.aborted) return Promise.resolve();
       if (call.write(chunk)) return Promise.resolve();
@@ -74,8 +85,12 @@ function streaming(handler: StreamHandler, log: Logger): grpc.handleServerStream
       data: (bytes: Uint8Array) => write({ data: Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength) }),
     };
     handler(call.request, sink, signal, deadlineMs(call.getDeadline())).then(
-      () => { if (!signal.aborted) call.end(); },
+      () => {
+        settled();
+        if (!signal.aborted) call.end();
+      },
       (err: unknown) => {
+        settled();
         log.error({ err }, 'stream handler failed');
         if (!signal.aborted) call.emit('error', { code: grpc.status.INTERNAL, details: 'internal error' });
       },

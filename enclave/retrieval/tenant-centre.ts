@@ -25,6 +25,8 @@ export const SHRINK = 16;
 export class TenantCentre {
   private readonly sum: Float64Array;
   private count = 0;
+  /** mean(), kept until the next add or remove: every query of the tenant asks for it. */
+  private cached: Float32Array | undefined;
 
   constructor(readonly dimension: number) {
     this.sum = new Float64Array(dimension);
@@ -33,18 +35,24 @@ export class TenantCentre {
   add(vector: Float32Array): void {
     for (let d = 0; d < this.dimension; d++) this.sum[d] += vector[d];
     this.count++;
+    this.cached = undefined;
   }
 
   remove(vector: Float32Array): void {
     for (let d = 0; d < this.dimension; d++) this.sum[d] -= vector[d];
     this.count--;
     if (this.count === 0) this.sum.fill(0); // no drift left behind by the float sums
+    this.cached = undefined;
   }
 
-  /** The (shrunk) mean to subtract; the zero vector when the tenant has no vectors. */
+  /** The (shrunk) mean to subtract; the zero vector when the tenant has no vectors. Read-only: it is shared. */
   mean(): Float32Array {
-    const scale = this.count === 0 ? 0 : 1 / (this.count + SHRINK);
-    return Float32Array.from(this.sum, (x) => x * scale);
+    if (!this.cached) {
+      const scale = this.count === 0 ? 0 : 1 / (this.count + SHRINK);
+      this.cached = new Float32Array(this.dimension);
+      for (let d = 0; d < this.dimension; d++) this.cached[d] = this.sum[d] * scale;
+    }
+    return this.cached;
   }
 }
 
