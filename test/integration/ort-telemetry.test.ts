@@ -11,10 +11,19 @@ import { modelsDir } from '../../common/paths.js';
  * whenever a session is created, unless ORT_DISABLE_TELEMETRY is set before it loads
  * (enclave/embedding/ort-no-telemetry.ts). Each check runs a fresh process with its own
  * HOME and without the variable in its environment, so only our own module can set it.
+ * The library also stays quiet by itself when it sees a CI system's variable (CI,
+ * GITHUB_ACTIONS, ...: the names below are the ones in libonnxruntime.so), and moves its
+ * cache to XDG_CACHE_HOME when that is set; the children get neither, so both checks
+ * mean the same on a CI runner as on a laptop.
  */
 const agentEmbed = resolve(import.meta.dirname, '../../dist/scripts/agent-embed.js');
 // The library writes to /tmp itself, whatever TMPDIR says.
 const debugLog = (pid: number) => join('/tmp', `mat-debug-${pid}.log`);
+
+const ciVariables = [
+  'CI', 'TF_BUILD', 'GITHUB_ACTIONS', 'GITLAB_CI', 'CIRCLECI', 'TRAVIS', 'JENKINS_URL',
+  'CODEBUILD_BUILD_ID', 'BUILDKITE', 'TEAMCITY_VERSION', 'APPVEYOR', 'BITBUCKET_BUILD_NUMBER',
+];
 
 const homes: string[] = [];
 afterEach(async () => {
@@ -27,10 +36,13 @@ async function freshHome(): Promise<string> {
   return home;
 }
 
-/** Runs node with `args` and HOME=`home`, ORT_DISABLE_TELEMETRY unset; resolves with its pid and exit code. */
+/**
+ * Runs node with `args` and HOME=`home`, with ORT_DISABLE_TELEMETRY, XDG_CACHE_HOME and
+ * every CI variable unset; resolves with its pid and exit code.
+ */
 function run(args: string[], home: string, input = ''): Promise<{ pid: number; code: number | null; stderr: string }> {
   const env: NodeJS.ProcessEnv = { ...process.env, HOME: home };
-  delete env.ORT_DISABLE_TELEMETRY;
+  for (const name of ['ORT_DISABLE_TELEMETRY', 'XDG_CACHE_HOME', ...ciVariables]) delete env[name];
   return new Promise((done, fail) => {
     const child = spawn(process.execPath, args, { env, cwd: resolve(import.meta.dirname, '../..'), stdio: ['pipe', 'ignore', 'pipe'] });
     let stderr = '';
