@@ -53,9 +53,11 @@ export function hostStoreProto(): HostStoreGrpcType['agent']['hoststore']['v1'] 
 /**
  * Channel options for both ends. Messages are capped a little above the largest body
  * the proxy accepts; reconnect back-off is kept short so the proxy recovers within
- * about a second once the enclave is back.
+ * about a second once the enclave is back. Channelz (grpc-js' live introspection, which
+ * counts and timestamps every call on both ends) is off: nothing here serves it.
  */
 export const channelOptions = {
+  'grpc.enable_channelz': 0,
   'grpc.max_receive_message_length': 8 * 1024 * 1024,
   'grpc.max_send_message_length': 8 * 1024 * 1024,
   'grpc.initial_reconnect_backoff_ms': 200,

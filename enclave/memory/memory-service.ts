@@ -253,18 +253,31 @@ export class MemoryService {
     // Similarity from the tenant's mean, not the origin: the index finds the neighbours of the
     // moved query, and each is scored exactly from the mean (retrieval/tenant-centre.ts).
     const mean = tenant.centre.mean();
-    const similarity = (id: string) => tenant.index.similarity(id, vector, mean) ?? 0;
+    const score = tenant.index.scorer(vector, mean);
+    const similarity = (id: string) => score(id) ?? 0;
+    // Every candidate has the same fields in the same order (one object shape for the engine).
     const candidates = new Map<string, Candidate>();
     tenant.index.search(centred(vector, mean), depth, accepts)
       .map(({ id }) => ({ id, score: similarity(id) }))
       .sort((x, y) => y.score - x.score)
-      .forEach(({ id, score }, i) => candidates.set(id, { id, vector: score, vectorRank: i + 1 }));
+      .forEach(({ id, score }, i) => candidates.set(id, { id, vector: score, vectorRank: i + 1, lexical: undefined, lexicalRank: undefined }));
     const cost: SearchCost = { terms: 0, postingsRead: 0, postingsHeld: 0 };
-    tenant.lexical.search(input.query, depth, cost, accepts).forEach(({ id, score }, i) => {
+    // The vector side's finds get their BM25 score even below the lexical top `depth`, so
+    // the depth decides which memories are considered, never how one is scored.
+    const found = [...candidates.keys()];
+    const lexical = tenant.lexical.searchWith(input.query, depth, found, cost, accepts);
+    found.forEach((id, j) => {
+      if (lexical.also[j] > 0) candidates.get(id)!.lexical = lexical.also[j];
+    });
+    lexical.hits.forEach(({ id, score }, i) => {
       const candidate = candidates.get(id);
-      if (candidate) Object.assign(candidate, { lexical: score, lexicalRank: i + 1 });
-      // A memory only the lexical ranking found still gets its cosine similarity.
-      else candidates.set(id, { id, vector: similarity(id), lexical: score, lexicalRank: i + 1 });
+      if (candidate) {
+        candidate.lexical = score;
+        candidate.lexicalRank = i + 1;
+      } else {
+        // A memory only the lexical ranking found still gets its cosine similarity.
+        candidates.set(id, { id, vector: similarity(id), vectorRank: undefined, lexical: score, lexicalRank: i + 1 });
+      }
     });
     // HNSW may stop short under a narrow filter: then score every matching memory exactly.
     if (accepts && candidates.size < input.top_k && tenant.records.size > candidates.size) {

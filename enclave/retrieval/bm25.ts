@@ -27,6 +27,13 @@ export interface LexicalHit {
   score: number;
 }
 
+/** A search's top hits, and the scores of the other memories it was asked about (searchWith). */
+export interface LexicalResult {
+  hits: LexicalHit[];
+  /** The BM25 score of each memory named in `also`, in that order; 0 where no term matched. */
+  also: Float64Array;
+}
+
 /**
  * Okapi BM25 parameters, the usual defaults (Robertson & Zaragoza 2009): k1 saturates repeated
  * terms, b normalises for document length. Memories are short, so neither is critical.
@@ -123,8 +130,18 @@ export class Bm25Index {
    * With `accept`, only memories it accepts are ranked (a filtered search).
    */
   search(query: string, k: number, cost?: SearchCost, accept?: (id: string) => boolean): LexicalHit[] {
+    return this.searchWith(query, k, [], cost, accept).hits;
+  }
+
+  /**
+   * search(), and the scores of the memories `also` names, whether or not they made the top
+   * `k` (0 for one that matches no term or is not held): hybrid ranking gives the memories
+   * the vector search found their lexical evidence too. Each costs a binary search per term.
+   */
+  searchWith(query: string, k: number, also: readonly string[], cost?: SearchCost, accept?: (id: string) => boolean): LexicalResult {
     const n = this.numbers.size;
-    if (n === 0 || k <= 0) return [];
+    const scores = new Float64Array(also.length);
+    if (n === 0 || k <= 0) return { hits: [], also: scores };
     const averageLength = this.totalLength / n;
     const terms: Array<{ posting: Posting; idf: number; bound: number; at: number; read: number }> = [];
     let idealScore = 0;
@@ -141,7 +158,15 @@ export class Bm25Index {
     terms.sort((x, y) => y.idf - x.idf);
     terms.length = Math.min(terms.length, MAX_QUERY_TERMS);
     if (cost) Object.assign(cost, { terms: terms.length, postingsRead: 0, postingsHeld: terms.reduce((sum, t) => sum + t.posting.length, 0), idealScore });
-    if (terms.length === 0) return [];
+    if (terms.length === 0) return { hits: [], also: scores };
+    also.forEach((id, j) => {
+      const doc = this.numbers.get(id);
+      if (doc === undefined) return;
+      for (const t of terms) {
+        const at = seek(t.posting, 0, doc);
+        if (at < t.posting.length && t.posting.docs[at] === doc) scores[j] += this.termScore(t.idf, t.posting.tfs[at], doc, averageLength);
+      }
+    });
     // MaxScore: terms by increasing bound; below[i] = the most terms 0..i can add together.
     terms.sort((x, y) => x.bound - y.bound);
     const below = new Float64Array(terms.length);
@@ -178,7 +203,7 @@ export class Bm25Index {
       }
     }
     if (cost) cost.postingsRead = terms.reduce((sum, t) => sum + t.read, 0);
-    return top.sorted().map(({ doc, score }) => ({ id: this.ids[doc], score }));
+    return { hits: top.sorted().map(({ doc, score }) => ({ id: this.ids[doc], score })), also: scores };
   }
 
   private termScore(idf: number, tf: number, doc: number, averageLength: number): number {

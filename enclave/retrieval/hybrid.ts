@@ -5,10 +5,13 @@
  */
 
 /**
- * How many candidates each ranking contributes before fusion. Deeper than any top_k, so a
- * memory that only one ranking finds near its top still meets the other's evidence.
+ * How many candidates each ranking contributes before fusion (more when top_k is larger).
+ * Every candidate is scored by both sides whichever found it, so the depth only decides which
+ * memories are considered. On the long-conversation benchmark recall@5 and recall@10 are the
+ * same at depths 20, 30, 50 and 100 on both halves; each step down costs the vector and BM25
+ * searches less (100 -> 30: about 0.3 ms less CPU a query on a 100k-memory tenant).
  */
-export const FUSION_DEPTH = 100;
+export const FUSION_DEPTH = 30;
 
 /**
  * Weight of the cosine similarity in the hybrid score; the lexical score gets 1 - VECTOR_WEIGHT.
@@ -54,13 +57,14 @@ export type Ranker = (candidates: readonly Candidate[], context: RankContext) =>
  * weight. Cosine is used raw: it is bounded already.
  */
 export const rankHybrid: Ranker = (candidates, { lexicalIdeal }) =>
-  byFused(candidates.map((c) => ({
-    ...c,
-    fused: VECTOR_WEIGHT * c.vector + (1 - VECTOR_WEIGHT) * (lexicalIdeal > 0 ? Math.min(1, (c.lexical ?? 0) / lexicalIdeal) : 0),
+  byFused(candidates.map(({ id, vector, vectorRank, lexical, lexicalRank }) => ({
+    // Written out, not spread: every query builds a couple of hundred of these.
+    id, vector, vectorRank, lexical, lexicalRank,
+    fused: VECTOR_WEIGHT * vector + (1 - VECTOR_WEIGHT) * (lexicalIdeal > 0 ? Math.min(1, (lexical ?? 0) / lexicalIdeal) : 0),
   })));
 
 /** Best first; ties (rare: equal scores on both sides) go to the better vector, then lexical, rank. */
 export function byFused(hits: FusedHit[]): FusedHit[] {
-  const rank = (r?: number) => r ?? Infinity;
-  return hits.sort((x, y) => y.fused - x.fused || rank(x.vectorRank) - rank(y.vectorRank) || rank(x.lexicalRank) - rank(y.lexicalRank));
+  return hits.sort((x, y) => y.fused - x.fused
+    || (x.vectorRank ?? Infinity) - (y.vectorRank ?? Infinity) || (x.lexicalRank ?? Infinity) - (y.lexicalRank ?? Infinity));
 }

@@ -1,4 +1,4 @@
-import { BM25_B, BM25_K1, MAX_QUERY_TERMS, bm25Idf, type LexicalHit, type SearchCost } from './bm25.js';
+import { BM25_B, BM25_K1, MAX_QUERY_TERMS, bm25Idf, type LexicalHit, type LexicalResult, type SearchCost } from './bm25.js';
 import { lexicalTerms } from './lexical-terms.js';
 
 /**
@@ -85,8 +85,14 @@ export class SmallBm25 {
   }
 
   search(query: string, k: number, cost?: SearchCost, accept?: (id: string) => boolean): LexicalHit[] {
+    return this.searchWith(query, k, [], cost, accept).hits;
+  }
+
+  /** search(), and the scores of the memories `also` names, as Bm25Index.searchWith. */
+  searchWith(query: string, k: number, also: readonly string[], cost?: SearchCost, accept?: (id: string) => boolean): LexicalResult {
     const n = this.ids.length;
-    if (n === 0 || k <= 0) return [];
+    const scores = new Float64Array(also.length);
+    if (n === 0 || k <= 0) return { hits: [], also: scores };
     const wanted = new Map<number, number>(); // term number -> slot
     const distinct = new Set(lexicalTerms(query));
     for (const term of distinct) {
@@ -95,7 +101,7 @@ export class SmallBm25 {
     }
     if (wanted.size === 0) {
       if (cost) Object.assign(cost, { terms: 0, postingsRead: 0, postingsHeld: 0, idealScore: distinct.size * bm25Idf(n, 0) });
-      return [];
+      return { hits: [], also: scores };
     }
     // One pass: each memory's count of each query term, and each term's document frequency.
     const slots = wanted.size;
@@ -119,6 +125,8 @@ export class SmallBm25 {
     const idealScore = Array.from(df, (d) => bm25Idf(n, d)).reduce((sum, x) => sum + x, 0) + (distinct.size - slots) * bm25Idf(n, 0);
     if (cost) Object.assign(cost, { terms: used.length, postingsRead: totalLength, postingsHeld: totalLength, idealScore });
     const hits: LexicalHit[] = [];
+    const asked = also.length > 0 ? new Set(also) : undefined;
+    const askedScores = new Map<string, number>();
     for (let i = 0; i < n; i++) {
       let score = 0;
       const norm = BM25_K1 * (1 - BM25_B + (BM25_B * (this.starts[i + 1] - this.starts[i])) / averageLength);
@@ -126,9 +134,12 @@ export class SmallBm25 {
         const count = tf[i * slots + s];
         if (count > 0) score += (idf[s] * count * (BM25_K1 + 1)) / (count + norm);
       }
-      if (score > 0 && (!accept || accept(this.ids[i]))) hits.push({ id: this.ids[i], score });
+      if (score === 0) continue;
+      if (asked?.has(this.ids[i])) askedScores.set(this.ids[i], score);
+      if (!accept || accept(this.ids[i])) hits.push({ id: this.ids[i], score });
     }
+    also.forEach((id, j) => { scores[j] = askedScores.get(id) ?? 0; });
     // Stable: equal scores keep insertion order, the older memory first.
-    return hits.sort((x, y) => y.score - x.score).slice(0, k);
+    return { hits: hits.sort((x, y) => y.score - x.score).slice(0, k), also: scores };
   }
 }

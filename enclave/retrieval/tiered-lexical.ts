@@ -1,4 +1,4 @@
-import { Bm25Index, type LexicalHit, type SearchCost } from './bm25.js';
+import { Bm25Index, type LexicalHit, type LexicalResult, type SearchCost } from './bm25.js';
 import { SmallBm25 } from './small-bm25.js';
 
 /**
@@ -40,5 +40,9 @@ export class TieredLexical {
 
   search(query: string, k: number, cost?: SearchCost, accept?: (id: string) => boolean): LexicalHit[] {
     return (this.small ?? this.large!).search(query, k, cost, accept);
+  }
+
+  searchWith(query: string, k: number, also: readonly string[], cost?: SearchCost, accept?: (id: string) => boolean): LexicalResult {
+    return (this.small ?? this.large!).searchWith(query, k, also, cost, accept);
   }
 }

@@ -86,7 +86,12 @@ export class HnswIndex implements VectorIndex {
   }
 
   similarity(id: string, query: Float32Array, origin?: Float32Array): number | undefined {
-    return this.zeros.has(id) ? 0 : this.vectors.similarity(id, query, origin);
+    return this.scorer(query, origin)(id);
+  }
+
+  scorer(query: Float32Array, origin?: Float32Array): (id: string) => number | undefined {
+    const score = this.vectors.scorer(query, origin);
+    return (id) => (this.zeros.has(id) ? 0 : score(id));
   }
 
   search(query: Float32Array, k: number, accept?: (id: string) => boolean): Neighbour[] {

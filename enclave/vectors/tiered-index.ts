@@ -51,6 +51,10 @@ export class TieredIndex implements VectorIndex {
     return this.current.similarity(id, query, origin);
   }
 
+  scorer(query: Float32Array, origin?: Float32Array): (id: string) => number | undefined {
+    return this.current.scorer(query, origin);
+  }
+
   search(query: Float32Array, k: number, accept?: (id: string) => boolean): Neighbour[] {
     return this.current.search(query, k, accept);
   }

@@ -29,6 +29,11 @@ export interface VectorIndex {
    */
   similarity(id: string, query: Float32Array, origin?: Float32Array): number | undefined;
   /**
+   * similarity() for many ids and one query: what depends only on the query and origin is
+   * worked out once, so each id costs one dot product.
+   */
+  scorer(query: Float32Array, origin?: Float32Array): (id: string) => number | undefined;
+  /**
    * The `k` most similar non-zero vectors, best first. With `accept`, only ids it accepts
    * are considered, so a filtered search still returns `k` when that many match.
    */

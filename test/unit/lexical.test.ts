@@ -143,6 +143,7 @@ interface Lexical {
   add(id: string, text: string): void;
   remove(id: string, text: string): void;
   search(query: string, k: number): Array<{ id: string; score: number }>;
+  searchWith(query: string, k: number, also: readonly string[]): { hits: Array<{ id: string; score: number }>; also: Float64Array };
   readonly size: number;
 }
 
@@ -183,6 +184,30 @@ describe.each<[string, () => Lexical]>([
         expect(tied(got), `${query} k=${k}`).toEqual(tied(want));
         got.forEach((h, i) => expect(h.score).toBeCloseTo(want[i].score, 9));
       }
+    }
+  });
+
+  it('scores the memories it is asked about beyond its top k exactly, 0 for those without a term or not held', () => {
+    const bm25 = make();
+    const docs = new Map<string, string>();
+    for (let i = 0; i < 800; i++) {
+      const text = sentence(3 + Math.floor(random() * 10));
+      bm25.add(`m${i}`, text);
+      docs.set(`m${i}`, text);
+    }
+    for (let i = 0; i < 800; i += 7) {
+      bm25.remove(`m${i}`, docs.get(`m${i}`)!);
+      docs.delete(`m${i}`);
+    }
+    bm25.add('none', 'zzz qqq');
+    docs.set('none', 'zzz qqq');
+    for (let q = 0; q < 20; q++) {
+      const query = sentence(1 + Math.floor(random() * 6));
+      const all = new Map(exhaustive(docs, query, docs.size).map((h) => [h.id, h.score]));
+      const asked = ['m1', 'm7', 'none', 'never-added', ...Array.from({ length: 30 }, () => `m${Math.floor(random() * 800)}`)];
+      const { hits, also } = bm25.searchWith(query, 5, asked);
+      expect(hits.map((h) => h.id)).toEqual(bm25.search(query, 5).map((h) => h.id));
+      asked.forEach((id, j) => expect(also[j], `${query}: ${id}`).toBeCloseTo(all.get(id) ?? 0, 9));
     }
   });
 

@@ -55,6 +55,26 @@ describe.each(implementations)('VectorIndex contract: %s', (_name, make) => {
     expect(index.similarity('nope', query, origin)).toBeUndefined();
   });
 
+  it('scores many ids against one query as similarity() does, while vectors come and go under the same origin', () => {
+    const index = make(6);
+    const vectors = randomUnits(40, 6, 3);
+    vectors.slice(0, 30).forEach((v, i) => index.add(`m${i}`, v));
+    const origin = Float32Array.from([0.05, 0.1, -0.1, 0.2, 0, -0.05]);
+    const query = randomUnits(1, 6, 5)[0];
+    const check = (held: number[]) => {
+      const score = index.scorer(query, origin);
+      for (const i of held) expect(score(`m${i}`)).toBeCloseTo(centredCosine(query, vectors[i], origin), 5);
+      expect(index.scorer(query)(`m${held[0]}`)).toBeCloseTo(index.similarity(`m${held[0]}`, query)!, 6);
+    };
+    check([0, 7, 29]);
+    // Rows move and are reused: what was worked out for a row must not follow it.
+    for (const i of [0, 7, 12]) index.remove(`m${i}`);
+    for (let i = 30; i < 40; i++) index.add(`m${i}`, vectors[i]);
+    check([1, 29, 30, 35, 39]);
+    expect(index.scorer(query, origin)('m0')).toBeUndefined();
+    expect(index.scorer(new Float32Array(6), origin)('m1')).toBe(0);
+  });
+
   it('grows past its initial capacity and keeps every vector as given', () => {
     const index = make(4);
     const vectors = randomUnits(50, 4, 1);
