@@ -143,7 +143,7 @@ export class Bm25Index {
     const scores = new Float64Array(also.length);
     if (n === 0 || k <= 0) return { hits: [], also: scores };
     const averageLength = this.totalLength / n;
-    const terms: Array<{ posting: Posting; idf: number; bound: number; at: number; read: number }> = [];
+    const terms: Array<{ posting: Posting; idf: number; bound: number }> = [];
     let idealScore = 0;
     for (const term of new Set(lexicalTerms(query))) {
       const posting = this.postings.get(term);
@@ -152,63 +152,75 @@ export class Bm25Index {
       const idf = bm25Idf(n, posting.df);
       // The most one document can get from the term: its largest count, at the shortest length.
       const bound = (idf * posting.maxTf * (BM25_K1 + 1)) / (posting.maxTf + BM25_K1 * (1 - BM25_B));
-      terms.push({ posting, idf, bound, at: 0, read: 0 });
+      terms.push({ posting, idf, bound });
     }
     // The rarest terms carry the score; beyond the bound, the commonest are left out.
     terms.sort((x, y) => y.idf - x.idf);
     terms.length = Math.min(terms.length, MAX_QUERY_TERMS);
     if (cost) Object.assign(cost, { terms: terms.length, postingsRead: 0, postingsHeld: terms.reduce((sum, t) => sum + t.posting.length, 0), idealScore });
     if (terms.length === 0) return { hits: [], also: scores };
+    // BM25 of a term counted tf times in a document: weight * tf / (tf + norm(document length)).
+    const weight = Float64Array.from(terms, (t) => t.idf * (BM25_K1 + 1));
+    const normBase = BM25_K1 * (1 - BM25_B);
+    const normScale = (BM25_K1 * BM25_B) / averageLength;
+    const lengths = this.lengths;
     also.forEach((id, j) => {
       const doc = this.numbers.get(id);
       if (doc === undefined) return;
-      for (const t of terms) {
-        const at = seek(t.posting, 0, doc);
-        if (at < t.posting.length && t.posting.docs[at] === doc) scores[j] += this.termScore(t.idf, t.posting.tfs[at], doc, averageLength);
-      }
+      const norm = normBase + normScale * lengths[doc];
+      terms.forEach(({ posting }, i) => {
+        const at = seek(posting.docs, posting.length, 0, doc);
+        if (at < posting.length && posting.docs[at] === doc) scores[j] += (weight[i] * posting.tfs[at]) / (posting.tfs[at] + norm);
+      });
     });
     // MaxScore: terms by increasing bound; below[i] = the most terms 0..i can add together.
-    terms.sort((x, y) => x.bound - y.bound);
-    const below = new Float64Array(terms.length);
-    terms.forEach((t, i) => { below[i] = t.bound + (i > 0 ? below[i - 1] : 0); });
-
+    // The loop below reads each term's postings through plain local arrays: it is the hot
+    // loop of a query on a large tenant.
+    const order = terms.map((_, i) => i).sort((x, y) => terms[x].bound - terms[y].bound);
+    const m = terms.length;
+    const docs = order.map((i) => terms[i].posting.docs);
+    const tfs = order.map((i) => terms[i].posting.tfs);
+    const ends = Int32Array.from(order, (i) => terms[i].posting.length);
+    const weights = Float64Array.from(order, (i) => weight[i]);
+    const below = new Float64Array(m);
+    order.forEach((i, at) => { below[at] = terms[i].bound + (at > 0 ? below[at - 1] : 0); });
+    const at = new Int32Array(m);
+    const ids = this.ids;
     const top = new TopDocs(k);
-    let essential = 0; // terms[essential..] can still make a document on their own
+    let threshold = top.threshold;
+    let read = 0;
+    let essential = 0; // terms essential.. (in bound order) can still make a document on their own
     for (;;) {
       let doc = Infinity;
-      for (let i = essential; i < terms.length; i++) {
-        const t = terms[i];
-        if (t.at < t.posting.length && t.posting.docs[t.at] < doc) doc = t.posting.docs[t.at];
-      }
+      for (let i = essential; i < m; i++) if (at[i] < ends[i] && docs[i][at[i]] < doc) doc = docs[i][at[i]];
       if (doc === Infinity) break;
+      const norm = normBase + normScale * lengths[doc];
       let score = 0;
-      for (let i = essential; i < terms.length; i++) {
-        const t = terms[i];
-        if (t.at < t.posting.length && t.posting.docs[t.at] === doc) {
-          score += this.termScore(t.idf, t.posting.tfs[t.at], doc, averageLength);
-          t.at++;
-          t.read++;
+      for (let i = essential; i < m; i++) {
+        if (at[i] < ends[i] && docs[i][at[i]] === doc) {
+          const tf = tfs[i][at[i]];
+          score += (weights[i] * tf) / (tf + norm);
+          at[i]++;
+          read++;
         }
       }
-      if (this.ids[doc] === '' || (accept && !accept(this.ids[doc]))) continue;
+      if (ids[doc] === '' || (accept && !accept(ids[doc]))) continue;
       // The other terms, largest bound first, only while they could still make a difference.
-      for (let i = essential - 1; i >= 0 && score + below[i] > top.threshold; i--) {
-        const t = terms[i];
-        t.at = seek(t.posting, t.at, doc);
-        t.read++;
-        if (t.at < t.posting.length && t.posting.docs[t.at] === doc) score += this.termScore(t.idf, t.posting.tfs[t.at], doc, averageLength);
+      for (let i = essential - 1; i >= 0 && score + below[i] > threshold; i--) {
+        at[i] = seek(docs[i], ends[i], at[i], doc);
+        read++;
+        if (at[i] < ends[i] && docs[i][at[i]] === doc) {
+          const tf = tfs[i][at[i]];
+          score += (weights[i] * tf) / (tf + norm);
+        }
       }
-      if (top.offer(doc, score)) {
-        while (essential < terms.length && below[essential] <= top.threshold) essential++;
+      if (score > threshold && top.offer(doc, score)) {
+        threshold = top.threshold;
+        while (essential < m && below[essential] <= threshold) essential++;
       }
     }
-    if (cost) cost.postingsRead = terms.reduce((sum, t) => sum + t.read, 0);
-    return { hits: top.sorted().map(({ doc, score }) => ({ id: this.ids[doc], score })), also: scores };
-  }
-
-  private termScore(idf: number, tf: number, doc: number, averageLength: number): number {
-    const norm = tf + BM25_K1 * (1 - BM25_B + (BM25_B * this.lengths[doc]) / averageLength);
-    return (idf * tf * (BM25_K1 + 1)) / norm;
+    if (cost) cost.postingsRead = read;
+    return { hits: top.sorted().map(({ doc, score }) => ({ id: ids[doc], score })), also: scores };
   }
 
   /** Drops removed documents from every posting and renumbers the rest (order kept). */
@@ -257,9 +269,8 @@ function grow<T extends Uint32Array>(array: T, needed: number): T {
   return bigger;
 }
 
-/** The first position at or after `from` whose document is >= doc (galloping, then binary search). */
-function seek(posting: Posting, from: number, doc: number): number {
-  const { docs, length } = posting;
+/** The first position in docs[from..length) whose document is >= doc (galloping, then binary search). */
+function seek(docs: number[], length: number, from: number, doc: number): number {
   if (from >= length || docs[from] >= doc) return from;
   let step = 1;
   let low = from;
