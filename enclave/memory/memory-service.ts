@@ -321,19 +321,30 @@ export class MemoryService {
     const before = this.get(tenantId, id);
     if (!before) return undefined;
     const content = change.content ?? before.content;
-    const [vector] = change.content === undefined
-      ? [this.tenant(tenantId, false)!.index.vector(id) ?? (await this.embedder.embed([content]))[0]]
-      : await this.embedder.embed([content]);
-    const current = this.get(tenantId, id);
-    if (!current) return undefined;
-    const record: MemoryRecord = {
-      ...current,
-      content,
-      metadata: { ...(change.metadata ?? current.metadata) },
-      updated_at: Math.floor(Date.now() / 1000),
-    };
-    await this.commit([{ type: 'update', record, vector }]);
-    return this.get(tenantId, id);
+    // Growing a memory counts against the stored bytes like an add: checked before any work,
+    // and reserved until the change is applied, so concurrent updates cannot pass it together.
+    const growth = Math.max(0, storedBytes(content, change.metadata ?? before.metadata) - storedBytes(before.content, before.metadata));
+    const usage = this.usage;
+    admit({ tenants: usage.tenants + this.reserved.tenants, memories: usage.memories + this.reserved.memories, storedBytes: usage.storedBytes + this.reserved.storedBytes },
+      { tenants: 0, memories: 0, storedBytes: growth }, this.capacity);
+    this.reserved.storedBytes += growth;
+    try {
+      const [vector] = change.content === undefined
+        ? [this.tenant(tenantId, false)!.index.vector(id) ?? (await this.embedder.embed([content]))[0]]
+        : await this.embedder.embed([content]);
+      const current = this.get(tenantId, id);
+      if (!current) return undefined;
+      const record: MemoryRecord = {
+        ...current,
+        content,
+        metadata: { ...(change.metadata ?? current.metadata) },
+        updated_at: Math.floor(Date.now() / 1000),
+      };
+      await this.commit([{ type: 'update', record, vector }]);
+      return this.get(tenantId, id);
+    } finally {
+      this.reserved.storedBytes -= growth;
+    }
   }
 
   get(tenantId: string, id: string): MemoryRecord | undefined {

@@ -186,6 +186,7 @@ export class Bm25Index {
     order.forEach((i, at) => { below[at] = terms[i].bound + (at > 0 ? below[at - 1] : 0); });
     const at = new Int32Array(m);
     const ids = this.ids;
+    const removed = this.dead > 0;
     const top = new TopDocs(k);
     let threshold = top.threshold;
     let read = 0;
@@ -204,7 +205,8 @@ export class Bm25Index {
           read++;
         }
       }
-      if (ids[doc] === '' || (accept && !accept(ids[doc]))) continue;
+      // (Reading ids[doc] touches the id string itself: skipped while nothing is removed.)
+      if ((removed && ids[doc] === '') || (accept && !accept(ids[doc]))) continue;
       // The other terms, largest bound first, only while they could still make a difference.
       for (let i = essential - 1; i >= 0 && score + below[i] > threshold; i--) {
         at[i] = seek(docs[i], ends[i], at[i], doc);

@@ -1,6 +1,6 @@
 import 'reflect-metadata';
 import { webcrypto } from 'node:crypto';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as x509 from '@peculiar/x509';
@@ -27,12 +27,15 @@ async function selfSigned(dir: string): Promise<{ cert: string; key: string }> {
   return { cert: join(dir, 'cert.pem'), key: join(dir, 'key.pem') };
 }
 
+let certDir: string;
 beforeAll(async () => {
-  const files = await selfSigned(mkdtempSync(join(tmpdir(), 'agent-tls-')));
+  certDir = mkdtempSync(join(tmpdir(), 'agent-tls-'));
+  const files = await selfSigned(certDir);
   svc = await startService({ TLS_CERT: files.cert, TLS_KEY: files.key }, { https: true });
 });
 afterAll(async () => {
   await svc?.stop();
+  rmSync(certDir, { recursive: true, force: true });
 });
 
 describe('TLS termination at the proxy', () => {

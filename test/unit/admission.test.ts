@@ -63,4 +63,21 @@ describe('enclave capacity', () => {
     expect(memory.usage.storedBytes).toBeGreaterThanOrEqual(6000);
     expect(memory.usage.storedBytes).toBeLessThan(10_000);
   });
+
+  it('refuses an update that would grow past MAX_STORED_BYTES, before embedding, and keeps the memory as it was', async () => {
+    const memory = new MemoryService(counting(), { capacity: { maxTenants: 10, maxMemories: 1000, maxStoredBytes: 10_000 } });
+    const small = await memory.add({ tenant_id: 't', content: 'small' });
+    await memory.add({ tenant_id: 't', content: 'x'.repeat(6000) });
+    const before = embedCalls;
+    const error = await refusal(memory.update('t', small.id, { content: 'y'.repeat(5000) }));
+    expect([error.status, error.code]).toEqual([503, 'enclave_capacity_reached']);
+    expect(error.message).toMatch(/bytes of memories/);
+    expect(embedCalls).toBe(before);
+    expect(memory.get('t', small.id)!.content).toBe('small');
+    // Shrinking, or growing within the capacity, still works; concurrent growth is counted together.
+    const grown = await Promise.allSettled([1, 2].map(() => memory.update('t', small.id, { content: 'z'.repeat(3000) })));
+    expect(grown.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
+    expect((await memory.update('t', small.id, { content: 'tiny' }))!.content).toBe('tiny');
+    expect(memory.usage.storedBytes).toBeLessThan(10_000);
+  });
 });
