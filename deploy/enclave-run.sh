@@ -48,11 +48,14 @@ for stale in $(ids_named); do
   "$NITRO_CLI" terminate-enclave --enclave-id "$stale" >/dev/null
 done
 
+# A stop asked for while the enclave is being started is carried out once its id is known,
+# so `systemctl stop` right after a start never leaves an enclave behind.
+stop_asked=""
+trap 'stop_asked=1' TERM INT
 out="$("$NITRO_CLI" run-enclave --eif-path "$eif" --cpu-count "$cpus" --memory "$memory_mib" \
   --enclave-cid "$cid" --enclave-name "$ENCLAVE_NAME")" || { log "nitro-cli run-enclave failed"; exit 1; }
 id="$(jq -r '.EnclaveID // empty' <<<"$out")"
 [[ -n "$id" ]] || { log "nitro-cli run-enclave printed no EnclaveID: $out"; exit 1; }
-log "enclave $id running (CID $cid, $cpus vCPUs, $memory_mib MiB)"
 
 stop() {
   log "stopping: terminating enclave $id"
@@ -60,6 +63,8 @@ stop() {
   exit 0
 }
 trap stop TERM INT
+[[ -z "$stop_asked" ]] || stop
+log "enclave $id running (CID $cid, $cpus vCPUs, $memory_mib MiB)"
 
 while :; do
   # sleep in the background so that SIGTERM is handled at once, not after the sleep.

@@ -118,7 +118,7 @@ describe('install-units.sh', () => {
 
 describe('enclave-run.sh with a stand-in nitro-cli', () => {
   /** A nitro-cli that logs its calls and reports the enclaves listed in a state file. */
-  async function fakeNitroCli(name: string) {
+  async function fakeNitroCli(name: string, startSeconds = 0) {
     const root = join(dir, name);
     spawnSync('mkdir', ['-p', root]);
     const state = join(root, 'enclaves.json');
@@ -129,7 +129,8 @@ describe('enclave-run.sh with a stand-in nitro-cli', () => {
 echo "$*" >> '${calls}'
 case "$1" in
   describe-enclaves) cat '${state}' ;;
-  run-enclave) echo '[{"EnclaveName":"agent-enclave","EnclaveID":"i-new-enc2","State":"RUNNING"}]' > '${state}'
+  run-enclave) sleep ${startSeconds}
+               echo '[{"EnclaveName":"agent-enclave","EnclaveID":"i-new-enc2","State":"RUNNING"}]' > '${state}'
                echo '{"EnclaveName":"agent-enclave","EnclaveID":"i-new-enc2","EnclaveCID":16}' ;;
   terminate-enclave) echo '{"Terminated":true}' ;;
 esac
@@ -173,6 +174,16 @@ esac
     run.child.kill('SIGTERM');
     expect(await run.exited).toBe(0);
     expect(await readFile(fake.calls, 'utf8')).toContain('terminate-enclave --enclave-id i-new-enc2');
+  });
+
+  it('terminates the enclave when SIGTERM comes while nitro-cli is still starting it', async () => {
+    const fake = await fakeNitroCli('stop-early', 0.5);
+    const run = start(fake.cli, fake.eif);
+    for (let i = 0; i < 200 && !(await readFile(fake.calls, 'utf8').catch(() => '')).includes('run-enclave'); i++) await new Promise((r) => setTimeout(r, 10));
+    run.child.kill('SIGTERM');
+    expect(await run.exited).toBe(0);
+    expect(await readFile(fake.calls, 'utf8')).toContain('terminate-enclave --enclave-id i-new-enc2');
+    expect(run.stderr()).not.toContain('running (CID');
   });
 
   it.each([
