@@ -50,7 +50,7 @@ export const enclaveSettings = {
   nsmHelper: text('NSM_HELPER', 'With TEE_MODE=nitro: the helper that asks /dev/nsm for documents', '/usr/local/bin/nsm-attest'),
   maxTenants: integer('MAX_TENANTS', 'Most tenants the enclave holds; an add for a new tenant past it answers 503 enclave_capacity_reached', 100_000, 1, 100_000_000),
   maxMemories: integer('MAX_MEMORIES', 'Most memories the enclave holds in all; adds past it answer 503 enclave_capacity_reached (about 900 bytes of enclave memory each, plus content)', 2_000_000, 1, 1_000_000_000),
-  maxStoredBytes: integer('MAX_STORED_BYTES', 'Most bytes of memory content and metadata the enclave holds in all; adds past it answer 503 enclave_capacity_reached', 1024 ** 3, 1, 2 ** 45),
+  maxStoredBytes: integer('MAX_STORED_BYTES', 'Most bytes of memory content and metadata the enclave holds in all; adds (and updates that grow a memory) past it answer 503 enclave_capacity_reached', 1024 ** 3, 1, 2 ** 45),
   maxMemoriesPerKey: integer('MAX_MEMORIES_PER_KEY', 'Most memories all the tenants of one API key may hold together (with keys on); adding more answers 409 key_memory_limit_reached', 1_000_000, 1, 1_000_000_000),
   maxMemoriesPerTenant: integer('MAX_MEMORIES_PER_TENANT', 'Most memories one tenant may hold; adding more answers 409 memory_limit_reached', 100_000, 1, 1_000_000_000),
   snapshotLogBytes: integer('SNAPSHOT_LOG_BYTES', 'Snapshot the memories and compact once the log passes this many bytes (and the last snapshot\'s size)', 64 * 1024 * 1024, 1, 2 ** 40),
