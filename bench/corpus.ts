@@ -3,6 +3,8 @@
  * and conversation turns of the kind agents store, with names, places, dates and numbers,
  * and questions of the kind they ask of them. The same index always gives the same text.
  */
+import { mulberry32 } from '../scripts/lib/mulberry32.js';
+
 const names = ['Anna', 'Ravi', 'Mei', 'Jonas', 'Fatima', 'Lucas', 'Sofia', 'Kenji', 'Amara', 'Diego', 'Noor', 'Elena', 'Tomasz', 'Priya', 'Omar', 'Hana'];
 const places = ['Lisbon', 'Oslo', 'Kyoto', 'Denver', 'Nairobi', 'Porto', 'Krakow', 'Austin', 'Seoul', 'Cape Town', 'Hanoi', 'Lyon', 'Tbilisi', 'Quito', 'Perth', 'Bergen'];
 const things = ['the blue bicycle', 'a sourdough starter', 'the piano lessons', 'the garden shed', 'a used Volvo', 'the vinyl records', 'the climbing shoes', 'a rescue greyhound', 'the espresso machine', 'the watercolour set', 'a 3D printer', 'the camping stove'];
@@ -44,16 +46,10 @@ const questions: Array<(r: (n: number) => number) => string> = [
   () => `who is my partner and where do we live`,
 ];
 
-/** A small deterministic generator (mulberry32) seeded by the index. */
+/** A small deterministic generator of integers below n, seeded by the index. */
 function rng(seed: number): (n: number) => number {
-  let state = (seed * 2654435761) >>> 0;
-  return (n) => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return Math.floor((((t ^ (t >>> 14)) >>> 0) / 4294967296) * n);
-  };
+  const next = mulberry32(seed * 2654435761);
+  return (n) => Math.floor(next() * n);
 }
 
 /** Memory number `i`: two in three are persona facts, one in three a conversation turn. */

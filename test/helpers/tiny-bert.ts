@@ -25,6 +25,7 @@ import {
   type TokenizerFile,
   type TransformerManifest,
 } from '../../enclave/embedding/transformer-manifest.js';
+import { mulberry32 } from '../../scripts/lib/mulberry32.js';
 
 export const TINY_HIDDEN = 8;
 export const TINY_POSITIONS = 16;
@@ -49,16 +50,10 @@ export interface TinyBert {
   tokenTypes: boolean;
 }
 
-/** Deterministic weights in [-1, 1) (mulberry32). */
+/** Deterministic weights in [-1, 1). */
 function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return (((t ^ (t >>> 14)) >>> 0) / 4294967296) * 2 - 1;
-  };
+  const next = mulberry32(seed);
+  return () => next() * 2 - 1;
 }
 
 export function buildTinyBert(options: { tokenTypes?: boolean; seed?: number } = {}): TinyBert {

@@ -4,22 +4,17 @@ import { DEFAULT_HNSW, HnswIndex } from '../../enclave/vectors/hnsw-index.js';
 import { TieredIndex } from '../../enclave/vectors/tiered-index.js';
 import type { VectorIndex } from '../../enclave/vectors/vector-index.js';
 import { centredCosine } from '../../enclave/retrieval/tenant-centre.js';
+import { mulberry32 } from '../../scripts/lib/mulberry32.js';
 
 const unit = (...v: number[]) => {
   const n = Math.hypot(...v);
   return Float32Array.from(v.map((x) => x / n));
 };
 
-/** Deterministic pseudo-random unit vectors (mulberry32), so failures reproduce. */
+/** Deterministic pseudo-random unit vectors, so failures reproduce. */
 function randomUnits(count: number, dimension: number, seed: number): Float32Array[] {
-  let state = seed >>> 0;
-  const next = () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296 - 0.5;
-  };
+  const uniform = mulberry32(seed);
+  const next = () => uniform() - 0.5;
   return Array.from({ length: count }, () => unit(...Array.from({ length: dimension }, next)));
 }
 

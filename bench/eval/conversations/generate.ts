@@ -17,6 +17,7 @@ import { pathToFileURL } from 'node:url';
 import { EVAL_DIR } from '../datasets.js';
 import { MULTI_FACTS, OPEN_FACTS, SINGLE_FACTS, type ConversationQuestionKind, type Fact, type FactType } from './facts.js';
 import { SMALL_TALK, SMALL_TALK_OPENERS } from './small-talk.js';
+import { mulberry32 } from '../../../scripts/lib/mulberry32.js';
 
 export interface ConversationSet {
   description: string;
@@ -40,17 +41,6 @@ const MULTI_PER_SPEAKER = 2;
 const OPEN_PER_SPEAKER = 2;
 const MONTHS = ['January', 'February', 'March', 'April', 'May', 'June', 'July', 'August', 'September', 'October', 'November', 'December'];
 
-/** mulberry32: a small seeded PRNG, so the data set is reproducible. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 function sample<T>(random: () => number, items: readonly T[], n: number): T[] {
   const pool = [...items];
@@ -69,7 +59,7 @@ interface Placed {
 
 export function generate(): ConversationSet {
   const conversations = NAMES.map((speakers, c) => {
-    const random = prng(1000 + c);
+    const random = mulberry32(1000 + c);
     const pick = <T,>(items: readonly T[]): T => items[Math.floor(random() * items.length)];
     const placed: Placed[] = [];
     for (const owner of [0, 1] as const) {

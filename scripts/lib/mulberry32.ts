@@ -1,0 +1,15 @@
+/**
+ * mulberry32: a small seeded generator of uniform numbers in [0, 1), for data that must be
+ * the same on every run (benchmark corpora, evaluation sets, test weights and vectors).
+ * Not for anything secret.
+ */
+export function mulberry32(seed: number): () => number {
+  let state = seed >>> 0;
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
