@@ -4,9 +4,8 @@
  * out of enclave/ because the enclave only loads what this writes; code here is not part of
  * the enclave's measured bundle, and onnx-proto (with its protobufjs) is never loaded there.
  */
-import { createRequire } from 'node:module';
-import type * as OnnxProto from 'onnx-proto';
 import { PADDING_TOKEN, STATIC_MODEL } from '../../enclave/embedding/static-model.js';
+import { onnxGraph } from './onnx-graph.js';
 
 /** vocab.txt: one token per line, line index = id, line 0 = padding. */
 export function formatVocab(tokens: readonly string[]): string {
@@ -145,31 +144,8 @@ export function buildStaticModel(tables: StaticModelTables): Uint8Array {
     throw new Error('row 0 is padding and must be zero');
   }
 
-  const { onnx } = loadOnnxProto();
+  const { onnx, tensor, valueInfo, node } = onnxGraph();
   const { FLOAT, INT64 } = onnx.TensorProto.DataType;
-  // Raw tensor data is little-endian, as are all platforms onnxruntime runs on.
-  const tensor = (name: string, dataType: number, dims: number[], data: ArrayBufferView): OnnxProto.onnx.ITensorProto => ({
-    name,
-    dataType,
-    dims,
-    rawData: new Uint8Array(data.buffer, data.byteOffset, data.byteLength),
-  });
-  const valueInfo = (name: string, elemType: number, dims: (string | number)[]): OnnxProto.onnx.IValueInfoProto => ({
-    name,
-    type: {
-      tensorType: {
-        elemType,
-        shape: { dim: dims.map((d) => (typeof d === 'string' ? { dimParam: d } : { dimValue: d })) },
-      },
-    },
-  });
-  const node = (opType: string, input: string[], output: string, attribute: OnnxProto.onnx.IAttributeProto[] = []) => ({
-    opType,
-    input,
-    output: [output],
-    name: output,
-    attribute,
-  });
   const { INT, INTS } = onnx.AttributeProto.AttributeType;
 
   const model = onnx.ModelProto.create({
@@ -215,6 +191,3 @@ export function buildStaticModel(tables: StaticModelTables): Uint8Array {
   return onnx.ModelProto.encode(model).finish();
 }
 
-function loadOnnxProto(): typeof OnnxProto {
-  return createRequire(import.meta.url)('onnx-proto') as typeof OnnxProto;
-}

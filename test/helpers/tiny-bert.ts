@@ -15,9 +15,7 @@
  */
 import { mkdir, writeFile } from 'node:fs/promises';
 import { createHash } from 'node:crypto';
-import { createRequire } from 'node:module';
 import { join } from 'node:path';
-import type * as OnnxProto from 'onnx-proto';
 import {
   TRANSFORMER_FORMAT,
   formatManifest,
@@ -26,6 +24,7 @@ import {
   type TransformerManifest,
 } from '../../enclave/embedding/transformer-manifest.js';
 import { mulberry32 } from '../../scripts/lib/mulberry32.js';
+import { onnxGraph } from '../../scripts/lib/onnx-graph.js';
 
 export const TINY_HIDDEN = 8;
 export const TINY_POSITIONS = 16;
@@ -67,26 +66,9 @@ export function buildTinyBert(options: { tokenTypes?: boolean; seed?: number } =
     dense: table(TINY_HIDDEN * TINY_HIDDEN),
   };
 
-  const { onnx } = createRequire(import.meta.url)('onnx-proto') as typeof OnnxProto;
+  const { onnx, tensor, valueInfo: info, node } = onnxGraph();
   const { FLOAT, INT64 } = onnx.TensorProto.DataType;
   const { INT } = onnx.AttributeProto.AttributeType;
-  const tensor = (name: string, dataType: number, dims: number[], data: ArrayBufferView) => ({
-    name,
-    dataType,
-    dims,
-    rawData: new Uint8Array(data.buffer, data.byteOffset, data.byteLength),
-  });
-  const info = (name: string, elemType: number, dims: (string | number)[]) => ({
-    name,
-    type: { tensorType: { elemType, shape: { dim: dims.map((d) => (typeof d === 'string' ? { dimParam: d } : { dimValue: d })) } } },
-  });
-  const node = (opType: string, input: string[], output: string, attribute: OnnxProto.onnx.IAttributeProto[] = []) => ({
-    opType,
-    input,
-    output: [output],
-    name: output,
-    attribute,
-  });
   const H = TINY_HIDDEN;
 
   const inputs = [info('input_ids', INT64, ['batch', 'sequence']), info('attention_mask', INT64, ['batch', 'sequence'])];
