@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectError, request } from '../helpers/http.js';
 import { splitSignedStream } from '../../sdk/protocol/response-signature.js';
 import { API_KEY_IN_ERRORS, startModelServer, type ModelServer } from '../helpers/model-server.js';
-import { freePort, startService, type RunningService } from '../helpers/service.js';
+import { startService, type RunningService } from '../helpers/service.js';
 
 /**
  * Every way the upstream model can fail becomes a clean OpenAI-shaped error: 502 for a bad
@@ -36,8 +36,9 @@ beforeAll(async () => {
   [svc, unreachable] = await Promise.all([
     // The same key the fake server quotes in its error messages, to check it is scrubbed.
     startService({ MODEL_BASE_URL: model.url, MODEL_API_KEY: API_KEY_IN_ERRORS, MODEL_TIMEOUT_MS: '1500' }),
-    // A port nobody listens on: connections are refused.
-    freePort().then((port) => startService({ MODEL_BASE_URL: `http://127.0.0.1:${port}/v1`, MODEL_CONNECT_RETRIES: '1' })),
+    // Port 1 (tcpmux): nobody listens there, so connections are refused. Not a port that was
+    // free a moment ago: the service's own processes could be given that one next.
+    startService({ MODEL_BASE_URL: 'http://127.0.0.1:1/v1', MODEL_CONNECT_RETRIES: '1' }),
   ]);
 });
 afterAll(async () => {
