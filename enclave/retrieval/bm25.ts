@@ -61,16 +61,34 @@ interface Posting {
   /** Live documents holding the term (the document frequency). */
   df: number;
   maxTf: number;
+  /** The shortest document holding the term: with maxTf, the term's best possible score. */
+  minLength: number;
+  /**
+   * Per block of BLOCK entries (entries b*BLOCK ..), its largest count and shortest document,
+   * as pairs [maxTf, minLength, maxTf, minLength, ...]: the block's best possible score, which
+   * lets a search skip ranges of documents that cannot reach its top k. Made once the
+   * posting passes one block (until then the posting's own maxTf and minLength are its block).
+   */
+  blocks?: number[];
 }
+
+/** Entries per block of a posting list (block-max bounds). */
+const BLOCK = 64;
+const BLOCK_SHIFT = 6;
+/** Relative rounding error allowed for when comparing a sum of bounds with a score. */
+const ROUNDING = 1e-12;
+/** A search's window over document numbers spans at least this many (fewer windows, looser bounds). */
+const MIN_WINDOW = 256;
 
 /**
  * One tenant's BM25 index over memory contents, in compact arrays: per term, the numbers of
  * the documents holding it and how often (two small integers a posting, no object per posting). A
  * removed document is marked dead at once (it stops matching) and its postings are dropped
- * at the next compaction. Search is top-k with MaxScore pruning (Turtle & Flood 1995): terms
- * whose best possible contribution cannot lift a document into the top k are only looked up
- * for documents the other terms already rank high, so a common word does not walk its whole
- * posting list, and no list of all matches is built or sorted.
+ * at the next compaction. Search is top-k with block-max MaxScore pruning: terms whose best
+ * possible contribution cannot lift a document into the top k are only looked up for
+ * documents the other terms already rank high, and ranges of documents whose blocks cannot
+ * reach it are skipped, so a common word does not walk its whole posting list, and no list of
+ * all matches is built or sorted.
  */
 export class Bm25Index {
   /** Document number -> memory id; '' once removed. */
@@ -100,13 +118,15 @@ export class Bm25Index {
     this.totalLength += terms.length;
     for (const [term, tf] of counts(terms)) {
       let posting = this.postings.get(term);
-      if (!posting) this.postings.set(term, (posting = { docs: [], tfs: [], length: 0, df: 0, maxTf: 0 }));
+      if (!posting) this.postings.set(term, (posting = { docs: [], tfs: [], length: 0, df: 0, maxTf: 0, minLength: Infinity }));
       const count = Math.min(tf, 0xffff);
+      noteBlock(posting, posting.length, count, terms.length);
       posting.docs.push(doc);
       posting.tfs.push(count);
       posting.length++;
       posting.df++;
       posting.maxTf = Math.max(posting.maxTf, count);
+      posting.minLength = Math.min(posting.minLength, terms.length);
     }
   }
 
@@ -143,16 +163,12 @@ export class Bm25Index {
     const scores = new Float64Array(also.length);
     if (n === 0 || k <= 0) return { hits: [], also: scores };
     const averageLength = this.totalLength / n;
-    const terms: Array<{ posting: Posting; idf: number; bound: number }> = [];
+    const terms: Array<{ posting: Posting; idf: number }> = [];
     let idealScore = 0;
     for (const term of new Set(lexicalTerms(query))) {
       const posting = this.postings.get(term);
       idealScore += bm25Idf(n, posting?.df ?? 0);
-      if (!posting) continue;
-      const idf = bm25Idf(n, posting.df);
-      // The most one document can get from the term: its largest count, at the shortest length.
-      const bound = (idf * posting.maxTf * (BM25_K1 + 1)) / (posting.maxTf + BM25_K1 * (1 - BM25_B));
-      terms.push({ posting, idf, bound });
+      if (posting) terms.push({ posting, idf: bm25Idf(n, posting.df) });
     }
     // The rarest terms carry the score; beyond the bound, the commonest are left out.
     terms.sort((x, y) => y.idf - x.idf);
@@ -160,65 +176,117 @@ export class Bm25Index {
     if (cost) Object.assign(cost, { terms: terms.length, postingsRead: 0, postingsHeld: terms.reduce((sum, t) => sum + t.posting.length, 0), idealScore });
     if (terms.length === 0) return { hits: [], also: scores };
     // BM25 of a term counted tf times in a document: weight * tf / (tf + norm(document length)).
-    const weight = Float64Array.from(terms, (t) => t.idf * (BM25_K1 + 1));
+    const m = terms.length;
+    const weights = Float64Array.from(terms, (t) => t.idf * (BM25_K1 + 1));
     const normBase = BM25_K1 * (1 - BM25_B);
     const normScale = (BM25_K1 * BM25_B) / averageLength;
     const lengths = this.lengths;
+    // Each term's postings through plain local arrays: the loops below are the hot loop of a
+    // query on a large tenant.
+    const docs = terms.map((t) => t.posting.docs);
+    const tfs = terms.map((t) => t.posting.tfs);
+    const blocks = terms.map((t) => t.posting.blocks ?? [t.posting.maxTf, t.posting.minLength]);
+    const ends = Int32Array.from(terms, (t) => t.posting.length);
     also.forEach((id, j) => {
       const doc = this.numbers.get(id);
       if (doc === undefined) return;
       const norm = normBase + normScale * lengths[doc];
-      terms.forEach(({ posting }, i) => {
-        const at = seek(posting.docs, posting.length, 0, doc);
-        if (at < posting.length && posting.docs[at] === doc) scores[j] += (weight[i] * posting.tfs[at]) / (posting.tfs[at] + norm);
-      });
+      for (let i = 0; i < m; i++) {
+        const at = seek(docs[i], ends[i], 0, doc);
+        if (at < ends[i] && docs[i][at] === doc) scores[j] += (weights[i] * tfs[i][at]) / (tfs[i][at] + norm);
+      }
     });
-    // MaxScore: terms by increasing bound; below[i] = the most terms 0..i can add together.
-    // The loop below reads each term's postings through plain local arrays: it is the hot
-    // loop of a query on a large tenant.
-    const order = terms.map((_, i) => i).sort((x, y) => terms[x].bound - terms[y].bound);
-    const m = terms.length;
-    const docs = order.map((i) => terms[i].posting.docs);
-    const tfs = order.map((i) => terms[i].posting.tfs);
-    const ends = Int32Array.from(order, (i) => terms[i].posting.length);
-    const weights = Float64Array.from(order, (i) => weight[i]);
-    const below = new Float64Array(m);
-    order.forEach((i, at) => { below[at] = terms[i].bound + (at > 0 ? below[at - 1] : 0); });
+    // Block-max MaxScore (Turtle & Flood 1995, with the block bounds of Ding & Suel 2011 and
+    // the windows of Lucene's MaxScoreBulkScorer). Documents are taken in windows of numbers;
+    // in each, a term's bound is the best score its blocks there allow. Terms whose bounds
+    // together cannot beat the k-th best score so far are non-essential: they are looked up
+    // only for documents the essential terms bring, and only while they could still lift one
+    // into the top k. A window where every term is non-essential is skipped whole.
     const at = new Int32Array(m);
+    const windowMax = new Float64Array(m);
+    const order = Int32Array.from(terms, (_, i) => i); // the window's terms by increasing bound
+    const below = new Float64Array(m); // below[j]: the most order[0..j] can add together
     const ids = this.ids;
     const removed = this.dead > 0;
     const top = new TopDocs(k);
     let threshold = top.threshold;
+    // What a bound must pass to matter: the threshold, less rounding. A bound is a sum in
+    // another order than the score's, so a memory tied with the k-th (as every memory of one
+    // template is in a synthetic corpus) would otherwise look able to beat it by a last bit.
+    let limit = threshold * (1 + ROUNDING);
     let read = 0;
-    let essential = 0; // terms essential.. (in bound order) can still make a document on their own
+    let essential = 0; // order[essential..] are the window's essential terms
     for (;;) {
-      let doc = Infinity;
-      for (let i = essential; i < m; i++) if (at[i] < ends[i] && docs[i][at[i]] < doc) doc = docs[i][at[i]];
-      if (doc === Infinity) break;
-      const norm = normBase + normScale * lengths[doc];
-      let score = 0;
-      for (let i = essential; i < m; i++) {
-        if (at[i] < ends[i] && docs[i][at[i]] === doc) {
-          const tf = tfs[i][at[i]];
-          score += (weights[i] * tf) / (tf + norm);
-          at[i]++;
+      let start = Infinity;
+      for (let i = 0; i < m; i++) if (at[i] < ends[i] && docs[i][at[i]] < start) start = docs[i][at[i]];
+      if (start === Infinity) break;
+      // The window ends with the current block of an essential term (as of the last window),
+      // or of any term when those are done; not sooner than MIN_WINDOW documents on.
+      let end = windowEnd(docs, ends, at, order, essential);
+      if (end === Infinity) end = windowEnd(docs, ends, at, order, 0);
+      end = Math.max(end, start + MIN_WINDOW);
+      for (let i = 0; i < m; i++) windowMax[i] = at[i] < ends[i] && docs[i][at[i]] < end
+        ? weights[i] * bestInBlocks(docs[i], blocks[i], ends[i], at[i], end, normBase, normScale)
+        : 0;
+      for (let j = 1; j < m; j++) {
+        const i = order[j];
+        let to = j;
+        for (; to > 0 && windowMax[order[to - 1]] > windowMax[i]; to--) order[to] = order[to - 1];
+        order[to] = i;
+      }
+      for (let j = 0; j < m; j++) below[j] = windowMax[order[j]] + (j > 0 ? below[j - 1] : 0);
+      essential = 0;
+      while (essential < m && below[essential] <= limit) essential++;
+      for (;;) {
+        let doc = end;
+        for (let j = essential; j < m; j++) {
+          const i = order[j];
+          if (at[i] < ends[i] && docs[i][at[i]] < doc) doc = docs[i][at[i]];
+        }
+        if (doc === end) break;
+        const norm = normBase + normScale * lengths[doc];
+        let score = 0;
+        for (let j = essential; j < m; j++) {
+          const i = order[j];
+          if (at[i] < ends[i] && docs[i][at[i]] === doc) {
+            const tf = tfs[i][at[i]];
+            score += (weights[i] * tf) / (tf + norm);
+            at[i]++;
+            read++;
+          }
+        }
+        // (Reading ids[doc] touches the id string itself: skipped while nothing is removed.)
+        if ((removed && ids[doc] === '') || (accept && !accept(ids[doc]))) continue;
+        // The non-essential terms, largest bound first, only while they could make a difference.
+        for (let j = essential - 1; j >= 0 && score + below[j] > limit; j--) {
+          const i = order[j];
+          at[i] = seek(docs[i], ends[i], at[i], doc);
+          read++;
+          if (at[i] < ends[i] && docs[i][at[i]] === doc) {
+            const tf = tfs[i][at[i]];
+            score += (weights[i] * tf) / (tf + norm);
+          }
+        }
+        if (score <= threshold) continue;
+        // Summed again in one fixed order of terms, so equal scores are equal to the last bit
+        // and ties go to the older memory, whatever order the window summed them in.
+        score = 0;
+        for (let i = 0; i < m; i++) {
+          const p = at[i] > 0 && docs[i][at[i] - 1] === doc ? at[i] - 1 : at[i];
+          if (p < ends[i] && docs[i][p] === doc) score += (weights[i] * tfs[i][p]) / (tfs[i][p] + norm);
+        }
+        if (top.offer(doc, score)) {
+          threshold = top.threshold;
+          limit = threshold * (1 + ROUNDING);
+          while (essential < m && below[essential] <= limit) essential++;
+        }
+      }
+      // Past the window: the terms not read through it skip the rest of it.
+      for (let i = 0; i < m; i++) {
+        if (at[i] < ends[i] && docs[i][at[i]] < end) {
+          at[i] = seek(docs[i], ends[i], at[i], end);
           read++;
         }
-      }
-      // (Reading ids[doc] touches the id string itself: skipped while nothing is removed.)
-      if ((removed && ids[doc] === '') || (accept && !accept(ids[doc]))) continue;
-      // The other terms, largest bound first, only while they could still make a difference.
-      for (let i = essential - 1; i >= 0 && score + below[i] > threshold; i--) {
-        at[i] = seek(docs[i], ends[i], at[i], doc);
-        read++;
-        if (at[i] < ends[i] && docs[i][at[i]] === doc) {
-          const tf = tfs[i][at[i]];
-          score += (weights[i] * tf) / (tf + norm);
-        }
-      }
-      if (score > threshold && top.offer(doc, score)) {
-        threshold = top.threshold;
-        while (essential < m && below[essential] <= threshold) essential++;
       }
     }
     if (cost) cost.postingsRead = read;
@@ -239,19 +307,23 @@ export class Bm25Index {
     });
     for (const posting of this.postings.values()) {
       let kept = 0;
-      let maxTf = 0;
+      posting.maxTf = 0;
+      posting.minLength = Infinity;
+      posting.blocks = undefined;
       for (let i = 0; i < posting.length; i++) {
         const doc = renumber[posting.docs[i]];
         if (doc < 0) continue;
+        const tf = posting.tfs[i];
+        noteBlock(posting, kept, tf, lengths[doc]);
         posting.docs[kept] = doc;
-        posting.tfs[kept] = posting.tfs[i];
-        maxTf = Math.max(maxTf, posting.tfs[i]);
+        posting.tfs[kept] = tf;
+        posting.maxTf = Math.max(posting.maxTf, tf);
+        posting.minLength = Math.min(posting.minLength, lengths[doc]);
         kept++;
       }
       posting.length = kept;
       posting.docs.length = kept;
       posting.tfs.length = kept;
-      posting.maxTf = maxTf;
     }
     this.ids = ids;
     this.lengths = lengths;
@@ -269,6 +341,50 @@ function grow<T extends Uint32Array>(array: T, needed: number): T {
   const bigger = new (array.constructor as new (n: number) => T)(Math.max(needed, array.length * 2));
   bigger.set(array);
   return bigger;
+}
+
+/**
+ * Records an entry (count tf, in a document of `length` terms) about to be added at
+ * `position` in the block bounds. Called before the posting's own maxTf and minLength take it
+ * in, so that when a second block begins they still describe the first alone.
+ */
+function noteBlock(posting: Posting, position: number, tf: number, length: number): void {
+  if (position < BLOCK) return;
+  const blocks = (posting.blocks ??= [posting.maxTf, posting.minLength]);
+  const at = (position >> BLOCK_SHIFT) << 1;
+  if (at === blocks.length) {
+    blocks.push(tf, length);
+  } else {
+    if (tf > blocks[at]) blocks[at] = tf;
+    if (length < blocks[at + 1]) blocks[at + 1] = length;
+  }
+}
+
+/** One past the last document of the current block of the terms order[from..] (Infinity when all are done). */
+function windowEnd(docs: number[][], ends: Int32Array, at: Int32Array, order: Int32Array, from: number): number {
+  let end = Infinity;
+  for (let j = from; j < order.length; j++) {
+    const i = order[j];
+    if (at[i] >= ends[i]) continue;
+    const last = docs[i][Math.min(ends[i], ((at[i] >> BLOCK_SHIFT) + 1) << BLOCK_SHIFT) - 1];
+    if (last + 1 < end) end = last + 1;
+  }
+  return end;
+}
+
+/**
+ * The best tf / (tf + norm) any document before `end` can have in a posting, from position
+ * `from` on: over the blocks that hold such documents, each bounded by its largest count in
+ * its shortest document.
+ */
+function bestInBlocks(docs: number[], blocks: number[], length: number, from: number, end: number, normBase: number, normScale: number): number {
+  let best = 0;
+  for (let block = from >> BLOCK_SHIFT; block << BLOCK_SHIFT < length && (block === from >> BLOCK_SHIFT || docs[block << BLOCK_SHIFT] < end); block++) {
+    const tf = blocks[2 * block];
+    const bound = tf / (tf + normBase + normScale * blocks[2 * block + 1]);
+    if (bound > best) best = bound;
+  }
+  return best;
 }
 
 /** The first position in docs[from..length) whose document is >= doc (galloping, then binary search). */

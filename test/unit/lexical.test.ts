@@ -256,6 +256,19 @@ describe('a hostile query cannot make a search walk the tenant (issue: one query
     expect(cost.postingsRead).toBeLessThan(240_000 / 10);
   });
 
+  it('memories tied at the cut: the older ones win, and block bounds skip the rest without reading it', () => {
+    const bm25 = new Bm25Index();
+    // One template with two common words: every memory scores the same for them (a synthetic
+    // corpus, or a bot's repeated messages), the numbers only vary the words nobody asks for.
+    for (let i = 0; i < 20_000; i++) bm25.add(`m${i}`, `the budget for the trip is ${1000 + i}`);
+    const cost = { terms: 0, postingsRead: 0, postingsHeld: 0 };
+    const hits = bm25.search('what is the budget for the trip', 30, cost);
+    expect(hits.map((h) => h.id)).toEqual(Array.from({ length: 30 }, (_, i) => `m${i}`));
+    expect(new Set(hits.map((h) => h.score)).size).toBe(1);
+    expect(cost.postingsHeld).toBe(40_000);
+    expect(cost.postingsRead).toBeLessThan(40_000 / 20);
+  });
+
   it('with skewed term frequencies (as in real text), MaxScore reads far fewer postings than the terms hold', () => {
     const bm25 = new Bm25Index();
     for (let i = 0; i < 20_000; i++) bm25.add(`m${i}`, `the meeting notes ${i % 100 === 0 ? 'zanzibar' : 'garden'} ${i % 10 === 0 ? 'invoice' : 'walk'}`);
