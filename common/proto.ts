@@ -9,6 +9,8 @@ export type { ApiRequest__Output as ApiRequest } from './generated/agent/enclave
 export type { ApiReply } from './generated/agent/enclave/v1/ApiReply.js';
 export type { ApiReply__Output as ApiReplyIn } from './generated/agent/enclave/v1/ApiReply.js';
 export type { ApiChunk, ApiChunk__Output as ApiChunkIn } from './generated/agent/enclave/v1/ApiChunk.js';
+export type { ExchangeRequest, ExchangeRequest__Output as ExchangeRequestIn } from './generated/agent/enclave/v1/ExchangeRequest.js';
+export type { ExchangeReply, ExchangeReply__Output as ExchangeReplyIn } from './generated/agent/enclave/v1/ExchangeReply.js';
 export type { HealthReply, HealthReply__Output as HealthReplyIn } from './generated/agent/enclave/v1/HealthReply.js';
 export type { MetricsReply } from './generated/agent/enclave/v1/MetricsReply.js';
 export type { EnclaveClient, EnclaveHandlers } from './generated/agent/enclave/v1/Enclave.js';

@@ -1,6 +1,6 @@
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from '../common/logger.js';
-import { channelOptions, enclaveProto, type ApiChunk, type ApiRequest, type HealthReply, type MetricsReply } from '../common/proto.js';
+import { channelOptions, enclaveProto, type ApiChunk, type ApiRequest, type ExchangeReply, type ExchangeRequestIn, type HealthReply, type MetricsReply } from '../common/proto.js';
 import type { EnclaveApi, Handler, StreamHandler } from './api/index.js';
 
 /**
@@ -8,7 +8,12 @@ import type { EnclaveApi, Handler, StreamHandler } from './api/index.js';
  * It holds no logic of its own. A malformed message (e.g. a missing target) is still
  * passed on: proto3 fills defaults, and the API refuses what is not valid.
  */
-export function createGrpcServer(api: EnclaveApi, health: () => HealthReply, log: Logger, metrics?: () => Promise<string>): grpc.Server {
+export interface GrpcServerOptions {
+  /** Most reply bytes an Exchange stream may hold unsent (default MAX_UNSENT_EXCHANGE_BYTES). */
+  maxUnsentExchangeBytes?: number;
+}
+
+export function createGrpcServer(api: EnclaveApi, health: () => HealthReply, log: Logger, metrics?: () => Promise<string>, options: GrpcServerOptions = {}): grpc.Server {
   const server = new grpc.Server(channelOptions);
   const unary = (handler: Handler): grpc.handleUnaryCall<ApiRequest, never> =>
     (call, callback) => {
@@ -41,6 +46,7 @@ export function createGrpcServer(api: EnclaveApi, health: () => HealthReply, log
   };
   handlers.Call = unary(api.Call);
   handlers.CallStream = streaming(api.CallStream, log);
+  handlers.Exchange = exchange(api.Call, log, options.maxUnsentExchangeBytes ?? MAX_UNSENT_EXCHANGE_BYTES);
   server.addService(enclaveProto().Enclave.service, handlers);
   return server;
 }
@@ -62,6 +68,89 @@ function cancellation(call: grpc.ServerUnaryCall<ApiRequest, unknown> | grpc.Ser
   call.once('cancelled', abort);
   return { signal: controller.signal, settled: () => call.off('cancelled', abort) };
 }
+
+/**
+ * Most replies the Exchange stream holds unsent before the enclave ends it: replies wait
+ * there only while the caller does not read them, and a caller that keeps sending requests
+ * without reading (only a hostile host would) must not fill the enclave's memory.
+ */
+export const MAX_UNSENT_EXCHANGE_BYTES = 64 * 1024 * 1024;
+
+/**
+ * Many API requests on one stream (protos/enclave.proto, Exchange): each is served by the
+ * same handler as Call, with its own deadline and cancellation, and answered by its id as
+ * soon as it is done, in any order. When the stream ends or is cancelled, work still
+ * running for it is abandoned.
+ */
+function exchange(handler: Handler, log: Logger, maxUnsentBytes: number): grpc.handleBidiStreamingCall<ExchangeRequestIn, ExchangeReply> {
+  return (call) => {
+    const running = new Map<number, AbortController>();
+    let open = true;
+    let ending = false; // the caller sends no more requests: end once those running are answered
+    const close = () => {
+      open = false;
+      for (const controller of running.values()) controller.abort();
+      running.clear();
+    };
+    // Reply bytes handed to gRPC and not yet written out (a message's bytes count until its write completes).
+    let unsent = 0;
+    const send = (reply: ExchangeReply) => {
+      if (!open) return;
+      if (unsent > maxUnsentBytes) {
+        log.warn({ unsentBytes: unsent }, 'exchange replies are not being read; ending the stream');
+        close();
+        call.emit('error', { code: grpc.status.RESOURCE_EXHAUSTED, details: 'replies are not being read' });
+        return;
+      }
+      const bytes = (reply.reply?.body?.length ?? 0) + 64;
+      unsent += bytes;
+      call.write(reply, () => { unsent -= bytes; });
+      endIfDone();
+    };
+    const endIfDone = () => {
+      if (open && ending && running.size === 0) {
+        open = false;
+        call.end();
+      }
+    };
+    call.on('data', (message: ExchangeRequestIn) => {
+      const id = message.id;
+      if (message.cancel) {
+        running.get(id)?.abort();
+        running.delete(id);
+        endIfDone();
+        return;
+      }
+      if (running.has(id)) {
+        send({ id, failed: true });
+        return;
+      }
+      const controller = new AbortController();
+      running.set(id, controller);
+      const deadline = message.timeout_ms > 0 ? Date.now() + message.timeout_ms : Infinity;
+      // Whether it was answered or failed, a request cancelled meanwhile gets nothing: nobody waits for it.
+      const current = () => running.get(id) === controller && running.delete(id);
+      // proto3 leaves an absent request null: it is served as an empty one, which the API refuses.
+      handler(message.request ?? EMPTY_REQUEST, { deadline, signal: controller.signal }).then(
+        (reply) => {
+          if (current()) send({ id, reply });
+        },
+        (err: unknown) => {
+          log.error({ err }, 'handler failed');
+          if (current()) send({ id, failed: true });
+        },
+      );
+    });
+    call.on('end', () => {
+      ending = true;
+      endIfDone();
+    });
+    call.on('cancelled', close);
+    call.on('error', close);
+  };
+}
+
+const EMPTY_REQUEST: ApiRequest = { request_id: '', target: '', body: Buffer.alloc(0), authorization: '', organization: '', method: '' };
 
 /** Server streaming: the handler writes a head then data; writes wait while gRPC's buffer is full. */
 function streaming(handler: StreamHandler, log: Logger): grpc.handleServerStreamingCall<ApiRequest, ApiChunk> {

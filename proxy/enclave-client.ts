@@ -1,6 +1,7 @@
 import * as grpc from '@grpc/grpc-js';
 import { ApiError, timedOut, unavailable } from '../common/errors.js';
 import { channelOptions, enclaveProto, type ApiChunkIn, type ApiReplyIn, type EnclaveClient, type HealthReplyIn } from '../common/proto.js';
+import { EnclaveExchange } from './enclave-exchange.js';
 
 export interface ForwardedRequest {
   requestId: string;
@@ -26,21 +27,17 @@ export interface CallOptions {
  */
 export class EnclaveConnection {
   readonly client: EnclaveClient;
+  private readonly exchange: EnclaveExchange;
 
   constructor(address: string, private readonly timeoutMs: number) {
     const Enclave = enclaveProto().Enclave;
     this.client = new Enclave(address, grpc.credentials.createInsecure(), channelOptions);
+    this.exchange = new EnclaveExchange(this.client, transportError);
   }
 
-  /** One API request; the enclave routes it by method and path. */
+  /** One API request; the enclave routes it by method and path. It travels on the exchange stream. */
   call(request: ForwardedRequest, options: CallOptions = {}): Promise<ApiReplyIn> {
-    return new Promise((resolve, reject) => {
-      const call = this.client.Call(toMessage(request), new grpc.Metadata(), { deadline: Date.now() + (options.timeoutMs ?? this.timeoutMs) }, (err, reply) => {
-        if (err) reject(transportError(err));
-        else resolve(reply!);
-      });
-      cancelOnAbort(call, options.signal);
-    });
+    return this.exchange.call(toMessage(request), options.timeoutMs ?? this.timeoutMs, options.signal);
   }
 
   /** A request whose answer streams: a head chunk, then data chunks. Errors arrive as grpc errors on the stream. */
@@ -64,6 +61,7 @@ export class EnclaveConnection {
   }
 
   close(): void {
+    this.exchange.close();
     this.client.close();
   }
 }
