@@ -187,15 +187,24 @@ export class Bm25Index {
     const tfs = terms.map((t) => t.posting.tfs);
     const blocks = terms.map((t) => t.posting.blocks ?? [t.posting.maxTf, t.posting.minLength]);
     const ends = Int32Array.from(terms, (t) => t.posting.length);
+    // The memories `also` names, in document order: each term's postings are then swept once
+    // for all of them (a gallop from the last one found) instead of searched from the start.
+    const asked: Array<{ doc: number; j: number }> = [];
     also.forEach((id, j) => {
       const doc = this.numbers.get(id);
-      if (doc === undefined) return;
-      const norm = normBase + normScale * lengths[doc];
-      for (let i = 0; i < m; i++) {
-        const at = seek(docs[i], ends[i], 0, doc);
-        if (at < ends[i] && docs[i][at] === doc) scores[j] += (weights[i] * tfs[i][at]) / (tfs[i][at] + norm);
-      }
+      if (doc !== undefined) asked.push({ doc, j });
     });
+    asked.sort((x, y) => x.doc - y.doc);
+    for (let i = 0; i < m; i++) {
+      let at = 0;
+      for (const { doc, j } of asked) {
+        at = seek(docs[i], ends[i], at, doc);
+        if (at >= ends[i]) break;
+        if (docs[i][at] !== doc) continue;
+        const norm = normBase + normScale * lengths[doc];
+        scores[j] += (weights[i] * tfs[i][at]) / (tfs[i][at] + norm);
+      }
+    }
     // Block-max MaxScore (Turtle & Flood 1995, with the block bounds of Ding & Suel 2011 and
     // the windows of Lucene's MaxScoreBulkScorer). Documents are taken in windows of numbers;
     // in each, a term's bound is the best score its blocks there allow. Terms whose bounds
