@@ -136,7 +136,10 @@ export function createApi(deps: ApiDeps): EnclaveApi {
     // Like the log, the metrics never see the request inside a sealed call: it counts once, as Sealed.
     if (!inner) {
       const route = name ?? routeLabel(request.method, request.target);
-      deps.log.child({ reqId: requestIdForLog(request.request_id), route }).info({ status: reply.status, cancelled: cancelled || undefined, ms: Math.round(performance.now() - started) }, 'handled');
+      // One call, no child logger per request, and nothing built when info is not logged.
+      if (deps.log.isLevelEnabled('info')) {
+        deps.log.info({ reqId: requestIdForLog(request.request_id), route, status: reply.status, cancelled: cancelled || undefined, ms: Math.round(performance.now() - started) }, 'handled');
+      }
       deps.observer?.handled(route, reply.status ?? 0, (performance.now() - started) / 1000, false);
     }
     return sign(request, reply);
