@@ -6,6 +6,7 @@ import { createLogger } from '../common/logger.js';
 import { CONFIG_ERROR_EXIT } from '../common/supervised.js';
 import { GrpcBlobStore } from '../enclave/storage/grpc-blob-store.js';
 import { EnclaveConnection } from '../proxy/enclave-client.js';
+import { NODE_FLAGS } from '../common/node-flags.js';
 
 /**
  * `npm start`: runs the host store, then the enclave once the store answers, then the proxy
@@ -52,7 +53,7 @@ function giveUp(message: string, exitCode: number): void {
 function run(s: Supervised): void {
   s.startedAt = Date.now();
   // The IPC channel lets the child notice when the supervisor is gone (common/supervised.ts).
-  const child = spawn(process.execPath, [s.script], { stdio: ['inherit', 'inherit', 'inherit', 'ipc'], env: process.env });
+  const child = spawn(process.execPath, [...NODE_FLAGS, s.script], { stdio: ['inherit', 'inherit', 'inherit', 'ipc'], env: process.env });
   s.child = child;
   child.on('exit', (code, signal) => {
     s.child = undefined;

@@ -10,6 +10,7 @@ import { chmod, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promis
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { NODE_FLAGS } from '../../common/node-flags.js';
 import { ensureCommand } from '../helpers/system-package.js';
 
 const repo = resolve(import.meta.dirname, '../..');
@@ -61,7 +62,8 @@ describe('install-units.sh', () => {
     expect(await unit('agent-enclave.service')).toMatch(/^Requires=nitro-enclaves-allocator.service$/m);
     expect(await unit('agent-host-bridge.service')).toContain('ExecStart=/opt/agent-service/deploy/host-bridge.sh 20');
     expect(await unit('agent-model-proxy.service')).toContain('ExecStart=/usr/bin/vsock-proxy 8001 api.openai.com 443 --config');
-    expect(await unit('agent-host-store.service')).toContain('ExecStart=/usr/bin/node-20 dist/host-store/main.js');
+    expect(await unit('agent-host-store.service')).toContain(`ExecStart=/usr/bin/node-20 ${NODE_FLAGS.join(' ')} dist/host-store/main.js`);
+    expect(await unit('agent-proxy.service')).toContain(`ExecStart=/usr/bin/node-20 ${NODE_FLAGS.join(' ')} dist/proxy/main.js`);
     expect(await unit('agent.target')).toContain('agent-model-proxy.service agent-enclave.service');
     for (const file of await readdir(out)) {
       const text = await unit(file);
@@ -113,6 +115,14 @@ describe('install-units.sh', () => {
     const result = sh('install-units.sh', [...args, '--out', join(dir, 'refused'), '--etc-dir', join(dir, 'refused-etc')]);
     expect(result.stderr).toContain(message);
     expect(result.status).toBe(2);
+  });
+});
+
+describe('enclave-entrypoint.sh', () => {
+  it('starts the enclave process with the flags every process of the service runs with (common/node-flags.ts)', async () => {
+    const script = await readFile(join(deploy, 'enclave-entrypoint.sh'), 'utf8');
+    const launches = script.split('\n').filter((line) => /^\s*node\s.*dist\//.test(line));
+    expect(launches).toEqual([`node ${NODE_FLAGS.join(' ')} dist/enclave/main.js &`]);
   });
 });
 
