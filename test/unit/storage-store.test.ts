@@ -193,6 +193,8 @@ describe('durable store', () => {
     rmSync(logPath(2));
     await expect(start()).rejects.toThrow(/log-000000000002.sealed is missing \(snapshot.sealed is followed by no log\)/);
 
+    // A second store folder for the rename case; the first is put back for afterEach to remove.
+    const first = dir;
     const b = mkdtempSync(join(tmpdir(), 'store-b-'));
     try {
       dir = b;
@@ -203,6 +205,7 @@ describe('durable store', () => {
       copyFileSync(logPath(2), logPath(3));
       await expect(start()).rejects.toThrow(/log-000000000003.sealed holds log 2: it was renamed or copied/);
     } finally {
+      dir = first;
       rmSync(b, { recursive: true, force: true });
     }
   });
