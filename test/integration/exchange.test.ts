@@ -85,6 +85,12 @@ function rawClient(address: string): EnclaveClient {
 const request = (target: string): ApiRequest => ({ request_id: target, method: 'GET', target, body: Buffer.alloc(0), authorization: '', organization: '' });
 const reply = (text: string): ApiReply => ({ status: 200, body: Buffer.from(text), headers: { 'x-test': text } });
 const settle = () => new Promise((resolve) => setTimeout(resolve, 150));
+/** Waits until `holds()` is true (a message on its way), failing after 10 s. */
+async function eventually(holds: () => boolean): Promise<void> {
+  for (const started = Date.now(); !holds(); await new Promise((resolve) => setTimeout(resolve, 10))) {
+    if (Date.now() - started > 10_000) throw new Error('never came true');
+  }
+}
 
 /** A raw Exchange stream and the replies it has received. */
 function openExchange(client: EnclaveClient) {
@@ -161,8 +167,7 @@ describe('the enclave side of Exchange, played by a raw client (the host)', () =
     await server.reached(2);
     exchange.send({ id: 2, cancel: true });
     exchange.send({ id: 99, cancel: true }); // nothing runs under 99: ignored
-    await settle();
-    expect(server.served[1].context.signal!.aborted).toBe(true);
+    await eventually(() => server.served[1].context.signal!.aborted);
     expect(server.served[0].context.signal!.aborted).toBe(false);
     server.served[1].answer(reply('late'));
     server.served[0].answer(reply('kept'));
@@ -190,8 +195,7 @@ describe('the enclave side of Exchange, played by a raw client (the host)', () =
     exchange.send({ id: 2, request: request('/b'), timeout_ms: 0 });
     await server.reached(2);
     exchange.stream.cancel();
-    await settle();
-    expect(server.served.map((s) => s.context.signal!.aborted)).toEqual([true, true]);
+    await eventually(() => server.served.every((s) => s.context.signal!.aborted));
   });
 
   it('when the caller half-closes, the requests running are still answered, then the stream ends', async () => {
@@ -251,8 +255,7 @@ describe("the proxy's side: EnclaveConnection.call over the exchange", () => {
     const error = await call.catch((err: unknown) => err);
     expect(error).toBeInstanceOf(ApiError);
     expect((error as ApiError).status).toBe(504);
-    await settle();
-    expect(server.served[0].context.signal!.aborted).toBe(true);
+    await eventually(() => server.served[0].context.signal!.aborted);
   });
 
   it('an aborted call is given up at once and abandoned in the enclave; the others go on', async () => {
@@ -265,8 +268,7 @@ describe("the proxy's side: EnclaveConnection.call over the exchange", () => {
     await server.reached(2);
     controller.abort();
     await expect(dropped).rejects.toBeInstanceOf(ApiError);
-    await settle();
-    expect(server.served[0].context.signal!.aborted).toBe(true);
+    await eventually(() => server.served[0].context.signal!.aborted);
     server.served[1].answer(reply('b'));
     expect(Buffer.from((await kept).body).toString()).toBe('b');
   });
@@ -285,8 +287,7 @@ describe("the proxy's side: EnclaveConnection.call over the exchange", () => {
     await server.reached(2);
     line.cut();
     await expect(stranded).rejects.toMatchObject({ status: 503 });
-    await settle();
-    expect(server.served[1].context.signal!.aborted).toBe(true);
+    await eventually(() => server.served[1].context.signal!.aborted);
 
     const again = (async () => {
       // grpc-js reconnects with back-off: a call may come while it is still reconnecting.
