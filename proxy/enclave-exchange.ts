@@ -2,7 +2,11 @@ import * as grpc from '@grpc/grpc-js';
 import { ApiError, timedOut } from '../common/errors.js';
 import type { ApiReplyIn, ApiRequest, EnclaveClient, ExchangeReplyIn, ExchangeRequest } from '../common/proto.js';
 
+type ExchangeStream = grpc.ClientDuplexStream<ExchangeRequest, ExchangeReplyIn>;
+
 interface Waiting {
+  /** The stream the request went out on: only its failure fails the request. */
+  stream: ExchangeStream;
   resolve: (reply: ApiReplyIn) => void;
   reject: (error: ApiError) => void;
   timer: NodeJS.Timeout;
@@ -18,7 +22,7 @@ interface Waiting {
  * on it fails as a unary call would, and the next request opens a new stream.
  */
 export class EnclaveExchange {
-  private stream?: grpc.ClientDuplexStream<ExchangeRequest, ExchangeReplyIn>;
+  private stream?: ExchangeStream;
   private readonly waiting = new Map<number, Waiting>();
   private lastId = 0;
 
@@ -27,11 +31,6 @@ export class EnclaveExchange {
     /** Turns the stream's failure into the error each of its requests gets. */
     private readonly transportError: (err: grpc.ServiceError) => ApiError,
   ) {}
-
-  /** Requests sent and not yet answered, failed or given up. */
-  get inFlight(): number {
-    return this.waiting.size;
-  }
 
   call(request: ApiRequest, timeoutMs: number, signal?: AbortSignal): Promise<ApiReplyIn> {
     if (signal?.aborted) return Promise.reject(this.transportError(cancelled()));
@@ -46,6 +45,7 @@ export class EnclaveExchange {
       const onAbort = () => giveUp(this.transportError(cancelled()));
       signal?.addEventListener('abort', onAbort, { once: true });
       this.waiting.set(id, {
+        stream,
         resolve,
         reject,
         timer: setTimeout(() => giveUp(timedOut('the enclave did not answer in time', 'enclave_timeout')), timeoutMs),
@@ -59,7 +59,7 @@ export class EnclaveExchange {
     this.stream?.cancel();
   }
 
-  private open(): grpc.ClientDuplexStream<ExchangeRequest, ExchangeReplyIn> {
+  private open(): ExchangeStream {
     if (this.stream) return this.stream;
     const stream = this.client.Exchange();
     this.stream = stream;
@@ -69,11 +69,12 @@ export class EnclaveExchange {
       if (message.failed || !message.reply) waiting.reject(this.transportError(internalError()));
       else waiting.resolve(message.reply);
     });
-    // A stream ends only by failing (the enclave never ends it first): its requests fail with it.
+    // A stream ends only by failing (the enclave never ends it first): its requests fail with
+    // it, and only its own (a newer stream may already carry others when its last event comes).
     const fail = (err?: grpc.ServiceError) => {
       if (this.stream === stream) this.stream = undefined;
       const error = this.transportError(err ?? unavailable());
-      for (const id of [...this.waiting.keys()]) this.settle(id)?.reject(error);
+      for (const [id, waiting] of [...this.waiting]) if (waiting.stream === stream) this.settle(id)?.reject(error);
     };
     stream.on('error', fail);
     stream.on('end', () => fail());
