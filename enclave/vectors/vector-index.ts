@@ -67,10 +67,26 @@ export function cosineFrom(a: Float32Array, b: Float32Array, bOffset: number, or
   return aZero || bZero || na === 0 || nb === 0 ? 0 : dotted / Math.sqrt(na * nb);
 }
 
+/**
+ * a · b[bOffset ..]. Four running sums, not one: the additions of one sum wait on each other,
+ * those of four do not, and the exact scan of a small tenant is mostly this loop (100-d, in
+ * process: 1,000 memories 390 -> 318-348 us a query, 3,000 memories 695 -> 478-518 us).
+ */
 export function dot(a: Float32Array, b: Float32Array, bOffset = 0): number {
-  let sum = 0;
-  for (let d = 0; d < a.length; d++) sum += a[d] * b[bOffset + d];
-  return sum;
+  const n = a.length;
+  let s0 = 0;
+  let s1 = 0;
+  let s2 = 0;
+  let s3 = 0;
+  let d = 0;
+  for (; d + 3 < n; d += 4) {
+    s0 += a[d] * b[bOffset + d];
+    s1 += a[d + 1] * b[bOffset + d + 1];
+    s2 += a[d + 2] * b[bOffset + d + 2];
+    s3 += a[d + 3] * b[bOffset + d + 3];
+  }
+  for (; d < n; d++) s0 += a[d] * b[bOffset + d];
+  return s0 + s1 + (s2 + s3);
 }
 
 /** Keeps the k best-scoring entries seen, best first: a bounded insertion list (k is small). */
