@@ -25,7 +25,8 @@ export const DEFAULT_HNSW: HnswOptions = { m: 16, efConstruction: 200, efSearch:
  * tenant under steady ingest and deletion does not grow without bound. Zero vectors have
  * no direction: they are kept aside, never in the graph. Every vector is also kept in a flat
  * array, because reading one back from hnswlib (getPoint) builds a JS array each time, and
- * a hybrid query asks for the similarity of up to a hundred lexical-only candidates.
+ * a hybrid query asks for the similarity of up to a hundred lexical-only candidates; a
+ * search-only copy (the search worker's, retrieval/search-worker.ts) keeps none of them.
  */
 export class HnswIndex implements VectorIndex {
   private readonly index;
@@ -35,14 +36,14 @@ export class HnswIndex implements VectorIndex {
   private readonly labelToId = new Map<number, string>();
   private readonly idToLabel = new Map<string, number>();
   private readonly zeros = new Map<string, Float32Array>();
-  private readonly vectors: FlatIndex;
+  private readonly vectors?: FlatIndex;
 
-  constructor(readonly dimension: number, private readonly options: HnswOptions = DEFAULT_HNSW, initialCapacity = 1024) {
+  constructor(readonly dimension: number, private readonly options: HnswOptions = DEFAULT_HNSW, initialCapacity = 1024, searchOnly = false) {
     this.capacity = initialCapacity;
     this.index = new HierarchicalNSW('cosine', dimension);
     this.index.initIndex(this.capacity, options.m, options.efConstruction, 100, true);
     this.index.setEf(options.efSearch);
-    this.vectors = new FlatIndex(dimension, initialCapacity);
+    if (!searchOnly) this.vectors = new FlatIndex(dimension, initialCapacity);
   }
 
   get size(): number {
@@ -66,7 +67,7 @@ export class HnswIndex implements VectorIndex {
     if (reuse) this.deleted--;
     this.labelToId.set(label, id);
     this.idToLabel.set(id, label);
-    this.vectors.add(id, vector);
+    this.vectors?.add(id, vector);
   }
 
   remove(id: string): void {
@@ -77,12 +78,12 @@ export class HnswIndex implements VectorIndex {
     this.deleted++;
     this.idToLabel.delete(id);
     this.labelToId.delete(label);
-    this.vectors.remove(id);
+    this.vectors?.remove(id);
   }
 
   vector(id: string): Float32Array | undefined {
     const zero = this.zeros.get(id);
-    return zero ? zero.slice() : this.vectors.vector(id);
+    return zero ? zero.slice() : this.stored().vector(id);
   }
 
   similarity(id: string, query: Float32Array, origin?: Float32Array): number | undefined {
@@ -90,8 +91,13 @@ export class HnswIndex implements VectorIndex {
   }
 
   scorer(query: Float32Array, origin?: Float32Array): (id: string) => number | undefined {
-    const score = this.vectors.scorer(query, origin);
+    const score = this.stored().scorer(query, origin);
     return (id) => (this.zeros.has(id) ? 0 : score(id));
+  }
+
+  private stored(): FlatIndex {
+    if (!this.vectors) throw new Error('a search-only HNSW index keeps no vectors');
+    return this.vectors;
   }
 
   search(query: Float32Array, k: number, accept?: (id: string) => boolean): Neighbour[] {
