@@ -16,6 +16,8 @@ import { createGrpcServer } from './grpc-server.js';
 import { generateIdentity, generateSealedRequestKey } from './keys.js';
 import { EnclaveMetrics } from './observability/metrics.js';
 import { ObservedMemoryService } from './observability/observed-memory.js';
+import { SearchReplicas } from './retrieval/search-replicas.js';
+import { DEFAULT_TIERS } from './vectors/tiered-index.js';
 import { timedEmbedder } from './observability/timed-embedder.js';
 import { resolveOperatorKey } from './operator-key.js';
 import { GrpcBlobStore } from './storage/grpc-blob-store.js';
@@ -55,7 +57,12 @@ const loaded = await loadEmbedder({ name: config.embeddingModel, modelsDir: conf
 });
 // Timed for GET /metrics; memory, store and attestation see the same model through it.
 const embedder = timedEmbedder(loaded, (texts, seconds) => metrics.embedded(texts, seconds));
+// Large tenants' searches on a second thread; if it fails, they are searched here as without it.
+const searchReplicas = config.searchWorker === 'on'
+  ? new SearchReplicas({ dimension: embedder.dimension, hnsw: DEFAULT_TIERS.hnsw }, (err) => log.error({ err }, 'the search worker failed; large tenants are searched on the event loop from now on'))
+  : undefined;
 const memory = new ObservedMemoryService(embedder, {
+  searchReplicas,
   maxMemoriesPerTenant: config.maxMemoriesPerTenant,
   maxMemoriesPerKey: config.maxMemoriesPerKey,
   capacity: { maxTenants: config.maxTenants, maxMemories: config.maxMemories, maxStoredBytes: config.maxStoredBytes },
@@ -114,7 +121,7 @@ const stop = (signal: string) => {
   stopping = true;
   log.info({ signal }, 'stopping');
   server.tryShutdown(() => {
-    void Promise.allSettled([store.close(), embedder.close(), upstream?.close()]).finally(() => {
+    void Promise.allSettled([store.close(), embedder.close(), upstream?.close(), searchReplicas?.close()]).finally(() => {
       void blobs.close().finally(() => process.exit(0));
     });
   });

@@ -12,6 +12,7 @@ import { isZero } from '../vectors/vector-index.js';
 import { TenantCentre, centred } from '../retrieval/tenant-centre.js';
 import { admit, DEFAULT_CAPACITY, storedBytes, type Capacity, type Usage } from './admission.js';
 import { metadataMatcher } from './metadata-filter.js';
+import type { Replica, SearchReplicas, TenantSearch } from '../retrieval/search-replicas.js';
 
 export type Metadata = Record<string, string | number | boolean | null>;
 
@@ -51,6 +52,10 @@ interface Tenant {
   /** BM25 over the same memories, kept in step with `index` and `records`. */
   lexical: TieredLexical;
   records: Map<string, MemoryRecord>;
+  /** The large tenant's search-only copy in the search worker, once it is queried often enough. */
+  replica?: Replica;
+  /** Queries since the tenant was created (counted only while it has no copy). */
+  queries: number;
 }
 
 export interface MemoryServiceOptions {
@@ -62,11 +67,16 @@ export interface MemoryServiceOptions {
   vectorIndex?: TieredOptions;
   /** What the whole enclave agrees to hold (memory/admission.ts). */
   capacity?: Capacity;
+  /** Where large tenants' searches run off the event loop (retrieval/search-replicas.ts); without it, on it. */
+  searchReplicas?: SearchReplicas;
 }
 
 export const DEFAULT_MAX_MEMORIES_PER_TENANT = 100_000;
 
 export const newMemoryId = (): string => `mem_${randomBytes(16).toString('hex')}`;
+
+/** A large tenant's queries before it gets a copy in the search worker (retrieval/search-replicas.ts). */
+export const REPLICATE_AFTER_QUERIES = 50;
 
 /** Texts per embed call when re-embedding: large enough for full ONNX runs, small enough for steady progress. */
 const REEMBED_BATCH = 64;
@@ -85,6 +95,7 @@ export class MemoryService {
   private readonly maxPerKey: number;
   private readonly tiers: TieredOptions;
   private readonly capacity: Capacity;
+  private readonly replicas?: SearchReplicas;
   /** What is held (applied), and what adds in flight have reserved; tenants are counted from `tenants`. */
   private readonly held = { memories: 0, storedBytes: 0 };
   private readonly reserved: Usage = { tenants: 0, memories: 0, storedBytes: 0 };
@@ -96,6 +107,7 @@ export class MemoryService {
     this.maxPerKey = options.maxMemoriesPerKey ?? Infinity;
     this.tiers = options.vectorIndex ?? DEFAULT_TIERS;
     this.capacity = options.capacity ?? DEFAULT_CAPACITY;
+    this.replicas = options.searchReplicas;
   }
 
   /** Tenants, memories and stored bytes held now. */
@@ -149,7 +161,11 @@ export class MemoryService {
         }
         rebuilt.set(tenant, { index, centre });
       }
-      for (const [tenant, fresh] of rebuilt) Object.assign(tenant, fresh);
+      for (const [tenant, fresh] of rebuilt) {
+        // A copy holds the old model's vectors: the next query builds a new one.
+        if (tenant.replica) this.replicas!.drop(tenant.replica);
+        Object.assign(tenant, fresh, { replica: undefined });
+      }
       this.embedder = embedder;
     } finally {
       this.reembedding = false;
@@ -252,29 +268,27 @@ export class MemoryService {
     const depth = Math.max(input.top_k, FUSION_DEPTH);
     // Similarity from the tenant's mean, not the origin: the index finds the neighbours of the
     // moved query, and each is scored exactly from the mean (retrieval/tenant-centre.ts).
-    const mean = tenant.centre.mean();
-    const score = tenant.index.scorer(vector, mean);
+    const moved = centred(vector, tenant.centre.mean());
+    const remote = accepts ? undefined : this.searchElsewhere(tenant, input.query, moved, depth);
+    // The tenant may change while the worker searches: what was deleted meanwhile is skipped below.
+    const searched = (remote && (await remote.catch(() => undefined))) ?? searchHere(tenant, input.query, moved, depth, accepts);
+    const score = tenant.index.scorer(vector, tenant.centre.mean());
     const similarity = (id: string) => score(id) ?? 0;
     // Every candidate has the same fields in the same order (one object shape for the engine).
-    const candidates = new Map<string, Candidate>();
-    tenant.index.search(centred(vector, mean), depth, accepts)
-      .map(({ id }) => ({ id, score: similarity(id) }))
-      .sort((x, y) => y.score - x.score)
-      .forEach(({ id, score }, i) => candidates.set(id, { id, vector: score, vectorRank: i + 1, lexical: undefined, lexicalRank: undefined }));
-    const cost: SearchCost = { terms: 0, postingsRead: 0, postingsHeld: 0 };
-    // The vector side's finds get their BM25 score even below the lexical top `depth`, so
+    // The vector side's finds carry their BM25 score even below the lexical top `depth`, so
     // the depth decides which memories are considered, never how one is scored.
-    const found = [...candidates.keys()];
-    const lexical = tenant.lexical.searchWith(input.query, depth, found, cost, accepts);
-    found.forEach((id, j) => {
-      if (lexical.also[j] > 0) candidates.get(id)!.lexical = lexical.also[j];
-    });
-    lexical.hits.forEach(({ id, score }, i) => {
+    const candidates = new Map<string, Candidate>();
+    searched.ids
+      .map((id, j) => ({ id, score: similarity(id), lexical: searched.also[j] }))
+      .filter(({ id }) => tenant.records.has(id))
+      .sort((x, y) => y.score - x.score)
+      .forEach(({ id, score, lexical }, i) => candidates.set(id, { id, vector: score, vectorRank: i + 1, lexical: lexical > 0 ? lexical : undefined, lexicalRank: undefined }));
+    searched.hits.forEach(({ id, score }, i) => {
       const candidate = candidates.get(id);
       if (candidate) {
         candidate.lexical = score;
         candidate.lexicalRank = i + 1;
-      } else {
+      } else if (tenant.records.has(id)) {
         // A memory only the lexical ranking found still gets its cosine similarity.
         candidates.set(id, { id, vector: similarity(id), vectorRank: undefined, lexical: score, lexicalRank: i + 1 });
       }
@@ -289,13 +303,33 @@ export class MemoryService {
       let vectorRank = candidates.size;
       for (const c of exact.slice(0, depth)) candidates.set(c.id, { ...c, vectorRank: ++vectorRank });
     }
-    return rank([...candidates.values()], { lexicalIdeal: cost.idealScore ?? 0 })
+    return rank([...candidates.values()], { lexicalIdeal: searched.cost.idealScore ?? 0 })
       .slice(0, input.top_k)
       .map((hit) => ({
         record: tenant.records.get(hit.id)!,
         score: hit.fused,
         scores: { vector: hit.vector, lexical: hit.lexical ?? null, fused: hit.fused },
       }));
+  }
+
+  /**
+   * A large tenant's searches in the search worker, when there is one and it can take them
+   * now. The REPLICATE_AFTER_QUERIES-th query of a large tenant starts its copy there (and
+   * is searched here): a copy costs memory, so a tenant queried now and then has none.
+   */
+  private searchElsewhere(tenant: Tenant, query: string, moved: Float32Array, depth: number): Promise<TenantSearch> | undefined {
+    if (!this.replicas || tenant.index.kind !== 'hnsw' || tenant.lexical.kind !== 'inverted') return undefined;
+    if (!tenant.replica || tenant.replica.lost) {
+      if (++tenant.queries < REPLICATE_AFTER_QUERIES) return undefined;
+      tenant.replica = this.replicas.create({
+        size: tenant.records.size,
+        entries: function* () {
+          for (const [id, record] of tenant.records) yield { id, text: record.content, vector: tenant.index.vector(id) };
+        },
+      });
+      return undefined;
+    }
+    return this.replicas.search(tenant.replica, query, moved, depth);
   }
 
   /**
@@ -382,6 +416,7 @@ export class MemoryService {
       }
       tenant.lexical.add(record.id, record.content);
       tenant.records.set(record.id, record);
+      if (tenant.replica) this.replicas!.add(tenant.replica, record.id, record.content, vector ?? undefined);
       this.held.memories++;
       this.held.storedBytes += storedBytes(record.content, record.metadata);
     } else if (event.type === 'update') {
@@ -400,6 +435,10 @@ export class MemoryService {
       tenant.lexical.remove(record.id, old.content);
       tenant.lexical.add(record.id, record.content);
       tenant.records.set(record.id, record); // an existing key keeps its place in the order
+      if (tenant.replica) {
+        this.replicas!.remove(tenant.replica, record.id, old.content);
+        this.replicas!.add(tenant.replica, record.id, record.content, vector ?? undefined);
+      }
       this.held.storedBytes += storedBytes(record.content, record.metadata) - storedBytes(old.content, old.metadata);
     } else {
       const tenant = this.tenant(event.tenant_id, false);
@@ -412,8 +451,12 @@ export class MemoryService {
       if (vector && !isZero(vector)) tenant.centre.remove(vector);
       tenant.index.remove(event.id);
       tenant.lexical.remove(event.id, record.content);
+      if (tenant.replica) this.replicas!.remove(tenant.replica, event.id, record.content);
       // A tenant with nothing left costs nothing: no empty indexes kept per tenant ever seen.
-      if (tenant.records.size === 0) this.tenants.delete(event.tenant_id);
+      if (tenant.records.size === 0) {
+        this.tenants.delete(event.tenant_id);
+        if (tenant.replica) this.replicas!.drop(tenant.replica);
+      }
     }
   }
 
@@ -445,9 +488,18 @@ export class MemoryService {
         centre: new TenantCentre(this.embedder.dimension),
         lexical: new TieredLexical(),
         records: new Map(),
+        queries: 0,
       };
       this.tenants.set(id, tenant);
     }
     return tenant;
   }
+}
+
+/** A query's two searches on the event loop: HNSW (or the exact scan) for `moved`, then BM25. */
+function searchHere(tenant: Tenant, query: string, moved: Float32Array, depth: number, accepts?: (id: string) => boolean): TenantSearch {
+  const ids = tenant.index.search(moved, depth, accepts).map(({ id }) => id);
+  const cost: SearchCost = { terms: 0, postingsRead: 0, postingsHeld: 0 };
+  const { hits, also } = tenant.lexical.searchWith(query, depth, ids, cost, accepts);
+  return { ids, hits, also, cost };
 }

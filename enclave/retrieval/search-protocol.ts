@@ -1,0 +1,30 @@
+import type { HnswOptions } from '../vectors/hnsw-index.js';
+import type { LexicalHit, SearchCost } from './bm25.js';
+
+/**
+ * The messages between the enclave's event loop and its search worker
+ * (retrieval/search-replicas.ts, retrieval/search-worker.ts). They travel on one port, so
+ * the worker sees changes and searches in the order the event loop sent them.
+ */
+export interface WorkerSetup {
+  dimension: number;
+  hnsw: HnswOptions;
+}
+
+export type ToWorker =
+  /** A replica of one tenant's searchable memories, as they are now; `vectors` holds `ids.length` rows (NaN first value: no vector). */
+  | { op: 'build'; replica: number; ids: string[]; texts: string[]; vectors: Float32Array }
+  | { op: 'add'; replica: number; id: string; text: string; vector?: Float32Array }
+  | { op: 'remove'; replica: number; id: string; text: string }
+  | { op: 'drop'; replica: number }
+  /** A hybrid query's two searches: `vector` is the query already moved to the tenant's mean. */
+  | { op: 'search'; seq: number; replica: number; query: string; vector: Float32Array; depth: number; changes: number }
+  /** Asks when the first `changes` changes sent have been applied. */
+  | { op: 'sync'; changes: number };
+
+export type FromWorker =
+  | { op: 'built'; replica: number }
+  /** `changes`: the search came after that many changes, all applied now. */
+  | { op: 'found'; seq: number; ids: string[]; hits: LexicalHit[]; also: Float64Array; cost: SearchCost; changes: number }
+  | { op: 'synced'; changes: number }
+  | { op: 'failed'; seq: number; message: string };

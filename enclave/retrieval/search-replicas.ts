@@ -1,0 +1,196 @@
+import { Worker } from 'node:worker_threads';
+import { fileURLToPath } from 'node:url';
+import { resolve } from 'node:path';
+import { repoRoot } from '../../common/paths.js';
+import type { LexicalHit, SearchCost } from './bm25.js';
+import type { FromWorker, ToWorker, WorkerSetup } from './search-protocol.js';
+
+/** A hybrid query's two searches: the vector search's ids, best first; BM25's top hits and its scores of those ids. */
+export interface TenantSearch {
+  ids: string[];
+  hits: LexicalHit[];
+  /** BM25 score of each of `ids`, in that order (0: no query term). */
+  also: Float64Array;
+  cost: SearchCost;
+}
+
+/** What a copy is built from: each memory's id, content and vector (undefined: not embedded yet). */
+export interface ReplicaSource {
+  size: number;
+  entries(): Iterable<{ id: string; text: string; vector: Float32Array | undefined }>;
+}
+
+/**
+ * Changes the worker may have left to apply before a search goes there: adds to a large
+ * graph take it a fraction of a millisecond each, and a search waits behind all of them.
+ */
+export const MAX_UNAPPLIED_CHANGES = 64;
+
+/** One tenant's copy in the worker. */
+export class Replica {
+  /** The worker has built it: searches may go there. */
+  ready = false;
+  /** The worker is gone: the copy is no more (search on the event loop). */
+  lost = false;
+  constructor(readonly id: number) {}
+}
+
+/** The worker's script: beside this file when built; from dist/ when this runs from source (vitest). */
+function workerScript(): string {
+  const here = fileURLToPath(import.meta.url);
+  return here.endsWith('.ts') ? resolve(repoRoot, 'dist/enclave/retrieval/search-worker.js') : resolve(here, '../search-worker.js');
+}
+
+/**
+ * Large tenants' searches on a second thread. The event loop keeps every tenant whole (and
+ * can answer any query itself); for a large tenant that is queried often
+ * (memory-service.ts decides) it also keeps a search-only copy in the worker
+ * (retrieval/search-worker.ts), changed in step by message, and sends each unfiltered
+ * query's HNSW and BM25 searches there, doing the rest (embedding, similarity, fusion,
+ * signing) itself. Those two searches were about 40% of the event loop's time per query,
+ * and while they run elsewhere other requests are served (docs/performance.md). Messages
+ * keep their order on the one port, so a search sees every change sent before it. The
+ * cost is memory: the copy's graph and postings, about 2.5 KB a memory.
+ *
+ * Searches stay on the event loop while the worker builds a copy (a build takes seconds for
+ * a large tenant, and searches queued behind it would wait) or has more than
+ * MAX_UNAPPLIED_CHANGES changes still to apply (heavy ingest), and for good if it fails.
+ */
+export class SearchReplicas {
+  private readonly worker: Worker;
+  private failed = false;
+  private building = 0;
+  private lastReplica = 0;
+  private lastSeq = 0;
+  /** Changes sent, and how many of them the worker is known to have applied. */
+  private changesSent = 0;
+  private changesApplied = 0;
+  private syncing = false;
+  private readonly replicas = new Map<number, Replica>();
+  private readonly waiting = new Map<number, { resolve: (found: TenantSearch) => void; reject: (err: Error) => void }>();
+
+  private closing = false;
+  /** Searches the worker has answered (GET /metrics counts them; tests check where a query went). */
+  answered = 0;
+
+  constructor(private readonly setup: WorkerSetup, private readonly onFailure?: (err: Error) => void) {
+    this.worker = new Worker(workerScript(), { workerData: setup });
+    // The worker never keeps the process alive: it only answers the event loop.
+    this.worker.unref();
+    this.worker.on('message', (message: FromWorker) => this.received(message));
+    this.worker.on('error', (err) => this.fail(err));
+    this.worker.on('exit', (code) => this.fail(new Error(`the search worker exited with code ${code}`)));
+  }
+
+  /** Starts a copy of a tenant as it is now; undefined once the worker has failed. */
+  create(source: ReplicaSource): Replica | undefined {
+    if (this.failed) return undefined;
+    const replica = new Replica(++this.lastReplica);
+    const ids: string[] = [];
+    const texts: string[] = [];
+    const vectors = new Float32Array(source.size * this.dimension);
+    for (const { id, text, vector } of source.entries()) {
+      const row = ids.length * this.dimension;
+      if (vector) vectors.set(vector, row);
+      else vectors[row] = NaN;
+      ids.push(id);
+      texts.push(text);
+    }
+    this.replicas.set(replica.id, replica);
+    this.building++;
+    this.send({ op: 'build', replica: replica.id, ids, texts, vectors: vectors.subarray(0, ids.length * this.dimension) }, [vectors.buffer]);
+    return replica;
+  }
+
+  add(replica: Replica, id: string, text: string, vector: Float32Array | undefined): void {
+    if (replica.lost) return;
+    this.changesSent++;
+    this.send({ op: 'add', replica: replica.id, id, text, vector });
+  }
+
+  remove(replica: Replica, id: string, text: string): void {
+    if (replica.lost) return;
+    this.changesSent++;
+    this.send({ op: 'remove', replica: replica.id, id, text });
+  }
+
+  /** Forgets a copy (its tenant is gone, or is being rebuilt). */
+  drop(replica: Replica): void {
+    if (replica.lost) return;
+    replica.lost = true;
+    replica.ready = false;
+    if (this.replicas.delete(replica.id) && !this.failed) this.send({ op: 'drop', replica: replica.id });
+  }
+
+  /**
+   * A query's searches in the worker: `vector` already moved to the tenant's mean, `depth`
+   * results from each. Undefined when the worker cannot take them now; rejects if it fails
+   * meanwhile (then search on the event loop).
+   */
+  search(replica: Replica, query: string, vector: Float32Array, depth: number): Promise<TenantSearch> | undefined {
+    if (!replica.ready || this.building > 0 || this.failed) return undefined;
+    if (this.changesSent - this.changesApplied > MAX_UNAPPLIED_CHANGES) {
+      // Ask where the worker is; searches go there again once it has caught up.
+      if (!this.syncing) {
+        this.syncing = true;
+        this.send({ op: 'sync', changes: this.changesSent });
+      }
+      return undefined;
+    }
+    const seq = ++this.lastSeq;
+    return new Promise<TenantSearch>((resolve, reject) => {
+      this.waiting.set(seq, { resolve, reject });
+      this.send({ op: 'search', seq, replica: replica.id, query, vector, depth, changes: this.changesSent });
+    });
+  }
+
+  async close(): Promise<void> {
+    this.closing = true;
+    this.fail(new Error('the search worker was closed'));
+    await this.worker.terminate();
+  }
+
+  private get dimension(): number {
+    return this.setup.dimension;
+  }
+
+  private send(message: ToWorker, transfer?: ArrayBuffer[]): void {
+    this.worker.postMessage(message, transfer);
+  }
+
+  private received(message: FromWorker): void {
+    if (message.op === 'built') {
+      this.building--;
+      const replica = this.replicas.get(message.replica);
+      if (replica) replica.ready = true;
+      return;
+    }
+    if (message.op === 'synced') {
+      this.syncing = false;
+      this.changesApplied = Math.max(this.changesApplied, message.changes);
+      return;
+    }
+    if (message.op === 'found') {
+      this.answered++;
+      this.changesApplied = Math.max(this.changesApplied, message.changes);
+    }
+    const waiting = this.waiting.get(message.seq);
+    if (!waiting) return;
+    this.waiting.delete(message.seq);
+    if (message.op === 'found') waiting.resolve({ ids: message.ids, hits: message.hits, also: message.also, cost: message.cost });
+    else waiting.reject(new Error(message.message));
+  }
+
+  private fail(err: Error): void {
+    if (this.failed) return;
+    this.failed = true;
+    for (const replica of this.replicas.values()) {
+      replica.lost = true;
+      replica.ready = false;
+    }
+    this.replicas.clear();
+    for (const { reject } of this.waiting.values()) reject(err);
+    this.waiting.clear();
+    if (!this.closing) this.onFailure?.(err);
+  }
+}

@@ -1,0 +1,84 @@
+/**
+ * The search worker: a thread of the enclave holding a search-only copy (HNSW graph and
+ * BM25 postings) of each large tenant the event loop hands it, and running a hybrid query's
+ * two searches there, so the event loop is free for other requests meanwhile
+ * (retrieval/search-replicas.ts is the other side). It holds no records, keys or secrets
+ * beyond the memories' texts and vectors, and talks only to its parent.
+ */
+import { parentPort, workerData } from 'node:worker_threads';
+import { HnswIndex } from '../vectors/hnsw-index.js';
+import { Bm25Index, type SearchCost } from './bm25.js';
+import type { FromWorker, ToWorker, WorkerSetup } from './search-protocol.js';
+
+interface Replica {
+  vectors: HnswIndex;
+  lexical: Bm25Index;
+}
+
+const setup = workerData as WorkerSetup;
+const replicas = new Map<number, Replica>();
+const port = parentPort!;
+const reply = (message: FromWorker) => port.postMessage(message);
+
+function handle(message: ToWorker): void {
+  switch (message.op) {
+    case 'build': {
+      const { ids, texts, vectors } = message;
+      const replica: Replica = {
+        vectors: new HnswIndex(setup.dimension, setup.hnsw, Math.max(1024, ids.length * 2), true),
+        lexical: new Bm25Index(),
+      };
+      for (let i = 0; i < ids.length; i++) {
+        const row = vectors.subarray(i * setup.dimension, (i + 1) * setup.dimension);
+        if (!Number.isNaN(row[0])) replica.vectors.add(ids[i], row);
+        replica.lexical.add(ids[i], texts[i]);
+      }
+      replicas.set(message.replica, replica);
+      reply({ op: 'built', replica: message.replica });
+      return;
+    }
+    case 'add': {
+      const replica = replicas.get(message.replica);
+      if (!replica) return;
+      if (message.vector) replica.vectors.add(message.id, message.vector);
+      replica.lexical.add(message.id, message.text);
+      return;
+    }
+    case 'remove': {
+      const replica = replicas.get(message.replica);
+      if (!replica) return;
+      replica.vectors.remove(message.id);
+      replica.lexical.remove(message.id, message.text);
+      return;
+    }
+    case 'drop':
+      replicas.delete(message.replica);
+      return;
+    case 'sync':
+      reply({ op: 'synced', changes: message.changes });
+      return;
+    case 'search': {
+      const replica = replicas.get(message.replica);
+      if (!replica) {
+        reply({ op: 'failed', seq: message.seq, message: `no replica ${message.replica}` });
+        return;
+      }
+      const ids = replica.vectors.search(message.vector, message.depth).map((n) => n.id);
+      const cost: SearchCost = { terms: 0, postingsRead: 0, postingsHeld: 0 };
+      const { hits, also } = replica.lexical.searchWith(message.query, message.depth, ids, cost);
+      reply({ op: 'found', seq: message.seq, ids, hits, also, cost, changes: message.changes });
+      return;
+    }
+  }
+}
+
+port.on('message', (message: ToWorker) => {
+  try {
+    handle(message);
+  } catch (err) {
+    // A search that failed is answered; a change that failed leaves the copy unlike the
+    // tenant, so the worker ends and the event loop searches itself from then on.
+    if (message.op === 'search') reply({ op: 'failed', seq: message.seq, message: err instanceof Error ? err.message : String(err) });
+    else throw err;
+  }
+});

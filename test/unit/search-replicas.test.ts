@@ -1,0 +1,127 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { modelsDir } from '../../common/paths.js';
+import { loadEmbedder, type Embedder } from '../../enclave/embedding/embedder.js';
+import { MemoryService, REPLICATE_AFTER_QUERIES, type MemoryRecord, type ScoredMemory } from '../../enclave/memory/memory-service.js';
+import { MAX_UNAPPLIED_CHANGES, Replica, SearchReplicas } from '../../enclave/retrieval/search-replicas.js';
+import { DEFAULT_TIERS } from '../../enclave/vectors/tiered-index.js';
+import { memoryText, questionText } from '../../bench/corpus.js';
+import { buildStaticSifModel } from '../../scripts/build-model.js';
+
+// A large tenant: past both the vector (4,096) and the lexical (2,048) thresholds.
+const SIZE = 5_000;
+let embedder: Embedder;
+const services: Array<{ memory: MemoryService; replicas?: SearchReplicas }> = [];
+
+beforeAll(async () => {
+  await buildStaticSifModel();
+  embedder = await loadEmbedder({ name: 'static', modelsDir });
+});
+afterAll(async () => {
+  await Promise.all(services.map((s) => s.replicas?.close()));
+  await embedder?.close();
+});
+
+/** A memory service with SIZE memories of tenant 'big', with or without a search worker. */
+async function service(withWorker: boolean, onFailure?: (err: Error) => void) {
+  const replicas = withWorker ? new SearchReplicas({ dimension: embedder.dimension, hnsw: DEFAULT_TIERS.hnsw }, onFailure) : undefined;
+  const memory = new MemoryService(embedder, { searchReplicas: replicas });
+  for (let i = 0; i < SIZE; i += 500) {
+    await memory.addMany(Array.from({ length: 500 }, (_, j) => ({ tenant_id: 'big', content: memoryText(i + j) })));
+  }
+  services.push({ memory, replicas });
+  return { memory, replicas };
+}
+
+/** Queries until the worker answers one (the first query starts the tenant's copy there). */
+async function untilServedByWorker(memory: MemoryService, replicas: SearchReplicas): Promise<void> {
+  const before = replicas.answered;
+  for (let i = 0; i < 400 && replicas.answered === before; i++) {
+    await memory.query({ tenant_id: 'big', query: 'warm up', top_k: 1 });
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  expect(replicas.answered).toBeGreaterThan(before);
+}
+
+const shape = (hits: ScoredMemory[]) => hits.map((h) => ({ content: h.record.content, score: h.score, scores: h.scores }));
+
+describe('the search worker', () => {
+  it('answers a large tenant\'s queries from its copy, exactly as the event loop would', async () => {
+    const here = await service(false);
+    const there = await service(true);
+    await untilServedByWorker(there.memory, there.replicas!);
+    // The two services hold the same memories under different ids: compare contents and scores.
+    const answered = there.replicas!.answered;
+    for (let i = 0; i < 60; i++) {
+      const query = { tenant_id: 'big', query: questionText(i), top_k: 10 };
+      expect(shape(await there.memory.query(query))).toEqual(shape(await here.memory.query(query)));
+    }
+    expect(there.replicas!.answered).toBe(answered + 60);
+  });
+
+  it('keeps no copy of a large tenant queried only now and then', async () => {
+    const { memory, replicas } = await service(true);
+    for (let i = 0; i < REPLICATE_AFTER_QUERIES; i++) await memory.query({ tenant_id: 'big', query: questionText(i), top_k: 5 });
+    await new Promise((r) => setTimeout(r, 200));
+    // The last of those queries started the copy; none was answered by the worker.
+    expect(replicas!.answered).toBe(0);
+    await untilServedByWorker(memory, replicas!);
+  });
+
+  it('sees every change made after its copy was built', async () => {
+    const { memory, replicas } = await service(true);
+    await untilServedByWorker(memory, replicas!);
+    const find = async (query: string) => (await memory.query({ tenant_id: 'big', query, top_k: 3 })).map((h) => h.record.content);
+
+    const added = await memory.add({ tenant_id: 'big', content: 'My pet axolotl is called Quetzalcoatl.' });
+    expect((await find('what is my axolotl called'))[0]).toBe(added.content);
+
+    const updated = await memory.update('big', added.id, { content: 'My pet iguana is called Moctezuma.' });
+    expect((await find('what is my iguana called'))[0]).toBe(updated!.content);
+    expect(await find('Quetzalcoatl axolotl')).not.toContain(added.content);
+
+    await memory.delete('big', added.id);
+    expect(await find('what is my iguana called Moctezuma')).not.toContain(updated!.content);
+    // Every one of those queries went to the worker.
+    expect(replicas!.answered).toBeGreaterThanOrEqual(4);
+  });
+
+  it('searches on the event loop while the worker has many changes still to apply', async () => {
+    const { memory, replicas } = await service(true);
+    await untilServedByWorker(memory, replicas!);
+    await memory.addMany(Array.from({ length: MAX_UNAPPLIED_CHANGES * 3 }, (_, i) => ({ tenant_id: 'big', content: `Parcel ${i} of the garden is planted with kohlrabi.` })));
+    const answered = replicas!.answered;
+    const hits = await memory.query({ tenant_id: 'big', query: 'which parcel has kohlrabi', top_k: 5 });
+    expect(hits).toHaveLength(5);
+    expect(hits.every((h) => h.record.content.includes('kohlrabi'))).toBe(true);
+    expect(replicas!.answered).toBe(answered);
+    // Once the worker has caught up, searches go there again, and see those memories.
+    await untilServedByWorker(memory, replicas!);
+    const again = await memory.query({ tenant_id: 'big', query: 'which parcel has kohlrabi', top_k: 5 });
+    expect(again.map((h) => h.record.id)).toEqual(hits.map((h) => h.record.id));
+  });
+
+  it('leaves filtered queries on the event loop', async () => {
+    const { memory, replicas } = await service(true);
+    await untilServedByWorker(memory, replicas!);
+    const tagged: MemoryRecord = await memory.add({ tenant_id: 'big', content: 'My locker code is 4471.', metadata: { kind: 'secret' } });
+    const answered = replicas!.answered;
+    const hits = await memory.query({ tenant_id: 'big', query: 'locker code', top_k: 5, filters: { kind: 'secret' } });
+    expect(hits.map((h) => h.record.id)).toEqual([tagged.id]);
+    expect(replicas!.answered).toBe(answered);
+  });
+
+  it('when the worker fails, every query is still answered, on the event loop', async () => {
+    const failures: Error[] = [];
+    const here = await service(false);
+    const there = await service(true, (err) => failures.push(err));
+    await untilServedByWorker(there.memory, there.replicas!);
+    // A change the copy cannot take (a vector of the wrong size) ends the worker; the tenant's copy is its first, number 1.
+    there.replicas!.add(new Replica(1), 'mem_x', 'text', new Float32Array(3));
+    await expect.poll(() => failures.length, { timeout: 10_000 }).toBe(1);
+    const answered = there.replicas!.answered;
+    const query = { tenant_id: 'big', query: questionText(3), top_k: 10 };
+    const contents = (hits: ScoredMemory[]) => hits.map((h) => h.record.content);
+    expect(contents(await there.memory.query(query))).toEqual(contents(await here.memory.query(query)));
+    expect(there.replicas!.answered).toBe(answered);
+  });
+});
