@@ -101,6 +101,8 @@ export class MemoryService {
   private readonly reserved: Usage = { tenants: 0, memories: 0, storedBytes: 0 };
   private journal?: MemoryJournal;
   private reembedding = false;
+  /** Queries under way now (query() to its answer). */
+  private querying = 0;
 
   constructor(private embedder: Embedder, options: MemoryServiceOptions = {}) {
     this.maxPerTenant = options.maxMemoriesPerTenant ?? DEFAULT_MAX_MEMORIES_PER_TENANT;
@@ -259,6 +261,15 @@ export class MemoryService {
    * `rank` replaces the fusion; only the evaluation passes one (bench/eval/rankers.ts).
    */
   async query(input: QueryMemoryInput, rank: Ranker = rankHybrid): Promise<ScoredMemory[]> {
+    this.querying++;
+    try {
+      return await this.ranked(input, rank);
+    } finally {
+      this.querying--;
+    }
+  }
+
+  private async ranked(input: QueryMemoryInput, rank: Ranker): Promise<ScoredMemory[]> {
     const tenant = this.tenant(input.tenant_id, false);
     if (!tenant || tenant.records.size === 0) return [];
     const [vector] = await this.embedder.embed([input.query]);
@@ -313,9 +324,11 @@ export class MemoryService {
   }
 
   /**
-   * A large tenant's searches in the search worker, when there is one and it can take them
-   * now. The REPLICATE_AFTER_QUERIES-th query of a large tenant starts its copy there (and
-   * is searched here): a copy costs memory, so a tenant queried now and then has none.
+   * A large tenant's searches in the search worker, when there is one, it can take them now,
+   * and other queries are under way (alone, a query is answered sooner here: the hop to the
+   * worker and back costs more than it frees). The REPLICATE_AFTER_QUERIES-th query of a
+   * large tenant starts its copy there (and is searched here): a copy costs memory, so a
+   * tenant queried now and then has none.
    */
   private searchElsewhere(tenant: Tenant, query: string, moved: Float32Array, depth: number): Promise<TenantSearch> | undefined {
     if (!this.replicas || tenant.index.kind !== 'hnsw' || tenant.lexical.kind !== 'inverted') return undefined;
@@ -329,7 +342,7 @@ export class MemoryService {
       });
       return undefined;
     }
-    return this.replicas.search(tenant.replica, query, moved, depth);
+    return this.querying > 1 ? this.replicas.search(tenant.replica, query, moved, depth) : undefined;
   }
 
   /**

@@ -82,6 +82,11 @@ export class SearchReplicas {
     this.worker.on('exit', (code) => this.fail(new Error(`the search worker exited with code ${code}`)));
   }
 
+  /** Copies the worker holds or is building. */
+  get copies(): number {
+    return this.replicas.size;
+  }
+
   /** Starts a copy of a tenant as it is now; undefined once the worker has failed. */
   create(source: ReplicaSource): Replica | undefined {
     if (this.failed) return undefined;
