@@ -59,6 +59,7 @@ function workerScript(): string {
 export class SearchReplicas {
   private readonly worker: Worker;
   private failed = false;
+  private closing = false;
   private building = 0;
   private lastReplica = 0;
   private lastSeq = 0;
@@ -68,9 +69,7 @@ export class SearchReplicas {
   private syncing = false;
   private readonly replicas = new Map<number, Replica>();
   private readonly waiting = new Map<number, { resolve: (found: TenantSearch) => void; reject: (err: Error) => void }>();
-
-  private closing = false;
-  /** Searches the worker has answered (GET /metrics counts them; tests check where a query went). */
+  /** Searches the worker has answered (tests check with it where a query went). */
   answered = 0;
 
   constructor(private readonly setup: WorkerSetup, private readonly onFailure?: (err: Error) => void) {
