@@ -29,7 +29,11 @@ import { CONFIG_ERROR_EXIT, stopWithSupervisor } from '../common/supervised.js';
 const config = configFromCli('agent-service enclave: the trusted process holding keys, memory, embeddings and attestation.', enclaveSettings);
 const log = createLogger('enclave', config.logLevel, config.logFormat);
 // The gauges read memory and api when scraped, which can only happen once the server below listens.
-const metrics = new EnclaveMetrics({ usage: () => memory.usage, inFlight: () => api.inFlight() }, { maxInFlight: config.maxInFlight });
+const metrics = new EnclaveMetrics({
+  usage: () => memory.usage,
+  inFlight: () => api.inFlight(),
+  searchWorker: () => ({ copies: searchReplicas?.copies ?? 0, searches: searchReplicas?.answered ?? 0 }),
+}, { maxInFlight: config.maxInFlight });
 
 // The enclave has no disk: everything durable goes, sealed, to the host store.
 const blobs = new GrpcBlobStore(config.hostStoreAddr, { callTimeoutMs: config.hostStoreTimeoutMs });

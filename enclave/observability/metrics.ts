@@ -9,6 +9,8 @@ export interface EnclaveGauges {
   usage(): { tenants: number; memories: number };
   /** Requests holding a place in the work gate now. */
   inFlight(): number;
+  /** The search worker's copies of large tenants, and the searches it has answered (0 and 0 without one). */
+  searchWorker(): { copies: number; searches: number };
 }
 
 /**
@@ -64,6 +66,19 @@ export class EnclaveMetrics {
     new Gauge({
       name: name('work_in_flight'), help: 'Requests holding a place in the work gate (open streams included)', registers: [this.registry],
       collect() { this.set(gauges.inFlight()); },
+    });
+    new Gauge({
+      name: name('search_worker_copies'), help: 'Large tenants with a search-only copy in the search worker, built or building (SEARCH_WORKER; a count, never which)', registers: [this.registry],
+      collect() { this.set(gauges.searchWorker().copies); },
+    });
+    let searches = 0;
+    new Counter({
+      name: name('search_worker_searches_total'), help: 'Queries whose searches the search worker answered (the others were searched on the event loop)', registers: [this.registry],
+      collect() {
+        const now = gauges.searchWorker().searches;
+        this.inc(now - searches);
+        searches = now;
+      },
     });
     new Gauge({
       name: name('work_capacity'), help: 'Places in the work gate (ENCLAVE_MAX_IN_FLIGHT); one more request is refused with 503', registers: [this.registry],

@@ -69,6 +69,11 @@ describe('GET /metrics', () => {
     expect(total(after.samples, 'agent_enclave_tenants')).toBe(1);
     expect(has(after.samples, 'agent_enclave_work_in_flight')).toBe(true);
     expect(total(after.samples, 'agent_enclave_work_capacity')).toBe(64);
+    // No tenant is large enough for the search worker: it holds no copy and answered nothing.
+    expect(has(after.samples, 'agent_enclave_search_worker_copies')).toBe(true);
+    expect(total(after.samples, 'agent_enclave_search_worker_copies')).toBe(0);
+    expect(has(after.samples, 'agent_enclave_search_worker_searches_total')).toBe(true);
+    expect(total(after.samples, 'agent_enclave_search_worker_searches_total')).toBe(0);
     expect(total(after.samples, 'agent_proxy_enclave_metrics_up')).toBe(1);
     // Node's own metrics, per process.
     expect(has(after.samples, 'agent_proxy_process_resident_memory_bytes')).toBe(true);
