@@ -1,5 +1,6 @@
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from '../common/logger.js';
+import { PendingTable } from '../common/pending-table.js';
 import { channelOptions, enclaveProto, type ApiChunk, type ApiRequest, type ExchangeReply, type ExchangeRequestIn, type HealthReply, type MetricsReply } from '../common/proto.js';
 import type { EnclaveApi, Handler, StreamHandler } from './api/index.js';
 
@@ -84,12 +85,12 @@ export const MAX_UNSENT_EXCHANGE_BYTES = 64 * 1024 * 1024;
  */
 function exchange(handler: Handler, log: Logger, maxUnsentBytes: number): grpc.handleBidiStreamingCall<ExchangeRequestIn, ExchangeReply> {
   return (call) => {
-    const running = new Map<number, AbortController>();
+    const running = new PendingTable<AbortController>();
     let open = true;
     let ending = false; // the caller sends no more requests: end once those running are answered
     const close = () => {
       open = false;
-      for (const controller of running.values()) controller.abort();
+      for (const [, controller] of running.list()) controller.abort();
       running.clear();
     };
     // Reply bytes handed to gRPC and not yet written out (a message's bytes count until its write completes).

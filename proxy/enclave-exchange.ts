@@ -1,5 +1,6 @@
 import * as grpc from '@grpc/grpc-js';
 import { ApiError, timedOut } from '../common/errors.js';
+import { PendingTable } from '../common/pending-table.js';
 import type { ApiReplyIn, ApiRequest, EnclaveClient, ExchangeReplyIn, ExchangeRequest } from '../common/proto.js';
 
 type ExchangeStream = grpc.ClientDuplexStream<ExchangeRequest, ExchangeReplyIn>;
@@ -23,7 +24,7 @@ interface Waiting {
  */
 export class EnclaveExchange {
   private stream?: ExchangeStream;
-  private readonly waiting = new Map<number, Waiting>();
+  private readonly waiting = new PendingTable<Waiting>();
   private lastId = 0;
 
   constructor(
@@ -74,7 +75,7 @@ export class EnclaveExchange {
     const fail = (err?: grpc.ServiceError) => {
       if (this.stream === stream) this.stream = undefined;
       const error = this.transportError(err ?? unavailable());
-      for (const [id, waiting] of [...this.waiting]) if (waiting.stream === stream) this.settle(id)?.reject(error);
+      for (const [id, waiting] of this.waiting.list()) if (waiting.stream === stream) this.settle(id)?.reject(error);
     };
     stream.on('error', fail);
     stream.on('end', () => fail());

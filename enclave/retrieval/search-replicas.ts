@@ -1,6 +1,7 @@
 import { Worker } from 'node:worker_threads';
 import { fileURLToPath } from 'node:url';
 import { resolve } from 'node:path';
+import { PendingTable } from '../../common/pending-table.js';
 import { repoRoot } from '../../common/paths.js';
 import type { LexicalHit, SearchCost } from './bm25.js';
 import type { FromWorker, ToWorker, WorkerSetup } from './search-protocol.js';
@@ -68,7 +69,7 @@ export class SearchReplicas {
   private changesApplied = 0;
   private syncing = false;
   private readonly replicas = new Map<number, Replica>();
-  private readonly waiting = new Map<number, { resolve: (found: TenantSearch) => void; reject: (err: Error) => void }>();
+  private readonly waiting = new PendingTable<{ resolve: (found: TenantSearch) => void; reject: (err: Error) => void }>();
   /** Searches the worker has answered (tests check with it where a query went). */
   answered = 0;
 
@@ -193,7 +194,7 @@ export class SearchReplicas {
       replica.ready = false;
     }
     this.replicas.clear();
-    for (const { reject } of this.waiting.values()) reject(err);
+    for (const [, { reject }] of this.waiting.list()) reject(err);
     this.waiting.clear();
     if (!this.closing) this.onFailure?.(err);
   }
