@@ -6,13 +6,13 @@ import type { MemoryEvent, MemoryJournal, RestoredEvent } from './journal.js';
 import type { EmbeddingModelId } from './model-change.js';
 import { TieredLexical } from '../retrieval/tiered-lexical.js';
 import { FUSION_DEPTH, rankHybrid, type Candidate, type Ranker } from '../retrieval/hybrid.js';
-import type { SearchCost } from '../retrieval/bm25.js';
 import { DEFAULT_TIERS, TieredIndex, type TieredOptions } from '../vectors/tiered-index.js';
 import { isZero } from '../vectors/vector-index.js';
 import { TenantCentre, centred } from '../retrieval/tenant-centre.js';
 import { admit, DEFAULT_CAPACITY, storedBytes, type Capacity, type Usage } from './admission.js';
 import { metadataMatcher } from './metadata-filter.js';
-import type { Replica, SearchReplicas, TenantSearch } from '../retrieval/search-replicas.js';
+import type { Replica, SearchReplicas } from '../retrieval/search-replicas.js';
+import { searchTenant, type TenantSearch } from '../retrieval/tenant-search.js';
 
 export type Metadata = Record<string, string | number | boolean | null>;
 
@@ -282,7 +282,7 @@ export class MemoryService {
     const moved = centred(vector, tenant.centre.mean());
     const remote = accepts ? undefined : this.searchElsewhere(tenant, input.query, moved, depth);
     // The tenant may change while the worker searches: what was deleted meanwhile is skipped below.
-    const searched = (remote && (await remote.catch(() => undefined))) ?? searchHere(tenant, input.query, moved, depth, accepts);
+    const searched = (remote && (await remote.catch(() => undefined))) ?? searchTenant(tenant.index, tenant.lexical, input.query, moved, depth, accepts);
     const score = tenant.index.scorer(vector, tenant.centre.mean());
     const similarity = (id: string) => score(id) ?? 0;
     // Every candidate has the same fields in the same order (one object shape for the engine).
@@ -507,12 +507,4 @@ export class MemoryService {
     }
     return tenant;
   }
-}
-
-/** A query's two searches on the event loop: HNSW (or the exact scan) for `moved`, then BM25. */
-function searchHere(tenant: Tenant, query: string, moved: Float32Array, depth: number, accepts?: (id: string) => boolean): TenantSearch {
-  const ids = tenant.index.search(moved, depth, accepts).map(({ id }) => id);
-  const cost: SearchCost = { terms: 0, postingsRead: 0, postingsHeld: 0 };
-  const { hits, also } = tenant.lexical.searchWith(query, depth, ids, cost, accepts);
-  return { ids, hits, also, cost };
 }

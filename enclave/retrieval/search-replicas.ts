@@ -3,17 +3,8 @@ import { fileURLToPath } from 'node:url';
 import { resolve } from 'node:path';
 import { PendingTable } from '../../common/pending-table.js';
 import { repoRoot } from '../../common/paths.js';
-import type { LexicalHit, SearchCost } from './bm25.js';
 import type { FromWorker, ToWorker, WorkerSetup } from './search-protocol.js';
-
-/** A hybrid query's two searches: the vector search's ids, best first; BM25's top hits and its scores of those ids. */
-export interface TenantSearch {
-  ids: string[];
-  hits: LexicalHit[];
-  /** BM25 score of each of `ids`, in that order (0: no query term). */
-  also: Float64Array;
-  cost: SearchCost;
-}
+import type { TenantSearch } from './tenant-search.js';
 
 /** What a copy is built from: each memory's id, content and vector (undefined: not embedded yet). */
 export interface ReplicaSource {

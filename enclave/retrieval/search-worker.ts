@@ -7,8 +7,9 @@
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { HnswIndex } from '../vectors/hnsw-index.js';
-import { Bm25Index, type SearchCost } from './bm25.js';
+import { Bm25Index } from './bm25.js';
 import type { FromWorker, ToWorker, WorkerSetup } from './search-protocol.js';
+import { searchTenant } from './tenant-search.js';
 
 interface Replica {
   vectors: HnswIndex;
@@ -63,9 +64,7 @@ function handle(message: ToWorker): void {
         reply({ op: 'failed', seq: message.seq, message: `no replica ${message.replica}` });
         return;
       }
-      const ids = replica.vectors.search(message.vector, message.depth).map((n) => n.id);
-      const cost: SearchCost = { terms: 0, postingsRead: 0, postingsHeld: 0 };
-      const { hits, also } = replica.lexical.searchWith(message.query, message.depth, ids, cost);
+      const { ids, hits, also, cost } = searchTenant(replica.vectors, replica.lexical, message.query, message.vector, message.depth);
       reply({ op: 'found', seq: message.seq, ids, hits, also, cost, changes: message.changes });
       return;
     }
