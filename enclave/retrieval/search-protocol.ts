@@ -11,6 +11,16 @@ export interface WorkerSetup {
   hnsw: HnswOptions;
 }
 
+/**
+ * The worker's workerData: its setup, and a flag (one Int32, 0 or 1) the event loop raises
+ * to stop it. The worker checks the flag between two hnswlib calls: a worker terminated
+ * inside one aborts the whole process (a FATAL ERROR from node-addon-api), so it is asked
+ * to stop and ends itself instead.
+ */
+export interface WorkerData extends WorkerSetup {
+  stop: SharedArrayBuffer;
+}
+
 export type ToWorker =
   /** A replica of one tenant's searchable memories, as they are now; `vectors` holds `ids.length` rows (NaN first value: no vector). */
   | { op: 'build'; replica: number; ids: string[]; texts: string[]; vectors: Float32Array }
@@ -20,7 +30,9 @@ export type ToWorker =
   /** A hybrid query's two searches: `vector` is the query already moved to the tenant's mean. */
   | { op: 'search'; seq: number; replica: number; query: string; vector: Float32Array; depth: number; changes: number }
   /** Asks when the first `changes` changes sent have been applied. */
-  | { op: 'sync'; changes: number };
+  | { op: 'sync'; changes: number }
+  /** Wakes an idle worker to see the stop flag (WorkerData.stop). */
+  | { op: 'stop' };
 
 export type FromWorker =
   | { op: 'built'; replica: number }

@@ -3,7 +3,7 @@ import { fileURLToPath } from 'node:url';
 import { resolve } from 'node:path';
 import { PendingTable } from '../../common/pending-table.js';
 import { repoRoot } from '../../common/paths.js';
-import type { FromWorker, ToWorker, WorkerSetup } from './search-protocol.js';
+import type { FromWorker, ToWorker, WorkerData, WorkerSetup } from './search-protocol.js';
 import type { TenantSearch } from './tenant-search.js';
 
 /** What a copy is built from: each memory's id, content and vector (undefined: not embedded yet). */
@@ -17,6 +17,9 @@ export interface ReplicaSource {
  * graph take it a fraction of a millisecond each, and a search waits behind all of them.
  */
 export const MAX_UNAPPLIED_CHANGES = 64;
+
+/** How long close() waits for the worker to end by itself before terminating it. */
+const STOP_GRACE_MS = 5_000;
 
 /** One tenant's copy in the worker. */
 export class Replica {
@@ -50,8 +53,12 @@ function workerScript(): string {
  */
 export class SearchReplicas {
   private readonly worker: Worker;
+  /** The worker's stop flag (search-protocol.ts WorkerData). */
+  private readonly stop = new Int32Array(new SharedArrayBuffer(4));
   private failed = false;
   private closing = false;
+  /** How the worker ended (1: terminated); tests check that close() let it end by itself. */
+  exitCode?: number;
   private building = 0;
   private lastReplica = 0;
   private lastSeq = 0;
@@ -65,12 +72,15 @@ export class SearchReplicas {
   answered = 0;
 
   constructor(private readonly setup: WorkerSetup, private readonly onFailure?: (err: Error) => void) {
-    this.worker = new Worker(workerScript(), { workerData: setup });
+    this.worker = new Worker(workerScript(), { workerData: { ...setup, stop: this.stop.buffer as SharedArrayBuffer } satisfies WorkerData });
     // The worker never keeps the process alive: it only answers the event loop.
     this.worker.unref();
     this.worker.on('message', (message: FromWorker) => this.received(message));
     this.worker.on('error', (err) => this.fail(err));
-    this.worker.on('exit', (code) => this.fail(new Error(`the search worker exited with code ${code}`)));
+    this.worker.on('exit', (code) => {
+      this.exitCode = code;
+      this.fail(new Error(`the search worker exited with code ${code}`));
+    });
   }
 
   /** Copies the worker holds or is building. */
@@ -140,10 +150,20 @@ export class SearchReplicas {
     });
   }
 
+  /**
+   * Stops the worker: it ends by itself between two hnswlib calls (terminating it inside one
+   * would abort the process), or is terminated after STOP_GRACE_MS if it does not.
+   */
   async close(): Promise<void> {
     this.closing = true;
     this.fail(new Error('the search worker was closed'));
-    await this.worker.terminate();
+    if (this.exitCode !== undefined) return;
+    const exited = new Promise<void>((done) => this.worker.once('exit', () => done()));
+    Atomics.store(this.stop, 0, 1);
+    this.send({ op: 'stop' });
+    const timer = setTimeout(() => void this.worker.terminate(), STOP_GRACE_MS);
+    await exited;
+    clearTimeout(timer);
   }
 
   private get dimension(): number {

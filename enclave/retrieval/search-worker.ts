@@ -8,7 +8,7 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { HnswIndex } from '../vectors/hnsw-index.js';
 import { Bm25Index } from './bm25.js';
-import type { FromWorker, ToWorker, WorkerSetup } from './search-protocol.js';
+import type { FromWorker, ToWorker, WorkerData } from './search-protocol.js';
 import { searchTenant } from './tenant-search.js';
 
 interface Replica {
@@ -16,10 +16,13 @@ interface Replica {
   lexical: Bm25Index;
 }
 
-const setup = workerData as WorkerSetup;
+const setup = workerData as WorkerData;
 const replicas = new Map<number, Replica>();
 const port = parentPort!;
 const reply = (message: FromWorker) => port.postMessage(message);
+/** Raised by the event loop when it closes the worker (search-protocol.ts WorkerData). */
+const stop = new Int32Array(setup.stop);
+const stopping = () => Atomics.load(stop, 0) !== 0;
 
 function handle(message: ToWorker): void {
   switch (message.op) {
@@ -30,6 +33,8 @@ function handle(message: ToWorker): void {
         lexical: new Bm25Index(),
       };
       for (let i = 0; i < ids.length; i++) {
+        // A large copy takes seconds to build: stop between two additions when asked.
+        if (stopping()) return;
         const row = vectors.subarray(i * setup.dimension, (i + 1) * setup.dimension);
         if (!Number.isNaN(row[0])) replica.vectors.add(ids[i], row);
         replica.lexical.add(ids[i], texts[i]);
@@ -58,6 +63,8 @@ function handle(message: ToWorker): void {
     case 'sync':
       reply({ op: 'synced', changes: message.changes });
       return;
+    case 'stop':
+      return;
     case 'search': {
       const replica = replicas.get(message.replica);
       if (!replica) {
@@ -72,6 +79,11 @@ function handle(message: ToWorker): void {
 }
 
 port.on('message', (message: ToWorker) => {
+  // Closing the port drops the messages still queued and lets the thread end by itself.
+  if (stopping()) {
+    port.close();
+    return;
+  }
   try {
     handle(message);
   } catch (err) {

@@ -139,4 +139,24 @@ describe('the search worker', () => {
     expect(contents(await underLoad(there.memory, query))).toEqual(contents(await here.memory.query(query)));
     expect(there.replicas!.answered).toBe(answered);
   });
+
+  it('stops a busy worker between two hnswlib calls instead of terminating it inside one', async () => {
+    // A worker terminated inside an hnswlib call takes the whole process down (a FATAL ERROR
+    // from node-addon-api; seen once in twelve closes under heavy changes): close() raises
+    // the stop flag and the worker ends by itself (exit code 0; terminated, it would be 1).
+    const replicas = new SearchReplicas({ dimension: embedder.dimension, hnsw: DEFAULT_TIERS.hnsw });
+    let seed = 7;
+    const vector = () => Float32Array.from({ length: embedder.dimension }, () => ((seed = (seed * 16807) % 2147483647) / 2147483647) - 0.5);
+    const replica = replicas.create({
+      size: 3_000,
+      entries: function* () {
+        for (let i = 0; i < 3_000; i++) yield { id: `m${i}`, text: `memory ${i}`, vector: vector() };
+      },
+    })!;
+    for (let i = 3_000; i < 8_000; i++) replicas.add(replica, `m${i}`, `memory ${i}`, vector());
+    // Mid-build or mid-changes: either takes the worker seconds.
+    await new Promise((r) => setTimeout(r, 200));
+    await replicas.close();
+    expect(replicas.exitCode).toBe(0);
+  });
 });
