@@ -335,10 +335,10 @@ export class MemoryService {
     if (!tenant.replica || tenant.replica.lost) {
       if (++tenant.queries < REPLICATE_AFTER_QUERIES) return undefined;
       tenant.replica = this.replicas.create({
-        size: tenant.records.size,
-        entries: function* () {
-          for (const [id, record] of tenant.records) yield { id, text: record.content, vector: tenant.index.vector(id) };
+        texts: function* () {
+          for (const [id, record] of tenant.records) yield [id, record.content];
         },
+        vectors: () => tenant.index.copyRows(),
       });
       return undefined;
     }

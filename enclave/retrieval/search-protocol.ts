@@ -22,8 +22,8 @@ export interface WorkerData extends WorkerSetup {
 }
 
 export type ToWorker =
-  /** A replica of one tenant's searchable memories, as they are now; `vectors` holds `ids.length` rows (NaN first value: no vector). */
-  | { op: 'build'; replica: number; ids: string[]; texts: string[]; vectors: Float32Array }
+  /** A replica of one tenant's searchable memories, as they are now: every memory's text, and `vectors` holds a row for each of `vectorIds`. */
+  | { op: 'build'; replica: number; ids: string[]; texts: string[]; vectorIds: string[]; vectors: Float32Array }
   | { op: 'add'; replica: number; id: string; text: string; vector?: Float32Array }
   | { op: 'remove'; replica: number; id: string; text: string }
   | { op: 'drop'; replica: number }

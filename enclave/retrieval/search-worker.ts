@@ -27,17 +27,16 @@ const stopping = () => Atomics.load(stop, 0) !== 0;
 function handle(message: ToWorker): void {
   switch (message.op) {
     case 'build': {
-      const { ids, texts, vectors } = message;
+      const { ids, texts, vectorIds, vectors } = message;
       const replica: Replica = {
-        vectors: new HnswIndex(setup.dimension, setup.hnsw, Math.max(1024, ids.length * 2), true),
+        vectors: new HnswIndex(setup.dimension, setup.hnsw, Math.max(1024, vectorIds.length * 2), true),
         lexical: new Bm25Index(),
       };
-      for (let i = 0; i < ids.length; i++) {
+      for (let i = 0; i < ids.length; i++) replica.lexical.add(ids[i], texts[i]);
+      for (let i = 0; i < vectorIds.length; i++) {
         // A large copy takes seconds to build: stop between two additions when asked.
         if (stopping()) return;
-        const row = vectors.subarray(i * setup.dimension, (i + 1) * setup.dimension);
-        if (!Number.isNaN(row[0])) replica.vectors.add(ids[i], row);
-        replica.lexical.add(ids[i], texts[i]);
+        replica.vectors.add(vectorIds[i], vectors.subarray(i * setup.dimension, (i + 1) * setup.dimension));
       }
       replicas.set(message.replica, replica);
       reply({ op: 'built', replica: message.replica });

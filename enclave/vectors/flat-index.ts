@@ -1,4 +1,4 @@
-import { dot, isZero, TopK, type Neighbour, type VectorIndex } from './vector-index.js';
+import { dot, isZero, TopK, type Neighbour, type VectorIndex, type VectorRows } from './vector-index.js';
 
 /**
  * Exact search over one contiguous Float32Array: a tenant of n vectors costs n × dim × 4
@@ -105,7 +105,11 @@ export class FlatIndex implements VectorIndex {
     return top.items;
   }
 
-  /** Every id with its vector (for moving a tenant to another index). */
+  copyRows(): VectorRows {
+    return { ids: this.ids.slice(), vectors: this.data.slice(0, this.ids.length * this.dimension) };
+  }
+
+  /** Every id with its vector, as views of the storage (for moving a tenant to another index). */
   *entries(): Generator<[string, Float32Array]> {
     for (let row = 0; row < this.ids.length; row++) yield [this.ids[row], this.data.subarray(row * this.dimension, (row + 1) * this.dimension)];
   }

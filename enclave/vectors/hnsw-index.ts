@@ -1,6 +1,6 @@
 import hnswlib from 'hnswlib-node';
 import { FlatIndex } from './flat-index.js';
-import { isZero, type Neighbour, type VectorIndex } from './vector-index.js';
+import { isZero, type Neighbour, type VectorIndex, type VectorRows } from './vector-index.js';
 
 const { HierarchicalNSW } = hnswlib;
 
@@ -84,6 +84,15 @@ export class HnswIndex implements VectorIndex {
   vector(id: string): Float32Array | undefined {
     const zero = this.zeros.get(id);
     return zero ? zero.slice() : this.stored().vector(id);
+  }
+
+  copyRows(): VectorRows {
+    const stored = this.stored().copyRows();
+    if (this.zeros.size === 0) return stored;
+    // Zero vectors are kept aside: their rows (all 0) follow the stored ones.
+    const vectors = new Float32Array(stored.vectors.length + this.zeros.size * this.dimension);
+    vectors.set(stored.vectors);
+    return { ids: [...stored.ids, ...this.zeros.keys()], vectors };
   }
 
   similarity(id: string, query: Float32Array, origin?: Float32Array): number | undefined {

@@ -1,6 +1,6 @@
 import { FlatIndex } from './flat-index.js';
 import { DEFAULT_HNSW, HnswIndex, type HnswOptions } from './hnsw-index.js';
-import type { Neighbour, VectorIndex } from './vector-index.js';
+import type { Neighbour, VectorIndex, VectorRows } from './vector-index.js';
 
 export interface TieredOptions {
   /** A tenant moves from exact search to an HNSW graph when it holds more vectors than this. */
@@ -45,6 +45,10 @@ export class TieredIndex implements VectorIndex {
 
   vector(id: string): Float32Array | undefined {
     return this.current.vector(id);
+  }
+
+  copyRows(): VectorRows {
+    return this.current.copyRows();
   }
 
   similarity(id: string, query: Float32Array, origin?: Float32Array): number | undefined {

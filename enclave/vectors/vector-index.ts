@@ -13,6 +13,12 @@ export interface Neighbour {
   score: number;
 }
 
+/** Ids and their vectors, one row of the index's dimension each (VectorIndex.copyRows). */
+export interface VectorRows {
+  ids: string[];
+  vectors: Float32Array<ArrayBuffer>;
+}
+
 export interface VectorIndex {
   /** Vectors held, zero ones included. */
   readonly size: number;
@@ -21,6 +27,12 @@ export interface VectorIndex {
   remove(id: string): void;
   /** The vector stored under `id`. */
   vector(id: string): Float32Array | undefined;
+  /**
+   * Every id with its vector, zero ones included, copied in one piece: `vectors` holds a row
+   * of `dimension` floats for each of `ids`, in the order they are stored. A large tenant
+   * read this way costs no lookup and no copy per vector (the search worker's copy of it).
+   */
+  copyRows(): VectorRows;
   /**
    * Cosine similarity of `query` and the vector under `id`; undefined if there is none.
    * With `origin`, measured from there: the cosine of (query - origin) and (vector - origin),

@@ -148,9 +148,13 @@ describe('the search worker', () => {
     let seed = 7;
     const vector = () => Float32Array.from({ length: embedder.dimension }, () => ((seed = (seed * 16807) % 2147483647) / 2147483647) - 0.5);
     const replica = replicas.create({
-      size: 3_000,
-      entries: function* () {
-        for (let i = 0; i < 3_000; i++) yield { id: `m${i}`, text: `memory ${i}`, vector: vector() };
+      texts: function* () {
+        for (let i = 0; i < 3_000; i++) yield [`m${i}`, `memory ${i}`];
+      },
+      vectors: () => {
+        const vectors = new Float32Array(3_000 * embedder.dimension);
+        for (let i = 0; i < 3_000; i++) vectors.set(vector(), i * embedder.dimension);
+        return { ids: Array.from({ length: 3_000 }, (_, i) => `m${i}`), vectors };
       },
     })!;
     for (let i = 3_000; i < 8_000; i++) replicas.add(replica, `m${i}`, `memory ${i}`, vector());

@@ -80,6 +80,21 @@ describe.each(implementations)('VectorIndex contract: %s', (_name, make) => {
     for (const i of [0, 3, 49]) expect([...index.vector(`m${i}`)!].map((x) => x.toFixed(5))).toEqual([...vectors[i]].map((x) => x.toFixed(5)));
   });
 
+  it('copies out every id with its vector, zero ones and the survivors of removals included', () => {
+    const index = make(4);
+    const vectors = randomUnits(20, 4, 2);
+    vectors.forEach((v, i) => index.add(`m${i}`, v));
+    index.add('zero', new Float32Array(4));
+    for (const i of [0, 7, 19]) index.remove(`m${i}`);
+    const rows = index.copyRows();
+    expect(rows.vectors.length).toBe(rows.ids.length * 4);
+    const listed = new Map(rows.ids.map((id, row) => [id, [...rows.vectors.subarray(row * 4, row * 4 + 4)]]));
+    expect(listed.size).toBe(index.size);
+    expect(listed.get('zero')).toEqual([0, 0, 0, 0]);
+    for (const i of [0, 7, 19]) expect(listed.has(`m${i}`)).toBe(false);
+    for (const [id, v] of listed) expect(v).toEqual([...index.vector(id)!]);
+  });
+
   it('drops removed vectors from results at once', () => {
     const index = make(2);
     index.add('a', unit(1, 0));
