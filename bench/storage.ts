@@ -53,10 +53,12 @@ function mapTarget() {
 
 /** A host store on `dir`, served over gRPC on loopback, and the enclave's client for it. */
 async function hostStore(dir: string) {
-  const server = createHostStoreServer(new FsBlobStore(dir), createLogger('bench-host-store', 'warn'));
+  const files = new FsBlobStore(dir);
+  const server = createHostStoreServer(files, createLogger('bench-host-store', 'warn'));
   const port = await listen(server, `127.0.0.1:${await freePort()}`);
   const blobs = new GrpcBlobStore(`127.0.0.1:${port}`);
-  return { blobs, close: async () => { await blobs.close(); server.forceShutdown(); } };
+  // The host store keeps the files it appends to open: closed with it, not left to the collector.
+  return { blobs, close: async () => { await blobs.close(); server.forceShutdown(); await files.close(); } };
 }
 
 async function writes(groupCommit: boolean, writers: number, total: number) {
