@@ -32,14 +32,15 @@ const SETTLE_MS = quick ? 1_000 : 8_000;
 
 interface Load { perSecond: number; p50: number; p99: number; errors: number }
 
-/** Sends `total` requests from `concurrency` clients (keep-alive connections) and times each. */
-async function load(pool: Pool, concurrency: number, total: number, make: (i: number) => { method: 'GET' | 'POST'; path: string; body?: string }): Promise<Load> {
+type Make = (i: number) => { method: 'GET' | 'POST'; path: string; body?: string };
+
+/** Sends requests from `concurrency` clients (keep-alive connections) while `more(sent)` holds, and times each. */
+async function send(pool: Pool, concurrency: number, more: (sent: number) => boolean, make: Make): Promise<{ latencies: number[]; errors: number }> {
   const latencies: number[] = [];
   let next = 0;
   let errors = 0;
-  const started = performance.now();
   await Promise.all(Array.from({ length: concurrency }, async () => {
-    while (next < total) {
+    while (more(next)) {
       const { method, path, body } = make(next++);
       const t = performance.now();
       const res = await pool.request({ method, path, body, headers: body ? { 'content-type': 'application/json' } : {} });
@@ -48,21 +49,32 @@ async function load(pool: Pool, concurrency: number, total: number, make: (i: nu
       if (res.statusCode !== 200) errors++;
     }
   }));
+  return { latencies, errors };
+}
+
+/** Sends `total` requests from `concurrency` clients and times each. */
+async function load(pool: Pool, concurrency: number, total: number, make: Make): Promise<Load> {
+  const started = performance.now();
+  const { latencies, errors } = await send(pool, concurrency, (sent) => sent < total, make);
   const seconds = (performance.now() - started) / 1000;
   latencies.sort((a, b) => a - b);
   return { perSecond: Math.round(total / seconds), p50: round(percentile(latencies, 50)), p99: round(percentile(latencies, 99)), errors };
 }
 
 /**
- * Requests sent, untimed, before each measured load at the same concurrency: connections
- * are opened and the code paths compiled, so the figures are for a service in use rather
- * than for its first second.
+ * How long requests are sent, untimed, before each measured load at the same concurrency,
+ * so the figures are for a service in use. Every process gets cheaper per request for
+ * thousands of requests after a bulk load (at 100k memories and 16 clients: the enclave's
+ * event loop 460 -> 370 us a query, the proxy 195 -> 125, over 8,000 questions none asked
+ * twice, so compiled code and a settled heap, not cached answers): 200 requests left the
+ * measured loads early on that curve.
  */
-const WARM_UP = quick ? 50 : 200;
+const WARM_UP_MS = quick ? 500 : 3_000;
 
-/** load(), after WARM_UP requests made the same way (numbered after the measured ones). */
-async function measure(pool: Pool, concurrency: number, total: number, make: (i: number) => { method: 'GET' | 'POST'; path: string; body?: string }): Promise<Load> {
-  await load(pool, concurrency, WARM_UP, (i) => make(total + i));
+/** load(), after WARM_UP_MS of requests made the same way (numbered after the measured ones). */
+async function measure(pool: Pool, concurrency: number, total: number, make: Make): Promise<Load> {
+  const until = performance.now() + WARM_UP_MS;
+  await send(pool, concurrency, () => performance.now() < until, (i) => make(total + i));
   return load(pool, concurrency, total, make);
 }
 
