@@ -101,6 +101,46 @@ export function dot(a: Float32Array, b: Float32Array, bOffset = 0): number {
   return s0 + s1 + (s2 + s3);
 }
 
+/**
+ * a · b[bOffset ..], c · b[bOffset ..] and b[bOffset ..] · itself, in one pass over that row of
+ * b, into out[0..2]. Each sum is taken exactly as dot() takes it (four running sums, the same
+ * order), so the three equal dot(a, b, bOffset), dot(c, b, bOffset) and dot(row, row) to the bit.
+ */
+export function dot3(a: Float32Array, c: Float32Array, b: Float32Array, bOffset: number, out: Float64Array): void {
+  const n = a.length;
+  let a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+  let c0 = 0, c1 = 0, c2 = 0, c3 = 0;
+  let b0 = 0, b1 = 0, b2 = 0, b3 = 0;
+  let d = 0;
+  for (; d + 3 < n; d += 4) {
+    const x0 = b[bOffset + d];
+    const x1 = b[bOffset + d + 1];
+    const x2 = b[bOffset + d + 2];
+    const x3 = b[bOffset + d + 3];
+    a0 += a[d] * x0;
+    a1 += a[d + 1] * x1;
+    a2 += a[d + 2] * x2;
+    a3 += a[d + 3] * x3;
+    c0 += c[d] * x0;
+    c1 += c[d + 1] * x1;
+    c2 += c[d + 2] * x2;
+    c3 += c[d + 3] * x3;
+    b0 += x0 * x0;
+    b1 += x1 * x1;
+    b2 += x2 * x2;
+    b3 += x3 * x3;
+  }
+  for (; d < n; d++) {
+    const x = b[bOffset + d];
+    a0 += a[d] * x;
+    c0 += c[d] * x;
+    b0 += x * x;
+  }
+  out[0] = a0 + a1 + (a2 + a3);
+  out[1] = c0 + c1 + (c2 + c3);
+  out[2] = b0 + b1 + (b2 + b3);
+}
+
 /** Keeps the k best-scoring entries seen, best first: a bounded insertion list (k is small). */
 export class TopK {
   readonly items: Neighbour[] = [];

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { FlatIndex } from '../../enclave/vectors/flat-index.js';
 import { DEFAULT_HNSW, HnswIndex } from '../../enclave/vectors/hnsw-index.js';
 import { TieredIndex } from '../../enclave/vectors/tiered-index.js';
-import type { VectorIndex } from '../../enclave/vectors/vector-index.js';
+import { dot, dot3, type VectorIndex } from '../../enclave/vectors/vector-index.js';
 import { centredCosine } from '../../enclave/retrieval/tenant-centre.js';
 import { mulberry32 } from '../../scripts/lib/mulberry32.js';
 
@@ -175,5 +175,24 @@ describe('HnswIndex', () => {
     }
     expect(index.size).toBe(3);
     expect(index.search(unit(1, 199 % 7, 199 % 5), 3).map((h) => h.id).sort()).toEqual(['m197', 'm198', 'm199']);
+  });
+});
+
+describe('dot3', () => {
+  it('gives the three products of dot() to the bit, for any length', () => {
+    // Values of very different sizes, so that a sum taken in another order differs in its last bits.
+    const uniform = mulberry32(3);
+    const rough = (n: number) => Float32Array.from({ length: n }, () => (uniform() - 0.5) * 10 ** Math.floor(uniform() * 7 - 3));
+    for (const dimension of [1, 3, 4, 7, 100]) {
+      for (let trial = 0; trial < 20; trial++) {
+        const [a, c] = [rough(dimension), rough(dimension)];
+        // The row sits inside a larger array, as in FlatIndex.
+        const rows = rough(3 * dimension);
+        const row = rows.subarray(dimension, 2 * dimension);
+        const out = new Float64Array(3);
+        dot3(a, c, rows, dimension, out);
+        expect([...out]).toEqual([dot(a, rows, dimension), dot(c, rows, dimension), dot(row, row)]);
+      }
+    }
   });
 });
