@@ -53,7 +53,7 @@ export const enclaveSettings = {
   maxStoredBytes: integer('MAX_STORED_BYTES', 'Most bytes of memory content and metadata the enclave holds in all; adds (and updates that grow a memory) past it answer 503 enclave_capacity_reached', 1024 ** 3, 1, 2 ** 45),
   maxMemoriesPerKey: integer('MAX_MEMORIES_PER_KEY', 'Most memories all the tenants of one API key may hold together (with keys on); adding more answers 409 key_memory_limit_reached', 1_000_000, 1, 1_000_000_000),
   maxMemoriesPerTenant: integer('MAX_MEMORIES_PER_TENANT', 'Most memories one tenant may hold; adding more answers 409 memory_limit_reached', 100_000, 1, 1_000_000_000),
-  searchWorker: oneOf('SEARCH_WORKER', 'Large tenants (over 4,096 memories, from their 50th query) are searched on a second thread, which holds a search-only copy of each (about 2.5 KB a memory: some 250 MiB more for a tenant of 100k): on, or off to search them on the event loop', ['on', 'off'] as const, 'on'),
+  searchWorker: oneOf('SEARCH_WORKER', 'Large tenants (over 4,096 memories, from their 50th query) are searched on a second thread, which holds a copy of each (about 3 KB a memory: some 300 MiB more for a tenant of 100k): on, or off to search them on the event loop', ['on', 'off'] as const, 'on'),
   snapshotLogBytes: integer('SNAPSHOT_LOG_BYTES', 'Snapshot the memories and compact once the log passes this many bytes (and the last snapshot\'s size)', 64 * 1024 * 1024, 1, 2 ** 40),
   kmsKeyId: optionalText('KMS_KEY_ID', 'With TEE_MODE=nitro: the KMS key (id, ARN or alias) whose data key seals the enclave\'s files (deploy/sealing.md)'),
   awsRegion: optionalText('AWS_REGION', 'With TEE_MODE=nitro: the region of KMS_KEY_ID'),

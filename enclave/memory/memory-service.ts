@@ -12,7 +12,7 @@ import { TenantCentre, centred } from '../retrieval/tenant-centre.js';
 import { admit, DEFAULT_CAPACITY, storedBytes, type Capacity, type Usage } from './admission.js';
 import { metadataMatcher } from './metadata-filter.js';
 import type { Replica, SearchReplicas } from '../retrieval/search-replicas.js';
-import { searchTenant, type TenantSearch } from '../retrieval/tenant-search.js';
+import { candidatesOf, searchTenant, type RankedHit } from '../retrieval/tenant-search.js';
 
 export type Metadata = Record<string, string | number | boolean | null>;
 
@@ -52,7 +52,7 @@ interface Tenant {
   /** BM25 over the same memories, kept in step with `index` and `records`. */
   lexical: TieredLexical;
   records: Map<string, MemoryRecord>;
-  /** The large tenant's search-only copy in the search worker, once it is queried often enough. */
+  /** The large tenant's copy in the search worker, once it is queried often enough. */
   replica?: Replica;
   /** Queries since the tenant was created (counted only while it has no copy). */
   queries: number;
@@ -273,37 +273,34 @@ export class MemoryService {
     const tenant = this.tenant(input.tenant_id, false);
     if (!tenant || tenant.records.size === 0) return [];
     const [vector] = await this.embedder.embed([input.query]);
+    const depth = Math.max(input.top_k, FUSION_DEPTH);
+    const mean = tenant.centre.mean();
+    // A filter needs the records, which only the event loop holds; other rankings are the evaluation's.
+    const remote = input.filters || rank !== rankHybrid ? undefined : this.searchElsewhere(tenant, input.query, vector, mean, depth);
+    const ranked = (remote && (await remote.catch(() => undefined))) ?? this.rankHere(tenant, input, vector, mean, depth, rank);
+    // The tenant may have changed while the worker searched: what is gone is skipped, and the
+    // rest keeps its order (a ranking's order does not depend on the other candidates).
+    const results: ScoredMemory[] = [];
+    for (const hit of ranked) {
+      const record = tenant.records.get(hit.id);
+      if (!record) continue;
+      results.push({ record, score: hit.fused, scores: { vector: hit.vector, lexical: hit.lexical ?? null, fused: hit.fused } });
+      if (results.length === input.top_k) break;
+    }
+    return results;
+  }
+
+  /** A query's searches and ranking on the event loop: what the worker does for a large tenant's unfiltered queries. */
+  private rankHere(tenant: Tenant, input: QueryMemoryInput, vector: Float32Array, mean: Float32Array, depth: number, rank: Ranker): RankedHit[] {
     // A filter is applied inside both searches, so each still returns its depth of matches.
     const accept = input.filters ? metadataMatcher(input.filters) : undefined;
     const accepts = accept && ((id: string) => accept(tenant.records.get(id)!.metadata));
-    const depth = Math.max(input.top_k, FUSION_DEPTH);
     // Similarity from the tenant's mean, not the origin: the index finds the neighbours of the
     // moved query, and each is scored exactly from the mean (retrieval/tenant-centre.ts).
-    const moved = centred(vector, tenant.centre.mean());
-    const remote = accepts ? undefined : this.searchElsewhere(tenant, input.query, moved, depth);
-    // The tenant may change while the worker searches: what was deleted meanwhile is skipped below.
-    const searched = (remote && (await remote.catch(() => undefined))) ?? searchTenant(tenant.index, tenant.lexical, input.query, moved, depth, accepts);
-    const score = tenant.index.scorer(vector, tenant.centre.mean());
+    const searched = searchTenant(tenant.index, tenant.lexical, input.query, centred(vector, mean), depth, accepts);
+    const score = tenant.index.scorer(vector, mean);
     const similarity = (id: string) => score(id) ?? 0;
-    // Every candidate has the same fields in the same order (one object shape for the engine).
-    // The vector side's finds carry their BM25 score even below the lexical top `depth`, so
-    // the depth decides which memories are considered, never how one is scored.
-    const candidates = new Map<string, Candidate>();
-    searched.ids
-      .map((id, j) => ({ id, score: similarity(id), lexical: searched.also[j] }))
-      .filter(({ id }) => tenant.records.has(id))
-      .sort((x, y) => y.score - x.score)
-      .forEach(({ id, score, lexical }, i) => candidates.set(id, { id, vector: score, vectorRank: i + 1, lexical: lexical > 0 ? lexical : undefined, lexicalRank: undefined }));
-    searched.hits.forEach(({ id, score }, i) => {
-      const candidate = candidates.get(id);
-      if (candidate) {
-        candidate.lexical = score;
-        candidate.lexicalRank = i + 1;
-      } else if (tenant.records.has(id)) {
-        // A memory only the lexical ranking found still gets its cosine similarity.
-        candidates.set(id, { id, vector: similarity(id), vectorRank: undefined, lexical: score, lexicalRank: i + 1 });
-      }
-    });
+    const candidates = candidatesOf(searched, similarity, (id) => tenant.records.has(id));
     // HNSW may stop short under a narrow filter: then score every matching memory exactly.
     if (accepts && candidates.size < input.top_k && tenant.records.size > candidates.size) {
       const exact: Candidate[] = [];
@@ -314,23 +311,17 @@ export class MemoryService {
       let vectorRank = candidates.size;
       for (const c of exact.slice(0, depth)) candidates.set(c.id, { ...c, vectorRank: ++vectorRank });
     }
-    return rank([...candidates.values()], { lexicalIdeal: searched.cost.idealScore ?? 0 })
-      .slice(0, input.top_k)
-      .map((hit) => ({
-        record: tenant.records.get(hit.id)!,
-        score: hit.fused,
-        scores: { vector: hit.vector, lexical: hit.lexical ?? null, fused: hit.fused },
-      }));
+    return rank([...candidates.values()], { lexicalIdeal: searched.cost.idealScore ?? 0 });
   }
 
   /**
-   * A large tenant's searches in the search worker, when there is one, it can take them now,
-   * and other queries are under way (alone, a query is answered sooner here: the hop to the
-   * worker and back costs more than it frees). The REPLICATE_AFTER_QUERIES-th query of a
-   * large tenant starts its copy there (and is searched here): a copy costs memory, so a
-   * tenant queried now and then has none.
+   * A large tenant's query searched and ranked in the search worker, when there is one, it
+   * can take it now, and other queries are under way (alone, a query is answered sooner here:
+   * the hop to the worker and back costs more than it frees). The REPLICATE_AFTER_QUERIES-th
+   * query of a large tenant starts its copy there (and is searched here): a copy costs
+   * memory, so a tenant queried now and then has none.
    */
-  private searchElsewhere(tenant: Tenant, query: string, moved: Float32Array, depth: number): Promise<TenantSearch> | undefined {
+  private searchElsewhere(tenant: Tenant, query: string, vector: Float32Array, mean: Float32Array, depth: number): Promise<RankedHit[]> | undefined {
     if (!this.replicas || tenant.index.kind !== 'hnsw' || tenant.lexical.kind !== 'inverted') return undefined;
     if (!tenant.replica || tenant.replica.lost) {
       if (++tenant.queries < REPLICATE_AFTER_QUERIES) return undefined;
@@ -342,7 +333,7 @@ export class MemoryService {
       });
       return undefined;
     }
-    return this.querying > 1 ? this.replicas.search(tenant.replica, query, moved, depth) : undefined;
+    return this.querying > 1 ? this.replicas.search(tenant.replica, query, vector, mean, depth) : undefined;
   }
 
   /**

@@ -68,7 +68,7 @@ export class EnclaveMetrics {
       collect() { this.set(gauges.inFlight()); },
     });
     new Gauge({
-      name: name('search_worker_copies'), help: 'Large tenants with a search-only copy in the search worker, built or building (SEARCH_WORKER; a count, never which)', registers: [this.registry],
+      name: name('search_worker_copies'), help: 'Large tenants with a copy in the search worker, built or building (SEARCH_WORKER; a count, never which)', registers: [this.registry],
       collect() { this.set(gauges.searchWorker().copies); },
     });
     let searches = 0;

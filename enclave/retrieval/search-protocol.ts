@@ -1,5 +1,4 @@
 import type { HnswOptions } from '../vectors/hnsw-index.js';
-import type { LexicalHit, SearchCost } from './bm25.js';
 
 /**
  * The messages between the enclave's event loop and its search worker
@@ -27,8 +26,11 @@ export type ToWorker =
   | { op: 'add'; replica: number; id: string; text: string; vector?: Float32Array }
   | { op: 'remove'; replica: number; id: string; text: string }
   | { op: 'drop'; replica: number }
-  /** A hybrid query's two searches: `vector` is the query already moved to the tenant's mean. */
-  | { op: 'search'; seq: number; replica: number; query: string; vector: Float32Array; depth: number; changes: number }
+  /**
+   * A hybrid query, searched and ranked: `vector` is the query's embedding and `mean` the
+   * tenant's mean as the event loop has it, one after the other in `vectors`.
+   */
+  | { op: 'search'; seq: number; replica: number; query: string; vectors: Float32Array; depth: number; changes: number }
   /** Asks when the first `changes` changes sent have been applied. */
   | { op: 'sync'; changes: number }
   /** Wakes an idle worker to see the stop flag (WorkerData.stop). */
@@ -36,7 +38,11 @@ export type ToWorker =
 
 export type FromWorker =
   | { op: 'built'; replica: number }
-  /** `changes`: the search came after that many changes, all applied now. */
-  | { op: 'found'; seq: number; ids: string[]; hits: LexicalHit[]; also: Float64Array; cost: SearchCost; changes: number }
+  /**
+   * The ranking, best first: `scores` holds (fused, vector, lexical) for each of `ids`, lexical
+   * 0 where no query term matched. `changes`: the search came after that many changes, all
+   * applied now.
+   */
+  | { op: 'found'; seq: number; ids: string[]; scores: Float64Array; changes: number }
   | { op: 'synced'; changes: number }
   | { op: 'failed'; seq: number; message: string };

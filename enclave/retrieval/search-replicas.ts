@@ -4,7 +4,7 @@ import { resolve } from 'node:path';
 import { PendingTable } from '../../common/pending-table.js';
 import { repoRoot } from '../../common/paths.js';
 import type { FromWorker, ToWorker, WorkerData, WorkerSetup } from './search-protocol.js';
-import type { TenantSearch } from './tenant-search.js';
+import type { RankedHit } from './tenant-search.js';
 import type { VectorRows } from '../vectors/vector-index.js';
 
 /** What a copy is built from: each memory's id and content, and each embedded memory's vector. */
@@ -40,13 +40,15 @@ function workerScript(): string {
 /**
  * Large tenants' searches on a second thread. The event loop keeps every tenant whole (and
  * can answer any query itself); for a large tenant that is queried often
- * (memory-service.ts decides) it also keeps a search-only copy in the worker
- * (retrieval/search-worker.ts), changed in step by message, and sends each unfiltered
- * query's HNSW and BM25 searches there, doing the rest (embedding, similarity, fusion,
- * signing) itself. Those two searches were about 40% of the event loop's time per query,
- * and while they run elsewhere other requests are served (docs/performance.md). Messages
- * keep their order on the one port, so a search sees every change sent before it. The
- * cost is memory: the copy's graph and postings, about 2.5 KB a memory.
+ * (memory-service.ts decides) it also keeps a copy in the worker (retrieval/search-worker.ts),
+ * changed in step by message, and sends each unfiltered query there to be searched (HNSW
+ * and BM25) and ranked (each candidate's similarity, the fusion), doing the rest (embedding,
+ * looking up the winners' records, the answer, signing) itself. The searches were about 40%
+ * of the event loop's time per query and the similarities another 15-20% (a candidate's
+ * vector and its map entries are cache misses), and while they run elsewhere other
+ * requests are served (docs/performance.md). Messages keep their order on the one port, so
+ * a search sees every change sent before it. The cost is memory: the copy's graph, vectors
+ * and postings, about 3 KB a memory.
  *
  * Searches stay on the event loop while the worker builds a copy (a build takes seconds for
  * a large tenant, and searches queued behind it would wait) or has more than
@@ -68,7 +70,7 @@ export class SearchReplicas {
   private changesApplied = 0;
   private syncing = false;
   private readonly replicas = new Map<number, Replica>();
-  private readonly waiting = new PendingTable<{ resolve: (found: TenantSearch) => void; reject: (err: Error) => void }>();
+  private readonly waiting = new PendingTable<{ resolve: (ranked: RankedHit[]) => void; reject: (err: Error) => void }>();
   /** Searches the worker has answered (tests check with it where a query went). */
   answered = 0;
 
@@ -129,11 +131,11 @@ export class SearchReplicas {
   }
 
   /**
-   * A query's searches in the worker: `vector` already moved to the tenant's mean, `depth`
-   * results from each. Undefined when the worker cannot take them now; rejects if it fails
-   * meanwhile (then search on the event loop).
+   * A query searched (`depth` results from each side) and ranked in the worker, best first:
+   * `vector` is its embedding, `mean` the tenant's mean. Undefined when the worker cannot
+   * take it now; rejects if it fails meanwhile (then search on the event loop).
    */
-  search(replica: Replica, query: string, vector: Float32Array, depth: number): Promise<TenantSearch> | undefined {
+  search(replica: Replica, query: string, vector: Float32Array, mean: Float32Array, depth: number): Promise<RankedHit[]> | undefined {
     if (!replica.ready || this.building > 0 || this.failed) return undefined;
     if (this.changesSent - this.changesApplied > MAX_UNAPPLIED_CHANGES) {
       // Ask where the worker is; searches go there again once it has caught up.
@@ -144,9 +146,12 @@ export class SearchReplicas {
       return undefined;
     }
     const seq = ++this.lastSeq;
-    return new Promise<TenantSearch>((resolve, reject) => {
+    const vectors = new Float32Array(2 * this.dimension);
+    vectors.set(vector);
+    vectors.set(mean, this.dimension);
+    return new Promise<RankedHit[]>((resolve, reject) => {
       this.waiting.set(seq, { resolve, reject });
-      this.send({ op: 'search', seq, replica: replica.id, query, vector, depth, changes: this.changesSent });
+      this.send({ op: 'search', seq, replica: replica.id, query, vectors, depth, changes: this.changesSent }, [vectors.buffer]);
     });
   }
 
@@ -193,7 +198,7 @@ export class SearchReplicas {
     const waiting = this.waiting.get(message.seq);
     if (!waiting) return;
     this.waiting.delete(message.seq);
-    if (message.op === 'found') waiting.resolve({ ids: message.ids, hits: message.hits, also: message.also, cost: message.cost });
+    if (message.op === 'found') waiting.resolve(rankedHits(message.ids, message.scores));
     else waiting.reject(new Error(message.message));
   }
 
@@ -209,4 +214,12 @@ export class SearchReplicas {
     this.waiting.clear();
     if (!this.closing) this.onFailure?.(err);
   }
+}
+
+/** The worker's ranking as hits (search-protocol.ts: three scores per id). */
+function rankedHits(ids: string[], scores: Float64Array): RankedHit[] {
+  return ids.map((id, i) => {
+    const lexical = scores[3 * i + 2];
+    return { id, fused: scores[3 * i], vector: scores[3 * i + 1], lexical: lexical > 0 ? lexical : undefined };
+  });
 }

@@ -1,15 +1,17 @@
 /**
- * The search worker: a thread of the enclave holding a search-only copy (HNSW graph and
- * BM25 postings) of each large tenant the event loop hands it, and running a hybrid query's
- * two searches there, so the event loop is free for other requests meanwhile
- * (retrieval/search-replicas.ts is the other side). It holds no records, keys or secrets
- * beyond the memories' texts and vectors, and talks only to its parent.
+ * The search worker: a thread of the enclave holding a copy (HNSW graph, vectors and BM25
+ * postings) of each large tenant the event loop hands it, and searching and ranking a hybrid
+ * query there, so the event loop is free for other requests meanwhile and only looks up the
+ * records of the winners (retrieval/search-replicas.ts is the other side). It holds no
+ * records, keys or secrets beyond the memories' texts and vectors, and talks only to its parent.
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { HnswIndex } from '../vectors/hnsw-index.js';
 import { Bm25Index } from './bm25.js';
 import type { FromWorker, ToWorker, WorkerData } from './search-protocol.js';
-import { searchTenant } from './tenant-search.js';
+import { rankHybrid } from './hybrid.js';
+import { centred } from './tenant-centre.js';
+import { candidatesOf, searchTenant } from './tenant-search.js';
 
 interface Replica {
   vectors: HnswIndex;
@@ -29,7 +31,7 @@ function handle(message: ToWorker): void {
     case 'build': {
       const { ids, texts, vectorIds, vectors } = message;
       const replica: Replica = {
-        vectors: new HnswIndex(setup.dimension, setup.hnsw, Math.max(1024, vectorIds.length * 2), true),
+        vectors: new HnswIndex(setup.dimension, setup.hnsw, Math.max(1024, vectorIds.length * 2)),
         lexical: new Bm25Index(),
       };
       for (let i = 0; i < ids.length; i++) replica.lexical.add(ids[i], texts[i]);
@@ -70,8 +72,20 @@ function handle(message: ToWorker): void {
         reply({ op: 'failed', seq: message.seq, message: `no replica ${message.replica}` });
         return;
       }
-      const { ids, hits, also, cost } = searchTenant(replica.vectors, replica.lexical, message.query, message.vector, message.depth);
-      reply({ op: 'found', seq: message.seq, ids, hits, also, cost, changes: message.changes });
+      // The same steps as the event loop's (memory/memory-service.ts rankHere), on the copy.
+      const { dimension } = setup;
+      const vector = message.vectors.subarray(0, dimension);
+      const mean = message.vectors.subarray(dimension, 2 * dimension);
+      const searched = searchTenant(replica.vectors, replica.lexical, message.query, centred(vector, mean), message.depth);
+      const score = replica.vectors.scorer(vector, mean);
+      const ranked = rankHybrid([...candidatesOf(searched, (id) => score(id) ?? 0).values()], { lexicalIdeal: searched.cost.idealScore ?? 0 });
+      const scores = new Float64Array(3 * ranked.length);
+      ranked.forEach((hit, i) => {
+        scores[3 * i] = hit.fused;
+        scores[3 * i + 1] = hit.vector;
+        scores[3 * i + 2] = hit.lexical ?? 0;
+      });
+      reply({ op: 'found', seq: message.seq, ids: ranked.map((hit) => hit.id), scores, changes: message.changes });
       return;
     }
   }

@@ -1,5 +1,6 @@
 import type { VectorIndex } from '../vectors/vector-index.js';
 import type { LexicalHit, LexicalResult, SearchCost } from './bm25.js';
+import type { Candidate } from './hybrid.js';
 
 /** A hybrid query's two searches: the vector search's ids, best first; BM25's top hits and its scores of those ids. */
 export interface TenantSearch {
@@ -8,6 +9,16 @@ export interface TenantSearch {
   /** BM25 score of each of `ids`, in that order (0: no query term). */
   also: Float64Array;
   cost: SearchCost;
+}
+
+/** One memory of a query's ranking, with what its place is made of (retrieval/hybrid.ts). */
+export interface RankedHit {
+  id: string;
+  fused: number;
+  /** Cosine similarity from the tenant's mean; 0 when either vector is missing or zero. */
+  vector: number;
+  /** BM25 score; undefined when no query term matched. */
+  lexical?: number;
 }
 
 /** What the lexical side offers: TieredLexical on the event loop, Bm25Index in the search worker. */
@@ -25,4 +36,32 @@ export function searchTenant(vectors: Pick<VectorIndex, 'search'>, lexical: Lexi
   const cost: SearchCost = { terms: 0, postingsRead: 0, postingsHeld: 0 };
   const { hits, also } = lexical.searchWith(query, depth, ids, cost, accept);
   return { ids, hits, also, cost };
+}
+
+/**
+ * The candidates of both searches, each scored by both sides whichever found it: the vector
+ * side's finds carry their BM25 score even below the lexical top `depth`, and a memory only
+ * BM25 found still gets its similarity, so the depth decides which memories are considered,
+ * never how one is scored. `similarity` is the exact cosine from the tenant's mean; `held`
+ * leaves out what the tenant no longer holds (the event loop knows; the worker does not, and
+ * the event loop skips such memories in its ranking afterwards, which keeps the same order).
+ * Every candidate has the same fields in the same order (one object shape for the engine).
+ */
+export function candidatesOf(searched: TenantSearch, similarity: (id: string) => number, held?: (id: string) => boolean): Map<string, Candidate> {
+  const candidates = new Map<string, Candidate>();
+  searched.ids
+    .map((id, j) => ({ id, score: similarity(id), lexical: searched.also[j] }))
+    .filter(({ id }) => !held || held(id))
+    .sort((x, y) => y.score - x.score)
+    .forEach(({ id, score, lexical }, i) => candidates.set(id, { id, vector: score, vectorRank: i + 1, lexical: lexical > 0 ? lexical : undefined, lexicalRank: undefined }));
+  searched.hits.forEach(({ id, score }, i) => {
+    const candidate = candidates.get(id);
+    if (candidate) {
+      candidate.lexical = score;
+      candidate.lexicalRank = i + 1;
+    } else if (!held || held(id)) {
+      candidates.set(id, { id, vector: similarity(id), vectorRank: undefined, lexical: score, lexicalRank: i + 1 });
+    }
+  });
+  return candidates;
 }

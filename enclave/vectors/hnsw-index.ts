@@ -25,8 +25,7 @@ export const DEFAULT_HNSW: HnswOptions = { m: 16, efConstruction: 200, efSearch:
  * tenant under steady ingest and deletion does not grow without bound. Zero vectors have
  * no direction: they are kept aside, never in the graph. Every vector is also kept in a flat
  * array, because reading one back from hnswlib (getPoint) builds a JS array each time, and
- * a hybrid query asks for the similarity of up to a hundred lexical-only candidates; a
- * search-only copy (the search worker's, retrieval/search-worker.ts) keeps none of them.
+ * a hybrid query asks for the similarity of every candidate, lexical-only ones included.
  */
 export class HnswIndex implements VectorIndex {
   private readonly index;
@@ -36,14 +35,14 @@ export class HnswIndex implements VectorIndex {
   private readonly labelToId = new Map<number, string>();
   private readonly idToLabel = new Map<string, number>();
   private readonly zeros = new Map<string, Float32Array>();
-  private readonly vectors?: FlatIndex;
+  private readonly vectors: FlatIndex;
 
-  constructor(readonly dimension: number, private readonly options: HnswOptions = DEFAULT_HNSW, initialCapacity = 1024, searchOnly = false) {
+  constructor(readonly dimension: number, private readonly options: HnswOptions = DEFAULT_HNSW, initialCapacity = 1024) {
     this.capacity = initialCapacity;
     this.index = new HierarchicalNSW('cosine', dimension);
     this.index.initIndex(this.capacity, options.m, options.efConstruction, 100, true);
     this.index.setEf(options.efSearch);
-    if (!searchOnly) this.vectors = new FlatIndex(dimension, initialCapacity);
+    this.vectors = new FlatIndex(dimension, initialCapacity);
   }
 
   get size(): number {
@@ -67,7 +66,7 @@ export class HnswIndex implements VectorIndex {
     if (reuse) this.deleted--;
     this.labelToId.set(label, id);
     this.idToLabel.set(id, label);
-    this.vectors?.add(id, vector);
+    this.vectors.add(id, vector);
   }
 
   remove(id: string): void {
@@ -78,16 +77,16 @@ export class HnswIndex implements VectorIndex {
     this.deleted++;
     this.idToLabel.delete(id);
     this.labelToId.delete(label);
-    this.vectors?.remove(id);
+    this.vectors.remove(id);
   }
 
   vector(id: string): Float32Array | undefined {
     const zero = this.zeros.get(id);
-    return zero ? zero.slice() : this.stored().vector(id);
+    return zero ? zero.slice() : this.vectors.vector(id);
   }
 
   copyRows(): VectorRows {
-    const stored = this.stored().copyRows();
+    const stored = this.vectors.copyRows();
     if (this.zeros.size === 0) return stored;
     // Zero vectors are kept aside: their rows (all 0) follow the stored ones.
     const vectors = new Float32Array(stored.vectors.length + this.zeros.size * this.dimension);
@@ -100,13 +99,8 @@ export class HnswIndex implements VectorIndex {
   }
 
   scorer(query: Float32Array, origin?: Float32Array): (id: string) => number | undefined {
-    const score = this.stored().scorer(query, origin);
+    const score = this.vectors.scorer(query, origin);
     return (id) => (this.zeros.has(id) ? 0 : score(id));
-  }
-
-  private stored(): FlatIndex {
-    if (!this.vectors) throw new Error('a search-only HNSW index keeps no vectors');
-    return this.vectors;
   }
 
   search(query: Float32Array, k: number, accept?: (id: string) => boolean): Neighbour[] {

@@ -99,6 +99,30 @@ describe('the search worker', () => {
     expect(replicas!.answered).toBeGreaterThanOrEqual(4);
   });
 
+  it('leaves out a memory deleted while the worker ranks the query, and answers top_k from the rest', async () => {
+    const { memory, replicas } = await service(true);
+    await untilServedByWorker(memory, replicas!);
+    const target = await memory.add({ tenant_id: 'big', content: 'My pet axolotl is called Quetzalcoatl.' });
+    // The worker ranks without the records: delete the best answer once the query is on its way there.
+    const search = replicas!.search.bind(replicas);
+    let deleted = false;
+    replicas!.search = (...args) => {
+      const found = search(...args);
+      if (found && !deleted) {
+        deleted = true;
+        void memory.delete('big', target.id);
+      }
+      return found;
+    };
+    const answered = replicas!.answered;
+    const hits = await underLoad(memory, { tenant_id: 'big', query: 'what is my axolotl called Quetzalcoatl', top_k: 3 });
+    expect(deleted).toBe(true);
+    expect(replicas!.answered).toBeGreaterThan(answered);
+    expect(memory.get('big', target.id)).toBeUndefined();
+    expect(hits.map((h) => h.record.id)).not.toContain(target.id);
+    expect(hits).toHaveLength(3);
+  });
+
   it('searches on the event loop while the worker has many changes still to apply', async () => {
     const { memory, replicas } = await service(true);
     await untilServedByWorker(memory, replicas!);
