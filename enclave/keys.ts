@@ -25,7 +25,7 @@ export function generateIdentity(): EnclaveIdentity {
   secretKey.fill(0);
   return {
     publicKey,
-    sign: (message) => new Uint8Array(signEd25519(null, message, key)),
+    sign: (message) => signEd25519(null, message, key),
   };
 }
 
