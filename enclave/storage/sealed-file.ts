@@ -13,7 +13,7 @@
  * without the reader noticing. The key id only lets the reader say "wrong key" plainly.
  */
 import { createHash, hkdfSync, randomBytes } from 'node:crypto';
-import nacl from 'tweetnacl';
+import { SECRETBOX, secretbox, secretboxOpen } from './secretbox.js';
 import { CorruptStoreError } from './errors.js';
 
 export type FileKind = 'log' | 'snapshot';
@@ -21,7 +21,7 @@ export type FileKind = 'log' | 'snapshot';
 export const HEADER_BYTES = 32;
 const MAGIC: Record<FileKind, Buffer> = { log: Buffer.from('PASLOG01'), snapshot: Buffer.from('PASSNP01') };
 const FRAME_MAGIC = Buffer.from('SBX1');
-const FRAME_PREFIX = 4 + 4 + nacl.secretbox.nonceLength;
+const FRAME_PREFIX = 4 + 4 + SECRETBOX.nonceLength;
 const BODY_PREFIX = HEADER_BYTES + 8;
 /** No legitimate frame is this large (a memory is at most ~130 KB); larger means damage. */
 export const MAX_BOX_BYTES = 16 * 1024 * 1024;
@@ -35,7 +35,7 @@ export interface StorageKey {
 
 /** Derives the memory-store key (domain-separated, so the sealing key can seal other things too). */
 export function deriveStorageKey(sealingKey: Uint8Array): StorageKey {
-  if (sealingKey.length !== nacl.secretbox.keyLength) throw new Error(`sealing key must be ${nacl.secretbox.keyLength} bytes`);
+  if (sealingKey.length !== SECRETBOX.keyLength) throw new Error(`sealing key must be ${SECRETBOX.keyLength} bytes`);
   const box = new Uint8Array(hkdfSync('sha256', sealingKey, Buffer.alloc(0), 'private-agent-service/memory-store/v1', 32));
   const id = createHash('sha256').update('private-agent-service/key-id/v1\0').update(box).digest().subarray(0, 8);
   return { box, id: Buffer.from(id) };
@@ -51,8 +51,8 @@ export function sealFrame(key: StorageKey, header: Buffer, seq: number, payload:
   header.copy(body, 0);
   body.writeBigUInt64BE(BigInt(seq), HEADER_BYTES);
   body.set(payload, BODY_PREFIX);
-  const nonce = randomBytes(nacl.secretbox.nonceLength);
-  const box = nacl.secretbox(body, nonce, key.box);
+  const nonce = randomBytes(SECRETBOX.nonceLength);
+  const box = secretbox(body, nonce, key.box);
   const frame = Buffer.allocUnsafe(FRAME_PREFIX + box.length);
   FRAME_MAGIC.copy(frame, 0);
   frame.writeUInt32BE(box.length, 4);
@@ -78,13 +78,12 @@ function openFrame(key: StorageKey, header: Buffer, buf: Buffer, offset: number)
   }
   if (!buf.subarray(offset, offset + 4).equals(FRAME_MAGIC)) return { kind: 'bad' };
   const boxLength = buf.readUInt32BE(offset + 4);
-  if (boxLength < nacl.secretbox.overheadLength + BODY_PREFIX || boxLength > MAX_BOX_BYTES) return { kind: 'bad' };
+  if (boxLength < SECRETBOX.overheadLength + BODY_PREFIX || boxLength > MAX_BOX_BYTES) return { kind: 'bad' };
   const end = offset + FRAME_PREFIX + boxLength;
   if (end > buf.length) return { kind: 'torn' };
   const nonce = buf.subarray(offset + 8, offset + FRAME_PREFIX);
-  const body = nacl.secretbox.open(buf.subarray(offset + FRAME_PREFIX, end), nonce, key.box);
-  if (!body) return { kind: 'bad' };
-  const b = Buffer.from(body.buffer, body.byteOffset, body.byteLength);
+  const b = secretboxOpen(buf.subarray(offset + FRAME_PREFIX, end), nonce, key.box);
+  if (!b) return { kind: 'bad' };
   if (!b.subarray(0, HEADER_BYTES).equals(header)) return { kind: 'foreign' };
   const seq = b.readBigUInt64BE(HEADER_BYTES);
   if (seq > BigInt(Number.MAX_SAFE_INTEGER)) return { kind: 'bad' };

@@ -4,6 +4,8 @@ import { CorruptStoreError } from '../../enclave/storage/errors.js';
 import { decodePayload, encodeEvent, encodeHeader, type FileMeta } from '../../enclave/storage/payloads.js';
 import { deriveStorageKey, newHeader, readSealedFile, sealFrame, type StorageKey } from '../../enclave/storage/sealed-file.js';
 import { frameSpans } from '../helpers/sealed-files.js';
+import nacl from 'tweetnacl';
+import { secretbox, secretboxOpen } from '../../enclave/storage/secretbox.js';
 
 const key = deriveStorageKey(randomBytes(32));
 const meta: FileMeta = { format: 1, kind: 'log', generation: 1, embedding_model: 'm', dimension: 3, created_at: 0 };
@@ -104,5 +106,34 @@ describe('sealed files', () => {
 
   it('refuse a file of the other kind', () => {
     expect(() => readSealedFile(sealedFile(three()), 'snapshot', key, 'x', { allowTail: false })).toThrow(/not a sealed snapshot file/);
+  });
+});
+
+describe('secretbox (libsodium)', () => {
+  it('seals and opens exactly as tweetnacl does, so files written by either open with either', () => {
+    for (const length of [0, 1, 31, 32, 33, 700, 70_000]) {
+      const boxKey = randomBytes(32);
+      const nonce = randomBytes(24);
+      const message = randomBytes(length);
+      const native = secretbox(message, nonce, boxKey);
+      const js = nacl.secretbox(message, nonce, boxKey);
+      expect(Buffer.from(js).equals(native)).toBe(true);
+      expect(secretboxOpen(js, nonce, boxKey)!.equals(message)).toBe(true);
+      expect(Buffer.from(nacl.secretbox.open(native, nonce, boxKey)!).equals(message)).toBe(true);
+    }
+  });
+
+  it('refuses a box that was altered, a wrong key or nonce, and one too short to hold a tag', () => {
+    const boxKey = randomBytes(32);
+    const nonce = randomBytes(24);
+    const box = secretbox(Buffer.from('a memory'), nonce, boxKey);
+    for (let i = 0; i < box.length; i++) {
+      const altered = Buffer.from(box);
+      altered[i] ^= 1;
+      expect(secretboxOpen(altered, nonce, boxKey)).toBeUndefined();
+    }
+    expect(secretboxOpen(box, nonce, randomBytes(32))).toBeUndefined();
+    expect(secretboxOpen(box, randomBytes(24), boxKey)).toBeUndefined();
+    expect(secretboxOpen(box.subarray(0, 15), nonce, boxKey)).toBeUndefined();
   });
 });
