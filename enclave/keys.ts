@@ -1,5 +1,5 @@
-import { createPrivateKey, sign as signEd25519 } from 'node:crypto';
 import nacl from 'tweetnacl';
+import sodium from 'sodium-native';
 import { openRequest, type OpenedRequest, type RequestEnvelope } from '../sdk/protocol/sealed.js';
 
 /**
@@ -12,20 +12,22 @@ export interface EnclaveIdentity {
   sign(message: Uint8Array): Uint8Array;
 }
 
-/** DER prefix of a PKCS#8 Ed25519 private key; the 32-byte seed follows. */
-const PKCS8_ED25519_PREFIX = Buffer.from('302e020100300506032b657004220420', 'hex');
-
 export function generateIdentity(): EnclaveIdentity {
-  const { publicKey, secretKey } = nacl.sign.keyPair();
-  // Every reply is signed: sign with OpenSSL, about 50 times faster than tweetnacl's
-  // JavaScript. Same key, and Ed25519 is deterministic, so the same signatures.
-  const der = Buffer.concat([PKCS8_ED25519_PREFIX, secretKey.subarray(0, 32)]);
-  const key = createPrivateKey({ key: der, format: 'der', type: 'pkcs8' });
-  der.fill(0);
-  secretKey.fill(0);
+  // Every reply is signed, so this is on every request's path: libsodium signs in about 21 µs
+  // on this machine, OpenSSL (node:crypto) in 42, tweetnacl's JavaScript in about 2 ms.
+  // Ed25519 is deterministic: the same key gives the same signatures by any of them.
+  // The secret key lives in libsodium's guarded memory (locked, fenced by guard pages,
+  // wiped when freed) and never in a JavaScript string or ordinary buffer.
+  const publicKey = new Uint8Array(sodium.crypto_sign_PUBLICKEYBYTES);
+  const secretKey = sodium.sodium_malloc(sodium.crypto_sign_SECRETKEYBYTES);
+  sodium.crypto_sign_keypair(publicKey, secretKey);
   return {
     publicKey,
-    sign: (message) => signEd25519(null, message, key),
+    sign: (message) => {
+      const signature = Buffer.allocUnsafe(sodium.crypto_sign_BYTES);
+      sodium.crypto_sign_detached(signature, message, secretKey);
+      return signature;
+    },
   };
 }
 
