@@ -102,3 +102,29 @@ export function rssMiB(pid: number | undefined): number {
     return Number.NaN;
   }
 }
+
+/** CPU time a process has used so far (user + system) in ms (Linux /proc), or NaN where unavailable. */
+export function cpuMs(pid: number | undefined): number {
+  try {
+    // Fields after the command's closing parenthesis: utime and stime are the 12th and 13th, in clock ticks (100 a second).
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+    return (Number(fields[11]) + Number(fields[12])) * 10;
+  } catch {
+    return Number.NaN;
+  }
+}
+
+/**
+ * Waits until a process is at rest: under 5% of a core over a whole second (no background
+ * indexing, compaction or copy going on), or `maxMs` has passed. Resolves with the ms waited.
+ */
+export async function untilIdle(pid: number | undefined, maxMs: number): Promise<number> {
+  const started = performance.now();
+  let used = cpuMs(pid);
+  for (;;) {
+    await new Promise((r) => setTimeout(r, 1000));
+    const now = cpuMs(pid);
+    if (!(now - used >= 50) || performance.now() - started > maxMs) return performance.now() - started;
+    used = now;
+  }
+}
