@@ -21,6 +21,7 @@ import { FlatIndex } from '../enclave/vectors/flat-index.js';
 import { DEFAULT_TIERS, TieredIndex } from '../enclave/vectors/tiered-index.js';
 import { rssMiB, startService, untilIdle, type Service } from '../scripts/lib/run-service.js';
 import { memoryText, questionText } from './corpus.js';
+import { describeSpeed, machineSpeed } from './machine-speed.js';
 import { percentile } from './stats.js';
 
 const quick = process.env.BENCH_QUICK === '1';
@@ -274,8 +275,10 @@ function targets(results: Results): Array<{ what: string; target: string; measur
 }
 
 export async function run(): Promise<void> {
+  const speedAtStart = machineSpeed();
+  console.log(`machine speed at the start (a fixed workload; larger is slower, see bench/machine-speed.ts): ${describeSpeed(speedAtStart)}`);
   const results: Results = {
-    machine: { cpus: cpus().length, cpu: cpus()[0]?.model, node: process.version, date: new Date().toISOString() },
+    machine: { cpus: cpus().length, cpu: cpus()[0]?.model, node: process.version, date: new Date().toISOString(), speed: { start: speedAtStart } },
     quick,
   };
   await overHttp(results);
@@ -286,6 +289,8 @@ export async function run(): Promise<void> {
   } finally {
     await embedder.close();
   }
+  results.machine.speed.end = machineSpeed();
+  console.log(`\nmachine speed at the end: ${describeSpeed(results.machine.speed.end)}`);
   results.targets = targets(results);
   console.log('\n| target | measured | met |\n|---|---|---|');
   for (const row of results.targets) console.log(`| ${row.what}: ${row.target} | ${row.measured} | ${row.met ? 'yes' : '**no**'} |`);
