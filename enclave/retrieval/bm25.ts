@@ -55,8 +55,14 @@ export const MAX_QUERY_TERMS = 32;
  */
 interface Posting {
   docs: number[];
-  tfs: number[];
-  /** Entries used in docs/tfs, removed documents included until the next compaction. */
+  /**
+   * Per entry, the term's count in the document and the document's length, in one small
+   * integer (pack()). A search reads the length it normalises by from the posting it is
+   * reading anyway instead of from a table by document number: on a large tenant that table
+   * read was a cache miss for nearly every posting read.
+   */
+  packed: number[];
+  /** Entries used in docs/packed, removed documents included until the next compaction. */
   length: number;
   /** Live documents holding the term (the document frequency). */
   df: number;
@@ -72,6 +78,20 @@ interface Posting {
   blocks?: number[];
 }
 
+/**
+ * A packed entry is count << LENGTH_BITS | length: both below 2^15, so it stays a small
+ * integer (V8's Smi: 31 bits). A length that does not fit is stored as LENGTH_MASK and read
+ * from the table by document (not reached under the API's limits: a content of at most
+ * 32 KiB characters has fewer terms). Counts are capped at COUNT_MAX.
+ */
+const LENGTH_BITS = 15;
+const LENGTH_MASK = (1 << LENGTH_BITS) - 1;
+const COUNT_MAX = (1 << 15) - 1;
+
+function pack(tf: number, length: number): number {
+  return (tf << LENGTH_BITS) | Math.min(length, LENGTH_MASK);
+}
+
 /** Entries per block of a posting list (block-max bounds). */
 const BLOCK = 64;
 const BLOCK_SHIFT = 6;
@@ -82,9 +102,9 @@ const MIN_WINDOW = 256;
 
 /**
  * One tenant's BM25 index over memory contents, in compact arrays: per term, the numbers of
- * the documents holding it and how often (two small integers a posting, no object per posting). A
- * removed document is marked dead at once (it stops matching) and its postings are dropped
- * at the next compaction. Search is top-k with block-max MaxScore pruning: terms whose best
+ * the documents holding it, and how often with the document's length (two small integers a
+ * posting, no object per posting). A removed document's postings count 0 at once (it stops
+ * matching) and are dropped at the next compaction. Search is top-k with block-max MaxScore pruning: terms whose best
  * possible contribution cannot lift a document into the top k are only looked up for
  * documents the other terms already rank high, and ranges of documents whose blocks cannot
  * reach it are skipped, so a common word does not walk its whole posting list, and no list of
@@ -118,11 +138,11 @@ export class Bm25Index {
     this.totalLength += terms.length;
     for (const [term, tf] of counts(terms)) {
       let posting = this.postings.get(term);
-      if (!posting) this.postings.set(term, (posting = { docs: [], tfs: [], length: 0, df: 0, maxTf: 0, minLength: Infinity }));
-      const count = Math.min(tf, 0xffff);
+      if (!posting) this.postings.set(term, (posting = { docs: [], packed: [], length: 0, df: 0, maxTf: 0, minLength: Infinity }));
+      const count = Math.min(tf, COUNT_MAX);
       noteBlock(posting, posting.length, count, terms.length);
       posting.docs.push(doc);
-      posting.tfs.push(count);
+      posting.packed.push(pack(count, terms.length));
       posting.length++;
       posting.df++;
       posting.maxTf = Math.max(posting.maxTf, count);
@@ -140,7 +160,12 @@ export class Bm25Index {
     this.dead++;
     for (const term of counts(lexicalTerms(text)).keys()) {
       const posting = this.postings.get(term);
-      if (posting && --posting.df === 0) this.postings.delete(term);
+      if (!posting) continue;
+      // The entry stays until the next compaction with a count of 0, so it adds nothing to
+      // any score, and a search need not look the document up to know it is gone.
+      const at = seek(posting.docs, posting.length, 0, doc);
+      if (at < posting.length && posting.docs[at] === doc) posting.packed[at] &= LENGTH_MASK;
+      if (--posting.df === 0) this.postings.delete(term);
     }
     if (this.dead > 1024 && this.dead > this.numbers.size) this.compact();
   }
@@ -184,7 +209,10 @@ export class Bm25Index {
     // Each term's postings through plain local arrays: the loops below are the hot loop of a
     // query on a large tenant.
     const docs = terms.map((t) => t.posting.docs);
-    const tfs = terms.map((t) => t.posting.tfs);
+    const packed = terms.map((t) => t.posting.packed);
+    // The norm of a document from one of its packed entries.
+    const normOf = (entry: number, doc: number): number =>
+      normBase + normScale * ((entry & LENGTH_MASK) === LENGTH_MASK ? lengths[doc] : entry & LENGTH_MASK);
     const blocks = terms.map((t) => t.posting.blocks ?? [t.posting.maxTf, t.posting.minLength]);
     const ends = Int32Array.from(terms, (t) => t.posting.length);
     // The memories `also` names, in document order: each term's postings are then swept once
@@ -201,8 +229,9 @@ export class Bm25Index {
         at = seek(docs[i], ends[i], at, doc);
         if (at >= ends[i]) break;
         if (docs[i][at] !== doc) continue;
-        const norm = normBase + normScale * lengths[doc];
-        scores[j] += (weights[i] * tfs[i][at]) / (tfs[i][at] + norm);
+        const entry = packed[i][at];
+        const tf = entry >>> LENGTH_BITS;
+        scores[j] += (weights[i] * tf) / (tf + normOf(entry, doc));
       }
     }
     // Block-max MaxScore (Turtle & Flood 1995, with the block bounds of Ding & Suel 2011 and
@@ -216,7 +245,6 @@ export class Bm25Index {
     const order = Int32Array.from(terms, (_, i) => i); // the window's terms by increasing bound
     const below = new Float64Array(m); // below[j]: the most order[0..j] can add together
     const ids = this.ids;
-    const removed = this.dead > 0;
     const top = new TopDocs(k);
     let threshold = top.threshold;
     // What a bound must pass to matter: the threshold, less rounding. A bound is a sum in
@@ -253,26 +281,30 @@ export class Bm25Index {
           if (at[i] < ends[i] && docs[i][at[i]] < doc) doc = docs[i][at[i]];
         }
         if (doc === end) break;
-        const norm = normBase + normScale * lengths[doc];
+        // Some essential term holds doc (it is the least of their current documents): the
+        // first one read gives the norm.
+        let norm = -1;
         let score = 0;
         for (let j = essential; j < m; j++) {
           const i = order[j];
           if (at[i] < ends[i] && docs[i][at[i]] === doc) {
-            const tf = tfs[i][at[i]];
+            const entry = packed[i][at[i]];
+            if (norm < 0) norm = normOf(entry, doc);
+            const tf = entry >>> LENGTH_BITS;
             score += (weights[i] * tf) / (tf + norm);
             at[i]++;
             read++;
           }
         }
-        // (Reading ids[doc] touches the id string itself: skipped while nothing is removed.)
-        if ((removed && ids[doc] === '') || (accept && !accept(ids[doc]))) continue;
+        // A live document an essential term holds scores above 0; a removed one's entries count 0.
+        if (score === 0 || (accept && !accept(ids[doc]))) continue;
         // The non-essential terms, largest bound first, only while they could make a difference.
         for (let j = essential - 1; j >= 0 && score + below[j] > limit; j--) {
           const i = order[j];
           at[i] = seek(docs[i], ends[i], at[i], doc);
           read++;
           if (at[i] < ends[i] && docs[i][at[i]] === doc) {
-            const tf = tfs[i][at[i]];
+            const tf = packed[i][at[i]] >>> LENGTH_BITS;
             score += (weights[i] * tf) / (tf + norm);
           }
         }
@@ -282,7 +314,10 @@ export class Bm25Index {
         score = 0;
         for (let i = 0; i < m; i++) {
           const p = at[i] > 0 && docs[i][at[i] - 1] === doc ? at[i] - 1 : at[i];
-          if (p < ends[i] && docs[i][p] === doc) score += (weights[i] * tfs[i][p]) / (tfs[i][p] + norm);
+          if (p < ends[i] && docs[i][p] === doc) {
+            const tf = packed[i][p] >>> LENGTH_BITS;
+            score += (weights[i] * tf) / (tf + norm);
+          }
         }
         if (top.offer(doc, score)) {
           threshold = top.threshold;
@@ -322,17 +357,18 @@ export class Bm25Index {
       for (let i = 0; i < posting.length; i++) {
         const doc = renumber[posting.docs[i]];
         if (doc < 0) continue;
-        const tf = posting.tfs[i];
+        const entry = posting.packed[i];
+        const tf = entry >>> LENGTH_BITS;
         noteBlock(posting, kept, tf, lengths[doc]);
         posting.docs[kept] = doc;
-        posting.tfs[kept] = tf;
+        posting.packed[kept] = entry; // a document's length does not change
         posting.maxTf = Math.max(posting.maxTf, tf);
         posting.minLength = Math.min(posting.minLength, lengths[doc]);
         kept++;
       }
       posting.length = kept;
       posting.docs.length = kept;
-      posting.tfs.length = kept;
+      posting.packed.length = kept;
     }
     this.ids = ids;
     this.lengths = lengths;

@@ -211,6 +211,22 @@ describe.each<[string, () => Lexical]>([
     }
   });
 
+  it('scores a memory of more terms than a posting entry packs (32,767) exactly', () => {
+    const bm25 = make();
+    const docs = new Map<string, string>();
+    const add = (id: string, text: string) => { bm25.add(id, text); docs.set(id, text); };
+    add('long', `${sentence(40_000)} lighthouse`);
+    for (let i = 0; i < 400; i++) add(`m${i}`, `${sentence(3 + (i % 10))}${i % 3 === 0 ? ' lighthouse' : ''}`);
+    for (const query of ['lighthouse', 'lighthouse river', 'the dog walk']) {
+      const want = new Map(exhaustive(docs, query, docs.size).map((h) => [h.id, h.score]));
+      expect(want.get('long'), query).toBeGreaterThan(0);
+      const { hits, also } = bm25.searchWith(query, docs.size, ['long']);
+      expect(also[0], query).toBeCloseTo(want.get('long')!, 9);
+      expect(hits.find((h) => h.id === 'long')?.score, query).toBeCloseTo(want.get('long')!, 9);
+      for (const hit of hits) expect(hit.score, `${query}: ${hit.id}`).toBeCloseTo(want.get(hit.id)!, 9);
+    }
+  });
+
   it('stays exact across compactions (many removals)', () => {
     const bm25 = make();
     const docs = new Map<string, string>();
