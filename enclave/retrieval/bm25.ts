@@ -86,7 +86,7 @@ interface Posting {
  */
 const LENGTH_BITS = 15;
 const LENGTH_MASK = (1 << LENGTH_BITS) - 1;
-const COUNT_MAX = (1 << 15) - 1;
+const COUNT_MAX = (1 << (30 - LENGTH_BITS)) - 1; // count << LENGTH_BITS stays below 2^30
 
 function pack(tf: number, length: number): number {
   return (tf << LENGTH_BITS) | Math.min(length, LENGTH_MASK);
@@ -104,11 +104,11 @@ const MIN_WINDOW = 256;
  * One tenant's BM25 index over memory contents, in compact arrays: per term, the numbers of
  * the documents holding it, and how often with the document's length (two small integers a
  * posting, no object per posting). A removed document's postings count 0 at once (it stops
- * matching) and are dropped at the next compaction. Search is top-k with block-max MaxScore pruning: terms whose best
- * possible contribution cannot lift a document into the top k are only looked up for
- * documents the other terms already rank high, and ranges of documents whose blocks cannot
- * reach it are skipped, so a common word does not walk its whole posting list, and no list of
- * all matches is built or sorted.
+ * matching) and are dropped at the next compaction. Search is top-k with block-max MaxScore
+ * pruning: terms whose best possible contribution cannot lift a document into the top k are
+ * only looked up for documents the other terms already rank high, and ranges of documents
+ * whose blocks cannot reach it are skipped, so a common word does not walk its whole posting
+ * list, and no list of all matches is built or sorted.
  */
 export class Bm25Index {
   /** Document number -> memory id; '' once removed. */
