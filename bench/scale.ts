@@ -14,13 +14,13 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import hnswlib from 'hnswlib-node';
-import { Pool } from 'undici';
 import { modelsDir, repoRoot } from '../common/paths.js';
 import { loadEmbedder, type Embedder } from '../enclave/embedding/embedder.js';
 import { FlatIndex } from '../enclave/vectors/flat-index.js';
 import { DEFAULT_TIERS, TieredIndex } from '../enclave/vectors/tiered-index.js';
 import { rssMiB, startService, untilIdle, type Service } from '../scripts/lib/run-service.js';
 import { memoryText, questionText } from './corpus.js';
+import { LoadClient, type LoadRequest } from './load-client.js';
 import { describeSpeed, machineSpeed } from './machine-speed.js';
 import { percentile } from './stats.js';
 
@@ -38,35 +38,46 @@ const QUERIES = quick ? 400 : 2_000;
  */
 const SETTLE_MAX_MS = quick ? 10_000 : 120_000;
 
-interface Load { perSecond: number; p50: number; p99: number; errors: number }
+interface Load {
+  perSecond: number;
+  p50: number;
+  p99: number;
+  errors: number;
+  /** CPU the load generator (this process) spent a request, in us: taken from the service's two cores. */
+  clientCpuUs: number;
+}
 
-type Make = (i: number) => { method: 'GET' | 'POST'; path: string; body?: string };
+type Make = (i: number) => LoadRequest;
 
 /** Sends requests from `concurrency` clients (keep-alive connections) while `more(sent)` holds, and times each. */
-async function send(pool: Pool, concurrency: number, more: (sent: number) => boolean, make: Make): Promise<{ latencies: number[]; errors: number }> {
+async function send(client: LoadClient, concurrency: number, more: (sent: number) => boolean, make: Make): Promise<{ latencies: number[]; errors: number }> {
   const latencies: number[] = [];
   let next = 0;
   let errors = 0;
   await Promise.all(Array.from({ length: concurrency }, async () => {
     while (more(next)) {
-      const { method, path, body } = make(next++);
+      const request = make(next++);
       const t = performance.now();
-      const res = await pool.request({ method, path, body, headers: body ? { 'content-type': 'application/json' } : {} });
-      await res.body.arrayBuffer();
+      const { status } = await client.request(request);
       latencies.push(performance.now() - t);
-      if (res.statusCode !== 200) errors++;
+      if (status !== 200) errors++;
     }
   }));
   return { latencies, errors };
 }
 
 /** Sends `total` requests from `concurrency` clients and times each. */
-async function load(pool: Pool, concurrency: number, total: number, make: Make): Promise<Load> {
+async function load(client: LoadClient, concurrency: number, total: number, make: Make): Promise<Load> {
+  const cpu = process.cpuUsage();
   const started = performance.now();
-  const { latencies, errors } = await send(pool, concurrency, (sent) => sent < total, make);
+  const { latencies, errors } = await send(client, concurrency, (sent) => sent < total, make);
   const seconds = (performance.now() - started) / 1000;
+  const { user, system } = process.cpuUsage(cpu);
   latencies.sort((a, b) => a - b);
-  return { perSecond: Math.round(total / seconds), p50: round(percentile(latencies, 50)), p99: round(percentile(latencies, 99)), errors };
+  return {
+    perSecond: Math.round(total / seconds), p50: round(percentile(latencies, 50)), p99: round(percentile(latencies, 99)), errors,
+    clientCpuUs: Math.round((user + system) / total),
+  };
 }
 
 /**
@@ -80,10 +91,10 @@ async function load(pool: Pool, concurrency: number, total: number, make: Make):
 const WARM_UP_MS = quick ? 500 : 3_000;
 
 /** load(), after WARM_UP_MS of requests made the same way (numbered after the measured ones). */
-async function measure(pool: Pool, concurrency: number, total: number, make: Make): Promise<Load> {
+async function measure(client: LoadClient, concurrency: number, total: number, make: Make): Promise<Load> {
   const until = performance.now() + WARM_UP_MS;
-  await send(pool, concurrency, () => performance.now() < until, (i) => make(total + i));
-  return load(pool, concurrency, total, make);
+  await send(client, concurrency, () => performance.now() < until, (i) => make(total + i));
+  return load(client, concurrency, total, make);
 }
 
 const round = (x: number, digits = 2) => Number(x.toFixed(digits));
@@ -94,14 +105,14 @@ const addBatch = (tenant: string, from: number, count: number) => ({
 });
 const query = (tenant: string) => (i: number) => ({ method: 'GET' as const, path: `/v1/memory?tenant_id=${tenant}&top_k=10&query=${encodeURIComponent(questionText(i))}` });
 
-async function service(name: string): Promise<{ svc: Service; pool: Pool; dir: string }> {
+async function service(name: string): Promise<{ svc: Service; client: LoadClient; dir: string }> {
   const dir = mkdtempSync(join(tmpdir(), `bench-scale-${name}-`));
   const svc = await startService({ DATA_DIR: join(dir, 'data'), LOG_LEVEL: 'warn', RATE_LIMIT_MAX: '0', RATE_LIMIT_IP_MAX: '0' }, join(dir, 'service.log'));
-  return { svc, pool: new Pool(svc.baseUrl, { connections: 16 }), dir };
+  return { svc, client: new LoadClient(svc.baseUrl, 16), dir };
 }
 
 async function overHttp(results: Record<string, unknown>): Promise<void> {
-  const { svc, pool, dir } = await service('http');
+  const { svc, client, dir } = await service('http');
   try {
     // One tenant grows; queries at each size, from one client and from 16.
     const queries: Record<string, unknown> = {};
@@ -112,49 +123,49 @@ async function overHttp(results: Record<string, unknown>): Promise<void> {
     for (const size of SIZES) {
       const started = performance.now();
       const batches = Math.ceil((size - stored) / 100);
-      const filled = await load(pool, 4, batches, (b) => addBatch('big', stored + b * 100, 100));
+      const filled = await load(client, 4, batches, (b) => addBatch('big', stored + b * 100, 100));
       if (filled.errors > 0) throw new Error(`${filled.errors} batch adds failed`);
       loadMs += performance.now() - started;
       stored = size;
       // Let the load's compaction and the worker's indexing finish, so the figures are for a store at rest.
       settled[`${size}`] = Math.round(await untilIdle(svc.enclave.pid, SETTLE_MAX_MS));
-      const one = await measure(pool, 1, Math.min(QUERIES, 1000), query('big'));
-      const sixteen = await measure(pool, 16, QUERIES, query('big'));
+      const one = await measure(client, 1, Math.min(QUERIES, 1000), query('big'));
+      const sixteen = await measure(client, 16, QUERIES, query('big'));
       queries[`${size}`] = { c1: one, c16: sixteen };
       console.log(`one tenant of ${size.toLocaleString('en')} (enclave at rest ${(settled[`${size}`] / 1000).toFixed(0)} s after the load): query p50 ${one.p50} ms p99 ${one.p99} ms (1 client, ${one.perSecond}/s); ` +
-        `16 clients p50 ${sixteen.p50} ms p99 ${sixteen.p99} ms, ${sixteen.perSecond} queries/s`);
+        `16 clients p50 ${sixteen.p50} ms p99 ${sixteen.p99} ms, ${sixteen.perSecond} queries/s (load generator ${sixteen.clientCpuUs} us CPU a query)`);
     }
     results.query = queries;
     results.settledMs = settled;
     results.bigTenantLoad = { memories: stored, perSecond: Math.round(stored / (loadMs / 1000)) };
 
-    const single1 = await measure(pool, 1, quick ? 300 : 1_000, (i) => ({ method: 'POST', path: '/v1/memory', body: JSON.stringify({ tenant_id: `single-${i % 50}`, content: memoryText(5_000_000 + i) }) }));
-    const single16 = await measure(pool, 16, quick ? 2_000 : 8_000, (i) => ({ method: 'POST', path: '/v1/memory', body: JSON.stringify({ tenant_id: `single-${i % 50}`, content: memoryText(6_000_000 + i) }) }));
+    const single1 = await measure(client, 1, quick ? 300 : 1_000, (i) => ({ method: 'POST', path: '/v1/memory', body: JSON.stringify({ tenant_id: `single-${i % 50}`, content: memoryText(5_000_000 + i) }) }));
+    const single16 = await measure(client, 16, quick ? 2_000 : 8_000, (i) => ({ method: 'POST', path: '/v1/memory', body: JSON.stringify({ tenant_id: `single-${i % 50}`, content: memoryText(6_000_000 + i) }) }));
     console.log(`single-item ingest: 1 client ${single1.perSecond}/s (p50 ${single1.p50} ms); 16 clients ${single16.perSecond}/s (p50 ${single16.p50} ms, p99 ${single16.p99} ms)`);
-    const attestation = await measure(pool, 16, quick ? 2_000 : 6_000, () => ({ method: 'GET', path: '/v1/attestation' }));
+    const attestation = await measure(client, 16, quick ? 2_000 : 6_000, () => ({ method: 'GET', path: '/v1/attestation' }));
     console.log(`attestation (no nonce), 16 clients: ${attestation.perSecond} req/s (p50 ${attestation.p50} ms)`);
     results.ingest = { single: { c1: single1, c16: single16 } };
     results.attestation = { c16: attestation };
   } finally {
-    await pool.close();
+    client.close();
     await svc.stop();
     rmSync(dir, { recursive: true, force: true });
   }
 }
 
 async function manyTenants(results: Record<string, unknown>): Promise<void> {
-  const { svc, pool, dir } = await service('tenants');
+  const { svc, client, dir } = await service('tenants');
   try {
     const before = rssMiB(svc.enclave.pid);
     // Each agent's memories in one batch of 100, from 4 clients.
-    const batch = await load(pool, 4, MANY_TENANTS, (t) => addBatch(`agent-${t}`, t * PER_TENANT, PER_TENANT));
+    const batch = await load(client, 4, MANY_TENANTS, (t) => addBatch(`agent-${t}`, t * PER_TENANT, PER_TENANT));
     if (batch.errors > 0) throw new Error(`${batch.errors} batch adds failed`);
     const memories = MANY_TENANTS * PER_TENANT;
     const perSecond = batch.perSecond * PER_TENANT;
     const loaded = rssMiB(svc.enclave.pid);
     const recoveryMs = await svc.restartEnclave();
     const recovered = rssMiB(svc.enclave.pid);
-    const check = await load(pool, 4, 200, (i) => ({ method: 'GET', path: `/v1/memory?tenant_id=agent-${(i * 37) % MANY_TENANTS}&top_k=5&query=${encodeURIComponent(questionText(i))}` }));
+    const check = await load(client, 4, 200, (i) => ({ method: 'GET', path: `/v1/memory?tenant_id=agent-${(i * 37) % MANY_TENANTS}&top_k=5&query=${encodeURIComponent(questionText(i))}` }));
     const rss = {
       tenants: MANY_TENANTS, memories, baselineMiB: round(before, 0), loadedMiB: round(loaded, 0), recoveredMiB: round(recovered, 0),
       bytesPerMemory: Math.round(((loaded - before) * 2 ** 20) / memories),
@@ -167,7 +178,7 @@ async function manyTenants(results: Record<string, unknown>): Promise<void> {
     results.rss = rss;
     results.recovery = { memories, ms: Math.round(recoveryMs) };
   } finally {
-    await pool.close();
+    client.close();
     await svc.stop();
     rmSync(dir, { recursive: true, force: true });
   }
