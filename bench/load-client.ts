@@ -3,7 +3,8 @@
  * each, and nothing else. The load generator runs on the same two cores as the service, so
  * what it spends a request is taken from the service: undici (a general client: pooling,
  * dispatchers, body streams) took 150-275 us of CPU a request at ~1,600 requests/s against a
- * loopback server, this client 57-76 us (docs/performance.md, "The load generator").
+ * loopback server, this client 57-76 us (docs/performance.md, "The load generator, and a
+ * longer warm-up").
  *
  * It speaks only what the proxy answers with: a status line, headers and a Content-Length
  * body (a response without one, e.g. chunked, fails the request). A connection the server

@@ -82,13 +82,14 @@ async function load(client: LoadClient, concurrency: number, total: number, make
 
 /**
  * How long requests are sent, untimed, before each measured load at the same concurrency,
- * so the figures are for a service in use. Every process gets cheaper per request for
- * thousands of requests after a bulk load (at 100k memories and 16 clients: the enclave's
- * event loop 460 -> 370 us a query, the proxy 195 -> 125, over 8,000 questions none asked
- * twice, so compiled code and a settled heap, not cached answers): 200 requests left the
- * measured loads early on that curve.
+ * so the figures are for a service in use, not one still compiling its code. After a bulk
+ * load every process gets cheaper per request for several seconds: of two 3,000-query rounds
+ * at 16 clients after 3 s of warm-up, the second was faster in each of six runs (by 14-42%),
+ * and in the first V8's helper threads (compilation, garbage collection) used 40-110 us a
+ * query more; the rounds after the second held level. 10 s reaches that level. The questions
+ * repeat (289 texts in 2,000), but nothing in the service keeps an answer or an embedding.
  */
-const WARM_UP_MS = quick ? 500 : 3_000;
+const WARM_UP_MS = quick ? 500 : 10_000;
 
 /** load(), after WARM_UP_MS of requests made the same way (numbered after the measured ones). */
 async function measure(client: LoadClient, concurrency: number, total: number, make: Make): Promise<Load> {
