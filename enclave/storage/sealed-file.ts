@@ -15,6 +15,7 @@
 import { createHash, hkdfSync, randomBytes } from 'node:crypto';
 import { SECRETBOX, secretbox, secretboxOpen } from './secretbox.js';
 import { CorruptStoreError } from './errors.js';
+import { pooledRandomBytes } from '../random-bytes.js';
 
 export type FileKind = 'log' | 'snapshot';
 
@@ -51,7 +52,7 @@ export function sealFrame(key: StorageKey, header: Buffer, seq: number, payload:
   header.copy(body, 0);
   body.writeBigUInt64BE(BigInt(seq), HEADER_BYTES);
   body.set(payload, BODY_PREFIX);
-  const nonce = randomBytes(SECRETBOX.nonceLength);
+  const nonce = pooledRandomBytes(SECRETBOX.nonceLength);
   const box = secretbox(body, nonce, key.box);
   const frame = Buffer.allocUnsafe(FRAME_PREFIX + box.length);
   FRAME_MAGIC.copy(frame, 0);
