@@ -46,14 +46,14 @@ const CLITIC = /['\u2019](?:s|re|ll|ve|m|d)\b|n['\u2019]t\b/gu;
 const THOUSANDS = /(\p{N}),(?=\p{N}{3}(?!\p{N}))/gu;
 const LATIN_ACCENTS = /(\p{Script=Latin})\p{Mn}+/gu;
 
+/** Any character outside ASCII (a surrogate half included). */
+const NON_ASCII = /[\u0080-\uffff]/;
+
 /** Folds case, accents and compatibility forms; drops clitics and thousands separators. */
 export function foldText(text: string): string {
-  return text
-    .normalize('NFKD')
-    .toLowerCase()
-    .replace(LATIN_ACCENTS, '$1')
-    .replace(CLITIC, '')
-    .replace(THOUSANDS, '$1');
+  // ASCII has no compatibility forms or combining marks: NFKD and the accent pass leave it as it is.
+  const folded = NON_ASCII.test(text) ? text.normalize('NFKD').toLowerCase().replace(LATIN_ACCENTS, '$1') : text.toLowerCase();
+  return folded.replace(CLITIC, '').replace(THOUSANDS, '$1');
 }
 
 /**
@@ -90,15 +90,65 @@ function lemma(word: string): string {
 
 /** The lexical terms of a text, in order, with repeats (BM25 counts them). */
 export function lexicalTerms(text: string): string[] {
+  const folded = foldText(text);
+  return asciiTerms(folded) ?? unicodeTerms(folded);
+}
+
+/** A term (TERM) and its parts (PART runs): what the terms of a text are made from. */
+function pushTerm(terms: string[], term: string, parts: readonly string[]): void {
+  if (parts.length === 1) {
+    if (!STOP_WORDS.has(term)) terms.push(stem(term));
+    return;
+  }
+  terms.push(term);
+  for (const part of parts) if (!STOP_WORDS.has(part)) terms.push(stem(part));
+}
+
+/** The terms of folded text by the TERM and PART expressions: any script. */
+export function unicodeTerms(folded: string): string[] {
   const terms: string[] = [];
-  for (const [term] of foldText(text).matchAll(TERM)) {
-    const parts = term.match(PART)!;
-    if (parts.length === 1) {
-      if (!STOP_WORDS.has(term)) terms.push(stem(term));
+  for (const [term] of folded.matchAll(TERM)) pushTerm(terms, term, term.match(PART)!);
+  return terms;
+}
+
+/** Char code of each joiner of TERM (- _ . / : @ + #) -> true. */
+const JOINER = new Uint8Array(128);
+for (const c of '-_./:@+#') JOINER[c.charCodeAt(0)] = 1;
+/** ASCII letters and digits: the word characters of TERM within ASCII. */
+const isWordChar = (c: number) => (c >= 48 && c <= 57) || (c >= 97 && c <= 122) || (c >= 65 && c <= 90);
+
+/**
+ * unicodeTerms for folded text that is all ASCII, by one scan instead of regular expressions
+ * (most memories are ASCII; a recovery computes the terms of every memory again, and the
+ * expressions were a fifth of it). Undefined at the first character outside ASCII: then the
+ * expressions decide. test/unit/lexical.test.ts checks the two agree.
+ */
+export function asciiTerms(folded: string): string[] | undefined {
+  const terms: string[] = [];
+  const parts: string[] = [];
+  const n = folded.length;
+  let i = 0;
+  while (i < n) {
+    const c = folded.charCodeAt(i);
+    if (c > 127) return undefined;
+    if (!isWordChar(c)) {
+      i++;
       continue;
     }
-    terms.push(term);
-    for (const part of parts) if (!STOP_WORDS.has(part)) terms.push(stem(part));
+    // A term: a run of word characters, then as long as a joiner is followed by one, another run.
+    const start = i;
+    parts.length = 0;
+    for (;;) {
+      const from = i;
+      while (i < n && isWordChar(folded.charCodeAt(i))) i++;
+      parts.push(folded.slice(from, i));
+      if (i + 1 < n && JOINER[folded.charCodeAt(i)] === 1 && isWordChar(folded.charCodeAt(i + 1))) {
+        i++;
+        continue;
+      }
+      break;
+    }
+    pushTerm(terms, parts.length === 1 ? parts[0] : folded.slice(start, i), parts);
   }
   return terms;
 }

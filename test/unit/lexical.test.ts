@@ -2,7 +2,9 @@ import { describe, expect, it } from 'vitest';
 import { Bm25Index, MAX_QUERY_TERMS, type SearchCost } from '../../enclave/retrieval/bm25.js';
 import { SmallBm25 } from '../../enclave/retrieval/small-bm25.js';
 import { TieredLexical } from '../../enclave/retrieval/tiered-lexical.js';
-import { foldText, lexicalTerms, stem } from '../../enclave/retrieval/lexical-terms.js';
+import { asciiTerms, foldText, lexicalTerms, stem, unicodeTerms } from '../../enclave/retrieval/lexical-terms.js';
+import { memoryText, questionText } from '../../bench/corpus.js';
+import { mulberry32 } from '../../scripts/lib/mulberry32.js';
 
 describe('lexicalTerms', () => {
   it('keeps codes whole and also as their parts', () => {
@@ -43,6 +45,36 @@ describe('lexicalTerms', () => {
 });
 
 const A = 'Ticket ZX-4471: payment webhook retries duplicate charges.';
+
+describe('lexicalTerms on ASCII text: one scan, the same terms as the expressions', () => {
+  const agree = (text: string) => {
+    const folded = foldText(text);
+    expect(asciiTerms(folded), JSON.stringify(text)).toEqual(unicodeTerms(folded));
+  };
+
+  it('on the benchmark corpus', () => {
+    for (let i = 0; i < 3_000; i++) {
+      agree(memoryText(i));
+      agree(questionText(i));
+    }
+  });
+
+  it('on random ASCII made of word characters, joiners, punctuation, clitics and digit groups', () => {
+    const random = mulberry32(4471);
+    const pieces = ['a', 'Zx', '4471', '15', '0', "'s", "n't", "'re", ',', ',000', '1,450', '-', '--', '_', '.', '..', '/', ':', '@', '+', '#', ' ', '  ', '\t', '\n', '!', '?', '(', ')', '"', 'the', 'and', 'running', 'went', 'ZX-4471', 'db-prod-01', '5.12.0', 'user@example.com', 'C++', '__init__'];
+    for (let i = 0; i < 5_000; i++) {
+      const length = 1 + Math.floor(random() * 24);
+      agree(Array.from({ length }, () => pieces[Math.floor(random() * pieces.length)]).join(''));
+    }
+  });
+
+  it('leaves text with any other character to the expressions', () => {
+    expect(asciiTerms(foldText('Straße in Tōkyō 東京'))).toBeUndefined();
+    expect(asciiTerms('plain words then ü')).toBeUndefined();
+    expect(lexicalTerms('Café ZÜRICH naïve')).toEqual(lexicalTerms('cafe zurich naive'));
+    expect(asciiTerms('')).toEqual([]);
+  });
+});
 
 describe('Bm25Index', () => {
   const index = () => {
