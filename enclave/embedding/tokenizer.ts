@@ -79,6 +79,9 @@ const TOKEN = new RegExp(
 const APOSTROPHES = /[\u2018\u2019\u201b\u02bc\u2032\uff07]/g;
 const QUOTES = /[\u201c\u201d\u201e\u201f\u00ab\u00bb]/g;
 
+/** Any character outside ASCII (a surrogate half included). */
+const NON_ASCII = /[\u0080-\uffff]/;
+
 // Accents on Latin letters; marks in other scripts are part of the letter (Devanagari virama).
 const LATIN_ACCENTS = /(\p{Script=Latin})\p{Mn}+/gu;
 
@@ -88,6 +91,8 @@ const LATIN_ACCENTS = /(\p{Script=Latin})\p{Mn}+/gu;
  * vocabulary has while "café" is missing), and typographic quotes to ASCII.
  */
 function normalise(text: string): string {
+  // All of it but the lowercasing leaves ASCII as it is (most texts are ASCII).
+  if (!NON_ASCII.test(text)) return text.toLowerCase();
   return text
     .normalize('NFKD')
     .toLowerCase()
