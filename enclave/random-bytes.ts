@@ -3,7 +3,7 @@ import { randomFillSync } from 'node:crypto';
 /**
  * Random bytes for nonces and ids, taken from a buffer filled 4 KiB at a time. Each call to
  * node:crypto's randomBytes is a native job and, through OpenSSL's fork check, a getpid()
- * system call: 4.5-6 us a call on this machine, two calls a stored memory (its id and the
+ * system call: 3-6 us a call on this machine, two calls a stored memory (its id and the
  * journal frame's nonce). Node's randomUUID keeps such a buffer for the same reason. The
  * bytes are the same CSPRNG's; only when they are drawn differs. Keys do not come from here.
  */

@@ -111,7 +111,7 @@ export function unicodeTerms(folded: string): string[] {
   return terms;
 }
 
-/** Char code of each joiner of TERM (- _ . / : @ + #) -> true. */
+/** 1 at the char code of each joiner of TERM (- _ . / : @ + #). */
 const JOINER = new Uint8Array(128);
 for (const c of '-_./:@+#') JOINER[c.charCodeAt(0)] = 1;
 /** ASCII letters and digits: the word characters of TERM within ASCII. */
