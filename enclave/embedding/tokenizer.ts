@@ -19,6 +19,7 @@
  */
 
 import { subwordBuckets, wantsSubwords, type SubwordConfig } from './subwords.js';
+import { foldCaseAndAccents } from '../fold-text.js';
 
 /** Clitics after a word, and the vocabulary word each stands for. */
 const CLITIC_WORDS: Readonly<Record<string, string>> = {
@@ -79,26 +80,13 @@ const TOKEN = new RegExp(
 const APOSTROPHES = /[\u2018\u2019\u201b\u02bc\u2032\uff07]/g;
 const QUOTES = /[\u201c\u201d\u201e\u201f\u00ab\u00bb]/g;
 
-/** Any character outside ASCII (a surrogate half included). */
-const NON_ASCII = /[\u0080-\uffff]/;
-
-// Accents on Latin letters; marks in other scripts are part of the letter (Devanagari virama).
-const LATIN_ACCENTS = /(\p{Script=Latin})\p{Mn}+/gu;
-
 /**
  * Folds text onto the vocabulary's alphabet: compatibility forms (full-width letters,
  * ligatures) to plain ones, lowercase, accents dropped ("Café" -> "cafe", which the
  * vocabulary has while "café" is missing), and typographic quotes to ASCII.
  */
 function normalise(text: string): string {
-  // All of it but the lowercasing leaves ASCII as it is (most texts are ASCII).
-  if (!NON_ASCII.test(text)) return text.toLowerCase();
-  return text
-    .normalize('NFKD')
-    .toLowerCase()
-    .replace(LATIN_ACCENTS, '$1')
-    .replace(APOSTROPHES, "'")
-    .replace(QUOTES, '"');
+  return foldCaseAndAccents(text).replace(APOSTROPHES, "'").replace(QUOTES, '"');
 }
 
 /** The word a clitic stands for after `word`, or undefined when it stands for none. */

@@ -21,6 +21,7 @@
 import stemPorter2 from 'wink-porter2-stemmer';
 import nounExceptions from 'wink-lexicon/src/wn-noun-exceptions.js';
 import verbExceptions from 'wink-lexicon/src/wn-verb-exceptions.js';
+import { foldCaseAndAccents } from '../fold-text.js';
 
 
 /** Function words that carry no topic; matching on them only adds noise. */
@@ -44,16 +45,10 @@ const TERM = new RegExp(`${W}+(?:[-_./:@+#]${W}+)*`, 'gu');
 const PART = new RegExp(`${W}+`, 'gu');
 const CLITIC = /['\u2019](?:s|re|ll|ve|m|d)\b|n['\u2019]t\b/gu;
 const THOUSANDS = /(\p{N}),(?=\p{N}{3}(?!\p{N}))/gu;
-const LATIN_ACCENTS = /(\p{Script=Latin})\p{Mn}+/gu;
-
-/** Any character outside ASCII (a surrogate half included). */
-const NON_ASCII = /[\u0080-\uffff]/;
 
 /** Folds case, accents and compatibility forms; drops clitics and thousands separators. */
 export function foldText(text: string): string {
-  // ASCII has no compatibility forms or combining marks: NFKD and the accent pass leave it as it is.
-  const folded = NON_ASCII.test(text) ? text.normalize('NFKD').toLowerCase().replace(LATIN_ACCENTS, '$1') : text.toLowerCase();
-  return folded.replace(CLITIC, '').replace(THOUSANDS, '$1');
+  return foldCaseAndAccents(text).replace(CLITIC, '').replace(THOUSANDS, '$1');
 }
 
 /**
