@@ -11,7 +11,8 @@ import { TenantCentre, centred } from '../retrieval/tenant-centre.js';
 import { admit, DEFAULT_CAPACITY, storedBytes, type Capacity, type Usage } from './admission.js';
 import { metadataMatcher } from './metadata-filter.js';
 import type { Replica, SearchReplicas } from '../retrieval/search-replicas.js';
-import { candidatesOf, searchTenant, type RankedHit } from '../retrieval/tenant-search.js';
+import { candidatesOf, joinSearches, searchTenant, type RankedHit, type TenantSearch } from '../retrieval/tenant-search.js';
+import type { LexicalHit } from '../retrieval/bm25.js';
 import { pooledRandomBytes } from '../random-bytes.js';
 
 export type Metadata = Record<string, string | number | boolean | null>;
@@ -281,12 +282,22 @@ export class MemoryService {
   private async ranked(input: QueryMemoryInput, rank: Ranker): Promise<ScoredMemory[]> {
     const tenant = this.tenant(input.tenant_id, false);
     if (!tenant || tenant.records.size === 0) return [];
-    const [vector] = await this.embedder.embed([input.query]);
     const depth = Math.max(input.top_k, FUSION_DEPTH);
-    const mean = tenant.centre.mean();
     // A filter needs the records, which only the event loop holds; other rankings are the evaluation's.
-    const remote = input.filters || rank !== rankHybrid ? undefined : this.searchElsewhere(tenant, input.query, vector, mean, depth);
-    const ranked = (remote && (await remote.catch(() => undefined))) ?? this.rankHere(tenant, input, vector, mean, depth, rank);
+    const plain = !input.filters && rank === rankHybrid;
+    const matching = plain ? this.matchElsewhere(tenant, input.query, depth) : undefined;
+    const [vector] = await this.embedder.embed([input.query]);
+    const mean = tenant.centre.mean();
+    let ranked: RankedHit[] | undefined;
+    if (matching) {
+      const ids = tenant.index.search(centred(vector, mean), depth).map(({ id }) => id);
+      const hits = await matching.catch(() => undefined);
+      if (hits) ranked = this.rankHere(tenant, input, vector, mean, depth, rank, joinSearches(tenant.lexical, input.query, ids, hits));
+    } else if (plain) {
+      const remote = this.searchElsewhere(tenant, input.query, vector, mean, depth);
+      ranked = remote && (await remote.catch(() => undefined));
+    }
+    ranked ??= this.rankHere(tenant, input, vector, mean, depth, rank);
     // The tenant may have changed while the worker searched: what is gone is skipped, and the
     // rest keeps its order (a ranking's order does not depend on the other candidates).
     const results: ScoredMemory[] = [];
@@ -299,14 +310,17 @@ export class MemoryService {
     return results;
   }
 
-  /** A query's searches and ranking on the event loop: what the worker does for a large tenant's unfiltered queries. */
-  private rankHere(tenant: Tenant, input: QueryMemoryInput, vector: Float32Array, mean: Float32Array, depth: number, rank: Ranker): RankedHit[] {
+  /**
+   * A query's searches and ranking on the event loop: what the worker does for a large
+   * tenant's unfiltered queries. `searched`: the searches, when they were done apart.
+   */
+  private rankHere(tenant: Tenant, input: QueryMemoryInput, vector: Float32Array, mean: Float32Array, depth: number, rank: Ranker, searched?: TenantSearch): RankedHit[] {
     // A filter is applied inside both searches, so each still returns its depth of matches.
     const accept = input.filters ? metadataMatcher(input.filters) : undefined;
     const accepts = accept && ((id: string) => accept(tenant.records.get(id)!.metadata));
     // Similarity from the tenant's mean, not the origin: the index finds the neighbours of the
     // moved query, and each is scored exactly from the mean (retrieval/tenant-centre.ts).
-    const searched = searchTenant(tenant.index, tenant.lexical, input.query, centred(vector, mean), depth, accepts);
+    searched ??= searchTenant(tenant.index, tenant.lexical, input.query, centred(vector, mean), depth, accepts);
     const score = tenant.index.scorer(vector, mean);
     const similarity = (id: string) => score(id) ?? 0;
     const candidates = candidatesOf(searched, similarity, (id) => tenant.records.has(id));
@@ -325,8 +339,8 @@ export class MemoryService {
 
   /**
    * A large tenant's query searched and ranked in the search worker, when there is one, it
-   * can take it now, and other queries are under way (alone, a query is answered sooner here:
-   * the hop to the worker and back costs more than it frees). The REPLICATE_AFTER_QUERIES-th
+   * can take it now, and other queries are under way (alone, a query is answered sooner here,
+   * with only its BM25 search there: matchElsewhere). The REPLICATE_AFTER_QUERIES-th
    * query of a large tenant starts its copy there (and is searched here): a copy costs
    * memory, so a tenant queried now and then has none.
    */
@@ -343,6 +357,18 @@ export class MemoryService {
       return undefined;
     }
     return this.querying > 1 ? this.replicas.search(tenant.replica, query, vector, mean, depth) : undefined;
+  }
+
+  /**
+   * A large tenant's query alone: its copy in the search worker finds BM25's top hits (they
+   * need no embedding) while the event loop embeds the query and searches the vectors, so
+   * the two searches take the time of the longer, not of both (the other core is mostly idle
+   * with one query in flight). Undefined when there is no copy or it cannot take it now.
+   */
+  private matchElsewhere(tenant: Tenant, query: string, depth: number): Promise<LexicalHit[]> | undefined {
+    if (!this.replicas || !tenant.replica || this.querying !== 1) return undefined;
+    if (tenant.index.kind !== 'hnsw' || tenant.lexical.kind !== 'inverted') return undefined;
+    return this.replicas.match(tenant.replica, query, depth);
   }
 
   /**

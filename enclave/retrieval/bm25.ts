@@ -182,11 +182,12 @@ export class Bm25Index {
    * search(), and the scores of the memories `also` names, whether or not they made the top
    * `k` (0 for one that matches no term or is not held): hybrid ranking gives the memories
    * the vector search found their lexical evidence too. Each costs a binary search per term.
+   * With `k` 0 only those scores are worked out (the top hits came from elsewhere).
    */
   searchWith(query: string, k: number, also: readonly string[], cost?: SearchCost, accept?: (id: string) => boolean): LexicalResult {
     const n = this.numbers.size;
     const scores = new Float64Array(also.length);
-    if (n === 0 || k <= 0) return { hits: [], also: scores };
+    if (n === 0 || (k <= 0 && also.length === 0)) return { hits: [], also: scores };
     const averageLength = this.totalLength / n;
     const terms: Array<{ posting: Posting; idf: number }> = [];
     let idealScore = 0;
@@ -234,6 +235,7 @@ export class Bm25Index {
         scores[j] += (weights[i] * tf) / (tf + normOf(entry, doc));
       }
     }
+    if (k <= 0) return { hits: [], also: scores };
     // Block-max MaxScore (Turtle & Flood 1995, with the block bounds of Ding & Suel 2011 and
     // the windows of Lucene's MaxScoreBulkScorer). Documents are taken in windows of numbers;
     // in each, a term's bound is the best score its blocks there allow. Terms whose bounds

@@ -31,6 +31,8 @@ export type ToWorker =
    * tenant's mean as the event loop has it, one after the other in `vectors`.
    */
   | { op: 'search'; seq: number; replica: number; query: string; vectors: Float32Array; depth: number; changes: number }
+  /** BM25's top `depth` for a query, alone: the event loop does the rest of it meanwhile. */
+  | { op: 'match'; seq: number; replica: number; query: string; depth: number; changes: number }
   /** Asks when the first `changes` changes sent have been applied. */
   | { op: 'sync'; changes: number }
   /** Wakes an idle worker to see the stop flag (WorkerData.stop). */
@@ -44,5 +46,7 @@ export type FromWorker =
    * applied now.
    */
   | { op: 'found'; seq: number; ids: string[]; scores: Float64Array; changes: number }
+  /** BM25's top hits, best first: `scores` holds each of `ids`' score. */
+  | { op: 'matched'; seq: number; ids: string[]; scores: Float64Array; changes: number }
   | { op: 'synced'; changes: number }
   | { op: 'failed'; seq: number; message: string };

@@ -5,6 +5,7 @@ import { PendingTable } from '../../common/pending-table.js';
 import { repoRoot } from '../../common/paths.js';
 import type { FromWorker, ToWorker, WorkerData, WorkerSetup } from './search-protocol.js';
 import type { RankedHit } from './tenant-search.js';
+import type { LexicalHit } from './bm25.js';
 import type { VectorRows } from '../vectors/vector-index.js';
 
 /** What a copy is built from: each memory's id and content, and each embedded memory's vector. */
@@ -21,6 +22,9 @@ export const MAX_UNAPPLIED_CHANGES = 64;
 
 /** How long close() waits for the worker to end by itself before terminating it. */
 const STOP_GRACE_MS = 5_000;
+
+/** What the worker answers: a ranking (search) or BM25's hits (match). */
+type Answer = RankedHit[] | LexicalHit[];
 
 /** One tenant's copy in the worker. */
 export class Replica {
@@ -70,9 +74,10 @@ export class SearchReplicas {
   private changesApplied = 0;
   private syncing = false;
   private readonly replicas = new Map<number, Replica>();
-  private readonly waiting = new PendingTable<{ resolve: (ranked: RankedHit[]) => void; reject: (err: Error) => void }>();
-  /** Searches the worker has answered (tests check with it where a query went). */
+  private readonly waiting = new PendingTable<{ resolve: (answer: Answer) => void; reject: (err: Error) => void }>();
+  /** Searches the worker has answered, and lexical matches (tests check with them where a query went). */
   answered = 0;
+  matched = 0;
 
   constructor(private readonly setup: WorkerSetup, private readonly onFailure?: (err: Error) => void) {
     this.worker = new Worker(workerScript(), { workerData: { ...setup, stop: this.stop.buffer as SharedArrayBuffer } satisfies WorkerData });
@@ -136,23 +141,43 @@ export class SearchReplicas {
    * take it now; rejects if it fails meanwhile (then search on the event loop).
    */
   search(replica: Replica, query: string, vector: Float32Array, mean: Float32Array, depth: number): Promise<RankedHit[]> | undefined {
-    if (!replica.ready || this.building > 0 || this.failed) return undefined;
+    if (!this.canSearch(replica)) return undefined;
+    const seq = ++this.lastSeq;
+    const vectors = new Float32Array(2 * this.dimension);
+    vectors.set(vector);
+    vectors.set(mean, this.dimension);
+    return new Promise<RankedHit[]>((resolve, reject) => {
+      this.waiting.set(seq, { resolve: (answer) => resolve(answer as RankedHit[]), reject });
+      this.send({ op: 'search', seq, replica: replica.id, query, vectors, depth, changes: this.changesSent }, [vectors.buffer]);
+    });
+  }
+
+  /**
+   * BM25's top `depth` hits for a query, from the copy: a query alone sends its lexical search
+   * here and does the rest on the event loop meanwhile (memory/memory-service.ts). Undefined
+   * when the worker cannot take it now, as search().
+   */
+  match(replica: Replica, query: string, depth: number): Promise<LexicalHit[]> | undefined {
+    if (!this.canSearch(replica)) return undefined;
+    const seq = ++this.lastSeq;
+    return new Promise<LexicalHit[]>((resolve, reject) => {
+      this.waiting.set(seq, { resolve: (answer) => resolve(answer as LexicalHit[]), reject });
+      this.send({ op: 'match', seq, replica: replica.id, query, depth, changes: this.changesSent });
+    });
+  }
+
+  /** Whether a search may go to the copy now: built, and the worker not too far behind the changes. */
+  private canSearch(replica: Replica): boolean {
+    if (!replica.ready || this.building > 0 || this.failed) return false;
     if (this.changesSent - this.changesApplied > MAX_UNAPPLIED_CHANGES) {
       // Ask where the worker is; searches go there again once it has caught up.
       if (!this.syncing) {
         this.syncing = true;
         this.send({ op: 'sync', changes: this.changesSent });
       }
-      return undefined;
+      return false;
     }
-    const seq = ++this.lastSeq;
-    const vectors = new Float32Array(2 * this.dimension);
-    vectors.set(vector);
-    vectors.set(mean, this.dimension);
-    return new Promise<RankedHit[]>((resolve, reject) => {
-      this.waiting.set(seq, { resolve, reject });
-      this.send({ op: 'search', seq, replica: replica.id, query, vectors, depth, changes: this.changesSent }, [vectors.buffer]);
-    });
+    return true;
   }
 
   /**
@@ -191,14 +216,16 @@ export class SearchReplicas {
       this.changesApplied = Math.max(this.changesApplied, message.changes);
       return;
     }
-    if (message.op === 'found') {
-      this.answered++;
+    if (message.op === 'found' || message.op === 'matched') {
+      if (message.op === 'found') this.answered++;
+      else this.matched++;
       this.changesApplied = Math.max(this.changesApplied, message.changes);
     }
     const waiting = this.waiting.get(message.seq);
     if (!waiting) return;
     this.waiting.delete(message.seq);
     if (message.op === 'found') waiting.resolve(rankedHits(message.ids, message.scores));
+    else if (message.op === 'matched') waiting.resolve(message.ids.map((id, i) => ({ id, score: message.scores[i] })));
     else waiting.reject(new Error(message.message));
   }
 

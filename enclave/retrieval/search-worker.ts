@@ -88,6 +88,16 @@ function handle(message: ToWorker): void {
       reply({ op: 'found', seq: message.seq, ids: ranked.map((hit) => hit.id), scores, changes: message.changes });
       return;
     }
+    case 'match': {
+      const replica = replicas.get(message.replica);
+      if (!replica) {
+        reply({ op: 'failed', seq: message.seq, message: `no replica ${message.replica}` });
+        return;
+      }
+      const hits = replica.lexical.search(message.query, message.depth);
+      reply({ op: 'matched', seq: message.seq, ids: hits.map((hit) => hit.id), scores: Float64Array.from(hits, (hit) => hit.score), changes: message.changes });
+      return;
+    }
   }
 }
 
@@ -102,7 +112,7 @@ port.on('message', (message: ToWorker) => {
   } catch (err) {
     // A search that failed is answered; a change that failed leaves the copy unlike the
     // tenant, so the worker ends and the event loop searches itself from then on.
-    if (message.op === 'search') reply({ op: 'failed', seq: message.seq, message: err instanceof Error ? err.message : String(err) });
+    if (message.op === 'search' || message.op === 'match') reply({ op: 'failed', seq: message.seq, message: err instanceof Error ? err.message : String(err) });
     else throw err;
   }
 });

@@ -100,7 +100,7 @@ export class SmallBm25 {
   searchWith(query: string, k: number, also: readonly string[], cost?: SearchCost, accept?: (id: string) => boolean): LexicalResult {
     const n = this.ids.length;
     const scores = new Float64Array(also.length);
-    if (n === 0 || k <= 0) return { hits: [], also: scores };
+    if (n === 0 || (k <= 0 && also.length === 0)) return { hits: [], also: scores };
     const wanted = new Map<number, number>(); // term number -> slot
     const distinct = new Set(lexicalTerms(query));
     for (const term of distinct) {
@@ -157,6 +157,6 @@ export class SmallBm25 {
     }
     also.forEach((id, j) => { scores[j] = askedScores.get(id) ?? 0; });
     // Stable: equal scores keep insertion order, the older memory first.
-    return { hits: hits.sort((x, y) => y.score - x.score).slice(0, k), also: scores };
+    return { hits: k > 0 ? hits.sort((x, y) => y.score - x.score).slice(0, k) : [], also: scores };
   }
 }

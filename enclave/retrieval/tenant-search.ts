@@ -39,6 +39,17 @@ export function searchTenant(vectors: Pick<VectorIndex, 'search'>, lexical: Lexi
 }
 
 /**
+ * searchTenant()'s result when BM25's top hits were found elsewhere (the search worker, while
+ * the event loop searched the vectors): `ids` are the vector search's, and BM25 here scores
+ * them (its `cost` says what the query's terms are worth here).
+ */
+export function joinSearches(lexical: LexicalSearch, query: string, ids: string[], hits: LexicalHit[]): TenantSearch {
+  const cost: SearchCost = { terms: 0, postingsRead: 0, postingsHeld: 0 };
+  const { also } = lexical.searchWith(query, 0, ids, cost);
+  return { ids, hits, also, cost };
+}
+
+/**
  * The candidates of both searches, each scored by both sides whichever found it: the vector
  * side's finds carry their BM25 score even below the lexical top `depth`, and a memory only
  * BM25 found still gets its similarity, so the depth decides which memories are considered,

@@ -240,6 +240,10 @@ describe.each<[string, () => Lexical]>([
       const { hits, also } = bm25.searchWith(query, 5, asked);
       expect(hits.map((h) => h.id)).toEqual(bm25.search(query, 5).map((h) => h.id));
       asked.forEach((id, j) => expect(also[j], `${query}: ${id}`).toBeCloseTo(all.get(id) ?? 0, 9));
+      // k 0: only those scores (the top hits were found elsewhere), the same to the last bit.
+      const only = bm25.searchWith(query, 0, asked);
+      expect(only.hits).toEqual([]);
+      expect([...only.also]).toEqual([...also]);
     }
   });
 
