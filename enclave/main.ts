@@ -32,7 +32,7 @@ const log = createLogger('enclave', config.logLevel, config.logFormat);
 const metrics = new EnclaveMetrics({
   usage: () => memory.usage,
   inFlight: () => api.inFlight(),
-  searchWorker: () => ({ copies: searchReplicas?.copies ?? 0, searches: searchReplicas?.answered ?? 0 }),
+  searchWorker: () => ({ copies: searchReplicas?.copies ?? 0, searches: (searchReplicas?.answered ?? 0) + (searchReplicas?.matched ?? 0) }),
 }, { maxInFlight: config.maxInFlight });
 
 // The enclave has no disk: everything durable goes, sealed, to the host store.

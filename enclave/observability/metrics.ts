@@ -73,7 +73,7 @@ export class EnclaveMetrics {
     });
     let searches = 0;
     new Counter({
-      name: name('search_worker_searches_total'), help: 'Queries whose searches the search worker answered (the others were searched on the event loop)', registers: [this.registry],
+      name: name('search_worker_searches_total'), help: 'Queries the search worker searched for: both searches and the ranking under load, BM25 alone for a query alone (the others were searched on the event loop)', registers: [this.registry],
       collect() {
         const now = gauges.searchWorker().searches;
         this.inc(now - searches);
