@@ -26,6 +26,13 @@ const reply = (message: FromWorker) => port.postMessage(message);
 const stop = new Int32Array(setup.stop);
 const stopping = () => Atomics.load(stop, 0) !== 0;
 
+/** The copy a query names; a query for one the worker does not hold fails (answered 'failed' below). */
+function queried(id: number): Replica {
+  const replica = replicas.get(id);
+  if (!replica) throw new Error(`no replica ${id}`);
+  return replica;
+}
+
 function handle(message: ToWorker): void {
   switch (message.op) {
     case 'build': {
@@ -67,11 +74,7 @@ function handle(message: ToWorker): void {
     case 'stop':
       return;
     case 'search': {
-      const replica = replicas.get(message.replica);
-      if (!replica) {
-        reply({ op: 'failed', seq: message.seq, message: `no replica ${message.replica}` });
-        return;
-      }
+      const replica = queried(message.replica);
       // The same steps as the event loop's (memory/memory-service.ts rankHere), on the copy.
       const { dimension } = setup;
       const vector = message.vectors.subarray(0, dimension);
@@ -89,11 +92,7 @@ function handle(message: ToWorker): void {
       return;
     }
     case 'match': {
-      const replica = replicas.get(message.replica);
-      if (!replica) {
-        reply({ op: 'failed', seq: message.seq, message: `no replica ${message.replica}` });
-        return;
-      }
+      const replica = queried(message.replica);
       const hits = replica.lexical.search(message.query, message.depth);
       reply({ op: 'matched', seq: message.seq, ids: hits.map((hit) => hit.id), scores: Float64Array.from(hits, (hit) => hit.score), changes: message.changes });
       return;

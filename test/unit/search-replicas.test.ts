@@ -191,6 +191,18 @@ describe('the search worker', () => {
     expect(there.replicas!.answered).toBe(answered);
   });
 
+  it('refuses a search or a match for a copy it does not hold, so the event loop searches instead', async () => {
+    const replicas = new SearchReplicas({ dimension: embedder.dimension, hnsw: DEFAULT_TIERS.hnsw });
+    services.push({ memory: new MemoryService(embedder), replicas });
+    const unknown = new Replica(999);
+    unknown.ready = true;
+    const vector = new Float32Array(embedder.dimension);
+    await expect(replicas.match(unknown, 'any question', 5)).rejects.toThrow('no replica 999');
+    await expect(replicas.search(unknown, 'any question', vector, vector, 5)).rejects.toThrow('no replica 999');
+    // The worker lives on: a failed query is not a failed worker.
+    expect(replicas.exitCode).toBeUndefined();
+  });
+
   it('stops a busy worker between two hnswlib calls instead of terminating it inside one', async () => {
     // A worker terminated inside an hnswlib call takes the whole process down (a FATAL ERROR
     // from node-addon-api; seen once in twelve closes under heavy changes): close() raises
