@@ -285,13 +285,15 @@ export class MemoryService {
     const depth = Math.max(input.top_k, FUSION_DEPTH);
     // A filter needs the records, which only the event loop holds; other rankings are the evaluation's.
     const plain = !input.filters && rank === rankHybrid;
-    const matching = plain ? this.matchElsewhere(tenant, input.query, depth) : undefined;
+    // Caught now: if embedding fails, nothing awaits it (a worker failing meanwhile must not
+    // become an unhandled rejection); undefined hits mean search here.
+    const matching = plain ? this.matchElsewhere(tenant, input.query, depth)?.catch(() => undefined) : undefined;
     const [vector] = await this.embedder.embed([input.query]);
     const mean = tenant.centre.mean();
     let ranked: RankedHit[] | undefined;
     if (matching) {
       const ids = tenant.index.search(centred(vector, mean), depth).map(({ id }) => id);
-      const hits = await matching.catch(() => undefined);
+      const hits = await matching;
       if (hits) ranked = this.rankHere(tenant, input, vector, mean, depth, rank, joinSearches(tenant.lexical, input.query, ids, hits));
     } else if (plain) {
       const remote = this.searchElsewhere(tenant, input.query, vector, mean, depth);
