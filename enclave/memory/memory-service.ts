@@ -11,7 +11,7 @@ import { TenantCentre, centred } from '../retrieval/tenant-centre.js';
 import { admit, DEFAULT_CAPACITY, storedBytes, type Capacity, type Usage } from './admission.js';
 import { metadataMatcher } from './metadata-filter.js';
 import type { Replica, SearchReplicas } from '../retrieval/search-replicas.js';
-import { candidatesOf, joinSearches, searchTenant, type RankedHit, type TenantSearch } from '../retrieval/tenant-search.js';
+import { candidatesOf, searchTenant, searchTenantWith, type RankedHit, type TenantSearch } from '../retrieval/tenant-search.js';
 import type { LexicalHit } from '../retrieval/bm25.js';
 import { pooledRandomBytes } from '../random-bytes.js';
 
@@ -292,9 +292,8 @@ export class MemoryService {
     const mean = tenant.centre.mean();
     let ranked: RankedHit[] | undefined;
     if (matching) {
-      const ids = tenant.index.search(centred(vector, mean), depth).map(({ id }) => id);
-      const hits = await matching;
-      if (hits) ranked = this.rankHere(tenant, input, vector, mean, depth, rank, joinSearches(tenant.lexical, input.query, ids, hits));
+      const searched = await searchTenantWith(tenant.index, tenant.lexical, input.query, centred(vector, mean), depth, matching);
+      if (searched) ranked = this.rankHere(tenant, input, vector, mean, depth, rank, searched);
     } else if (plain) {
       const remote = this.searchElsewhere(tenant, input.query, vector, mean, depth);
       ranked = remote && (await remote.catch(() => undefined));

@@ -39,11 +39,14 @@ export function searchTenant(vectors: Pick<VectorIndex, 'search'>, lexical: Lexi
 }
 
 /**
- * searchTenant()'s result when BM25's top hits were found elsewhere (the search worker, while
- * the event loop searched the vectors): `ids` are the vector search's, and BM25 here scores
- * them (its `cost` says what the query's terms are worth here).
+ * searchTenant() with BM25's top hits found elsewhere (the search worker): the vector search
+ * runs here while `matching` is under way, then BM25 here scores its finds (its `cost` says
+ * what the query's terms are worth here). Undefined when `matching` brings no hits.
  */
-export function joinSearches(lexical: LexicalSearch, query: string, ids: string[], hits: LexicalHit[]): TenantSearch {
+export async function searchTenantWith(vectors: Pick<VectorIndex, 'search'>, lexical: LexicalSearch, query: string, moved: Float32Array, depth: number, matching: Promise<LexicalHit[] | undefined>): Promise<TenantSearch | undefined> {
+  const ids = vectors.search(moved, depth).map(({ id }) => id);
+  const hits = await matching;
+  if (!hits) return undefined;
   const cost: SearchCost = { terms: 0, postingsRead: 0, postingsHeld: 0 };
   const { also } = lexical.searchWith(query, 0, ids, cost);
   return { ids, hits, also, cost };
