@@ -346,7 +346,7 @@ export class MemoryService {
    * memory, so a tenant queried now and then has none.
    */
   private searchElsewhere(tenant: Tenant, query: string, vector: Float32Array, mean: Float32Array, depth: number): Promise<RankedHit[]> | undefined {
-    if (!this.replicas || tenant.index.kind !== 'hnsw' || tenant.lexical.kind !== 'inverted') return undefined;
+    if (!this.replicas || !large(tenant)) return undefined;
     if (!tenant.replica || tenant.replica.lost) {
       if (++tenant.queries < REPLICATE_AFTER_QUERIES) return undefined;
       tenant.replica = this.replicas.create({
@@ -367,8 +367,7 @@ export class MemoryService {
    * with one query in flight). Undefined when there is no copy or it cannot take it now.
    */
   private matchElsewhere(tenant: Tenant, query: string, depth: number): Promise<LexicalHit[]> | undefined {
-    if (!this.replicas || !tenant.replica || this.querying !== 1) return undefined;
-    if (tenant.index.kind !== 'hnsw' || tenant.lexical.kind !== 'inverted') return undefined;
+    if (!this.replicas || !tenant.replica || this.querying !== 1 || !large(tenant)) return undefined;
     return this.replicas.match(tenant.replica, query, depth);
   }
 
@@ -534,4 +533,9 @@ export class MemoryService {
     }
     return tenant;
   }
+}
+
+/** A tenant whose indexes have moved to their large forms (HNSW, inverted BM25): the only kind the search worker copies. */
+function large(tenant: Tenant): boolean {
+  return tenant.index.kind === 'hnsw' && tenant.lexical.kind === 'inverted';
 }

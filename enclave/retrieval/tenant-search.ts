@@ -41,7 +41,8 @@ export function searchTenant(vectors: Pick<VectorIndex, 'search'>, lexical: Lexi
 /**
  * searchTenant() with BM25's top hits found elsewhere (the search worker): the vector search
  * runs here while `matching` is under way, then BM25 here scores its finds (its `cost` says
- * what the query's terms are worth here). Undefined when `matching` brings no hits.
+ * what the query's terms are worth here). Undefined when `matching` failed (it resolves
+ * undefined), for the caller to search here instead.
  */
 export async function searchTenantWith(vectors: Pick<VectorIndex, 'search'>, lexical: LexicalSearch, query: string, moved: Float32Array, depth: number, matching: Promise<LexicalHit[] | undefined>): Promise<TenantSearch | undefined> {
   const ids = vectors.search(moved, depth).map(({ id }) => id);
