@@ -1,4 +1,4 @@
-import { dot, dot3, isZero, TopK, type Neighbour, type VectorIndex, type VectorRows } from './vector-index.js';
+import { dot, isZero, rowScorer, TopK, type Neighbour, type VectorIndex, type VectorRows } from './vector-index.js';
 
 /**
  * Exact search over one contiguous Float32Array: a tenant of n vectors costs n × dim × 4
@@ -6,13 +6,7 @@ import { dot, dot3, isZero, TopK, type Neighbour, type VectorIndex, type VectorR
  * 100-d vectors takes well under a millisecond, so small tenants need nothing more.
  * Removal moves the last vector into the freed row, keeping rows dense.
  *
- * Similarity from an origin (the tenant's mean) is expanded, (q - m)·(v - m) = q·v - q·m - v·m
- * + m·m and |v - m|² = v·v - 2 v·m + m·m, and a candidate's three products with v are taken
- * in one pass over its row (dot3). v·v and v·m used to be kept per row (20 bytes a memory and
- * a cache per origin): a query's candidates are scattered over the tenant, so reading a kept
- * value is a cache miss, and scoring 60 candidates with cold caches took the same time either
- * way within a few percent (in process, 100k vectors: kept 155-165 µs, computed 167-179), so
- * the memory bought next to nothing.
+ * Similarity from an origin is worked out from the row in place (rowScorer).
  */
 export class FlatIndex implements VectorIndex {
   private data: Float32Array;
@@ -64,27 +58,11 @@ export class FlatIndex implements VectorIndex {
   }
 
   scorer(query: Float32Array, origin?: Float32Array): (id: string) => number | undefined {
-    const { data, dimension, rows } = this;
-    if (!origin) return (id) => {
-      const row = rows.get(id);
-      return row === undefined ? undefined : dot(query, data, row * dimension);
-    };
-    if (isZero(query)) return (id) => (rows.has(id) ? 0 : undefined);
-    const [qm, mm] = [dot(query, origin), dot(origin, origin)];
-    let qq = 0; // |q - m|², directly: the expanded form loses digits when q is near m
-    for (let d = 0; d < dimension; d++) qq += (query[d] - origin[d]) ** 2;
-    if (qq === 0) return (id) => (rows.has(id) ? 0 : undefined);
-    const products = new Float64Array(3);
+    const { rows } = this;
+    const score = rowScorer(this.data, this.dimension, query, origin);
     return (id) => {
       const row = rows.get(id);
-      if (row === undefined) return undefined;
-      dot3(query, origin, data, row * dimension, products);
-      const qv = products[0];
-      const vm = products[1];
-      const vv = products[2];
-      if (vv === 0) return 0; // a zero vector (a float32 square is never 0 in float64 unless the float is)
-      const centred = vv - 2 * vm + mm;
-      return centred <= 1e-12 ? 0 : (qv - qm - vm + mm) / Math.sqrt(qq * centred);
+      return row === undefined ? undefined : score(row);
     };
   }
 

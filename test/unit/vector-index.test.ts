@@ -175,6 +175,35 @@ describe('HnswIndex', () => {
     }
     expect(index.size).toBe(3);
     expect(index.search(unit(1, 199 % 7, 199 % 5), 3).map((h) => h.id).sort()).toEqual(['m197', 'm198', 'm199']);
+    // A removed vector's label goes to the next one added: never more labels than were held at once.
+    for (const id of ['m197', 'm198', 'm199']) expect(index.labelOf(id)).toBeLessThan(4);
+  });
+
+  it('answers by label as it does by id, to the bit', () => {
+    const random = mulberry32(5);
+    const vector = () => {
+      const v = Float32Array.from({ length: 8 }, () => random() - 0.5);
+      const norm = Math.hypot(...v);
+      return v.map((x) => x / norm);
+    };
+    const index = new HnswIndex(8, DEFAULT_HNSW, 16);
+    for (let i = 0; i < 300; i++) {
+      index.add(`m${i}`, vector());
+      if (i % 3 === 2) index.remove(`m${i - 1}`);
+    }
+    index.add('zero', new Float32Array(8));
+    expect(index.labelOf('zero')).toBeUndefined();
+    expect(index.labelOf('m1')).toBeUndefined();
+    const [query, origin] = [vector(), vector()];
+    const byId = index.scorer(query, origin);
+    const byLabel = index.labelScorer(query, origin);
+    const labels = index.searchLabels(query, 20);
+    expect(labels.map((label) => index.idOf(label))).toEqual(index.search(query, 20).map((h) => h.id));
+    for (const label of labels) {
+      const id = index.idOf(label);
+      expect(index.labelOf(id)).toBe(label);
+      expect(byLabel(label)).toBe(byId(id));
+    }
   });
 });
 
