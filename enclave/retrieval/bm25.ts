@@ -27,6 +27,11 @@ export interface LexicalHit {
   score: number;
 }
 
+/** A hit of searchKeyed(): with the key its memory was added under (-1 for none). */
+export interface KeyedHit extends LexicalHit {
+  key: number;
+}
+
 /** A search's top hits, and the scores of the other memories it was asked about (searchWith). */
 export interface LexicalResult {
   hits: LexicalHit[];
@@ -114,6 +119,10 @@ export class Bm25Index {
   /** Document number -> memory id; '' once removed. */
   private ids: string[] = [];
   private lengths = new Uint32Array(64);
+  /** Document number -> the caller's key for it (-1 for none): see addTerms. */
+  private keys = new Int32Array(64).fill(-1);
+  /** Key -> document number of the live memory added under it; -1 for none. */
+  private docsByKey = new Int32Array(0);
   private readonly numbers = new Map<string, number>();
   private readonly postings = new Map<string, Posting>();
   private totalLength = 0;
@@ -123,17 +132,29 @@ export class Bm25Index {
     return this.numbers.size;
   }
 
-  add(id: string, text: string): void {
-    this.addTerms(id, lexicalTerms(text));
+  add(id: string, text: string, key = -1): void {
+    this.addTerms(id, lexicalTerms(text), key);
   }
 
-  /** Adds a memory given its lexical terms (lexicalTerms of its content). */
-  addTerms(id: string, terms: string[]): void {
+  /**
+   * Adds a memory given its lexical terms (lexicalTerms of its content). `key`, a small
+   * integer no other live memory holds, names it in searchKeyed() without a lookup by id:
+   * the search worker's copy keys each memory by its label in the vector graph.
+   */
+  addTerms(id: string, terms: string[], key = -1): void {
     if (this.numbers.has(id)) return;
     const doc = this.ids.length;
-    if (doc >= this.lengths.length) this.lengths = grow(this.lengths, doc + 1);
+    if (doc >= this.lengths.length) {
+      this.lengths = grow(this.lengths, doc + 1);
+      this.keys = growFilled(this.keys, this.lengths.length);
+    }
     this.ids.push(id);
     this.lengths[doc] = terms.length;
+    this.keys[doc] = key;
+    if (key >= 0) {
+      if (key >= this.docsByKey.length) this.docsByKey = growFilled(this.docsByKey, key + 1);
+      this.docsByKey[key] = doc;
+    }
     this.numbers.set(id, doc);
     this.totalLength += terms.length;
     for (const [term, tf] of counts(terms)) {
@@ -156,6 +177,8 @@ export class Bm25Index {
     if (doc === undefined) return;
     this.numbers.delete(id);
     this.ids[doc] = '';
+    const key = this.keys[doc];
+    if (key >= 0 && this.docsByKey[key] === doc) this.docsByKey[key] = -1;
     this.totalLength -= this.lengths[doc];
     this.dead++;
     for (const term of counts(lexicalTerms(text)).keys()) {
@@ -185,9 +208,39 @@ export class Bm25Index {
    * With `k` 0 only those scores are worked out (the top hits came from elsewhere).
    */
   searchWith(query: string, k: number, also: readonly string[], cost?: SearchCost, accept?: (id: string) => boolean): LexicalResult {
-    const n = this.numbers.size;
+    const asked: Asked[] = [];
+    also.forEach((id, j) => {
+      const doc = this.numbers.get(id);
+      if (doc !== undefined) asked.push({ doc, j });
+    });
     const scores = new Float64Array(also.length);
-    if (n === 0 || (k <= 0 && also.length === 0)) return { hits: [], also: scores };
+    const { ids } = this;
+    return { hits: this.searchDocs(query, k, asked, scores, cost, accept).map(({ doc, score }) => ({ id: ids[doc], score })), also: scores };
+  }
+
+  /**
+   * searchWith() with `also` naming memories by the keys they were added under (addTerms),
+   * and each hit carrying its key: no lookup by id string on either side.
+   */
+  searchKeyed(query: string, k: number, also: readonly number[], cost?: SearchCost): { hits: KeyedHit[]; also: Float64Array } {
+    const asked: Asked[] = [];
+    const { docsByKey } = this;
+    also.forEach((key, j) => {
+      const doc = key >= 0 && key < docsByKey.length ? docsByKey[key] : -1;
+      if (doc >= 0) asked.push({ doc, j });
+    });
+    const scores = new Float64Array(also.length);
+    const { ids, keys } = this;
+    return { hits: this.searchDocs(query, k, asked, scores, cost).map(({ doc, score }) => ({ id: ids[doc], key: keys[doc], score })), also: scores };
+  }
+
+  /**
+   * The `k` best documents for the query, and into `scores[j]` the score of each document
+   * `asked` names (live ones only).
+   */
+  private searchDocs(query: string, k: number, asked: Asked[], scores: Float64Array, cost?: SearchCost, accept?: (id: string) => boolean): Array<{ doc: number; score: number }> {
+    const n = this.numbers.size;
+    if (n === 0 || (k <= 0 && asked.length === 0)) return [];
     const averageLength = this.totalLength / n;
     const terms: Array<{ posting: Posting; idf: number }> = [];
     let idealScore = 0;
@@ -200,7 +253,7 @@ export class Bm25Index {
     terms.sort((x, y) => y.idf - x.idf);
     terms.length = Math.min(terms.length, MAX_QUERY_TERMS);
     if (cost) Object.assign(cost, { terms: terms.length, postingsRead: 0, postingsHeld: terms.reduce((sum, t) => sum + t.posting.length, 0), idealScore });
-    if (terms.length === 0) return { hits: [], also: scores };
+    if (terms.length === 0) return [];
     // BM25 of a term counted tf times in a document: weight * tf / (tf + norm(document length)).
     const m = terms.length;
     const weights = Float64Array.from(terms, (t) => t.idf * (BM25_K1 + 1));
@@ -216,13 +269,8 @@ export class Bm25Index {
       normBase + normScale * ((entry & LENGTH_MASK) === LENGTH_MASK ? lengths[doc] : entry & LENGTH_MASK);
     const blocks = terms.map((t) => t.posting.blocks ?? [t.posting.maxTf, t.posting.minLength]);
     const ends = Int32Array.from(terms, (t) => t.posting.length);
-    // The memories `also` names, in document order: each term's postings are then swept once
+    // The memories asked about, in document order: each term's postings are then swept once
     // for all of them (a gallop from the last one found) instead of searched from the start.
-    const asked: Array<{ doc: number; j: number }> = [];
-    also.forEach((id, j) => {
-      const doc = this.numbers.get(id);
-      if (doc !== undefined) asked.push({ doc, j });
-    });
     asked.sort((x, y) => x.doc - y.doc);
     for (let i = 0; i < m; i++) {
       let at = 0;
@@ -235,7 +283,7 @@ export class Bm25Index {
         scores[j] += (weights[i] * tf) / (tf + normOf(entry, doc));
       }
     }
-    if (k <= 0) return { hits: [], also: scores };
+    if (k <= 0) return [];
     // Block-max MaxScore (Turtle & Flood 1995, with the block bounds of Ding & Suel 2011 and
     // the windows of Lucene's MaxScoreBulkScorer). Documents are taken in windows of numbers;
     // in each, a term's bound is the best score its blocks there allow. Terms whose bounds
@@ -336,7 +384,7 @@ export class Bm25Index {
       }
     }
     if (cost) cost.postingsRead = read;
-    return { hits: top.sorted().map(({ doc, score }) => ({ id: ids[doc], score })), also: scores };
+    return top.sorted();
   }
 
   /** Drops removed documents from every posting and renumbers the rest (order kept). */
@@ -344,10 +392,14 @@ export class Bm25Index {
     const renumber = new Int32Array(this.ids.length).fill(-1);
     const ids: string[] = [];
     const lengths = new Uint32Array(Math.max(64, this.numbers.size * 2));
+    const keys = new Int32Array(lengths.length).fill(-1);
     this.ids.forEach((id, doc) => {
       if (id === '') return;
       renumber[doc] = ids.length;
       lengths[ids.length] = this.lengths[doc];
+      const key = this.keys[doc];
+      keys[ids.length] = key;
+      if (key >= 0) this.docsByKey[key] = ids.length;
       this.numbers.set(id, ids.length);
       ids.push(id);
     });
@@ -374,6 +426,7 @@ export class Bm25Index {
     }
     this.ids = ids;
     this.lengths = lengths;
+    this.keys = keys;
     this.dead = 0;
   }
 }
@@ -382,6 +435,19 @@ function counts(terms: string[]): Map<string, number> {
   const out = new Map<string, number>();
   for (const term of terms) out.set(term, (out.get(term) ?? 0) + 1);
   return out;
+}
+
+/** A document asked about in a search (`j`: its place in the caller's list). */
+interface Asked {
+  doc: number;
+  j: number;
+}
+
+/** `array` in a new one of at least `needed` entries, the new ones -1. */
+function growFilled(array: Int32Array<ArrayBuffer>, needed: number): Int32Array<ArrayBuffer> {
+  const bigger = new Int32Array(Math.max(needed, array.length * 2)).fill(-1);
+  bigger.set(array);
+  return bigger;
 }
 
 function grow<T extends Uint32Array>(array: T, needed: number): T {

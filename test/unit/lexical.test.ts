@@ -292,6 +292,62 @@ describe.each<[string, () => Lexical]>([
   });
 });
 
+describe('Bm25Index.searchKeyed (the search worker names memories by their labels)', () => {
+  it('gives searchWith\'s hits and scores to the bit, through churn that reuses keys and compactions', () => {
+    const random = mulberry32(11);
+    const bm25 = new Bm25Index();
+    const texts = new Map<string, string>();
+    const keyOf = new Map<string, number>();
+    const idOf = new Map<number, string>();
+    const freeKeys: number[] = [];
+    let nextKey = 0;
+    let added = 0;
+    const add = () => {
+      const id = `m${added}`;
+      const text = memoryText(added++);
+      // Every seventh memory has no key (a zero vector: no label in the graph).
+      const key = added % 7 === 0 ? -1 : freeKeys.pop() ?? nextKey++;
+      bm25.add(id, text, key);
+      texts.set(id, text);
+      if (key >= 0) {
+        keyOf.set(id, key);
+        idOf.set(key, id);
+      }
+    };
+    const remove = (id: string) => {
+      bm25.remove(id, texts.get(id)!);
+      texts.delete(id);
+      const key = keyOf.get(id);
+      if (key === undefined) return;
+      keyOf.delete(id);
+      idOf.delete(key);
+      freeKeys.push(key);
+    };
+    const check = (round: string) => {
+      const live = [...idOf.keys()];
+      for (let q = 0; q < 20; q++) {
+        const query = questionText(q * 13 + round.length);
+        // Keys of live memories, a freed key and one never given.
+        const keys = [...Array.from({ length: 30 }, () => live[Math.floor(random() * live.length)]), ...freeKeys.slice(0, 1), nextKey + 5];
+        const ids = keys.map((key) => idOf.get(key) ?? 'none');
+        const keyed = bm25.searchKeyed(query, 30, keys);
+        const plain = bm25.searchWith(query, 30, ids);
+        expect(keyed.hits.map(({ id, score }) => ({ id, score })), `${round}: ${query}`).toEqual(plain.hits);
+        expect(keyed.hits.map((h) => h.key)).toEqual(plain.hits.map((h) => keyOf.get(h.id) ?? -1));
+        expect([...keyed.also]).toEqual([...plain.also]);
+      }
+    };
+    for (let i = 0; i < 3000; i++) add();
+    check('added');
+    // More removals than live memories past 1,024: compactions renumber the documents.
+    for (const id of [...texts.keys()]) if (random() < 0.8) remove(id);
+    for (let i = 0; i < 800; i++) add();
+    check('after churn');
+    for (const id of [...texts.keys()].slice(0, 1500)) remove(id);
+    check('after compaction');
+  });
+});
+
 describe('a hostile query cannot make a search walk the tenant (issue: one query blocks the enclave)', () => {
   it('a 4,096-character question of hundreds of words against 20,000 matching memories reads a small part of the postings', () => {
     const bm25 = new Bm25Index();
