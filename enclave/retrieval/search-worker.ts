@@ -7,11 +7,11 @@
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { HnswIndex } from '../vectors/hnsw-index.js';
-import { Bm25Index } from './bm25.js';
+import { Bm25Index, type SearchCost } from './bm25.js';
 import type { FromWorker, ToWorker, WorkerData } from './search-protocol.js';
 import { rankHybrid } from './hybrid.js';
 import { centred } from './tenant-centre.js';
-import { candidatesOf, searchTenant } from './tenant-search.js';
+import { candidatesOf, type TenantSearch } from './tenant-search.js';
 
 interface Replica {
   vectors: HnswIndex;
@@ -33,6 +33,33 @@ function queried(id: number): Replica {
   return replica;
 }
 
+/** BM25 keys a memory by its label in the graph (-1 for none: a zero vector, or no vector). */
+function addText(replica: Replica, id: string, text: string): void {
+  replica.lexical.add(id, text, replica.vectors.labelOf(id) ?? -1);
+}
+
+/**
+ * searchTenant() on the copy, by label: the graph's finds are scored by BM25 and the BM25
+ * finds by similarity through their labels, with no lookup by id (the same scores as the
+ * event loop's, which looks up by id: tested). `similarity` answers for the candidates.
+ */
+function searchReplica(replica: Replica, query: string, vector: Float32Array, mean: Float32Array, depth: number): { searched: TenantSearch; similarity: (id: string) => number } {
+  const { vectors, lexical } = replica;
+  const labels = vectors.searchLabels(centred(vector, mean), depth);
+  const cost: SearchCost = { terms: 0, postingsRead: 0, postingsHeld: 0 };
+  const { hits, also } = lexical.searchKeyed(query, depth, labels, cost);
+  const score = vectors.labelScorer(vector, mean);
+  const scores = new Map<string, number>();
+  const ids = labels.map((label) => {
+    const id = vectors.idOf(label);
+    scores.set(id, score(label));
+    return id;
+  });
+  // A hit with no label has a zero vector or none: similarity 0, as scorer() gives it.
+  for (const hit of hits) if (!scores.has(hit.id)) scores.set(hit.id, hit.key >= 0 ? score(hit.key) : 0);
+  return { searched: { ids, hits, also, cost }, similarity: (id) => scores.get(id) ?? 0 };
+}
+
 function handle(message: ToWorker): void {
   switch (message.op) {
     case 'build': {
@@ -41,12 +68,12 @@ function handle(message: ToWorker): void {
         vectors: new HnswIndex(setup.dimension, setup.hnsw, Math.max(1024, vectorIds.length * 2)),
         lexical: new Bm25Index(),
       };
-      for (let i = 0; i < ids.length; i++) replica.lexical.add(ids[i], texts[i]);
       for (let i = 0; i < vectorIds.length; i++) {
         // A large copy takes seconds to build: stop between two additions when asked.
         if (stopping()) return;
         replica.vectors.add(vectorIds[i], vectors.subarray(i * setup.dimension, (i + 1) * setup.dimension));
       }
+      for (let i = 0; i < ids.length; i++) addText(replica, ids[i], texts[i]);
       replicas.set(message.replica, replica);
       reply({ op: 'built', replica: message.replica });
       return;
@@ -55,7 +82,7 @@ function handle(message: ToWorker): void {
       const replica = replicas.get(message.replica);
       if (!replica) return;
       if (message.vector) replica.vectors.add(message.id, message.vector);
-      replica.lexical.add(message.id, message.text);
+      addText(replica, message.id, message.text);
       return;
     }
     case 'remove': {
@@ -79,9 +106,8 @@ function handle(message: ToWorker): void {
       const { dimension } = setup;
       const vector = message.vectors.subarray(0, dimension);
       const mean = message.vectors.subarray(dimension, 2 * dimension);
-      const searched = searchTenant(replica.vectors, replica.lexical, message.query, centred(vector, mean), message.depth);
-      const score = replica.vectors.scorer(vector, mean);
-      const ranked = rankHybrid([...candidatesOf(searched, (id) => score(id) ?? 0).values()], { lexicalIdeal: searched.cost.idealScore ?? 0 });
+      const { searched, similarity } = searchReplica(replica, message.query, vector, mean, message.depth);
+      const ranked = rankHybrid([...candidatesOf(searched, similarity).values()], { lexicalIdeal: searched.cost.idealScore ?? 0 });
       const scores = new Float64Array(3 * ranked.length);
       ranked.forEach((hit, i) => {
         scores[3 * i] = hit.fused;
