@@ -11,7 +11,7 @@ import { TenantCentre, centred } from '../retrieval/tenant-centre.js';
 import { admit, DEFAULT_CAPACITY, storedBytes, type Capacity, type Usage } from './admission.js';
 import { metadataMatcher } from './metadata-filter.js';
 import type { Replica, SearchReplicas } from '../retrieval/search-replicas.js';
-import { candidatesOf, searchTenant, searchTenantWith, type RankedHit, type TenantSearch } from '../retrieval/tenant-search.js';
+import { candidatesOf, searchTenant, searchTenantWith, similaritiesById, type RankedHit, type TenantSearch } from '../retrieval/tenant-search.js';
 import type { LexicalHit } from '../retrieval/bm25.js';
 import { pooledRandomBytes } from '../random-bytes.js';
 
@@ -324,7 +324,7 @@ export class MemoryService {
     searched ??= searchTenant(tenant.index, tenant.lexical, input.query, centred(vector, mean), depth, accepts);
     const score = tenant.index.scorer(vector, mean);
     const similarity = (id: string) => score(id) ?? 0;
-    const candidates = candidatesOf(searched, similarity, (id) => tenant.records.has(id));
+    const candidates = candidatesOf(searched, similaritiesById(searched, similarity), (id) => tenant.records.has(id));
     // HNSW may stop short under a narrow filter: then score every matching memory exactly.
     if (accepts && candidates.size < input.top_k && tenant.records.size > candidates.size) {
       const exact: Candidate[] = [];

@@ -7,11 +7,11 @@
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { HnswIndex } from '../vectors/hnsw-index.js';
-import { Bm25Index, type SearchCost } from './bm25.js';
+import { Bm25Index, type KeyedHit, type SearchCost } from './bm25.js';
 import type { FromWorker, ToWorker, WorkerData } from './search-protocol.js';
 import { rankHybrid } from './hybrid.js';
 import { centred } from './tenant-centre.js';
-import { candidatesOf, type TenantSearch } from './tenant-search.js';
+import { candidatesOf, type Similarities, type TenantSearch } from './tenant-search.js';
 
 interface Replica {
   vectors: HnswIndex;
@@ -41,23 +41,19 @@ function addText(replica: Replica, id: string, text: string): void {
 /**
  * searchTenant() on the copy, by label: the graph's finds are scored by BM25 and the BM25
  * finds by similarity through their labels, with no lookup by id (the same scores as the
- * event loop's, which looks up by id: tested). `similarity` answers for the candidates.
+ * event loop's, which looks up by id: tested).
  */
-function searchReplica(replica: Replica, query: string, vector: Float32Array, mean: Float32Array, depth: number): { searched: TenantSearch; similarity: (id: string) => number } {
+function searchReplica(replica: Replica, query: string, vector: Float32Array, mean: Float32Array, depth: number): { searched: TenantSearch<KeyedHit>; similarity: Similarities<KeyedHit> } {
   const { vectors, lexical } = replica;
   const labels = vectors.searchLabels(centred(vector, mean), depth);
   const cost: SearchCost = { terms: 0, postingsRead: 0, postingsHeld: 0 };
   const { hits, also } = lexical.searchKeyed(query, depth, labels, cost);
   const score = vectors.labelScorer(vector, mean);
-  const scores = new Map<string, number>();
-  const ids = labels.map((label) => {
-    const id = vectors.idOf(label);
-    scores.set(id, score(label));
-    return id;
-  });
-  // A hit with no label has a zero vector or none: similarity 0, as scorer() gives it.
-  for (const hit of hits) if (!scores.has(hit.id)) scores.set(hit.id, hit.key >= 0 ? score(hit.key) : 0);
-  return { searched: { ids, hits, also, cost }, similarity: (id) => scores.get(id) ?? 0 };
+  return {
+    searched: { ids: labels.map((label) => vectors.idOf(label)), hits, also, cost },
+    // A hit with no label has a zero vector or none: similarity 0, as scorer() gives it.
+    similarity: { found: (j) => score(labels[j]), matched: (hit) => (hit.key >= 0 ? score(hit.key) : 0) },
+  };
 }
 
 function handle(message: ToWorker): void {

@@ -3,9 +3,9 @@ import type { LexicalHit, LexicalResult, SearchCost } from './bm25.js';
 import type { Candidate } from './hybrid.js';
 
 /** A hybrid query's two searches: the vector search's ids, best first; BM25's top hits and its scores of those ids. */
-export interface TenantSearch {
+export interface TenantSearch<H extends LexicalHit = LexicalHit> {
   ids: string[];
-  hits: LexicalHit[];
+  hits: H[];
   /** BM25 score of each of `ids`, in that order (0: no query term). */
   also: Float64Array;
   cost: SearchCost;
@@ -62,21 +62,36 @@ export async function searchTenantWith(vectors: Pick<VectorIndex, 'search'>, lex
  * the event loop skips such memories in its ranking afterwards, which keeps the same order).
  * Every candidate has the same fields in the same order (one object shape for the engine).
  */
-export function candidatesOf(searched: TenantSearch, similarity: (id: string) => number, held?: (id: string) => boolean): Map<string, Candidate> {
+export function candidatesOf<H extends LexicalHit>(searched: TenantSearch<H>, similarity: Similarities<H>, held?: (id: string) => boolean): Map<string, Candidate> {
   const candidates = new Map<string, Candidate>();
   searched.ids
-    .map((id, j) => ({ id, score: similarity(id), lexical: searched.also[j] }))
+    .map((id, j) => ({ id, score: similarity.found(j), lexical: searched.also[j] }))
     .filter(({ id }) => !held || held(id))
     .sort((x, y) => y.score - x.score)
     .forEach(({ id, score, lexical }, i) => candidates.set(id, { id, vector: score, vectorRank: i + 1, lexical: lexical > 0 ? lexical : undefined, lexicalRank: undefined }));
-  searched.hits.forEach(({ id, score }, i) => {
+  searched.hits.forEach((hit, i) => {
+    const { id, score } = hit;
     const candidate = candidates.get(id);
     if (candidate) {
       candidate.lexical = score;
       candidate.lexicalRank = i + 1;
     } else if (!held || held(id)) {
-      candidates.set(id, { id, vector: similarity(id), vectorRank: undefined, lexical: score, lexicalRank: i + 1 });
+      candidates.set(id, { id, vector: similarity.matched(hit), vectorRank: undefined, lexical: score, lexicalRank: i + 1 });
     }
   });
   return candidates;
+}
+
+/**
+ * A candidate's similarity for candidatesOf: a vector find's by its place in `ids`, a memory
+ * only BM25 found by its hit. The search worker's copy scores both by label, with no lookup by id.
+ */
+export interface Similarities<H extends LexicalHit = LexicalHit> {
+  found(j: number): number;
+  matched(hit: H): number;
+}
+
+/** Similarities by id (the event loop's indexes). */
+export function similaritiesById(searched: TenantSearch, similarity: (id: string) => number): Similarities {
+  return { found: (j) => similarity(searched.ids[j]), matched: (hit) => similarity(hit.id) };
 }
