@@ -88,6 +88,13 @@ export const newMemoryId = (): string => Buffer.concat([ID_PREFIX, Buffer.from(p
 /** A large tenant's queries before it gets a copy in the search worker (retrieval/search-replicas.ts). */
 export const REPLICATE_AFTER_QUERIES = 50;
 
+/**
+ * The search worker sends back the first top_k + this many of its ranking: the event loop
+ * skips memories deleted while the worker ranked, and ranks a query itself in the rare case
+ * that more than this many of them were.
+ */
+export const RANKING_SPARE = 10;
+
 /** Texts per embed call when re-embedding: large enough for full ONNX runs, small enough for steady progress. */
 const REEMBED_BATCH = 64;
 
@@ -290,25 +297,17 @@ export class MemoryService {
     const matching = plain ? this.matchElsewhere(tenant, input.query, depth)?.catch(() => undefined) : undefined;
     const [vector] = await this.embedder.embed([input.query]);
     const mean = tenant.centre.mean();
-    let ranked: RankedHit[] | undefined;
     if (matching) {
       const searched = await searchTenantWith(tenant.index, tenant.lexical, input.query, centred(vector, mean), depth, matching);
-      if (searched) ranked = this.rankHere(tenant, input, vector, mean, depth, rank, searched);
+      if (searched) return held(tenant, this.rankHere(tenant, input, vector, mean, depth, rank, searched), input.top_k);
     } else if (plain) {
-      const remote = this.searchElsewhere(tenant, input.query, vector, mean, depth);
-      ranked = remote && (await remote.catch(() => undefined));
+      const keep = input.top_k + RANKING_SPARE;
+      const remote = await this.searchElsewhere(tenant, input.query, vector, mean, depth, keep)?.catch(() => undefined);
+      const results = remote && held(tenant, remote, input.top_k);
+      // More of the worker's first `keep` deleted meanwhile than the spare: rank here.
+      if (results && (results.length === input.top_k || remote.length < keep)) return results;
     }
-    ranked ??= this.rankHere(tenant, input, vector, mean, depth, rank);
-    // The tenant may have changed while the worker searched: what is gone is skipped, and the
-    // rest keeps its order (a ranking's order does not depend on the other candidates).
-    const results: ScoredMemory[] = [];
-    for (const hit of ranked) {
-      const record = tenant.records.get(hit.id);
-      if (!record) continue;
-      results.push({ record, score: hit.fused, scores: { vector: hit.vector, lexical: hit.lexical ?? null, fused: hit.fused } });
-      if (results.length === input.top_k) break;
-    }
-    return results;
+    return held(tenant, this.rankHere(tenant, input, vector, mean, depth, rank), input.top_k);
   }
 
   /**
@@ -345,7 +344,7 @@ export class MemoryService {
    * query of a large tenant starts its copy there (and is searched here): a copy costs
    * memory, so a tenant queried now and then has none.
    */
-  private searchElsewhere(tenant: Tenant, query: string, vector: Float32Array, mean: Float32Array, depth: number): Promise<RankedHit[]> | undefined {
+  private searchElsewhere(tenant: Tenant, query: string, vector: Float32Array, mean: Float32Array, depth: number, keep: number): Promise<RankedHit[]> | undefined {
     if (!this.replicas || !large(tenant)) return undefined;
     if (!tenant.replica || tenant.replica.lost) {
       if (++tenant.queries < REPLICATE_AFTER_QUERIES) return undefined;
@@ -357,7 +356,7 @@ export class MemoryService {
       });
       return undefined;
     }
-    return this.querying > 1 ? this.replicas.search(tenant.replica, query, vector, mean, depth) : undefined;
+    return this.querying > 1 ? this.replicas.search(tenant.replica, query, vector, mean, depth, keep) : undefined;
   }
 
   /**
@@ -533,6 +532,22 @@ export class MemoryService {
     }
     return tenant;
   }
+}
+
+/**
+ * The first `topK` of a ranking whose memories the tenant still holds, with their records:
+ * the tenant may have changed while the worker ranked, and a ranking's order does not depend
+ * on the other candidates, so skipping what is gone keeps the rest in order.
+ */
+function held(tenant: Tenant, ranked: RankedHit[], topK: number): ScoredMemory[] {
+  const results: ScoredMemory[] = [];
+  for (const hit of ranked) {
+    const record = tenant.records.get(hit.id);
+    if (!record) continue;
+    results.push({ record, score: hit.fused, scores: { vector: hit.vector, lexical: hit.lexical ?? null, fused: hit.fused } });
+    if (results.length === topK) break;
+  }
+  return results;
 }
 
 /** A tenant whose indexes have moved to their large forms (HNSW, inverted BM25): the only kind the search worker copies. */

@@ -28,9 +28,10 @@ export type ToWorker =
   | { op: 'drop'; replica: number }
   /**
    * A hybrid query, searched and ranked: `vector` is the query's embedding and `mean` the
-   * tenant's mean as the event loop has it, one after the other in `vectors`.
+   * tenant's mean as the event loop has it, one after the other in `vectors`. Only the first
+   * `keep` of the ranking are sent back (the event loop needs top_k of them).
    */
-  | { op: 'search'; seq: number; replica: number; query: string; vectors: Float32Array; depth: number; changes: number }
+  | { op: 'search'; seq: number; replica: number; query: string; vectors: Float32Array; depth: number; keep: number; changes: number }
   /** BM25's top `depth` for a query, alone: the event loop does the rest of it meanwhile. */
   | { op: 'match'; seq: number; replica: number; query: string; depth: number; changes: number }
   /** Asks when the first `changes` changes sent have been applied. */

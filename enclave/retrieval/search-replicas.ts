@@ -136,11 +136,12 @@ export class SearchReplicas {
   }
 
   /**
-   * A query searched (`depth` results from each side) and ranked in the worker, best first:
-   * `vector` is its embedding, `mean` the tenant's mean. Undefined when the worker cannot
-   * take it now; rejects if it fails meanwhile (then search on the event loop).
+   * A query searched (`depth` results from each side) and ranked in the worker, best first,
+   * the first `keep` of the ranking: `vector` is its embedding, `mean` the tenant's mean.
+   * Undefined when the worker cannot take it now; rejects if it fails meanwhile (then search
+   * on the event loop).
    */
-  search(replica: Replica, query: string, vector: Float32Array, mean: Float32Array, depth: number): Promise<RankedHit[]> | undefined {
+  search(replica: Replica, query: string, vector: Float32Array, mean: Float32Array, depth: number, keep: number): Promise<RankedHit[]> | undefined {
     if (!this.canSearch(replica)) return undefined;
     const seq = ++this.lastSeq;
     const vectors = new Float32Array(2 * this.dimension);
@@ -148,7 +149,7 @@ export class SearchReplicas {
     vectors.set(mean, this.dimension);
     return new Promise<RankedHit[]>((resolve, reject) => {
       this.waiting.set(seq, { resolve: (answer) => resolve(answer as RankedHit[]), reject });
-      this.send({ op: 'search', seq, replica: replica.id, query, vectors, depth, changes: this.changesSent }, [vectors.buffer]);
+      this.send({ op: 'search', seq, replica: replica.id, query, vectors, depth, keep, changes: this.changesSent }, [vectors.buffer]);
     });
   }
 

@@ -33,6 +33,16 @@ function queried(id: number): Replica {
   return replica;
 }
 
+/**
+ * The hits' ids in an array built by push: Array.prototype.map makes a holey array, which
+ * postMessage writes, and the event loop reads, element by element as a sparse one.
+ */
+function packedIds(hits: ReadonlyArray<{ id: string }>): string[] {
+  const ids: string[] = [];
+  for (const hit of hits) ids.push(hit.id);
+  return ids;
+}
+
 /** BM25 keys a memory by its label in the graph (-1 for none: a zero vector, or no vector). */
 function addText(replica: Replica, id: string, text: string): void {
   replica.lexical.add(id, text, replica.vectors.labelOf(id) ?? -1);
@@ -104,19 +114,20 @@ function handle(message: ToWorker): void {
       const mean = message.vectors.subarray(dimension, 2 * dimension);
       const { searched, similarity } = searchReplica(replica, message.query, vector, mean, message.depth);
       const ranked = rankHybrid([...candidatesOf(searched, similarity).values()], { lexicalIdeal: searched.cost.idealScore ?? 0 });
-      const scores = new Float64Array(3 * ranked.length);
-      ranked.forEach((hit, i) => {
+      const kept = ranked.slice(0, message.keep);
+      const scores = new Float64Array(3 * kept.length);
+      kept.forEach((hit, i) => {
         scores[3 * i] = hit.fused;
         scores[3 * i + 1] = hit.vector;
         scores[3 * i + 2] = hit.lexical ?? 0;
       });
-      reply({ op: 'found', seq: message.seq, ids: ranked.map((hit) => hit.id), scores, changes: message.changes });
+      reply({ op: 'found', seq: message.seq, ids: packedIds(kept), scores, changes: message.changes });
       return;
     }
     case 'match': {
       const replica = queried(message.replica);
       const hits = replica.lexical.search(message.query, message.depth);
-      reply({ op: 'matched', seq: message.seq, ids: hits.map((hit) => hit.id), scores: Float64Array.from(hits, (hit) => hit.score), changes: message.changes });
+      reply({ op: 'matched', seq: message.seq, ids: packedIds(hits), scores: Float64Array.from(hits, (hit) => hit.score), changes: message.changes });
       return;
     }
   }

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { modelsDir } from '../../common/paths.js';
 import { loadEmbedder, type Embedder } from '../../enclave/embedding/embedder.js';
-import { MemoryService, REPLICATE_AFTER_QUERIES, type MemoryRecord, type ScoredMemory } from '../../enclave/memory/memory-service.js';
+import { MemoryService, RANKING_SPARE, REPLICATE_AFTER_QUERIES, type MemoryRecord, type ScoredMemory } from '../../enclave/memory/memory-service.js';
 import type { QueryMemoryInput } from '../../common/schemas.js';
 import { MAX_UNAPPLIED_CHANGES, Replica, SearchReplicas } from '../../enclave/retrieval/search-replicas.js';
 import { DEFAULT_TIERS } from '../../enclave/vectors/tiered-index.js';
@@ -146,6 +146,34 @@ describe('the search worker', () => {
     expect(memory.get('big', target.id)).toBeUndefined();
     expect(hits.map((h) => h.record.id)).not.toContain(target.id);
     expect(hits).toHaveLength(3);
+  });
+
+  it('ranks a query on the event loop when more of the worker\'s ranking was deleted meanwhile than it sent to spare', async () => {
+    const { memory, replicas } = await service(true);
+    await untilServedByWorker(memory, replicas!);
+    // More than the worker sends (top_k + RANKING_SPARE), all better answers than the corpus.
+    const pets = await memory.addMany(Array.from({ length: RANKING_SPARE + 8 }, (_, i) => ({ tenant_id: 'big', content: `My axolotl number ${i} is called Quetzalcoatl.` })));
+    const survivors = pets.slice(0, 2).map((p) => p.id);
+    const search = replicas!.search.bind(replicas);
+    let deleted = false;
+    replicas!.search = (...args) => {
+      const found = search(...args);
+      if (found && !deleted) {
+        deleted = true;
+        for (const pet of pets.slice(2)) void memory.delete('big', pet.id);
+      }
+      return found;
+    };
+    const query = { tenant_id: 'big', query: 'what is my axolotl called Quetzalcoatl', top_k: 3 };
+    const answered = replicas!.answered;
+    const hits = await underLoad(memory, query);
+    expect(deleted).toBe(true);
+    expect(replicas!.answered).toBeGreaterThan(answered);
+    // The worker's first 13 held at most the 2 survivors: the third answer needed a ranking here.
+    expect(hits).toHaveLength(3);
+    expect(hits.slice(0, 2).map((h) => h.record.id).sort()).toEqual([...survivors].sort());
+    // The same memories as a query now (its scores differ in the last digits: the tenant's mean moved with the deletions).
+    expect(hits.map((h) => h.record.id)).toEqual((await memory.query(query)).map((h) => h.record.id));
   });
 
   it('searches on the event loop while the worker has many changes still to apply', async () => {
