@@ -55,6 +55,21 @@ async function untilServedByWorker(memory: MemoryService, replicas: SearchReplic
   expect(replicas.answered).toBeGreaterThan(before);
 }
 
+/** Runs `then` once, as the first search goes to the worker; the answer says whether it has. */
+function onFirstSearch(replicas: SearchReplicas, then: () => void): () => boolean {
+  const search = replicas.search.bind(replicas);
+  let done = false;
+  replicas.search = (...args) => {
+    const found = search(...args);
+    if (found && !done) {
+      done = true;
+      then();
+    }
+    return found;
+  };
+  return () => done;
+}
+
 const shape = (hits: ScoredMemory[]) => hits.map((h) => ({ content: h.record.content, score: h.score, scores: h.scores }));
 
 describe('the search worker', () => {
@@ -129,19 +144,10 @@ describe('the search worker', () => {
     await untilServedByWorker(memory, replicas!);
     const target = await memory.add({ tenant_id: 'big', content: 'My pet axolotl is called Quetzalcoatl.' });
     // The worker ranks without the records: delete the best answer once the query is on its way there.
-    const search = replicas!.search.bind(replicas);
-    let deleted = false;
-    replicas!.search = (...args) => {
-      const found = search(...args);
-      if (found && !deleted) {
-        deleted = true;
-        void memory.delete('big', target.id);
-      }
-      return found;
-    };
+    const sent = onFirstSearch(replicas!, () => void memory.delete('big', target.id));
     const answered = replicas!.answered;
     const hits = await underLoad(memory, { tenant_id: 'big', query: 'what is my axolotl called Quetzalcoatl', top_k: 3 });
-    expect(deleted).toBe(true);
+    expect(sent()).toBe(true);
     expect(replicas!.answered).toBeGreaterThan(answered);
     expect(memory.get('big', target.id)).toBeUndefined();
     expect(hits.map((h) => h.record.id)).not.toContain(target.id);
@@ -154,20 +160,13 @@ describe('the search worker', () => {
     // More than the worker sends (top_k + RANKING_SPARE), all better answers than the corpus.
     const pets = await memory.addMany(Array.from({ length: RANKING_SPARE + 8 }, (_, i) => ({ tenant_id: 'big', content: `My axolotl number ${i} is called Quetzalcoatl.` })));
     const survivors = pets.slice(0, 2).map((p) => p.id);
-    const search = replicas!.search.bind(replicas);
-    let deleted = false;
-    replicas!.search = (...args) => {
-      const found = search(...args);
-      if (found && !deleted) {
-        deleted = true;
-        for (const pet of pets.slice(2)) void memory.delete('big', pet.id);
-      }
-      return found;
-    };
+    const sent = onFirstSearch(replicas!, () => {
+      for (const pet of pets.slice(2)) void memory.delete('big', pet.id);
+    });
     const query = { tenant_id: 'big', query: 'what is my axolotl called Quetzalcoatl', top_k: 3 };
     const answered = replicas!.answered;
     const hits = await underLoad(memory, query);
-    expect(deleted).toBe(true);
+    expect(sent()).toBe(true);
     expect(replicas!.answered).toBeGreaterThan(answered);
     // The worker's first 13 held at most the 2 survivors: the third answer needed a ranking here.
     expect(hits).toHaveLength(3);
