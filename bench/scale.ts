@@ -21,7 +21,7 @@ import { DEFAULT_TIERS, TieredIndex } from '../enclave/vectors/tiered-index.js';
 import { rssMiB, startService, untilIdle, type Service } from '../scripts/lib/run-service.js';
 import { memoryText, questionText } from './corpus.js';
 import { LoadClient, type LoadRequest } from './load-client.js';
-import { describeSpeed, machineSpeed } from './machine-speed.js';
+import { cpuIdentity, describeSpeed, machineSpeed } from './machine-speed.js';
 import { percentile } from './stats.js';
 
 const quick = process.env.BENCH_QUICK === '1';
@@ -296,9 +296,10 @@ function targets(results: Results): Array<{ what: string; target: string; measur
 
 export async function run(): Promise<void> {
   const speedAtStart = machineSpeed();
+  console.log(`machine: ${cpus().length} × ${cpuIdentity()}, Node ${process.version}`);
   console.log(`machine speed at the start (a fixed workload; larger is slower, see bench/machine-speed.ts): ${describeSpeed(speedAtStart)}`);
   const results: Results = {
-    machine: { cpus: cpus().length, cpu: cpus()[0]?.model, node: process.version, date: new Date().toISOString(), speed: { start: speedAtStart } },
+    machine: { cpus: cpus().length, cpu: cpuIdentity(), node: process.version, date: new Date().toISOString(), speed: { start: speedAtStart } },
     quick,
   };
   await overHttp(results);
