@@ -17,7 +17,7 @@
  * the enclave under 16 clients began a mark-compact after every 3-5 MiB promoted: one every
  * 2-3 s, each 3-10 ms of pause plus marking steps and helper threads on the two cores, and a
  * query caught in one took 25-40 ms. Four runs alternating, four rounds of 10,000 queries
- * each (docs/performance.md): 8-11 enclave mark-compacts a run and p99 11.1-15.0 ms without,
+ * each (docs/performance.md): 9-11 enclave mark-compacts a run and p99 11.1-15.0 ms without,
  * none and p99 8.8-11.1 ms with. The 1M-memory store's heap peaked as before (about 450-490
  * MiB), its RSS too.
  */
