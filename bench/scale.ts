@@ -305,10 +305,11 @@ function targets(results: Results): Array<{ what: string; target: string; measur
 
 export async function run(): Promise<void> {
   const speedAtStart = machineSpeed();
-  console.log(`machine: ${cpus().length} × ${cpuIdentity()}, Node ${process.version}`);
+  const cpu = cpuIdentity();
+  console.log(`machine: ${cpus().length} × ${cpu}, Node ${process.version}`);
   console.log(`machine speed at the start (a fixed workload; larger is slower, see bench/machine-speed.ts): ${describeSpeed(speedAtStart)}`);
   const results: Results = {
-    machine: { cpus: cpus().length, cpu: cpuIdentity(), node: process.version, date: new Date().toISOString(), speed: { start: speedAtStart } },
+    machine: { cpus: cpus().length, cpu, node: process.version, date: new Date().toISOString(), speed: { start: speedAtStart } },
     quick,
   };
   await overHttp(results);
