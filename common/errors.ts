@@ -51,6 +51,7 @@ export const errorCatalogue = {
   invalid_sealed_request: invalid(400, 'a sealed envelope or its plaintext is malformed'),
   sealed_open_failed: invalid(400, 'a sealed request does not open with the enclave\'s key (altered, or sealed to an old key)'),
   sealed_request_expired: invalid(400, 'a sealed request\'s timestamp is too far from the enclave\'s clock'),
+  sealed_outer_authorization: invalid(400, 'a sealed request carried an Authorization header outside its envelope, where the host reads it'),
   // 401, 403
   missing_api_key: { status: 401, type: 'authentication_error', when: 'no Authorization header, and the service requires API keys' },
   invalid_api_key: { status: 401, type: 'authentication_error', when: 'the key is not Bearer <key>, or not a key the enclave knows' },

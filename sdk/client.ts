@@ -44,7 +44,7 @@ export interface ConnectOptions {
   insecureSkipPcrPinning?: boolean;
   /** Expected operator Ed25519 key (base64, hex or bytes), checked against the document's user_data. */
   operatorKey?: string | Uint8Array;
-  /** Sent as the Authorization header, and inside sealed requests. */
+  /** Sent as the Authorization header of plain calls, and only inside the envelope of sealed calls. */
   authorization?: string;
   /** Largest accepted gap between a signature's timestamp and this machine's clock (default 5 minutes). */
   maxClockSkewMs?: number;
@@ -229,18 +229,22 @@ export class TeeClient {
    * the answer is unsigned (e.g. the host refused the request itself) or does not verify.
    */
   async call<T = unknown>(method: string, path: string, body?: Body, options: CallOptions = {}): Promise<TeeResponse<T>> {
+    return this.send<T>(method, path, encodeBody(body), this.options.authorization, options);
+  }
+
+  /** Sends one plain request with `authorization` (or none) and checks the signed answer. */
+  private async send<T>(method: string, path: string, bytes: Uint8Array, authorization: string | undefined, options: CallOptions): Promise<TeeResponse<T>> {
     const { url, target } = this.resolve(path);
-    const bytes = encodeBody(body);
     const headers: Record<string, string> = { ...options.headers };
     if (bytes.length > 0) headers['content-type'] = 'application/json';
-    if (this.options.authorization) headers.authorization = this.options.authorization;
+    if (authorization) headers.authorization = authorization;
     if (options.organization) headers.organization_id = options.organization;
     const floor = this.stateFloor();
     const response = await this.fetchImpl(url, { method, headers, body: bytes.length > 0 ? bytes : undefined });
     const raw = new Uint8Array(await response.arrayBuffer());
     const responseHeaders = headersOf(response.headers);
     const { signedAt, state } = this.verify(
-      { method, target, organization: options.organization, authorization: this.options.authorization, body: bytes }, response.status, raw, responseHeaders, floor,
+      { method, target, organization: options.organization, authorization, body: bytes }, response.status, raw, responseHeaders, floor,
     );
     return { status: response.status, body: parseJson(raw) as T, raw, headers: responseHeaders, signedAt, state };
   }
@@ -262,8 +266,10 @@ export class TeeClient {
       timestamp: Date.now(),
     });
     const floor = this.stateFloor();
-    // The outer request is itself a signed plain call.
-    const outer = await this.call<unknown>('POST', SEALED_PATH, envelope, { headers: options.headers });
+    // The outer request is itself a signed plain call, and carries no key: the host reads
+    // every outer header, and the key travels only inside the envelope.
+    const extra = Object.fromEntries(Object.entries(options.headers ?? {}).filter(([name]) => name.toLowerCase() !== 'authorization'));
+    const outer = await this.send<unknown>('POST', SEALED_PATH, encodeBody(envelope), undefined, { headers: extra });
     if (outer.status !== 200) {
       const message = describeError(outer.body) ?? `HTTP ${outer.status}`;
       throw new SealedCallError(`the enclave refused the sealed request: ${message}`, outer.status, outer.body);

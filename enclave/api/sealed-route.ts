@@ -29,6 +29,12 @@ const cannotOpen = () => badRequest(
   'sealed_open_failed',
 );
 
+const outerAuthorization = () => badRequest(
+  'a sealed request must not carry an Authorization header outside the envelope, where the host reads it: send the key only inside the envelope, and replace a key that was sent this way',
+  'authorization',
+  'sealed_outer_authorization',
+);
+
 /**
  * POST /v1/sealed: opens the envelope, refuses replays, hands the inner request to the
  * same handler as its plain route, and seals the whole reply (status, headers, body) to
@@ -37,6 +43,9 @@ const cannotOpen = () => badRequest(
  */
 export function sealedRoute(deps: SealedDeps) {
   return async ({ request, body: envelope }: RouteCall<'Sealed'>, context?: CallContext): Promise<ApiReply> => {
+    // The key belongs inside the envelope only: one sent outside has passed the host in the
+    // clear. Refusing it tells the client at once, instead of quietly working while leaking.
+    if (request.authorization) throw outerAuthorization();
     let opened;
     try {
       opened = deps.key.open(envelope);

@@ -132,7 +132,7 @@ describe('POST /v1/sealed in the enclave (enclave/api/sealed-route.ts)', () => {
   const post = async (body: unknown) => route(await sealedCall({
     request_id: 'r1',
     body: Buffer.from(typeof body === 'string' ? body : JSON.stringify(body)),
-    authorization: 'Bearer outer',
+    authorization: '',
     organization: 'outer-org',
   }));
   const refusal = async (body: unknown): Promise<ApiError> => {
@@ -160,6 +160,16 @@ describe('POST /v1/sealed in the enclave (enclave/api/sealed-route.ts)', () => {
     const { envelope } = sealRequest(key.publicKey, { method: 'GET', target: '/v1/memory?tenant_id=t', body: new Uint8Array(), timestamp: Date.now() });
     await post(envelope);
     expect(dispatched.at(-1)!.request).toMatchObject({ authorization: '', organization: '', target: '/v1/memory?tenant_id=t' });
+  });
+
+  it('refuses an envelope sent with an Authorization header outside it (hold round two, 1), before opening or acting', async () => {
+    const count = dispatched.length;
+    const error = await route(await sealedCall({
+      request_id: 'r2', body: Buffer.from(JSON.stringify(fresh().envelope)), authorization: 'Bearer leaked', organization: '',
+    })).then(() => undefined, (e: unknown) => e);
+    expect(error).toMatchObject({ status: 400, code: 'sealed_outer_authorization' });
+    expect((error as ApiError).message).not.toContain('leaked');
+    expect(dispatched.length).toBe(count);
   });
 
   it('refuses the same envelope sent again with bit 255 of the client key flipped (another spelling of the same X25519 key), not acting twice', async () => {
