@@ -38,6 +38,7 @@ export const enclaveSettings = {
   allowOpen: flag('ALLOW_OPEN', 'Without API_KEYS_FILE, run open even where not loopback-only (non-loopback ENCLAVE_ADDR or TEE_MODE=nitro)'),
   maxInFlight: integer('ENCLAVE_MAX_IN_FLIGHT', 'Requests the enclave handles at once; beyond, 503 enclave_overloaded', 64, 1, 100_000),
   maxInFlightPerKey: integer('ENCLAVE_MAX_IN_FLIGHT_PER_KEY', 'Requests one API key may have in the enclave at once, open streams included (its fair share); beyond, 429 too_many_concurrent_requests', 16, 1, 100_000),
+  maxInFlightKeyless: integer('ENCLAVE_MAX_IN_FLIGHT_KEYLESS', 'With keys on: requests holding no valid API key (attestation, sealed envelopes until opened, refused keys) the enclave handles at once between them; beyond, 429 too_many_concurrent_requests', 16, 1, 100_000),
   maxStreamMs: integer('ENCLAVE_MAX_STREAM_MS', 'Longest a streamed chat may run in the enclave, whatever deadline its caller gave; then it ends with an error event and frees its place', 600_000, 1000, 86_400_000),
   timeoutMs: integer('ENCLAVE_TIMEOUT_MS', 'Longest the enclave works on one request (or the caller\'s gRPC deadline, if sooner) before 504', 30_000, 100, 600_000),
   modelConnectTimeoutMs: integer('MODEL_CONNECT_TIMEOUT_MS', 'Longest wait to connect to the chat model (then 503)', 5_000, 100, 120_000),

@@ -98,7 +98,7 @@ const api = createApi({
   stateHead: () => store.head,
   sealed: { key: requestKey, replay: new ReplayGuard(SEALED_MAX_AGE_MS) },
   auth: auth.authorizer,
-  work: { maxInFlight: config.maxInFlight, maxInFlightPerKey: config.maxInFlightPerKey, timeoutMs: config.timeoutMs, maxStreamMs: config.maxStreamMs },
+  work: { maxInFlight: config.maxInFlight, maxInFlightPerKey: config.maxInFlightPerKey, maxInFlightKeyless: config.maxInFlightKeyless, timeoutMs: config.timeoutMs, maxStreamMs: config.maxStreamMs },
   log,
   observer: { handled: (route, status, seconds, streamed) => metrics.handled(route, status, seconds, streamed) },
 });

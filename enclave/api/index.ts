@@ -17,7 +17,7 @@ import { responsesRoutes } from './responses-route.js';
 import { resolveCall, streams, type CallContext, type RouteCall, type RouteHandler, type RouteHandlers, type StreamHandlers } from './routes.js';
 import { sealedRoute } from './sealed-route.js';
 import { signReply, type ResponseSigner } from './signing.js';
-import { HTTP_METHOD, keyId, type StateHead } from '../../sdk/protocol/response-signature.js';
+import { HTTP_METHOD, type StateHead } from '../../sdk/protocol/response-signature.js';
 import { WorkGate, type WorkLimits } from './work-gate.js';
 import { sendReply, wrapStream, type StreamHandler } from './stream.js';
 
@@ -68,6 +68,7 @@ export interface ApiDeps {
  */
 export function createApi(deps: ApiDeps): EnclaveApi {
   const gate = new WorkGate(deps.work);
+  const shareOf = (authorization: string | undefined) => gate.shareOf(deps.auth.keyOf(authorization ?? ''), deps.auth.required);
   const signer: ResponseSigner = { ...deps.identity, state: deps.stateHead };
   const sign = (request: ApiRequest, reply: ApiReply) => signReply(signer, request.method, request, reply);
   // Routes that wait on the model are bounded by its own timeouts and the caller's deadline;
@@ -117,9 +118,14 @@ export function createApi(deps: ApiDeps): EnclaveApi {
     try {
       const resolved = resolveCall(request, inner ? sealableOnly : undefined);
       name = resolved.name;
-      const work = () => run(resolved.name, resolved.call, context);
-      // Each API key gets a fair share of the gate (keyId: the key never sits in memory by name).
-      reply = inner ? await work() : await gate.run(work, context?.deadline, timeLimit(name), keyId(request.authorization));
+      if (inner) {
+        // The sealed call's place now counts for the key inside the envelope (429 when that key is at its share).
+        context?.place?.moveTo(shareOf(request.authorization));
+        reply = await run(resolved.name, resolved.call, context);
+      } else {
+        // Each API key gets a fair share of the gate, counted by the key it matched.
+        reply = await gate.run((place) => run(resolved.name, resolved.call, { ...context, place }), context?.deadline, timeLimit(name), shareOf(request.authorization));
+      }
     } catch (err) {
       if (err instanceof ApiError) {
         reply = errorReply(err);
@@ -158,7 +164,7 @@ export function createApi(deps: ApiDeps): EnclaveApi {
   }, {
     log: deps.log,
     signer,
-    gate: (work, deadline, authorization) => gate.run(work, deadline, Infinity, keyId(authorization)),
+    gate: (work, deadline, authorization) => gate.run(work, deadline, Infinity, shareOf(authorization)),
     maxStreamMs: deps.work.maxStreamMs,
     observe: (route, status, seconds) => deps.observer?.handled(route, status, seconds, true),
   });

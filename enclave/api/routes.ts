@@ -6,11 +6,14 @@ import {
 import { validator } from '../../common/validation.js';
 import { parseJsonBody, parseTarget } from './request.js';
 import type { ChunkSink } from './stream.js';
+import type { Place } from './work-gate.js';
 
 /** What the transport knows about a call: its deadline (epoch ms), and a signal that fires when the caller cancels it. */
 export interface CallContext {
   deadline?: number;
   signal?: AbortSignal;
+  /** The call's place in the work gate (a sealed call moves it to its inner key's share). */
+  place?: Place;
 }
 
 /** A request resolved to its route, its inputs validated against the route table's schemas. */

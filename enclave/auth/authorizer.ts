@@ -28,6 +28,12 @@ export interface Authorizer {
   /** The tenants the key holds (for its share of the enclave); undefined in open mode. */
   tenantsOf(authorization: string): ReadonlySet<string> | undefined;
   /**
+   * Which key `authorization` holds, as an id that is not the key: the same for every
+   * spelling of the header, undefined when it holds no valid key (in open mode: no token).
+   * Shares of the enclave are counted by it, so 64 spellings of one key are one caller.
+   */
+  keyOf(authorization: string): string | undefined;
+  /**
    * The tenant a chat request acts for. Chat names its tenant in the organization header;
    * with keys configured and no header, a key holding exactly one tenant acts for that
    * tenant, and a key holding several must say which (400). Open mode returns the header
@@ -56,13 +62,24 @@ export class KeyRing {
 
   /** The tenants the key holds, or undefined for an unknown key. */
   tenantsOf(key: string): ReadonlySet<string> | undefined {
+    const found = this.find(key);
+    return found === -1 ? undefined : this.tenants[found];
+  }
+
+  /** An id of the stored key that `key` is (a prefix of its stored hash), or undefined. */
+  idOf(key: string): string | undefined {
+    const found = this.find(key);
+    return found === -1 ? undefined : this.hashes[found].subarray(0, 16).toString('hex');
+  }
+
+  private find(key: string): number {
     const presented = hashApiKey(key);
     let found = -1;
     for (let i = 0; i < this.hashes.length; i++) {
       // No early exit: every stored hash is compared, whatever matched.
       if (timingSafeEqual(presented, this.hashes[i])) found = i;
     }
-    return found === -1 ? undefined : this.tenants[found];
+    return found;
   }
 }
 
@@ -71,6 +88,11 @@ export const openAuthorizer: Authorizer = {
   authorize() {},
   authenticate() {},
   tenantsOf: () => undefined,
+  // Open mode checks no key, so a token is only a caller's name for its share.
+  keyOf: (authorization) => {
+    const token = bearerToken(authorization);
+    return token === undefined ? undefined : hashApiKey(token).subarray(0, 16).toString('hex');
+  },
   chatTenant: (_authorization, organization) => organization,
 };
 
@@ -92,6 +114,10 @@ export function keyAuthorizer(keys: () => KeyRing): Authorizer {
       tenantsOf(authorization);
     },
     tenantsOf,
+    keyOf(authorization) {
+      const key = bearerToken(authorization);
+      return key === undefined ? undefined : keys().idOf(key);
+    },
     authorize(authorization, tenantId) {
       if (!tenantsOf(authorization).has(tenantId)) {
         // Echo the tenant only when it is a well-formed id: callers may pass anything.

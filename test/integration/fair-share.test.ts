@@ -2,10 +2,13 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { readFileSync } from 'node:fs';
+import { connect, type TeeClient } from '../../sdk/client.js';
+import { sealRequest } from '../../sdk/protocol/sealed.js';
 import { expectError, request } from '../helpers/http.js';
 import { startModelServer, type ModelServer } from '../helpers/model-server.js';
 import { issueKey } from '../helpers/processes.js';
-import { startService, type RunningService } from '../helpers/service.js';
+import { startService, waitFor, type RunningService } from '../helpers/service.js';
 
 /**
  * Finding 7: one caller held every place in the enclave's work gate with open chat streams,
@@ -65,5 +68,66 @@ describe('a fair share of the enclave per API key', () => {
     const text = await res.text();
     expect(text).toMatch(/stream_time_limit/);
     expect(text).toMatch(/data: \{"object":"chat\.completion\.chunk","type":"tee\.signature"/);
+  });
+
+  /** Opens `count` streamed chats as `authorization` that hold their places until aborted. */
+  async function holdStreams(count: number, authorization: (i: number) => string) {
+    const streams = Array.from({ length: count }, (_, i) => {
+      const controller = new AbortController();
+      const done = fetch(`${svc.baseUrl}/v1/chat/completions`, {
+        method: 'POST',
+        signal: controller.signal,
+        headers: { 'content-type': 'application/json', authorization: authorization(i) },
+        body: JSON.stringify({ model: 'slow-stream', stream: true, messages: [{ role: 'user', content: 'hold on' }] }),
+      }).then(async (res) => { await res.body?.getReader().read(); return res.status; });
+      return { controller, done };
+    });
+    return { statuses: await Promise.all(streams.map((s) => s.done)), release: () => { for (const s of streams) s.controller.abort(); } };
+  }
+
+  /** Until the greedy key's places are free again (aborted streams end in the enclave shortly after). */
+  const greedyFree = () => waitFor(async () => (await request(svc.baseUrl, 'GET', '/v1/memory?tenant_id=greedy&query=x', undefined, { authorization: `Bearer ${greedy}` })).status === 200, 30_000);
+
+  it('counts one key as one caller however its header is spelled (hold round two, 4)', async () => {
+    await greedyFree();
+    // Case and spacing of the scheme are free in bearer parsing: four spellings, one key.
+    const spellings = [`Bearer ${greedy}`, `bearer ${greedy}`, `BEARER  ${greedy}`, `Bearer ${greedy} `];
+    const held = await holdStreams(4, (i) => spellings[i]);
+    expect(held.statuses).toEqual([200, 200, 200, 200]);
+    const refused = await request(svc.baseUrl, 'GET', '/v1/memory?tenant_id=greedy&query=x', undefined, { authorization: `beARer   ${greedy}` });
+    expectError(refused, 429, 'too_many_concurrent_requests');
+    const served = await request(svc.baseUrl, 'GET', '/v1/memory?tenant_id=other&query=x', undefined, { authorization: `Bearer ${other}` });
+    expect(served.status).toBe(200);
+    held.release();
+  });
+
+  it('counts a sealed call under the key inside its envelope, once opened (hold round two, 4)', async () => {
+    await greedyFree();
+    const rootPem = readFileSync(join(svc.dataDir, 'simulated-root.pem'), 'utf8');
+    const asGreedy: TeeClient = await connect({ insecureSkipPcrPinning: true, baseUrl: svc.baseUrl, rootPem, authorization: `Bearer ${greedy}` });
+    const asOther: TeeClient = await connect({ insecureSkipPcrPinning: true, baseUrl: svc.baseUrl, rootPem, authorization: `Bearer ${other}` });
+    // Four sealed chats of the greedy key that the model never answers: each holds a place.
+    const hanging = Array.from({ length: 4 }, () => {
+      const controller = new AbortController();
+      const { envelope } = sealRequest(asGreedy.attestation.boxPublicKey, {
+        method: 'POST',
+        target: '/v1/chat/completions',
+        body: new Uint8Array(Buffer.from(JSON.stringify({ model: 'hang', messages: [{ role: 'user', content: 'wait' }] }))),
+        authorization: `Bearer ${greedy}`,
+        timestamp: Date.now(),
+      });
+      const done = fetch(`${svc.baseUrl}/v1/sealed`, {
+        method: 'POST', signal: controller.signal, headers: { 'content-type': 'application/json' }, body: JSON.stringify(envelope),
+      }).catch(() => undefined);
+      return { controller, done };
+    });
+    // Once the four hold their places, the key's fifth call, sealed or plain, is over its share.
+    await waitFor(async () => (await asGreedy.sealedCall('GET', '/v1/memory?tenant_id=greedy&query=x')).status === 429, 30_000);
+    expectError(await request(svc.baseUrl, 'GET', '/v1/memory?tenant_id=greedy&query=x', undefined, { authorization: `Bearer ${greedy}` }), 429, 'too_many_concurrent_requests');
+    // Another key, sealed or plain, is served meanwhile.
+    expect((await asOther.sealedCall('GET', '/v1/memory?tenant_id=other&query=x')).status).toBe(200);
+    expect((await request(svc.baseUrl, 'GET', '/v1/memory?tenant_id=other&query=x', undefined, { authorization: `Bearer ${other}` })).status).toBe(200);
+    for (const h of hanging) h.controller.abort();
+    await Promise.all(hanging.map((h) => h.done));
   });
 });

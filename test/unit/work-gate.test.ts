@@ -22,16 +22,46 @@ async function refusal(p: Promise<unknown>): Promise<ApiError> {
 describe('WorkGate', () => {
   it('gives each API key a fair share (finding 7): one key at its share gets 429, another key and keyless calls still get in', async () => {
     const gate = new WorkGate({ maxInFlight: 10, maxInFlightPerKey: 2, timeoutMs: 60_000 });
+    const alice = gate.shareOf('alice', true);
     const hold = pending<string>();
-    const held = [gate.run(() => hold.promise, Infinity, Infinity, 'alice'), gate.run(() => hold.promise, Infinity, Infinity, 'alice')];
-    const e = await refusal(gate.run(async () => 'x', Infinity, Infinity, 'alice'));
+    const held = [gate.run(() => hold.promise, Infinity, Infinity, alice), gate.run(() => hold.promise, Infinity, Infinity, alice)];
+    const e = await refusal(gate.run(async () => 'x', Infinity, Infinity, alice));
     expect([e.status, e.code, e.headers['retry-after']]).toEqual([429, 'too_many_concurrent_requests', '1']);
-    expect(await gate.run(async () => 'bob', Infinity, Infinity, 'bob')).toBe('bob');
-    expect(await gate.run(async () => 'open', Infinity, Infinity, '')).toBe('open');
+    expect(await gate.run(async () => 'bob', Infinity, Infinity, gate.shareOf('bob', true))).toBe('bob');
+    expect(await gate.run(async () => 'open', Infinity, Infinity, gate.shareOf(undefined, false))).toBe('open');
     hold.resolve('done');
     await Promise.all(held);
-    expect(await gate.run(async () => 'again', Infinity, Infinity, 'alice')).toBe('again');
+    expect(await gate.run(async () => 'again', Infinity, Infinity, alice)).toBe('again');
     expect(gate.inFlight).toBe(0);
+  });
+
+  it('caps requests without a valid key together (hold round two, 4): keyless traffic cannot take the places keyed callers need', async () => {
+    const gate = new WorkGate({ maxInFlight: 10, maxInFlightPerKey: 4, maxInFlightKeyless: 2, timeoutMs: 60_000 });
+    const hold = pending<string>();
+    const keyless = gate.shareOf(undefined, true);
+    const held = [gate.run(() => hold.promise, Infinity, Infinity, keyless), gate.run(() => hold.promise, Infinity, Infinity, keyless)];
+    const e = await refusal(gate.run(async () => 'x', Infinity, Infinity, gate.shareOf(undefined, true)));
+    expect([e.status, e.code]).toEqual([429, 'too_many_concurrent_requests']);
+    expect(e.message).toMatch(/without a valid API key/);
+    expect(await gate.run(async () => 'keyed', Infinity, Infinity, gate.shareOf('alice', true))).toBe('keyed');
+    hold.resolve('done');
+    await Promise.all(held);
+    expect(gate.heldBy(keyless)).toBe(0);
+  });
+
+  it('moves a place to another share (a sealed call, once opened, counts under its inner key), refusing a full one', async () => {
+    const gate = new WorkGate({ maxInFlight: 10, maxInFlightPerKey: 1, maxInFlightKeyless: 5, timeoutMs: 60_000 });
+    const keyless = gate.shareOf(undefined, true);
+    const alice = gate.shareOf('alice', true);
+    const hold = pending<string>();
+    const first = gate.run(async (place) => { place.moveTo(alice); return hold.promise; }, Infinity, Infinity, keyless);
+    expect([gate.heldBy(keyless), gate.heldBy(alice)]).toEqual([0, 1]);
+    const e = await refusal(gate.run(async (place) => { place.moveTo(alice); return 'x'; }, Infinity, Infinity, keyless));
+    expect([e.status, e.code]).toEqual([429, 'too_many_concurrent_requests']);
+    expect(gate.heldBy(keyless)).toBe(0);
+    hold.resolve('done');
+    await first;
+    expect([gate.heldBy(keyless), gate.heldBy(alice), gate.inFlight]).toEqual([0, 0, 0]);
   });
 
   it('gives work without a deadline or a limit of its own all the time it takes (no 1 ms timeout from setTimeout(Infinity))', async () => {
