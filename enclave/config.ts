@@ -46,6 +46,7 @@ export const enclaveSettings = {
   modelConnectRetries: integer('MODEL_CONNECT_RETRIES', 'Retries when connecting to the chat model fails (nothing was sent, so retrying is safe)', 2, 0, 10),
   chatMemoryTopK: integer('CHAT_MEMORY_TOP_K', 'Memories of the tenant added to each chat request (0 = none)', 5, 0, 100),
   chatToolRounds: integer('CHAT_TOOL_ROUNDS', 'Rounds in which the chat model may call search_memory/add_memory (0 = tools not offered)', 4, 0, 16),
+  chatToolMaxAdds: integer('CHAT_TOOL_MAX_ADDS', 'Most memories the chat model may save with add_memory in one request; later calls get an error the model can read', 10, 0, 1000),
   logLevel: logLevel(),
   logFormat: logFormat(),
   nsmHelper: text('NSM_HELPER', 'With TEE_MODE=nitro: the helper that asks /dev/nsm for documents', '/usr/local/bin/nsm-attest'),

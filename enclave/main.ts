@@ -87,7 +87,7 @@ const upstream = config.modelBaseUrl === undefined ? undefined : new UpstreamMod
   responseTimeoutMs: config.modelTimeoutMs,
   connectRetries: config.modelConnectRetries,
 });
-const chat = new ChatService(memory, upstream, { memoryTopK: config.chatMemoryTopK, toolRounds: config.chatToolRounds });
+const chat = new ChatService(memory, upstream, { memoryTopK: config.chatMemoryTopK, toolRounds: config.chatToolRounds, toolMaxAdds: config.chatToolMaxAdds });
 
 const api = createApi({
   memory,

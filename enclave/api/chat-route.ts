@@ -6,7 +6,7 @@ import type { Authorizer } from '../auth/authorizer.js';
 import type { ChatService } from '../chat/chat-service.js';
 import { normalizeChat } from '../chat/messages.js';
 import { TENANT_HEADER } from '../../sdk/protocol/response-signature.js';
-import { chatTenant } from './chat-tenant.js';
+import { chatCaller, type ChatCaller } from './chat-tenant.js';
 import { jsonReply } from './request.js';
 import type { RouteCall } from './routes.js';
 import { sendReply, type ChunkSink } from './stream.js';
@@ -20,27 +20,27 @@ export const memoryIdsHeader = (ids: readonly string[], tenant: string | undefin
 /** POST /v1/chat/completions on the enclave's side: the inputs are validated; decide the tenant, answer. */
 export function chatRoutes(chat: ChatService, auth: Authorizer) {
   const parse = ({ request, body }: { request: ApiRequest; body: ChatCompletionInput }) =>
-    ({ input: normalizeChat(body), tenant: chatTenant(request, auth) });
+    ({ input: normalizeChat(body), caller: chatCaller(request, auth) });
 
-  const answer = async (input: ChatCompletionInput, tenant: string | undefined, signal: AbortSignal): Promise<ApiReply> => {
-    const { completion, memoryIds } = await chat.complete(input, { tenant, signal });
-    return jsonReply(200, completion, memoryIdsHeader(memoryIds, tenant));
+  const answer = async (input: ChatCompletionInput, caller: ChatCaller, signal: AbortSignal): Promise<ApiReply> => {
+    const { completion, memoryIds } = await chat.complete(input, { ...caller, signal });
+    return jsonReply(200, completion, memoryIdsHeader(memoryIds, caller.tenant));
   };
 
   return {
     /** A non-streamed completion. */
     async complete(call: RouteCall<'ChatCompletion'>, context?: { signal?: AbortSignal }): Promise<ApiReply> {
-      const { input, tenant } = parse(call);
+      const { input, caller } = parse(call);
       if (input.stream === true) throw badRequest('a streamed request (stream: true) must be sent on the streaming call', 'stream', 'stream_mismatch');
-      return answer(input, tenant, context?.signal ?? new AbortController().signal);
+      return answer(input, caller, context?.signal ?? new AbortController().signal);
     },
 
     /** `stream: true`: Server-Sent Events of chat.completion.chunk objects, ending with [DONE]. */
     async stream(call: RouteCall<'ChatCompletion'>, sink: ChunkSink, signal: AbortSignal): Promise<void> {
-      const { input, tenant } = parse(call);
-      if (input.stream !== true) return sendReply(sink, await answer(input, tenant, signal));
-      await chat.stream(input, { tenant, signal }, {
-        start: (ids) => sink.head({ status: 200, body: Buffer.alloc(0), headers: { ...sseHeaders, ...memoryIdsHeader(ids, tenant) } }),
+      const { input, caller } = parse(call);
+      if (input.stream !== true) return sendReply(sink, await answer(input, caller, signal));
+      await chat.stream(input, { ...caller, signal }, {
+        start: (ids) => sink.head({ status: 200, body: Buffer.alloc(0), headers: { ...sseHeaders, ...memoryIdsHeader(ids, caller.tenant) } }),
         chunk: (chunk) => sink.data(sseEvent(chunk)),
       });
       await sink.data(sseDone());

@@ -19,3 +19,14 @@ export function chatTenant(request: ApiRequest, auth: Authorizer): string | unde
     : undefined;
   return auth.chatTenant(request.authorization, organization);
 }
+
+/** Who a chat acts as: its tenant, and every tenant of its key (memories the model saves count against the key's share). */
+export interface ChatCaller {
+  tenant: string | undefined;
+  keyTenants: ReadonlySet<string> | undefined;
+}
+
+export function chatCaller(request: ApiRequest, auth: Authorizer): ChatCaller {
+  const tenant = chatTenant(request, auth);
+  return { tenant, keyTenants: auth.tenantsOf(request.authorization) };
+}

@@ -5,7 +5,7 @@ import type { ChatService } from '../chat/chat-service.js';
 import { chatRequestOf, newMessageId, newResponseId, outputMessage, responseFromCompletion, responseObject, type ResponseParts } from '../chat/responses.js';
 import type { Usage } from '../chat/types.js';
 import { memoryIdsHeader } from './chat-route.js';
-import { chatTenant } from './chat-tenant.js';
+import { chatCaller } from './chat-tenant.js';
 import { jsonReply } from './request.js';
 import type { CallContext, RouteCall } from './routes.js';
 import { sendReply, type ChunkSink } from './stream.js';
@@ -13,8 +13,9 @@ import { sendReply, type ChunkSink } from './stream.js';
 /** POST /v1/responses: text in, text out, with the tenant's memories as chat gets them. */
 export function responsesRoutes(chat: ChatService, auth: Authorizer) {
   const complete = async ({ request, body }: RouteCall<'CreateResponse'>, signal: AbortSignal): Promise<ApiReply> => {
-    const tenant = chatTenant(request, auth);
-    const { completion, memoryIds } = await chat.complete(chatRequestOf(body, false), { tenant, signal });
+    const caller = chatCaller(request, auth);
+    const { tenant } = caller;
+    const { completion, memoryIds } = await chat.complete(chatRequestOf(body, false), { ...caller, signal });
     const response = responseFromCompletion(
       { id: newResponseId(), messageId: newMessageId(), createdAt: Math.floor(Date.now() / 1000), instructions: body.instructions ?? null },
       completion,
@@ -28,7 +29,8 @@ export function responsesRoutes(chat: ChatService, auth: Authorizer) {
     /** The Responses event stream: created, the message's text as deltas, completed. */
     async stream(call: RouteCall<'CreateResponse'>, sink: ChunkSink, signal: AbortSignal): Promise<void> {
       if (call.body.stream !== true) return sendReply(sink, await complete(call, signal));
-      const tenant = chatTenant(call.request, auth);
+      const caller = chatCaller(call.request, auth);
+      const { tenant } = caller;
       const chatRequest = chatRequestOf(call.body, true);
       let sequence = 0;
       const send = (event: Record<string, unknown>) => sink.data(sseEvent({ ...event, sequence_number: sequence++ }));
@@ -36,7 +38,7 @@ export function responsesRoutes(chat: ChatService, auth: Authorizer) {
       let text = '';
       let usage: Usage | null = null;
       let finish: string | null = null;
-      await chat.stream(chatRequest, { tenant, signal }, {
+      await chat.stream(chatRequest, { ...caller, signal }, {
         start: (ids) => {
           parts = {
             id: newResponseId(), messageId: newMessageId(), model: call.body.model, createdAt: Math.floor(Date.now() / 1000),

@@ -13,11 +13,15 @@ export interface ChatSettings {
   memoryTopK: number;
   /** Rounds in which the model may call the memory tools (0: tools not offered). */
   toolRounds: number;
+  /** Memories the model may save with add_memory in one request. */
+  toolMaxAdds: number;
 }
 
 export interface ChatCall {
   /** The tenant whose memories the request may use; undefined: no memories at all. */
   tenant: string | undefined;
+  /** Every tenant of the caller's API key (undefined in open mode): a saved memory counts against the key's share. */
+  keyTenants?: ReadonlySet<string>;
   /** Aborted when the client goes away; the model call is aborted with it. */
   signal: AbortSignal;
 }
@@ -42,7 +46,7 @@ export class ChatService {
   ) {}
 
   async complete(request: ChatCompletionInput, call: ChatCall): Promise<{ completion: Completion; memoryIds: string[] }> {
-    const plan = await this.plan(request, call.tenant);
+    const plan = await this.plan(request, call);
     if (plan.offline) {
       const completion = offlineCompletion({ request, tenant: call.tenant, memories: plan.memories });
       return { completion: { ...completion, memory_ids: plan.injected }, memoryIds: plan.injected };
@@ -54,7 +58,7 @@ export class ChatService {
   }
 
   async stream(request: ChatCompletionInput, call: ChatCall, out: ChatStreamOutput): Promise<void> {
-    const plan = await this.plan(request, call.tenant);
+    const plan = await this.plan(request, call);
     if (plan.offline) {
       out.start(plan.injected);
       const chunks = offlineChunks({ request, tenant: call.tenant, memories: plan.memories });
@@ -76,11 +80,11 @@ export class ChatService {
     );
   }
 
-  private async plan(request: ChatCompletionInput, tenant: string | undefined) {
+  private async plan(request: ChatCompletionInput, { tenant, keyTenants }: ChatCall) {
     const memories = await retrieveMemories(this.memory, tenant, request.messages, this.settings.memoryTopK);
     const injected = memories.map((m) => m.id);
     const offline = !this.upstream || request.model === OFFLINE_MODEL;
-    const runner = tenant && !offline ? new MemoryToolRunner(this.memory, tenant, this.settings.memoryTopK) : undefined;
+    const runner = tenant && !offline ? new MemoryToolRunner(this.memory, { tenant, keyTenants, topK: this.settings.memoryTopK, maxAdds: this.settings.toolMaxAdds }) : undefined;
     const loop: MemoryToolLoop = {
       offered: memoryToolsToOffer(request, runner !== undefined && this.settings.toolRounds > 0),
       runner,

@@ -65,15 +65,26 @@ export function withMemoryTools(request: ChatCompletionInput, offered: ReadonlyS
 
 const validAdd = validator<AddMemoryInput>(addMemorySchema, 'body');
 
+export interface ToolScope {
+  tenant: string;
+  /** Every tenant of the caller's key: add_memory counts against the key's share (MAX_MEMORIES_PER_KEY). */
+  keyTenants?: ReadonlySet<string>;
+  /** search_memory's top_k when the model gives none. */
+  topK: number;
+  /** Memories add_memory may save in one request (CHAT_TOOL_MAX_ADDS). */
+  maxAdds: number;
+}
+
 /** Runs memory tool calls for one tenant and remembers which memories it showed the model. */
 export class MemoryToolRunner {
   /** Ids of every memory a search returned to the model, in order, without repeats. */
   readonly shownIds: string[] = [];
 
+  private added = 0;
+
   constructor(
     private readonly memory: MemoryService,
-    private readonly tenant: string,
-    private readonly defaultTopK: number,
+    private readonly scope: ToolScope,
   ) {}
 
   /** The tool message answering `call`. A bad call gets an error the model can read and correct. */
@@ -92,11 +103,11 @@ export class MemoryToolRunner {
   private async search(args: Record<string, unknown>) {
     const { query } = args;
     if (typeof query !== 'string' || !/\S/.test(query)) throw toolError('search_memory needs a non-empty string "query"');
-    const topK = args.top_k === undefined ? Math.max(1, this.defaultTopK) : args.top_k;
+    const topK = args.top_k === undefined ? Math.max(1, this.scope.topK) : args.top_k;
     if (!Number.isInteger(topK) || (topK as number) < 1 || (topK as number) > MAX_SEARCH_TOP_K) {
       throw toolError(`"top_k" must be an integer from 1 to ${MAX_SEARCH_TOP_K}`);
     }
-    const found = await this.memory.query({ tenant_id: this.tenant, query: query.slice(0, limits.maxQueryChars), top_k: topK as number });
+    const found = await this.memory.query({ tenant_id: this.scope.tenant, query: query.slice(0, limits.maxQueryChars), top_k: topK as number });
     for (const { record } of found) if (!this.shownIds.includes(record.id)) this.shownIds.push(record.id);
     return {
       memories: found.map(({ record, score }) => ({
@@ -109,8 +120,13 @@ export class MemoryToolRunner {
   }
 
   private async add(args: Record<string, unknown>) {
-    const input = validAdd({ content: args.content, tenant_id: this.tenant, metadata: { source: ADD_MEMORY } });
-    const record = await this.memory.add(input);
+    // A model answer is untrusted input: however many calls it makes, one request saves at most maxAdds.
+    if (this.added >= this.scope.maxAdds) {
+      throw toolError(`this conversation already saved ${this.added} memories, the most one request may (CHAT_TOOL_MAX_ADDS); save no more`);
+    }
+    const input = validAdd({ content: args.content, tenant_id: this.scope.tenant, metadata: { source: ADD_MEMORY } });
+    this.added++;
+    const record = await this.memory.add(input, this.scope.keyTenants);
     return { id: record.id, saved: true };
   }
 }

@@ -172,6 +172,12 @@ function behave(body: any, res: ServerResponse): void {
         return askTools(body, res, [{ id: 'call_a1', name: 'add_memory', arguments: JSON.stringify({ content: `${latestUser(body)} (saved by the model)` }) }]);
       }
       return answer(body, res, `saved: ${toolResults(body)[0].content}`);
+    case 'tool-add-50':
+      // A model that answers one question with fifty add_memory calls (hold round two, 5).
+      if (toolResults(body).length === 0) {
+        return askTools(body, res, Array.from({ length: 50 }, (_, i) => ({ id: `call_m${i}`, name: 'add_memory', arguments: JSON.stringify({ content: `fact number ${i} from the model` }) })));
+      }
+      return answer(body, res, `saved ${toolResults(body).filter((r) => r.content.includes('"saved":true')).length}`);
     case 'tool-client':
       return askTools(body, res, [{ id: 'call_w1', name: 'get_weather', arguments: '{"city":"Lisbon"}' }]);
     case 'tool-both':

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectError, request } from '../helpers/http.js';
+import { startModelServer, type ModelServer } from '../helpers/model-server.js';
 import { issueKey } from '../helpers/processes.js';
 import { startService, type RunningService } from '../helpers/service.js';
 
@@ -39,15 +40,22 @@ describe('each API key\'s share (MAX_MEMORIES_PER_KEY)', () => {
   let dir: string;
   let greedy: string;
   let other: string;
+  let chatty: string;
+  let chattier: string;
+  let model: ModelServer;
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'agent-keyshare-'));
     const file = join(dir, 'keys.json');
     greedy = issueKey(file, ['share-a', 'share-b']);
     other = issueKey(file, ['share-c']);
-    keyed = await startService({ API_KEYS_FILE: file, MAX_MEMORIES_PER_KEY: '50' });
+    chatty = issueKey(file, ['share-d', 'share-e']);
+    chattier = issueKey(file, ['share-f']);
+    model = await startModelServer();
+    keyed = await startService({ API_KEYS_FILE: file, MAX_MEMORIES_PER_KEY: '50', MODEL_BASE_URL: model.url });
   });
   afterAll(async () => {
     await keyed?.stop();
+    await model?.close();
     rmSync(dir, { recursive: true, force: true });
   });
 
@@ -58,5 +66,25 @@ describe('each API key\'s share (MAX_MEMORIES_PER_KEY)', () => {
     const refused = expectError(await post(greedy, batch('share-b', 1)), 409, 'key_memory_limit_reached');
     expect(refused.message).toMatch(/hold 50 memories/);
     expect((await post(other, batch('share-c', 40))).status).toBe(200);
+  });
+
+  const chat = (key: string, tenant: string) => request(keyed.baseUrl, 'POST', '/v1/chat/completions',
+    { model: 'tool-add-50', messages: [{ role: 'user', content: 'remember everything' }] }, { authorization: `Bearer ${key}`, organization_id: tenant });
+  const held = async (key: string, tenant: string) =>
+    (await request(keyed.baseUrl, 'GET', `/v1/memory?tenant_id=${tenant}&limit=100`, undefined, { authorization: `Bearer ${key}` })).body.data.length as number;
+
+  it('counts memories the chat model saves with add_memory against the key too (hold round two, 5)', async () => {
+    expect((await request(keyed.baseUrl, 'POST', '/v1/memory', batch('share-d', 45), { authorization: `Bearer ${chatty}` })).status).toBe(200);
+    // The model asks for fifty saves; the key has room for five.
+    const answered = await chat(chatty, 'share-e');
+    expect(answered.status, answered.text).toBe(200);
+    expect(await held(chatty, 'share-e')).toBe(5);
+    expect(await held(chatty, 'share-d') + await held(chatty, 'share-e')).toBe(50);
+  });
+
+  it('lets one chat request save at most CHAT_TOOL_MAX_ADDS memories, however many calls the model makes', async () => {
+    const answered = await chat(chattier, 'share-f');
+    expect(answered.status, answered.text).toBe(200);
+    expect(await held(chattier, 'share-f')).toBe(10);
   });
 });

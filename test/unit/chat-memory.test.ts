@@ -82,7 +82,7 @@ describe('memory tools against a real memory store', () => {
   });
 
   it('search_memory sees only its tenant and records what it showed', async () => {
-    const runner = new MemoryToolRunner(memory, 'a', 5);
+    const runner = new MemoryToolRunner(memory, { tenant: 'a', topK: 5, maxAdds: 10 });
     const reply = await runner.run({ id: 'c1', type: 'function', function: { name: 'search_memory', arguments: '{"query":"dog name"}' } });
     expect(reply).toMatchObject({ role: 'tool', tool_call_id: 'c1' });
     const result = JSON.parse(reply.content as string);
@@ -91,14 +91,25 @@ describe('memory tools against a real memory store', () => {
   });
 
   it('add_memory stores into its tenant with source add_memory', async () => {
-    const runner = new MemoryToolRunner(memory, 'c', 5);
+    const runner = new MemoryToolRunner(memory, { tenant: 'c', topK: 5, maxAdds: 10 });
     const reply = JSON.parse((await runner.run({ id: 'c2', type: 'function', function: { name: 'add_memory', arguments: '{"content":"Likes tea"}' } })).content as string);
     expect(memory.get('c', reply.id)).toMatchObject({ content: 'Likes tea', metadata: { source: 'add_memory' } });
     expect(memory.get('a', reply.id)).toBeUndefined();
   });
 
+  it('add_memory saves at most maxAdds in one request; later calls get an error the model can read (hold round two, 5)', async () => {
+    const runner = new MemoryToolRunner(memory, { tenant: 'many', topK: 5, maxAdds: 3 });
+    const results = [];
+    for (let i = 0; i < 6; i++) {
+      results.push(JSON.parse((await runner.run({ id: `m${i}`, type: 'function', function: { name: 'add_memory', arguments: JSON.stringify({ content: `fact ${i}` }) } })).content as string));
+    }
+    expect(results.filter((r) => r.saved === true)).toHaveLength(3);
+    expect(results[3].error).toMatch(/CHAT_TOOL_MAX_ADDS/);
+    expect(memory.list('many', 100)!.data).toHaveLength(3);
+  });
+
   it('bad arguments get an error the model can read, not an exception', async () => {
-    const runner = new MemoryToolRunner(memory, 'a', 5);
+    const runner = new MemoryToolRunner(memory, { tenant: 'a', topK: 5, maxAdds: 10 });
     const run = async (name: string, args: string) =>
       JSON.parse((await runner.run({ id: 'x', type: 'function', function: { name, arguments: args } })).content as string);
     expect((await run('search_memory', 'not json')).error).toMatch(/not valid JSON/);
