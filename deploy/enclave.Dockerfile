@@ -4,7 +4,7 @@
 # repository root, then turn it into an enclave image file:
 #
 #   docker build -f deploy/enclave.Dockerfile -t agent-enclave:latest \
-#     --build-arg KMS_KEY_ID=alias/agent-sealing --build-arg AWS_REGION=eu-west-1 \
+#     --build-arg KMS_KEY_ID=arn:aws:kms:eu-west-1:111122223333:key/<key id> --build-arg AWS_REGION=eu-west-1 \
 #     --build-arg OPERATOR_PUBKEY=<base64 Ed25519 public key> \
 #     --build-arg MODEL_BASE_URL=https://api.openai.com/v1 .
 #   nitro-cli build-enclave --docker-uri agent-enclave:latest --output-file agent-enclave.eif
@@ -129,6 +129,7 @@ ARG LOG_LEVEL=info
 RUN set -eu; \
     die() { echo "enclave.Dockerfile: $*" >&2; exit 1; }; \
     [ -n "$KMS_KEY_ID" ] || die "--build-arg KMS_KEY_ID is required (deploy/sealing.md)"; \
+    case "$KMS_KEY_ID" in arn:aws*:kms:*:key/*) ;; *) die "KMS_KEY_ID must be the key's ARN, not an alias or a bare id (deploy/sealing.md)";; esac; \
     [ -n "$AWS_REGION" ] || die "--build-arg AWS_REGION is required (the region of KMS_KEY_ID)"; \
     [ -n "$OPERATOR_PUBKEY" ] || die "--build-arg OPERATOR_PUBKEY is required: without it the enclave would make an operator key pair and keep it on the host"; \
     if [ -n "$API_KEYS_FILE" ]; then [ -f "$API_KEYS_FILE" ] || die "$API_KEYS_FILE missing: npx agent-keys issue --tenant <t> --file deploy/build/api-keys.json (or --build-arg API_KEYS_FILE= --build-arg ALLOW_OPEN=1 to run without keys)"; fi; \

@@ -1,4 +1,5 @@
 import { ConfigError, flag, hostPort, integer, logFormat, logLevel, oneOf, list, optionalText, text, type Setting } from '../common/config.js';
+import { kmsKeyArnProblem, parseKmsKeyArn } from './storage/kms-key-arn.js';
 
 /** An optional http(s) URL, checked at start-up rather than at the first chat request. */
 function optionalHttpUrl(name: string, description: string): Setting<string | undefined> {
@@ -16,6 +17,19 @@ function optionalHttpUrl(name: string, description: string): Setting<string | un
       if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:')) {
         throw new ConfigError([`${name}: expected an http(s) URL, got "${raw}"`]);
       }
+      return raw;
+    },
+  };
+}
+
+/** An optional KMS key ARN: an alias or a bare key id is a configuration error (kms-key-arn.ts says why). */
+function optionalKmsKeyArn(name: string, description: string): Setting<string | undefined> {
+  return {
+    name,
+    description,
+    parse(raw) {
+      if (raw === undefined || raw === '') return undefined;
+      if (!parseKmsKeyArn(raw)) throw new ConfigError([`${name}: ${kmsKeyArnProblem(raw)}`]);
       return raw;
     },
   };
@@ -57,7 +71,7 @@ export const enclaveSettings = {
   maxMemoriesPerTenant: integer('MAX_MEMORIES_PER_TENANT', 'Most memories one tenant may hold; adding more answers 409 memory_limit_reached', 100_000, 1, 1_000_000_000),
   searchWorker: oneOf('SEARCH_WORKER', 'Large tenants (over 4,096 memories, from their 50th query) are searched on a second thread, which holds a copy of each (about 3 KB a memory: some 300 MiB more for a tenant of 100k): on, or off to search them on the event loop', ['on', 'off'] as const, 'on'),
   snapshotLogBytes: integer('SNAPSHOT_LOG_BYTES', 'Snapshot the memories and compact once the log passes this many bytes (and the last snapshot\'s size)', 64 * 1024 * 1024, 1, 2 ** 40),
-  kmsKeyId: optionalText('KMS_KEY_ID', 'With TEE_MODE=nitro: the KMS key (id, ARN or alias) whose data key seals the enclave\'s files (deploy/sealing.md)'),
+  kmsKeyId: optionalKmsKeyArn('KMS_KEY_ID', 'With TEE_MODE=nitro: the ARN (arn:aws:kms:<region>:<account>:key/<id>; not an alias) of the KMS key whose data key seals the enclave\'s files; measured with the configuration (deploy/sealing.md)'),
   awsRegion: optionalText('AWS_REGION', 'With TEE_MODE=nitro: the region of KMS_KEY_ID'),
   kmsProxyPort: integer('KMS_PROXY_PORT', 'With TEE_MODE=nitro: vsock port of the proxy to KMS', 8000, 1, 4_294_967_295),
   kmsTool: text('KMS_TOOL', 'With TEE_MODE=nitro: path of AWS\'s kmstool_enclave_cli', '/usr/local/bin/kmstool_enclave_cli'),

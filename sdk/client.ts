@@ -51,6 +51,13 @@ export interface ConnectOptions {
   /** Time at which certificates must be valid (default now). */
   at?: Date;
   /**
+   * Development only: accept an enclave in debug mode (PCR0, PCR1 and PCR2 all zero), whose
+   * memory the host can read. Refused by default.
+   */
+  allowDebug?: boolean;
+  /** Oldest accepted attestation document, in seconds (default: its leaf certificate's lifetime; the nonce makes it fresh anyway). */
+  maxAgeSeconds?: number;
+  /**
    * Remembers the newest state head seen from this service, to refuse answers from an
    * older state (a rolled-back store). Default: one per client. Pass one to share it
    * between clients, or one built from a saved head (`new StateTracker(saved)`) to carry
@@ -171,6 +178,8 @@ export async function connect(options: ConnectOptions): Promise<TeeClient> {
     // The advertised keys must be the bound ones; a pinned operator key wins over the advertised one.
     operatorKey: expectedOperator ?? new Uint8Array(Buffer.from(text('operator_pubkey'), 'base64')),
     boxPublicKey: new Uint8Array(Buffer.from(text('tee_box_public_key'), 'base64')),
+    allowDebug: options.allowDebug,
+    maxAgeSeconds: options.maxAgeSeconds,
   });
   if (!result.ok || !result.document) {
     const failed = result.checks.filter((c) => !c.ok).map((c) => `${c.name}: ${c.detail}`);

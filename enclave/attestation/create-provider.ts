@@ -3,12 +3,12 @@ import { fileURLToPath } from 'node:url';
 import type { BlobStore } from '../../common/blob-store.js';
 import type { Embedder } from '../embedding/types.js';
 import { NitroProvider } from './nitro-provider.js';
-import { measureEnclave } from './pcrs.js';
+import { measureEnclave, type ConfigValue } from './pcrs.js';
 import type { AttestationProvider } from './provider.js';
 import { SimulatedNitroProvider } from './simulated-nsm.js';
 
 export interface ProviderInputs {
-  config: { teeMode: 'simulated' | 'nitro'; modelBaseUrl?: string; embeddingModel: string; nsmHelper: string };
+  config: { teeMode: 'simulated' | 'nitro'; modelBaseUrl?: string; embeddingModel: string; nsmHelper: string; kmsKeyId?: string };
   /** The host store: the simulated CA is kept there. */
   blobs: BlobStore;
   embedder: Embedder;
@@ -19,24 +19,30 @@ export interface ProviderInputs {
 const enclaveDir = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const codeDirs = [enclaveDir, resolve(enclaveDir, '../common'), resolve(enclaveDir, '../sdk')];
 
+/** The trust-relevant configuration that simulated PCR1 measures (docs/trust-model.md lists its keys). */
+export function measuredConfig(inputs: Pick<ProviderInputs, 'config' | 'embedder' | 'operatorKey'>): Record<string, ConfigValue> {
+  const { config } = inputs;
+  return {
+    tee_mode: config.teeMode,
+    model_base_url: config.modelBaseUrl ?? null,
+    embedding_model: inputs.embedder.id,
+    operator_pubkey: Buffer.from(inputs.operatorKey).toString('base64'),
+    // The key that seals data at rest is trust-relevant: pinning PCR1 pins it. On Nitro
+    // it is an ENV of the image, so PCR0 covers it.
+    kms_key_id: config.kmsKeyId ?? null,
+  };
+}
+
 /**
  * The attestation provider for TEE_MODE. Simulated PCRs measure the code, the
  * trust-relevant configuration and the embedding model at start-up (enclave/attestation/pcrs.ts);
- * on Nitro the hardware measures the enclave image, which contains all three.
+ * on Nitro the hardware measures the enclave image, which contains all three (the
+ * configuration, KMS_KEY_ID included, is the image's ENV).
  */
 export async function createAttestationProvider(inputs: ProviderInputs): Promise<AttestationProvider> {
   const { config } = inputs;
   if (config.teeMode === 'nitro') return new NitroProvider({ helperPath: config.nsmHelper });
-  const pcrs = await measureEnclave({
-    codeDirs,
-    config: {
-      tee_mode: config.teeMode,
-      model_base_url: config.modelBaseUrl ?? null,
-      embedding_model: inputs.embedder.id,
-      operator_pubkey: Buffer.from(inputs.operatorKey).toString('base64'),
-    },
-    model: inputs.embedder,
-  });
+  const pcrs = await measureEnclave({ codeDirs, config: measuredConfig(inputs), model: inputs.embedder });
   const provider = new SimulatedNitroProvider({ blobs: inputs.blobs, pcrs });
   // Create (or load) the CA now, so the host store's $DATA_DIR/simulated-root.pem exists as
   // soon as the enclave is up: a client pins it before asking for its first document.

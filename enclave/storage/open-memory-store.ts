@@ -3,6 +3,7 @@ import type { Logger } from '../../common/logger.js';
 import type { Embedder } from '../embedding/types.js';
 import type { MemoryService } from '../memory/memory-service.js';
 import { reembedWithProgress, type ModelChangePolicy } from '../memory/model-change.js';
+import { parseKmsKeyArn } from './kms-key-arn.js';
 import { KmsSealingKey } from './kms-sealing-key.js';
 import { SimulatedSealingKey, type SealingKeySource } from './sealing-key.js';
 import { DurableStore, MEMORY_PREFIX } from './store.js';
@@ -26,6 +27,10 @@ export function createSealingKeySource(config: DurabilityConfig, blobs: BlobStor
   const missing = ([['KMS_KEY_ID', config.kmsKeyId], ['AWS_REGION', config.awsRegion], ['AWS_ACCESS_KEY_ID', config.awsAccessKeyId], ['AWS_SECRET_ACCESS_KEY', config.awsSecretAccessKey]] as const)
     .filter(([, value]) => !value).map(([name]) => name);
   if (missing.length > 0) throw new Error(`TEE_MODE=nitro seals with a KMS data key and needs ${missing.join(', ')} (deploy/sealing.md)`);
+  // The settings table already refused anything but a key ARN; KMS in AWS_REGION cannot use a key of another region.
+  const arn = parseKmsKeyArn(config.kmsKeyId!);
+  if (!arn) throw new Error('KMS_KEY_ID must be a key ARN (deploy/sealing.md)');
+  if (arn.region !== config.awsRegion) throw new Error(`KMS_KEY_ID is a key in ${arn.region} but AWS_REGION is ${config.awsRegion}`);
   return new KmsSealingKey({
     blobs,
     sealedPrefix: MEMORY_PREFIX,

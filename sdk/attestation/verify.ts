@@ -7,11 +7,18 @@
  *
  * Certificates are handled by Node's built-in X509Certificate (OpenSSL): it parses DER,
  * checks signatures, and its checkIssued() matches issuer names, key identifiers and the
- * issuer's keyCertSign key usage. It does not expose pathLenConstraint, so that is not
- * enforced here.
+ * issuer's keyCertSign key usage. It does not expose pathLenConstraint, so
+ * basic-constraints.ts reads it from the DER.
+ *
+ * Two checks go beyond AWS's list. A document whose PCR0, PCR1 and PCR2 are all zero comes
+ * from an enclave started in debug mode, whose memory the host can read: it is refused
+ * unless `allowDebug`. And the document's timestamp must be recent (`maxAgeSeconds`,
+ * default the leaf certificate's lifetime), so a document without a nonce cannot be
+ * replayed for ever.
  */
 import { X509Certificate, verify as verifySignature } from 'node:crypto';
 import { AWS_NITRO_ROOT_G1_PEM } from './aws-root.js';
+import { pathLenConstraint } from './basic-constraints.js';
 import { decodeCoseSign1, decodeNitroDocument, sigStructure, type CoseSign1, type NitroDocument } from './cose.js';
 import { ed25519KeyFromSpki, publicKeyMatches } from '../protocol/public-key.js';
 import { parseUserData } from '../protocol/user-data.js';
@@ -29,7 +36,14 @@ export interface VerifyOptions {
   operatorKey?: Uint8Array;
   /** Expected X25519 sealing key in user_data. */
   boxPublicKey?: Uint8Array;
+  /** Accept a debug-mode enclave (PCR0, PCR1 and PCR2 all zero), whose memory the host can read. Development only. */
+  allowDebug?: boolean;
+  /** Oldest accepted document, by its timestamp against `at`; default the leaf certificate's lifetime. */
+  maxAgeSeconds?: number;
 }
+
+/** A document may be this far ahead of the verifier's clock (the NSM's clock is not ours). */
+const FUTURE_SKEW_MS = 5 * 60 * 1000;
 
 export interface Check {
   name: string;
@@ -107,6 +121,8 @@ export async function verifyAttestation(document: Uint8Array, options: VerifyOpt
     check('certificate validity', () =>
       checkValidity([leaf, ...bundle.slice(1).reverse(), root instanceof Error ? bundle[0] : root], at),
     ),
+    check('document age', () => checkAge(payload.timestamp, at, options.maxAgeSeconds, leaf)),
+    check('debug mode', () => checkDebugMode(payload.pcrs, options.allowDebug === true)),
   ];
   if (options.nonce) {
     const expected = options.nonce;
@@ -217,6 +233,11 @@ function checkChain(leaf: Cert, bundle: Cert[], root: Cert): Check {
     if (!issuer.x509.ca) {
       problems.push(`${issuer.summary.subject} is not a CA (basicConstraints cA is not set)`);
     }
+    // RFC 5280 §4.2.1.9: at most pathLenConstraint CA certificates below this one (the leaf is not one).
+    const limit = pathLenConstraint(issuer.x509.raw);
+    if (limit !== undefined && i > limit) {
+      problems.push(`${issuer.summary.subject} allows ${limit} CA certificate(s) below it (pathLenConstraint), the chain has ${i}`);
+    }
     if (!subject.x509.checkIssued(issuer.x509)) {
       problems.push(
         `${subject.summary.subject} was not issued by ${issuer.summary.subject} ` +
@@ -248,6 +269,31 @@ function checkValidity(certs: Cert[], at: Date): Check {
   if (problems.length > 0) return fail('certificate validity', problems.join('; '));
   const leafExpiry = isoSeconds(certs[0].summary.notAfter);
   return pass('certificate validity', `all ${certs.length} certificates valid at ${isoSeconds(at)} (leaf expires ${leafExpiry})`);
+}
+
+function checkAge(timestamp: number, at: Date, maxAgeSeconds: number | undefined, leaf: Cert): Check {
+  const made = new Date(timestamp);
+  const lifetimeSeconds = (leaf.summary.notAfter.getTime() - leaf.summary.notBefore.getTime()) / 1000;
+  const limit = maxAgeSeconds ?? lifetimeSeconds;
+  const source = maxAgeSeconds === undefined ? "the leaf certificate's lifetime" : '--max-age';
+  const ageSeconds = Math.round((at.getTime() - timestamp) / 1000);
+  if (at.getTime() - timestamp > limit * 1000) {
+    return fail('document age', `the document was made at ${isoSeconds(made)}, ${ageSeconds} s before ${isoSeconds(at)}; at most ${limit} s (${source}) is accepted`);
+  }
+  if (timestamp - at.getTime() > FUTURE_SKEW_MS) {
+    return fail('document age', `the document claims ${isoSeconds(made)}, later than ${isoSeconds(at)} by more than ${FUTURE_SKEW_MS / 1000} s`);
+  }
+  return pass('document age', `made at ${isoSeconds(made)}, ${Math.max(ageSeconds, 0)} s old (at most ${limit} s, ${source})`);
+}
+
+const DEBUG_PCRS = [0, 1, 2];
+
+/** PCR0–2 measure the image; a debug-mode enclave reports them as zeros (or a document lacks them). */
+function checkDebugMode(pcrs: Map<number, Uint8Array>, allowDebug: boolean): Check {
+  const measured = DEBUG_PCRS.some((index) => pcrs.get(index)?.some((byte) => byte !== 0));
+  if (measured) return pass('debug mode', 'not a debug-mode enclave: PCR0, PCR1 and PCR2 are measured');
+  const why = 'PCR0, PCR1 and PCR2 are all zero: the enclave runs in debug mode, where the host can read its memory and its PCRs prove nothing about its code';
+  return allowDebug ? pass('debug mode', `${why} (accepted: --allow-debug)`) : fail('debug mode', `${why}; refused (--allow-debug, sdk allowDebug: true, accepts it for development)`);
 }
 
 function compareBytes(name: string, expected: Uint8Array, actual: Uint8Array | null): Check {

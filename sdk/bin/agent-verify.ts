@@ -30,6 +30,12 @@ Options:
                         document replayed by the host fails
   --no-nonce            when fetching, accept a document without a nonce (a cached one)
   --pcr <index>=<hex>   expected PCR value; repeatable
+  --max-age <seconds>   refuse a document whose timestamp is older than this, at --at
+                        or now (default: the lifetime of its leaf certificate; 3 hours
+                        on AWS)
+  --allow-debug         accept an enclave in debug mode (PCR0, PCR1 and PCR2 all zero),
+                        which is refused by default: the host can read a debug enclave's
+                        memory. For development only
   --operator-key <key>  expected operator Ed25519 key in user_data, base64 or hex
                         (instead of the operator_pubkey the service advertises)
   --manifest <file|url> pin the PCRs of a release manifest signed by the operator
@@ -48,6 +54,8 @@ export interface VerifyCommand {
   nonce?: Uint8Array;
   pcrs: Record<number, Uint8Array>;
   operatorKey?: Uint8Array;
+  allowDebug: boolean;
+  maxAgeSeconds?: number;
   /** A release manifest (file or URL) whose PCRs to pin, once its signature checks out. */
   manifest?: string;
   json: boolean;
@@ -72,6 +80,8 @@ export function parseArgs(argv: string[]): Command {
         'operator-key': { type: 'string' },
         manifest: { type: 'string' },
         json: { type: 'boolean', default: false },
+        'allow-debug': { type: 'boolean', default: false },
+        'max-age': { type: 'string' },
         help: { type: 'boolean', short: 'h', default: false },
       },
     });
@@ -82,7 +92,11 @@ export function parseArgs(argv: string[]): Command {
   if (values.help) return { kind: 'help' };
   if (positionals.length !== 1) return usageError('expected exactly one <file | base-url>');
 
-  const command: VerifyCommand = { kind: 'verify', input: positionals[0], pcrs: {}, json: values.json };
+  const command: VerifyCommand = { kind: 'verify', input: positionals[0], pcrs: {}, json: values.json, allowDebug: values['allow-debug'] };
+  if (values['max-age'] !== undefined) {
+    if (!/^\d+$/.test(values['max-age'])) return usageError(`--max-age must be whole seconds, got "${values['max-age']}"`);
+    command.maxAgeSeconds = Number(values['max-age']);
+  }
   if (values.root !== undefined) command.rootFile = values.root;
   if (values.at !== undefined) {
     if (!/^\d+$/.test(values.at)) return usageError(`--at must be whole unix seconds, got "${values.at}"`);
@@ -171,6 +185,8 @@ export async function main(argv: string[], io: Io = defaultIo): Promise<number> 
       publicKey: teePublicKey,
       operatorKey: command.operatorKey ?? operatorKey,
       boxPublicKey,
+      allowDebug: command.allowDebug,
+      maxAgeSeconds: command.maxAgeSeconds,
     });
     if (reply && teePublicKey) {
       const check = checkSignature(teePublicKey, reply.request, { status: reply.status, bodySha256: sha256Hex(reply.body) }, reply.signature);

@@ -63,7 +63,7 @@ describe('GET /v1/attestation', () => {
     expect(ok.stdout).toContain('✓ nonce: matches 0badc0ffee');
     expect(ok.stdout).toContain('✓ operator key');
     expect(ok.stdout).toContain('✓ box key');
-    expect(ok.stdout).toMatch(/OK: all 9 checks passed/);
+    expect(ok.stdout).toMatch(/OK: all 11 checks passed/);
     expect(ok.code).toBe(0);
     const aws = await run([svc.baseUrl, '--nonce', '0badc0ffee']);
     expect(aws.code).toBe(1);

@@ -34,7 +34,8 @@ const PCR4 = Buffer.from(
   'd352cfa31b8dc5f4856c9fa8181b19ed12f5da23883ac4ec729530f50dc1d37f1ac3876a7af39bd4de7a2aead14d14cb',
   'hex',
 );
-const expected: VerifyOptions = { at: AT, nonce: NONCE, pcrs: { 3: PCR3, 4: PCR4 }, publicKey: Buffer.from('dummy') };
+// The sample comes from a debug-mode enclave (PCR0–2 all zero): every check but that one is exercised with allowDebug.
+const expected: VerifyOptions = { at: AT, nonce: NONCE, pcrs: { 3: PCR3, 4: PCR4 }, publicKey: Buffer.from('dummy'), allowDebug: true };
 
 function checkOf(result: VerificationResult, name: string) {
   const found = result.checks.find((c) => c.name === name);
@@ -64,6 +65,8 @@ describe('verifyAttestation on a real AWS Nitro document', () => {
       'signature',
       'certificate chain',
       'certificate validity',
+      'document age',
+      'debug mode',
       'nonce',
       'PCR3',
       'PCR4',
@@ -82,8 +85,8 @@ describe('verifyAttestation on a real AWS Nitro document', () => {
   });
 
   it('pins the AWS root by default and accepts the same root passed explicitly', async () => {
-    expect((await verifyAttestation(fixture, { at: AT })).ok).toBe(true);
-    expect((await verifyAttestation(fixture, { at: AT, rootPem: AWS_NITRO_ROOT_G1_PEM })).ok).toBe(true);
+    expect((await verifyAttestation(fixture, { at: AT, allowDebug: true })).ok).toBe(true);
+    expect((await verifyAttestation(fixture, { at: AT, rootPem: AWS_NITRO_ROOT_G1_PEM, allowDebug: true })).ok).toBe(true);
   });
 
   it('accepts the tagged COSE_Sign1 form (tag 18)', async () => {
@@ -121,7 +124,7 @@ describe('verifyAttestation on a real AWS Nitro document', () => {
   it('rejects a time past the leaf certificate expiry, naming the certificate', async () => {
     const at = new Date('2024-09-18T00:00:00Z');
     const result = await verifyAttestation(fixture, { ...expected, at });
-    expect(failedChecks(result)).toEqual(['certificate validity']);
+    expect(failedChecks(result)).toEqual(['certificate validity', 'document age']);
     expect(checkOf(result, 'certificate validity').detail).toBe(
       'certificate CN=i-0bbf1bfe232b8c2ce-enc019201afdaee4f17.us-east-1.aws expired at 2024-09-17T23:42:51Z ' +
         '(checked at 2024-09-18T00:00:00Z)',
@@ -130,7 +133,8 @@ describe('verifyAttestation on a real AWS Nitro document', () => {
 
   it('rejects a time before the leaf certificate was issued', async () => {
     const result = await verifyAttestation(fixture, { ...expected, at: new Date('2024-09-17T20:00:00Z') });
-    expect(failedChecks(result)).toEqual(['certificate validity']);
+    expect(failedChecks(result)).toEqual(['certificate validity', 'document age']);
+    expect(checkOf(result, 'document age').detail).toBe('the document claims 2024-09-17T20:47:10.288Z, later than 2024-09-17T20:00:00Z by more than 300 s');
     expect(checkOf(result, 'certificate validity').detail).toContain('is not valid before 2024-09-17T20:42:48Z');
   });
 
@@ -140,6 +144,7 @@ describe('verifyAttestation on a real AWS Nitro document', () => {
       nonce: Buffer.from('02', 'hex'),
       pcrs: { 20: PCR3 },
       publicKey: Buffer.from('other'),
+      allowDebug: true,
     });
     expect(failedChecks(result)).toEqual(['nonce', 'PCR20', 'public key']);
     expect(checkOf(result, 'nonce').detail).toBe(`nonce mismatch: expected 02, got ${NONCE.toString('hex')}`);
@@ -192,57 +197,60 @@ describe('verifyAttestation on a real AWS Nitro document', () => {
     });
   });
 
-  describe('a hand-built chain whose intermediate is not a CA', () => {
-    it('fails the chain check on basicConstraints, though every signature verifies', async () => {
-      const signing = { name: 'ECDSA', hash: 'SHA-384' };
-      const newKeys = () => webcrypto.subtle.generateKey({ name: 'ECDSA', namedCurve: 'P-384' }, false, ['sign', 'verify']);
-      const certSign = new x509.KeyUsagesExtension(x509.KeyUsageFlags.keyCertSign, true);
-      const issue = (
-        subject: string,
-        issuer: X509.X509Certificate,
-        issuerKey: webcrypto.CryptoKey,
-        publicKey: webcrypto.CryptoKey,
-        extensions: x509.Extension[],
-      ) =>
-        x509.X509CertificateGenerator.create(
-          { subject, issuer: issuer.subjectName, publicKey, signingKey: issuerKey, signingAlgorithm: signing, extensions },
-          webcrypto,
-        );
-
-      const [rootKeys, middleKeys, leafKeys] = [await newKeys(), await newKeys(), await newKeys()];
-      const root = await x509.X509CertificateGenerator.createSelfSigned(
-        {
-          name: 'CN=test root',
-          keys: rootKeys,
-          signingAlgorithm: signing,
-          extensions: [new x509.BasicConstraintsExtension(true, 1, true), certSign],
-        },
-        webcrypto,
-      );
+  describe('hand-built chains and documents', () => {
+    it('fails the chain check on basicConstraints when an intermediate is not a CA, though every signature verifies', async () => {
       // keyCertSign without cA: OpenSSL's issuer matching accepts it, so only the CA check can catch it.
-      const middle = await issue('CN=not a CA', root, rootKeys.privateKey, middleKeys.publicKey, [
-        new x509.BasicConstraintsExtension(false, undefined, true),
-        certSign,
-      ]);
-      const leaf = await issue('CN=test leaf', middle, middleKeys.privateKey, leafKeys.publicKey, []);
-      const document = await signNitroDocument(
-        {
-          moduleId: 'test',
-          digest: 'SHA384',
-          timestamp: Date.now(),
-          pcrs: new Map([[0, new Uint8Array(48)]]),
-          certificate: new Uint8Array(leaf.rawData),
-          cabundle: [new Uint8Array(root.rawData), new Uint8Array(middle.rawData)],
-          publicKey: null,
-          userData: null,
-          nonce: null,
-        },
-        async (data) => new Uint8Array(await webcrypto.subtle.sign(signing, leafKeys.privateKey, data)),
-      );
-
-      const result = await verifyAttestation(document, { rootPem: root.toString('pem') });
+      const { document, rootPem } = await handBuilt({ middleIsCa: false });
+      const result = await verifyAttestation(document, { rootPem });
       expect(failedChecks(result)).toEqual(['certificate chain']);
-      expect(checkOf(result, 'certificate chain').detail).toBe('CN=not a CA is not a CA (basicConstraints cA is not set)');
+      expect(checkOf(result, 'certificate chain').detail).toBe('CN=middle is not a CA (basicConstraints cA is not set)');
+    });
+
+    it('enforces pathLenConstraint: a root that allows no CA below it cannot vouch for an intermediate', async () => {
+      const { document, rootPem } = await handBuilt({ rootPathLength: 0 });
+      const result = await verifyAttestation(document, { rootPem });
+      expect(failedChecks(result)).toEqual(['certificate chain']);
+      expect(checkOf(result, 'certificate chain').detail).toBe('CN=test root allows 0 CA certificate(s) below it (pathLenConstraint), the chain has 1');
+      const allowed = await handBuilt({ rootPathLength: 1 });
+      expect(failedChecks(await verifyAttestation(allowed.document, { rootPem: allowed.rootPem }))).toEqual([]);
+    });
+
+    it('refuses a document older than --max-age, and by default one older than its leaf certificate\'s lifetime', async () => {
+      const now = Date.now();
+      const hour = 3600_000;
+      // A leaf valid for one hour (from 30 minutes ago), a document made 20 minutes ago.
+      const fresh = await handBuilt({ timestamp: now - hour / 3, leafFrom: now - hour / 2, leafLifetimeMs: hour });
+      expect(failedChecks(await verifyAttestation(fresh.document, { rootPem: fresh.rootPem }))).toEqual([]);
+      const tight = await verifyAttestation(fresh.document, { rootPem: fresh.rootPem, maxAgeSeconds: 600 });
+      expect(failedChecks(tight)).toEqual(['document age']);
+      expect(checkOf(tight, 'document age').detail).toMatch(/^the document was made at .*, 1200 s before .*; at most 600 s \(--max-age\) is accepted$/);
+      // Made 70 minutes ago by a leaf still valid now: older than the leaf's one-hour lifetime.
+      const stale = await handBuilt({ timestamp: now - (7 * hour) / 6, leafFrom: now - hour / 2, leafLifetimeMs: hour });
+      const result = await verifyAttestation(stale.document, { rootPem: stale.rootPem });
+      expect(failedChecks(result)).toEqual(['document age']);
+      expect(checkOf(result, 'document age').detail).toMatch(/4200 s before .*; at most 3600 s \(the leaf certificate's lifetime\) is accepted$/);
+    });
+
+    it('refuses a debug-mode document (PCR0, PCR1, PCR2 all zero) unless allowDebug, and says why', async () => {
+      const zeros = new Map([0, 1, 2, 3].map((i) => [i, new Uint8Array(48)]));
+      const { document, rootPem } = await handBuilt({ pcrs: zeros });
+      const refused = await verifyAttestation(document, { rootPem });
+      expect(failedChecks(refused)).toEqual(['debug mode']);
+      expect(checkOf(refused, 'debug mode').detail).toMatch(/all zero: the enclave runs in debug mode, where the host can read its memory.*refused \(--allow-debug/);
+      const allowed = await verifyAttestation(document, { rootPem, allowDebug: true });
+      expect(allowed.ok).toBe(true);
+      expect(checkOf(allowed, 'debug mode').detail).toContain('(accepted: --allow-debug)');
+      // One measured PCR of the three is enough: that is not how a debug enclave reports.
+      const measured = new Map(zeros).set(1, new Uint8Array(48).fill(1));
+      const real = await handBuilt({ pcrs: measured });
+      expect(failedChecks(await verifyAttestation(real.document, { rootPem: real.rootPem }))).toEqual([]);
+    });
+
+    it('refuses the real AWS debug-mode sample without allowDebug', async () => {
+      const { allowDebug: _, ...strict } = expected;
+      const result = await verifyAttestation(fixture, strict);
+      expect(failedChecks(result)).toEqual(['debug mode']);
+      expect(checkOf(result, 'debug mode').detail).toContain('PCR0, PCR1 and PCR2 are all zero');
     });
   });
 
@@ -310,3 +318,62 @@ describe('COSE / payload decoding', () => {
     expect(() => encodeNitroDocument({ ...doc, pcrs: new Map([[32, PCR3]]) })).toThrow('PCR index 32 is outside 0..31');
   });
 });
+
+/**
+ * A document signed by a chain built here (root → middle → leaf), with its pieces chosen by
+ * name: whether the middle is a CA, the root's pathLenConstraint, the leaf's validity, the
+ * document's timestamp and PCRs (by default measured, i.e. not a debug enclave).
+ */
+async function handBuilt(options: {
+  middleIsCa?: boolean;
+  rootPathLength?: number;
+  timestamp?: number;
+  leafFrom?: number;
+  leafLifetimeMs?: number;
+  pcrs?: Map<number, Uint8Array>;
+}): Promise<{ document: Uint8Array; rootPem: string }> {
+  const signing = { name: 'ECDSA', hash: 'SHA-384' };
+  const newKeys = () => webcrypto.subtle.generateKey({ name: 'ECDSA', namedCurve: 'P-384' }, false, ['sign', 'verify']);
+  const certSign = new x509.KeyUsagesExtension(x509.KeyUsageFlags.keyCertSign, true);
+  const now = Date.now();
+  const [rootKeys, middleKeys, leafKeys] = [await newKeys(), await newKeys(), await newKeys()];
+  const root = await x509.X509CertificateGenerator.createSelfSigned(
+    {
+      name: 'CN=test root', keys: rootKeys, signingAlgorithm: signing,
+      notBefore: new Date(now - 86_400_000), notAfter: new Date(now + 86_400_000),
+      extensions: [new x509.BasicConstraintsExtension(true, options.rootPathLength ?? 1, true), certSign],
+    },
+    webcrypto,
+  );
+  const middle = await x509.X509CertificateGenerator.create(
+    {
+      subject: 'CN=middle', issuer: root.subjectName, publicKey: middleKeys.publicKey, signingKey: rootKeys.privateKey, signingAlgorithm: signing,
+      notBefore: new Date(now - 86_400_000), notAfter: new Date(now + 86_400_000),
+      extensions: [new x509.BasicConstraintsExtension(options.middleIsCa ?? true, undefined, true), certSign],
+    },
+    webcrypto,
+  );
+  const leafFrom = options.leafFrom ?? now - 60_000;
+  const leaf = await x509.X509CertificateGenerator.create(
+    {
+      subject: 'CN=test leaf', issuer: middle.subjectName, publicKey: leafKeys.publicKey, signingKey: middleKeys.privateKey, signingAlgorithm: signing,
+      notBefore: new Date(leafFrom), notAfter: new Date(leafFrom + (options.leafLifetimeMs ?? 3 * 3600_000)),
+    },
+    webcrypto,
+  );
+  const document = await signNitroDocument(
+    {
+      moduleId: 'test',
+      digest: 'SHA384',
+      timestamp: options.timestamp ?? now,
+      pcrs: options.pcrs ?? new Map([0, 1, 2].map((i) => [i, new Uint8Array(48).fill(0xa0 + i)])),
+      certificate: new Uint8Array(leaf.rawData),
+      cabundle: [new Uint8Array(root.rawData), new Uint8Array(middle.rawData)],
+      publicKey: null,
+      userData: null,
+      nonce: null,
+    },
+    async (data) => new Uint8Array(await webcrypto.subtle.sign(signing, leafKeys.privateKey, data)),
+  );
+  return { document, rootPem: root.toString('pem') };
+}

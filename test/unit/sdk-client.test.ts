@@ -16,7 +16,7 @@ import { signedManifest } from '../helpers/manifests.js';
  * The sdk against a loopback server that answers GET /v1/attestation with real simulated
  * documents and real signatures, and can be told to lie in one way at a time.
  */
-type Lie = 'none' | 'ignore-nonce' | 'unsigned' | 'other-signer' | 'other-box-key' | 'other-operator';
+type Lie = 'none' | 'ignore-nonce' | 'unsigned' | 'other-signer' | 'other-box-key' | 'other-operator' | 'debug-mode';
 
 const identity = { ...generateIdentity(), state: () => ({ seq: 0, hash: '00'.repeat(32) }) };
 const impostor = { ...generateIdentity(), state: () => ({ seq: 0, hash: '00'.repeat(32) }) };
@@ -36,10 +36,12 @@ beforeAll(async () => {
   dataDir = await mkdtemp(join(tmpdir(), 'sdk-client-'));
   const provider = new SimulatedNitroProvider({ blobs: new FsBlobStore(dataDir), pcrs: PCRS });
   await provider.rootCertificatePem();
+  // Same CA, the PCRs of an enclave in debug mode.
+  const debugProvider = new SimulatedNitroProvider({ blobs: new FsBlobStore(dataDir), pcrs: new Map([0, 1, 2].map((i) => [i, new Uint8Array(48)])) });
   rootPem = await readFile(simulatedRootPath(dataDir), 'utf8');
   server = createServer(async (req, res) => {
     const nonce = new URL(req.url!, 'http://x').searchParams.get('nonce');
-    const document = await provider.attest({
+    const document = await (lie === 'debug-mode' ? debugProvider : provider).attest({
       publicKey: identity.publicKey,
       userData: encodeUserData({ operatorKey, boxPublicKey: boxKey }),
       nonce: lie === 'ignore-nonce' || !nonce ? undefined : Buffer.from(nonce, 'hex'),
@@ -74,8 +76,20 @@ describe('connect', () => {
     expect(tee.attestation.boxPublicKey).toEqual(boxKey);
     expect(tee.attestation.operatorKey).toEqual(operatorKey);
     expect(tee.attestation.checks.map((c) => c.name)).toEqual([
-      'structure', 'signature', 'certificate chain', 'certificate validity', 'nonce', 'PCR0', 'PCR2', 'public key', 'operator key', 'box key',
+      'structure', 'signature', 'certificate chain', 'certificate validity', 'document age', 'debug mode', 'nonce', 'PCR0', 'PCR2', 'public key', 'operator key', 'box key',
     ]);
+  });
+
+  it('refuses an enclave in debug mode, even with its zero PCRs pinned, unless allowDebug', async () => {
+    lie = 'debug-mode';
+    const zeros = '00'.repeat(48);
+    for (const options of [{ insecureSkipPcrPinning: true }, { pcrs: { 0: zeros, 1: zeros, 2: zeros } }]) {
+      const error = await connect({ baseUrl, rootPem, ...options }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(AttestationError);
+      expect((error as Error).message).toMatch(/debug mode: PCR0, PCR1 and PCR2 are all zero: the enclave runs in debug mode, where the host can read its memory/);
+    }
+    const tee = await connect({ baseUrl, rootPem, insecureSkipPcrPinning: true, allowDebug: true });
+    expect(tee.attestation.checks.find((c) => c.name === 'debug mode')?.detail).toContain('accepted');
   });
 
   it.each([

@@ -307,7 +307,7 @@ const FIXTURE_ARGS = [
 
 describe('agent-verify argument parsing', () => {
   it('parses a full command line', () => {
-    const command = parseArgs([...FIXTURE_ARGS, '--root', 'root.pem', '--json']);
+    const command = parseArgs([...FIXTURE_ARGS, '--root', 'root.pem', '--json', '--allow-debug', '--max-age', '120']);
     expect(command).toEqual({
       kind: 'verify',
       input: FIXTURE,
@@ -316,7 +316,10 @@ describe('agent-verify argument parsing', () => {
       nonce: new Uint8Array(Buffer.from('0000000000000000000000000000000000000001', 'hex')),
       pcrs: { 3: new Uint8Array(Buffer.from(PCR3, 'hex')), 4: new Uint8Array(Buffer.from(PCR4, 'hex')) },
       json: true,
+      allowDebug: true,
+      maxAgeSeconds: 120,
     });
+    expect(parseArgs(FIXTURE_ARGS)).toMatchObject({ allowDebug: false });
   });
 
   it('sends a fresh random nonce by default when fetching (finding 12), none for a file or with --no-nonce', () => {
@@ -351,6 +354,7 @@ describe('agent-verify argument parsing', () => {
     [['f', '--pcr', '3=abcd'], /--pcr 3 must be 96 hex digits/],
     [['f', '--pcr', `3=${PCR3}`, '--pcr', `3=${PCR4}`], /--pcr 3 given twice/],
     [['f', '--operator-key', 'AQ=='], /--operator-key must be a 32-byte key/],
+    [['f', '--max-age', '1h'], /--max-age must be whole seconds/],
   ])('%j is a usage error', (argv, message) => {
     const command = parseArgs(argv as string[]);
     expect(command.kind).toBe('usage-error');
@@ -370,13 +374,32 @@ describe('agent-verify', () => {
     return io;
   }
 
+  it('refuses the AWS sample, a debug-mode document, unless --allow-debug (exit 1, then 0), and --help says so', async () => {
+    const strict = capture();
+    expect(await main(FIXTURE_ARGS, strict)).toBe(1);
+    expect(strict.stdout).toContain('✗ debug mode: PCR0, PCR1 and PCR2 are all zero: the enclave runs in debug mode, where the host can read its memory');
+    expect(strict.stdout).toContain('FAILED: 1 of 9 checks failed');
+    expect(await main([...FIXTURE_ARGS, '--allow-debug'], capture())).toBe(0);
+    const help = capture();
+    expect(await main(['--help'], help)).toBe(0);
+    expect(help.stdout).toMatch(/--allow-debug\s+accept an enclave in debug mode \(PCR0, PCR1 and PCR2 all zero\)/);
+    expect(help.stdout).toMatch(/--max-age <seconds>\s+refuse a document whose timestamp is older than this/);
+  });
+
+  it('refuses the sample with --max-age shorter than its age at --at (61 s)', async () => {
+    const io = capture();
+    expect(await main([...FIXTURE_ARGS, '--allow-debug', '--max-age', '60'], io)).toBe(1);
+    expect(io.stdout).toMatch(/✗ document age: the document was made at 2024-09-17T20:47:10.288Z, 61 s before 2024-09-17T20:48:11Z; at most 60 s \(--max-age\) is accepted/);
+    expect(await main([...FIXTURE_ARGS, '--allow-debug', '--max-age', '61'], capture())).toBe(0);
+  });
+
   it('passes the AWS fixture with its expected values (exit 0)', async () => {
     const io = capture();
-    expect(await main(FIXTURE_ARGS, io)).toBe(0);
+    expect(await main([...FIXTURE_ARGS, '--allow-debug'], io)).toBe(0);
     expect(io.stdout).toContain('✓ signature: ES384 signature verifies');
     expect(io.stdout).toContain(`✓ PCR4: matches ${PCR4}`);
     expect(io.stdout).toContain('public_key   64756d6d79 ("dummy")');
-    expect(io.stdout).toContain('OK: all 7 checks passed');
+    expect(io.stdout).toContain('OK: all 9 checks passed');
     expect(io.stdout).not.toContain('✗');
   });
 
@@ -386,17 +409,17 @@ describe('agent-verify', () => {
     expect(io.stdout).toContain(
       '✗ certificate validity: certificate CN=i-0bbf1bfe232b8c2ce-enc019201afdaee4f17.us-east-1.aws expired at 2024-09-17T23:42:51Z',
     );
-    expect(io.stdout).toContain('FAILED: 1 of 4 checks failed');
+    expect(io.stdout).toContain('FAILED: 3 of 6 checks failed');
   });
 
   it('prints JSON with --json', async () => {
     const io = capture();
-    expect(await main([...FIXTURE_ARGS, '--json'], io)).toBe(0);
+    expect(await main([...FIXTURE_ARGS, '--json', '--allow-debug'], io)).toBe(0);
     const json = JSON.parse(io.stdout);
     expect(json.ok).toBe(true);
     expect(json.document.publicKey).toBe('64756d6d79');
     expect(json.document.pcrs['3']).toBe(PCR3);
-    expect(json.checks).toHaveLength(7);
+    expect(json.checks).toHaveLength(9);
   });
 
   it('fails (exit 1) on a file that is not base64 or is missing', async () => {
