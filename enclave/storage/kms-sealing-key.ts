@@ -6,10 +6,9 @@
  * document to the KMS request, reaches KMS through the vsock proxy, and decrypts the
  * answer KMS encrypted to the enclave's ephemeral key:
  *
- *   first start  genkey  --key-id ARN --key-spec AES-256 --encryption-context purpose=…  → CIPHERTEXT, PLAINTEXT
+ *   first start  genkey  --key-id ARN --key-spec AES-256                            → CIPHERTEXT, PLAINTEXT
  *                decrypt (as below) of that CIPHERTEXT, which must give the same PLAINTEXT
- *   later        decrypt --ciphertext C --key-id ARN --encryption-algorithm SYMMETRIC_DEFAULT
- *                        --encryption-context purpose=…                                  → PLAINTEXT
+ *   later        decrypt --ciphertext C --key-id ARN --encryption-algorithm SYMMETRIC_DEFAULT  → PLAINTEXT
  *
  * Only CIPHERTEXT (useless without KMS and the right PCRs) goes to the host store, so a
  * restarted enclave with the same PCRs gets its key back from KMS and reads its state.
@@ -18,9 +17,11 @@
  * symmetric ciphertext under whichever key the blob itself names, so a host able to use
  * any KMS key of its own could plant a blob under that key, and the enclave would seal
  * everything new under a key the host knows (issue 32, finding 1). Naming the measured key
- * ARN makes KMS refuse such a blob (IncorrectKeyException); the encryption context binds
- * the data key to this purpose, so a data key the same KMS key made for anything else
- * does not open either. Either refusal stops the enclave: it never falls back to a new key.
+ * ARN makes KMS refuse such a blob (IncorrectKeyException), and the refusal stops the
+ * enclave: it never falls back to a new key. No encryption context: AWS's kmstool has no
+ * option for one (its decrypt refuses unknown options), and a host that could call Encrypt
+ * under the right key could supply the same context; the key policy's denial of Encrypt is
+ * what guards that (deploy/sealing.md).
  */
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
@@ -30,13 +31,6 @@ import { refuseNewKeyForSealedBlobs, SEALING_KEY_BYTES, type SealingKeySource } 
 const execFileAsync = promisify(execFile);
 
 export const KMS_KEY_FILE = 'sealing-key.kms';
-
-/**
- * The encryption context of the sealing data key: fixed, so a restarted enclave can name it
- * before it reads anything the host gave it (the store's id lives in blobs sealed under
- * this very key, so it cannot be part of it). KMS requires the same context to decrypt.
- */
-export const SEALING_KEY_CONTEXT: Readonly<Record<string, string>> = { purpose: 'agent-service/sealing-key/v1' };
 
 export interface KmsSealingOptions {
   blobs: BlobStore;
@@ -70,19 +64,19 @@ export class KmsSealingKey implements SealingKeySource {
       try {
         plaintext = field(await this.run(this.decryptArgs(ciphertext)), 'PLAINTEXT');
       } catch (error) {
-        throw new Error(`${KMS_KEY_FILE} in the host store does not open under KMS_KEY_ID ${this.options.keyId} with the sealing key's encryption context `
-          + `(${(error as Error).message}); it was made under another key, for another purpose, or KMS refused this enclave. `
+        throw new Error(`${KMS_KEY_FILE} in the host store does not open under KMS_KEY_ID ${this.options.keyId} `
+          + `(${(error as Error).message}); it was made under another key, or KMS refused this enclave. `
           + 'Nothing is sealed under it; restore the original blob or fix the key policy');
       }
       return decodeKey(plaintext);
     }
     await refuseNewKeyForSealedBlobs(this.options.blobs, this.options.sealedPrefix, KMS_KEY_FILE);
-    const out = await this.run(['genkey', ...this.common(), '--key-id', this.options.keyId, '--key-spec', 'AES-256', ...contextArgs()]);
+    const out = await this.run(['genkey', ...this.common(), '--key-id', this.options.keyId, '--key-spec', 'AES-256']);
     const key = decodeKey(field(out, 'PLAINTEXT'));
     const ciphertext = field(out, 'CIPHERTEXT');
     if (Buffer.from(ciphertext, 'base64').length === 0) throw new Error('KMS returned an empty data key ciphertext');
     // Open the new blob once, exactly as every later start will, before anything is sealed
-    // under its key: a kmstool that dropped the key id or the context at genkey would
+    // under its key: a kmstool that misread the key id at genkey would
     // otherwise leave data that no later start could read.
     const again = decodeKey(field(await this.run(this.decryptArgs(ciphertext)), 'PLAINTEXT'));
     if (!Buffer.from(again).equals(Buffer.from(key))) throw new Error('KMS gave back another data key than genkey made; refusing to seal under either');
@@ -92,7 +86,7 @@ export class KmsSealingKey implements SealingKeySource {
 
   private decryptArgs(ciphertext: string): string[] {
     return ['decrypt', ...this.common(), '--ciphertext', ciphertext,
-      '--key-id', this.options.keyId, '--encryption-algorithm', 'SYMMETRIC_DEFAULT', ...contextArgs()];
+      '--key-id', this.options.keyId, '--encryption-algorithm', 'SYMMETRIC_DEFAULT'];
   }
 
   private common(): string[] {
@@ -114,11 +108,6 @@ export class KmsSealingKey implements SealingKeySource {
       throw new Error(`${this.options.tool} ${args[0]} failed: ${reason}`);
     }
   }
-}
-
-/** One `--encryption-context name=value` per pair, in a fixed order. */
-function contextArgs(): string[] {
-  return Object.entries(SEALING_KEY_CONTEXT).sort(([a], [b]) => (a < b ? -1 : 1)).flatMap(([name, value]) => ['--encryption-context', `${name}=${value}`]);
 }
 
 function field(output: string, name: 'PLAINTEXT' | 'CIPHERTEXT'): string {

@@ -48,7 +48,7 @@ describe('the sealing key on Nitro (stand-in kmstool)', () => {
     const data = join(dir, 'planted');
     mkdirSync(data);
     // The host, with a KMS key of its own, makes a data key it knows and plants its ciphertext.
-    const out = execFileSync(tool, ['genkey', '--key-id', HOST_ARN, '--key-spec', 'AES-256', '--encryption-context', 'purpose=agent-service/sealing-key/v1'], { encoding: 'utf8' });
+    const out = execFileSync(tool, ['genkey', '--key-id', HOST_ARN, '--key-spec', 'AES-256'], { encoding: 'utf8' });
     writeFileSync(join(data, 'sealing-key.kms'), `${/^CIPHERTEXT: (\S+)$/m.exec(out)![1]}\n`);
 
     const enclave = await nitroEnclave(data);
