@@ -37,6 +37,7 @@ export class SealedLog implements LogFile {
     private nextSeq: number,
     private bytes: number,
     private current: StateHead,
+    private readonly maxBytes: number,
   ) {}
 
   get size(): number {
@@ -59,18 +60,23 @@ export class SealedLog implements LogFile {
     } catch (err) {
       throw new Error(`cannot create ${name}: ${(err as Error).message}`);
     }
-    return new SealedLog(blobs, name, key, header, meta.generation, 1, start.length, meta.head);
+    return new SealedLog(blobs, name, key, header, meta.generation, 1, start.length, meta.head, meta.max_bytes ?? Infinity);
   }
 
   /** Continues an already verified segment after its last good frame, cutting what follows. */
-  static async reopen(blobs: BlobStore, name: string, key: StorageKey, at: { header: Buffer; generation: number; frames: number; validEnd: number; size: number; head: StateHead }): Promise<SealedLog> {
+  static async reopen(blobs: BlobStore, name: string, key: StorageKey, at: { header: Buffer; generation: number; frames: number; validEnd: number; size: number; head: StateHead; maxBytes: number }): Promise<SealedLog> {
     if (at.size !== at.validEnd) await blobs.append(name, at.validEnd, new Uint8Array(0));
-    return new SealedLog(blobs, name, key, at.header, at.generation, at.frames, at.validEnd, at.head);
+    return new SealedLog(blobs, name, key, at.header, at.generation, at.frames, at.validEnd, at.head, at.maxBytes);
   }
 
   async append(payloads: Uint8Array[]): Promise<void> {
     const frames = payloads.map((p, i) => sealFrame(this.key, this.header, this.nextSeq + i, p));
     const data = frames.length === 1 ? frames[0] : Buffer.concat(frames);
+    // The segment's header promised readers it never grows past maxBytes (compaction has
+    // been failing for long if it gets there): the write is refused, not the promise broken.
+    if (this.bytes + data.length > this.maxBytes) {
+      throw new Error(`log segment ${this.name} is full (${this.maxBytes} bytes) and compaction has not started a new one`);
+    }
     await this.blobs.append(this.name, this.bytes, data);
     // Only once durable: a failed append leaves the head where the segment ends.
     let head = this.current;

@@ -38,6 +38,11 @@ export interface FileMeta {
   store_id?: string;
   /** Format 3: the state head before the file's first change (a snapshot: the head its log starts from). */
   head?: StateHead;
+  /**
+   * A log segment: the most bytes its writer will ever put in it (it refuses writes past
+   * it), so a reader reads no further. Absent in segments written before it was recorded.
+   */
+  max_bytes?: number;
 }
 
 export type Payload =

@@ -104,42 +104,133 @@ export interface SealedFile {
 export interface ReadOptions {
   /** A log's last file may end in a torn or corrupt tail, which is reported for cutting. */
   allowTail: boolean;
+  /**
+   * The most bytes the writer can have put in this file: authentic frames past it are
+   * refused, and a damaged tail is not read past it (a host that streams gigabytes of junk
+   * after the last frame costs the reader nothing more). Unbounded when absent.
+   */
+  maxBytes?: number;
+}
+
+/** What readSealedLog found, besides the payloads it handed out. */
+export interface SealedLogRead {
+  header: Buffer;
+  frames: number;
+  validEnd: number;
+  tail?: { offset: number; bytes: number };
+}
+
+/** Reads and authenticates a whole sealed file held in memory (see readSealedLog). */
+export async function readSealedFile(buf: Buffer, kind: FileKind, key: StorageKey, name: string, options: ReadOptions): Promise<SealedFile> {
+  const payloads: Buffer[] = [];
+  const read = await readSealedLog(oneChunk(buf), kind, key, name, options, (payload) => { payloads.push(payload); });
+  return { header: read.header, payloads, validEnd: read.validEnd, ...(read.tail ? { tail: read.tail } : {}) };
+}
+
+async function* oneChunk(buf: Buffer): AsyncIterable<Buffer> {
+  yield buf;
 }
 
 /**
- * Reads and authenticates a whole sealed file. Refuses (CorruptStoreError) anything that
- * is not exactly a run of this file's frames in order, except, when allowed, a damaged
- * tail: bytes after the last good frame that hold no further authentic frame of this file.
+ * Reads a sealed file as its bytes arrive, handing each payload to `each` in order, so
+ * memory stays bounded by one frame whatever the file's size. Refuses (CorruptStoreError)
+ * anything that is not exactly a run of this file's frames in order, except, when allowed,
+ * a damaged tail: bytes after the last good frame that hold no further authentic frame of
+ * this file. Finding that out means scanning the tail, within `maxBytes`.
  */
-export function readSealedFile(buf: Buffer, kind: FileKind, key: StorageKey, name: string, options: ReadOptions): SealedFile {
-  const header = checkHeader(buf, kind, key, name);
+export async function readSealedLog(
+  chunks: AsyncIterable<Buffer>, kind: FileKind, key: StorageKey, name: string, options: ReadOptions,
+  each: (payload: Buffer, seq: number) => void,
+): Promise<SealedLogRead> {
+  const maxBytes = options.maxBytes ?? Infinity;
+  let header: Buffer | undefined;
+  let buf: Buffer = Buffer.alloc(0);
+  /** File offset of buf[0]. */
+  let base = 0;
+  let frames = 0;
+  let validEnd = 0;
+  /** Where the damage starts, once found: from then on the rest is only scanned. */
+  let damage: { offset: number; what: string } | undefined;
+  let capped = false;
 
-  const payloads: Buffer[] = [];
-  let offset = HEADER_BYTES;
-  let stopped: 'torn' | 'bad' | undefined;
-  while (offset < buf.length) {
-    const frame = openFrame(key, header, buf, offset);
-    if (frame.kind === 'foreign') throw new CorruptStoreError(`${name}: the frame at byte ${offset} belongs to another file`);
-    if (frame.kind !== 'ok') {
-      stopped = frame.kind;
+  /** Looks for authentic frames after the damage; `final`: no more bytes come, so an incomplete one is not one. */
+  const scan = (final: boolean) => {
+    // Every frame magic after the damage is tried; one left incomplete waits for more bytes.
+    let at = buf.indexOf(FRAME_MAGIC, Math.max(0, damage!.offset + 1 - base));
+    for (; at !== -1; at = buf.indexOf(FRAME_MAGIC, at + 1)) {
+      const frame = openFrame(key, header!, buf, at);
+      if (frame.kind === 'ok' || frame.kind === 'foreign') {
+        throw new CorruptStoreError(`${name}: ${damage!.what} at byte ${damage!.offset} is followed by valid frames (the file was altered or damaged in the middle)`);
+      }
+      if (frame.kind === 'torn' && !final) break;
+    }
+    // Keep only what an undecided frame may still need.
+    const keepFrom = at === -1 ? Math.max(0, buf.length - (FRAME_MAGIC.length - 1)) : at;
+    base += keepFrom;
+    buf = buf.subarray(keepFrom);
+  };
+
+  const parse = () => {
+    let at = 0;
+    for (;;) {
+      const frame = openFrame(key, header!, buf, at);
+      if (frame.kind === 'torn') break; // the rest of the frame is in a later chunk, or the file ends here
+      if (frame.kind === 'foreign') throw new CorruptStoreError(`${name}: the frame at byte ${base + at} belongs to another file`);
+      if (frame.kind === 'bad') {
+        damage = { offset: base + at, what: 'a frame that does not authenticate' };
+        break;
+      }
+      if (frame.seq !== frames) {
+        throw new CorruptStoreError(`${name}: frame ${frame.seq} found where frame ${frames} belongs (frames were removed, reordered or repeated)`);
+      }
+      if (base + frame.end > maxBytes) {
+        // The writer never goes past maxBytes, so whatever lies there is not its.
+        damage = { offset: base + at, what: `bytes past ${maxBytes}, the largest size this file can have` };
+        capped = true;
+        break;
+      }
+      each(frame.payload, frames);
+      frames++;
+      at = frame.end;
+      validEnd = base + at;
+    }
+    base += at;
+    buf = buf.subarray(at);
+  };
+
+  for await (const chunk of chunks) {
+    buf = buf.length === 0 ? chunk : Buffer.concat([buf, chunk]);
+    if (!header) {
+      if (buf.length < HEADER_BYTES) continue;
+      header = checkHeader(buf, kind, key, name);
+      base = HEADER_BYTES;
+      validEnd = HEADER_BYTES;
+      buf = buf.subarray(HEADER_BYTES);
+    }
+    if (!damage) parse();
+    if (capped) break;
+    if (damage) scan(false);
+    if (base + buf.length > maxBytes) {
+      // Past what the writer can have written: nothing more is read.
+      if (!damage) damage = { offset: validEnd, what: `bytes past ${maxBytes}, the largest size this file can have` };
+      capped = true;
       break;
     }
-    if (frame.seq !== payloads.length) {
-      throw new CorruptStoreError(`${name}: frame ${frame.seq} found where frame ${payloads.length} belongs (frames were removed, reordered or repeated)`);
-    }
-    payloads.push(frame.payload);
-    offset = frame.end;
   }
-  if (!stopped) return { header, payloads, validEnd: offset };
+  if (!header) throw new CorruptStoreError(`${name} is too short to be a sealed ${kind} file`);
+  if (!damage && base + buf.length === validEnd) return { header, frames, validEnd };
 
-  // A damaged tail is acceptable only if nothing authentic follows it: an authentic frame
-  // after damage means a record in the middle was destroyed, not an interrupted append.
-  const what = stopped === 'torn' ? 'an incomplete frame' : 'a frame that does not authenticate';
-  if (authenticFrameAfter(key, header, buf, offset + 1)) {
-    throw new CorruptStoreError(`${name}: ${what} at byte ${offset} is followed by valid frames (the file was altered or damaged in the middle)`);
+  if (!damage) {
+    // The bytes end inside a frame: torn, unless an authentic frame hides in what is left.
+    damage = { offset: validEnd, what: 'an incomplete frame' };
+    scan(true);
+  } else if (!capped) {
+    scan(true);
   }
-  if (!options.allowTail) throw new CorruptStoreError(`${name}: ${what} at byte ${offset}`);
-  return { header, payloads, validEnd: offset, tail: { offset, bytes: buf.length - offset } };
+  if (!options.allowTail) throw new CorruptStoreError(`${name}: ${damage.what} at byte ${damage.offset}`);
+  // A capped read does not know the file's true end: at least one byte more is cut.
+  const end = Math.max(base + buf.length, validEnd + 1);
+  return { header, frames, validEnd, tail: { offset: validEnd, bytes: end - validEnd } };
 }
 
 /** The file's header, once its magic and key id are checked. */
@@ -188,12 +279,4 @@ export async function* readSealedStream(chunks: AsyncIterable<Buffer>, kind: Fil
   }
   if (!header) throw new CorruptStoreError(`${name} is too short to be a sealed ${kind} file`);
   if (buf.length > 0) throw new CorruptStoreError(`${name}: an incomplete frame at byte ${consumed} (the file was cut short)`);
-}
-
-function authenticFrameAfter(key: StorageKey, header: Buffer, buf: Buffer, from: number): boolean {
-  for (let at = buf.indexOf(FRAME_MAGIC, from); at !== -1; at = buf.indexOf(FRAME_MAGIC, at + 1)) {
-    const frame = openFrame(key, header, buf, at);
-    if (frame.kind === 'ok' || frame.kind === 'foreign') return true;
-  }
-  return false;
 }

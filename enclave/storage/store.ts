@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { readWhole, type BlobStore } from '../../common/blob-store.js';
+import type { BlobStore } from '../../common/blob-store.js';
 import type { Logger } from '../../common/logger.js';
 import type { MemoryEvent, MemoryJournal, RestoredEvent } from '../memory/journal.js';
 import { describeModel, sameEmbeddingModel, type EmbeddingModelId } from '../memory/model-change.js';
@@ -7,7 +7,7 @@ import { CorruptStoreError, EmbeddingModelChangedError } from './errors.js';
 import { GroupCommitLog, type CommitStats } from './group-commit.js';
 import { logGeneration, logName, SealedLog, type LogFile } from './log-file.js';
 import { decodePayload, encodeEvent, FORMAT_VERSION, READABLE_FORMATS, type FileMeta } from './payloads.js';
-import { deriveStorageKey, readSealedFile, readSealedStream, type StorageKey } from './sealed-file.js';
+import { deriveStorageKey, readSealedLog, readSealedStream, type StorageKey } from './sealed-file.js';
 import { readSnapshot, SNAPSHOT_NAME, writeSnapshot, type SnapshotEntry, type SnapshotReader } from './snapshot.js';
 import { advanceHead, describeHead, genesisHead, sameHead, type StateHead } from './state-head.js';
 
@@ -113,31 +113,31 @@ export class DurableStore implements MemoryJournal {
 
   /**
    * Opens the store, replaying the snapshot and log segments into `target`; refuses damaged,
-   * altered, foreign or out-of-chain blobs with a named reason. The snapshot is streamed,
-   * never held whole; each segment is read whole (compaction keeps them bounded).
+   * altered, foreign or out-of-chain blobs with a named reason. The snapshot and the
+   * segments are streamed, never held whole, and a segment is read no further than its
+   * writer could have written (`max_bytes`): sizes the host lists are never trusted.
    */
   static async open(options: StoreOptions, target: StoreTarget): Promise<DurableStore> {
     const { blobs, log } = options;
     const prefix = options.prefix ?? MEMORY_PREFIX;
     const key = deriveStorageKey(options.sealingKey);
-    const listed = await blobs.list(prefix);
-    const sizes = new Map(listed.map((b) => [b.name.slice(prefix.length), b.size]));
-    const names = [...sizes.keys()];
+    const names = (await blobs.list(prefix)).map((b) => b.name.slice(prefix.length));
     const chain = new ChainCheck(prefix);
 
     let start = 1;
     let snapshot: SnapshotReader | undefined;
-    let snapshotBytes = 0;
+    // Counted as the snapshot streams in: compaction is timed by what the enclave read, not
+    // by the size the host lists (a host listing a huge size would postpone compaction for ever).
+    const snapshotBytes = { read: 0 };
     const hasSnapshot = names.includes(SNAPSHOT_NAME);
     if (hasSnapshot) {
       const where = prefix + SNAPSHOT_NAME;
       const chunks = await blobs.read(where);
       if (!chunks) throw new CorruptStoreError(`${where} was listed by the host store but cannot be read`);
-      snapshot = await readSnapshot(chunks, key, where);
+      snapshot = await readSnapshot(counted(chunks, snapshotBytes), key, where);
       checkMeta(snapshot.meta, 'snapshot', where);
       chain.file(snapshot.meta, where);
       start = snapshot.meta.generation;
-      snapshotBytes = sizes.get(SNAPSHOT_NAME) ?? 0;
     }
 
     const generations = names.map(logGeneration).filter((g): g is number => g !== undefined).sort((a, b) => a - b);
@@ -182,25 +182,28 @@ export class DurableStore implements MemoryJournal {
     };
     if (snapshot) for await (const event of snapshot.events) apply(event);
 
-    let last: { generation: number; header: Buffer; frames: number; validEnd: number; size: number } | undefined;
+    let last: { generation: number; header: Buffer; frames: number; validEnd: number; size: number; maxBytes: number } | undefined;
     let cutTail: RecoveryReport['cutTail'];
     for (const [i, generation] of live.entries()) {
       const name = prefix + logName(generation);
       const isLast = i === live.length - 1;
-      const data = await readWhole(blobs, name);
-      if (!data) throw new CorruptStoreError(`${name} was listed by the host store but cannot be read`);
-      const file = readSealedFile(data, 'log', key, name, { allowTail: isLast });
-      const first = file.payloads.length > 0 ? decodePayload(file.payloads[0], `${name} frame 0`) : undefined;
-      if (first?.type !== 'header' || JSON.stringify(first.meta) !== JSON.stringify(segmentMetas[i])) throw new CorruptStoreError(`${name} changed while it was being read`);
-      chain.segment(first.meta, name, i === 0 && hasSnapshot ? snapshot!.meta : undefined);
-      for (let f = 1; f < file.payloads.length; f++) {
-        const p = decodePayload(file.payloads[f], `${name} frame ${f}`);
+      const chunks = await blobs.read(name);
+      if (!chunks) throw new CorruptStoreError(`${name} was listed by the host store but cannot be read`);
+      const maxBytes = segmentMetas[i].max_bytes ?? segmentLimit(options.snapshotLogBytes, snapshotBytes.read);
+      const file = await readSealedLog(chunks, 'log', key, name, { allowTail: isLast, maxBytes }, (payload, f) => {
+        const p = decodePayload(payload, `${name} frame ${f}`);
+        if (f === 0) {
+          if (p.type !== 'header' || JSON.stringify(p.meta) !== JSON.stringify(segmentMetas[i])) throw new CorruptStoreError(`${name} changed while it was being read`);
+          chain.segment(p.meta, name, i === 0 && hasSnapshot ? snapshot!.meta : undefined);
+          return;
+        }
         if (p.type !== 'event') throw new CorruptStoreError(`${name} holds an entry that is not a change`);
-        chain.advance(file.payloads[f]);
+        chain.advance(payload);
         apply(p.event);
-      }
+      });
+      if (file.frames === 0) throw new CorruptStoreError(`${name} changed while it was being read`);
       if (file.tail) cutTail = { file: name, offset: file.tail.offset, bytes: file.tail.bytes };
-      if (isLast) last = { generation, header: file.header, frames: file.payloads.length, validEnd: file.validEnd, size: data.length };
+      if (isLast) last = { generation, header: file.header, frames: file.frames, validEnd: file.validEnd, size: file.validEnd + (file.tail?.bytes ?? 0), maxBytes };
     }
     const modelChange = changed && { from: storedModel(changed.meta), to: options.embedding, memories: live_!.size };
     if (modelChange && modelChange.memories > 0 && !options.reembed) throw new EmbeddingModelChangedError(modelChange.from, modelChange.to, changed.where);
@@ -209,10 +212,10 @@ export class DurableStore implements MemoryJournal {
     const head = chain.head ?? genesisHead(storeId);
     const file = last
       ? await SealedLog.reopen(blobs, prefix + logName(last.generation), key, { ...last, head })
-      : await SealedLog.create(blobs, prefix + logName(start), key, { ...fileMeta(options, 'log', start, storeId), head });
+      : await SealedLog.create(blobs, prefix + logName(start), key, { ...logMeta(options, start, storeId, snapshotBytes.read), head });
     if (cutTail) log?.warn(cutTail, 'cut a torn or corrupt tail from the memory log (an interrupted append, or damage after the last good entry)');
 
-    const store = new DurableStore(options, prefix, storeId, key, target, file, snapshotBytes, {
+    const store = new DurableStore(options, prefix, storeId, key, target, file, snapshotBytes.read, {
       snapshotGeneration: hasSnapshot ? start : null,
       logs: live.length,
       events,
@@ -308,7 +311,7 @@ export class DurableStore implements MemoryJournal {
     const generation = this.commits.current.generation + 1;
     // With no batch in flight, the current segment's head is the state the snapshot captures.
     const head = this.commits.current.head;
-    const next = await SealedLog.create(this.options.blobs, this.prefix + logName(generation), this.key, { ...fileMeta(this.options, 'log', generation, this.storeId), head });
+    const next = await SealedLog.create(this.options.blobs, this.prefix + logName(generation), this.key, { ...logMeta(this.options, generation, this.storeId, this.lastSnapshotBytes), head });
     // With no batch in flight, memory holds exactly the changes of logs < generation. The
     // snapshot reads it as it goes, not as a copy: changes made meanwhile (which log
     // `generation` holds too) may or may not be in it, and replaying that log after the
@@ -361,6 +364,28 @@ function fileMeta(options: StoreOptions, kind: FileMeta['kind'], generation: num
   };
 }
 
+/**
+ * The most bytes a log segment may hold. Compaction starts a new segment once one passes
+ * max(SNAPSHOT_LOG_BYTES, the last snapshot's size), and the next snapshot is at most about
+ * the last one plus that segment; four times that leaves room for writes made while a
+ * snapshot is written, and for a snapshot that failed and was retried.
+ */
+export function segmentLimit(snapshotLogBytes: number, lastSnapshotBytes: number): number {
+  return 4 * Math.max(snapshotLogBytes, lastSnapshotBytes) + 128 * 1024 * 1024;
+}
+
+function logMeta(options: StoreOptions, generation: number, storeId: string, lastSnapshotBytes: number): FileMeta {
+  return { ...fileMeta(options, 'log', generation, storeId), max_bytes: segmentLimit(options.snapshotLogBytes, lastSnapshotBytes) };
+}
+
+/** Counts the bytes that pass, into `into.read`. */
+async function* counted(chunks: AsyncIterable<Buffer>, into: { read: number }): AsyncIterable<Buffer> {
+  for await (const chunk of chunks) {
+    into.read += chunk.length;
+    yield chunk;
+  }
+}
+
 /** A segment's metadata: its first frame, read without fetching the rest of it. */
 async function readSegmentHeader(blobs: BlobStore, name: string, key: StorageKey): Promise<FileMeta> {
   const chunks = await blobs.read(name);
@@ -380,6 +405,7 @@ function checkMeta(meta: FileMeta, kind: FileMeta['kind'], where: string): void 
   if (!READABLE_FORMATS.includes(meta.format)) throw new CorruptStoreError(`${where} has format ${meta.format}; this enclave reads formats ${READABLE_FORMATS.join(', ')}`);
   if (meta.kind !== kind) throw new CorruptStoreError(`${where} is a ${meta.kind}, not a ${kind}`);
   if (!Number.isSafeInteger(meta.generation) || meta.generation < 1) throw new CorruptStoreError(`${where} has no valid generation`);
+  if (meta.max_bytes !== undefined && (!Number.isSafeInteger(meta.max_bytes) || meta.max_bytes < 1)) throw new CorruptStoreError(`${where} has no valid size limit`);
 }
 
 /** The model a file's vectors come from; format 1 did not record its hash, so it matches no model. */

@@ -60,25 +60,29 @@ class WatchedLog implements LogFile {
 }
 
 const payload = (i: number) => Buffer.from(`entry ${i}`);
-const entriesOnDisk = () => readSealedFile(readFileSync(path), 'log', key, 'log', { allowTail: false }).payloads.slice(1).map(String);
+const entriesOnDisk = async () => (await readSealedFile(readFileSync(path), 'log', key, 'log', { allowTail: false })).payloads.slice(1).map(String);
 
 describe('group commit', () => {
   it('writes entries that arrive during a sync as one batch, acknowledging each only once it is on disk', async () => {
     const file = new WatchedLog(await SealedLog.create(blobs, NAME, key, meta));
     const log = new GroupCommitLog(file, { groupCommit: true });
     const applied: number[] = [];
+    const onDisk: Buffer[] = [];
     const acks = Array.from({ length: 100 }, (_, i) => log.append(payload(i), () => {
       // Runs when the entry is durable: it is in the file, and its batch has been synced.
       expect(file.durableEntries).toBeGreaterThan(i);
-      expect(entriesOnDisk()).toContain(`entry ${i}`);
+      onDisk[i] = readFileSync(path);
       applied.push(i);
     }));
     await Promise.all(acks);
+    for (const [i, bytes] of onDisk.entries()) {
+      expect((await readSealedFile(bytes, 'log', key, 'log', { allowTail: false })).payloads.map(String)).toContain(`entry ${i}`);
+    }
     // The first entry starts a write alone; the 99 queued behind its sync share the next one.
     expect(file.appends).toEqual([1, 99]);
     expect(log.stats).toEqual({ commits: 100, syncs: 2, largestBatch: 99 });
     expect(applied).toEqual([...Array(100).keys()]);
-    expect(entriesOnDisk()).toEqual(Array.from({ length: 100 }, (_, i) => `entry ${i}`));
+    expect(await entriesOnDisk()).toEqual(Array.from({ length: 100 }, (_, i) => `entry ${i}`));
     await file.close();
   });
 
@@ -87,7 +91,7 @@ describe('group commit', () => {
     const log = new GroupCommitLog(file, { groupCommit: false });
     await Promise.all(Array.from({ length: 20 }, (_, i) => log.append(payload(i), () => {})));
     expect(log.stats).toEqual({ commits: 20, syncs: 20, largestBatch: 1 });
-    expect(entriesOnDisk()).toHaveLength(20);
+    expect(await entriesOnDisk()).toHaveLength(20);
     await file.close();
   });
 
@@ -112,7 +116,7 @@ describe('group commit', () => {
     await expect(log.append(payload(3), () => applied.push(3))).rejects.toMatchObject({ status: 503 });
     await log.append(payload(4), () => applied.push(4));
     expect(applied).toEqual([0, 4]);
-    expect(entriesOnDisk()).toEqual(['entry 0', 'entry 4']);
+    expect(await entriesOnDisk()).toEqual(['entry 0', 'entry 4']);
     expect(failures.map((e) => e.message)).toEqual(['host store did not answer', 'EIO: simulated disk failure']);
     expect(file.head.seq).toBe(2);
     await file.close();
@@ -127,7 +131,7 @@ describe('group commit', () => {
     expect(applied).toBe(1);
     await expect(log.appendAll([payload(5), payload(6)], () => { applied++; })).rejects.toMatchObject({ status: 503 });
     expect(applied).toBe(1);
-    expect(entriesOnDisk()).toEqual(['entry 0', 'entry 1', 'entry 2', 'entry 3', 'entry 4']);
+    expect(await entriesOnDisk()).toEqual(['entry 0', 'entry 1', 'entry 2', 'entry 3', 'entry 4']);
     await file.close();
   });
 
@@ -142,7 +146,7 @@ describe('group commit', () => {
     }
     await Promise.all(work);
     expect(seen).toEqual([false, false, false, false, false, false]);
-    expect(entriesOnDisk()).toHaveLength(30);
+    expect(await entriesOnDisk()).toHaveLength(30);
     await log.drain();
     await file.close();
   });

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { CorruptStoreError } from '../../enclave/storage/errors.js';
 import { decodePayload, encodeEvent, encodeHeader, type FileMeta } from '../../enclave/storage/payloads.js';
-import { deriveStorageKey, newHeader, readSealedFile, sealFrame, type StorageKey } from '../../enclave/storage/sealed-file.js';
+import { deriveStorageKey, newHeader, readSealedFile, readSealedLog, sealFrame, type StorageKey } from '../../enclave/storage/sealed-file.js';
 import { frameSpans } from '../helpers/sealed-files.js';
 import nacl from 'tweetnacl';
 import { secretbox, secretboxOpen } from '../../enclave/storage/secretbox.js';
@@ -17,10 +17,10 @@ const three = () => [encodeHeader(meta), Buffer.from('first entry'), Buffer.from
 const read = (data: Buffer, allowTail = true) => readSealedFile(data, 'log', key, 'test.log', { allowTail });
 
 describe('sealed files', () => {
-  it('round-trip their payloads, and hold no plaintext', () => {
+  it('round-trip their payloads, and hold no plaintext', async () => {
     const secret = Buffer.from('a secret memory about Lisbon');
     const data = sealedFile([encodeHeader(meta), secret]);
-    const file = read(data);
+    const file = await read(data);
     expect(file.payloads.map((p) => p.toString())).toEqual([encodeHeader(meta).toString(), secret.toString()]);
     expect(file.validEnd).toBe(data.length);
     expect(file.tail).toBeUndefined();
@@ -28,12 +28,12 @@ describe('sealed files', () => {
     expect(data.includes(Buffer.from('Lisbon'))).toBe(false);
   });
 
-  it('use a fresh nonce per frame: the same payload twice seals differently', () => {
+  it('use a fresh nonce per frame: the same payload twice seals differently', async () => {
     const header = newHeader('log', key);
     expect(sealFrame(key, header, 1, Buffer.from('x')).equals(sealFrame(key, header, 1, Buffer.from('x')))).toBe(false);
   });
 
-  it('encode memory events with their vectors exactly', () => {
+  it('encode memory events with their vectors exactly', async () => {
     const record = { id: 'mem_1', object: 'memory' as const, tenant_id: 't', content: 'héllo ✓', metadata: { source: 's', n: 1.5, b: true, z: null }, created_at: 5 };
     const vector = Float32Array.from([0.1, -2.5, 3e-8]);
     expect(decodePayload(encodeEvent({ type: 'add', record, vector }), 'x')).toEqual({ type: 'event', event: { type: 'add', record, vector } });
@@ -41,76 +41,76 @@ describe('sealed files', () => {
       .toEqual({ type: 'event', event: { type: 'delete', tenant_id: 't', id: 'mem_1' } });
   });
 
-  it('refuse a file sealed under another key, saying so', () => {
+  it('refuse a file sealed under another key, saying so', async () => {
     const other = deriveStorageKey(randomBytes(32));
-    expect(() => read(sealedFile(three(), other))).toThrow(/sealed with a different key/);
+    await expect(read(sealedFile(three(), other))).rejects.toThrow(/sealed with a different key/);
   });
 
-  it('cut a torn tail at every possible length, keeping every complete frame', () => {
+  it('cut a torn tail at every possible length, keeping every complete frame', async () => {
     const data = sealedFile(three());
     const [, second, last] = frameSpans(data);
     for (let end = last[0] + 1; end < data.length; end++) {
-      const file = read(data.subarray(0, end));
+      const file = await read(data.subarray(0, end));
       expect(file.payloads).toHaveLength(2);
       expect(file.validEnd).toBe(second[1]);
       expect(file.tail).toEqual({ offset: second[1], bytes: end - second[1] });
     }
   });
 
-  it('treat every one-byte change as refusal, except in the last frame, which is cut as a damaged tail', () => {
+  it('treat every one-byte change as refusal, except in the last frame, which is cut as a damaged tail', async () => {
     const data = sealedFile(three());
     const [, , last] = frameSpans(data);
     for (let i = 0; i < data.length; i++) {
       const changed = Buffer.from(data);
       changed[i] ^= 0x40;
       if (i < last[0]) {
-        expect(() => read(changed), `byte ${i}`).toThrow(CorruptStoreError);
+        await expect(read(changed), `byte ${i}`).rejects.toThrow(CorruptStoreError);
       } else {
-        const file = read(changed);
+        const file = await read(changed);
         expect(file.payloads, `byte ${i}`).toHaveLength(2);
         expect(file.tail?.offset).toBe(last[0]);
       }
     }
   });
 
-  it('refuse a damaged tail where no tail is allowed (snapshots, older logs)', () => {
+  it('refuse a damaged tail where no tail is allowed (snapshots, older logs)', async () => {
     const data = sealedFile(three());
-    expect(() => read(data.subarray(0, data.length - 3), false)).toThrow(/incomplete frame/);
+    await expect(read(data.subarray(0, data.length - 3), false)).rejects.toThrow(/incomplete frame/);
   });
 
-  it('refuse frames removed from the middle, reordered, repeated, or moved from another file', () => {
+  it('refuse frames removed from the middle, reordered, repeated, or moved from another file', async () => {
     const payloads = [...three(), Buffer.from('third entry')];
     const data = sealedFile(payloads);
     const spans = frameSpans(data);
     const frame = (i: number) => data.subarray(spans[i][0], spans[i][1]);
     const head = data.subarray(0, 32);
-    expect(() => read(Buffer.concat([head, frame(0), frame(2), frame(3)]))).toThrow(/frame 2 found where frame 1 belongs/);
-    expect(() => read(Buffer.concat([head, frame(0), frame(2), frame(1), frame(3)]))).toThrow(/frame 2 found where frame 1 belongs/);
-    expect(() => read(Buffer.concat([head, frame(0), frame(1), frame(1), frame(2)]))).toThrow(/frame 1 found where frame 2 belongs/);
+    await expect(read(Buffer.concat([head, frame(0), frame(2), frame(3)]))).rejects.toThrow(/frame 2 found where frame 1 belongs/);
+    await expect(read(Buffer.concat([head, frame(0), frame(2), frame(1), frame(3)]))).rejects.toThrow(/frame 2 found where frame 1 belongs/);
+    await expect(read(Buffer.concat([head, frame(0), frame(1), frame(1), frame(2)]))).rejects.toThrow(/frame 1 found where frame 2 belongs/);
 
     // Same key, same position, another file: its frames authenticate but name another header.
     const other = sealedFile(payloads);
     const otherSpans = frameSpans(other);
     const spliced = Buffer.concat([head, frame(0), other.subarray(otherSpans[1][0], otherSpans[1][1]), frame(2), frame(3)]);
-    expect(() => read(spliced)).toThrow(/belongs to another file/);
+    await expect(read(spliced)).rejects.toThrow(/belongs to another file/);
     // …even as the last frame, where damage would otherwise be cut.
-    expect(() => read(Buffer.concat([head, frame(0), frame(1), frame(2), other.subarray(otherSpans[3][0], otherSpans[3][1])]))).toThrow(/another file/);
+    await expect(read(Buffer.concat([head, frame(0), frame(1), frame(2), other.subarray(otherSpans[3][0], otherSpans[3][1])]))).rejects.toThrow(/another file/);
   });
 
-  it('refuse a length field inflated in the middle, although it looks like a torn frame', () => {
+  it('refuse a length field inflated in the middle, although it looks like a torn frame', async () => {
     const data = sealedFile([...three(), Buffer.from('third entry')]);
     const [, second] = frameSpans(data);
     data.writeUInt32BE(data.length, second[0] + 4);
-    expect(() => read(data)).toThrow(/followed by valid frames/);
+    await expect(read(data)).rejects.toThrow(/followed by valid frames/);
   });
 
-  it('refuse a file of the other kind', () => {
-    expect(() => readSealedFile(sealedFile(three()), 'snapshot', key, 'x', { allowTail: false })).toThrow(/not a sealed snapshot file/);
+  it('refuse a file of the other kind', async () => {
+    await expect(readSealedFile(sealedFile(three()), 'snapshot', key, 'x', { allowTail: false })).rejects.toThrow(/not a sealed snapshot file/);
   });
 });
 
 describe('secretbox (libsodium)', () => {
-  it('seals and opens exactly as tweetnacl does, so files written by either open with either', () => {
+  it('seals and opens exactly as tweetnacl does, so files written by either open with either', async () => {
     for (const length of [0, 1, 31, 32, 33, 700, 70_000]) {
       const boxKey = randomBytes(32);
       const nonce = randomBytes(24);
@@ -123,7 +123,7 @@ describe('secretbox (libsodium)', () => {
     }
   });
 
-  it('refuses a box that was altered, a wrong key or nonce, and one too short to hold a tag', () => {
+  it('refuses a box that was altered, a wrong key or nonce, and one too short to hold a tag', async () => {
     const boxKey = randomBytes(32);
     const nonce = randomBytes(24);
     const box = secretbox(Buffer.from('a memory'), nonce, boxKey);
@@ -136,4 +136,55 @@ describe('secretbox (libsodium)', () => {
     expect(secretboxOpen(box, randomBytes(24), boxKey)).toBeUndefined();
     expect(secretboxOpen(box.subarray(0, 15), nonce, boxKey)).toBeUndefined();
   });
+
+  it('read the same way however the bytes arrive in chunks, whole, torn and damaged files alike', async () => {
+    const data = sealedFile([...three(), Buffer.from('third entry')]);
+    const [, , , last] = frameSpans(data);
+    const damaged = Buffer.from(data);
+    damaged[last[0] + 40] ^= 1;
+    for (const file of [data, data.subarray(0, data.length - 5), damaged]) {
+      const whole = await read(file);
+      for (const size of [1, 7, 64, 1000]) {
+        const payloads: string[] = [];
+        const streamed = await readSealedLog(inChunks(file, size), 'log', key, 'test.log', { allowTail: true }, (p) => { payloads.push(p.toString('hex')); });
+        expect(payloads).toEqual(whole.payloads.map((p) => p.toString('hex')));
+        expect({ validEnd: streamed.validEnd, tail: streamed.tail }).toEqual({ validEnd: whole.validEnd, tail: whole.tail });
+      }
+    }
+  });
+
+  it('stop reading a junk tail at maxBytes, the most its writer can have written (hold round two, 8)', async () => {
+    const data = sealedFile(three());
+    const junk = randomBytes(64 * 1024);
+    let pulled = 0;
+    async function* endless(): AsyncIterable<Buffer> {
+      yield data;
+      // A host streaming junk for ever after the last frame.
+      for (;;) {
+        pulled += junk.length;
+        if (pulled > 100 * junk.length) throw new Error('read past the cap');
+        yield junk;
+      }
+    }
+    const read = await readSealedLog(endless(), 'log', key, 'test.log', { allowTail: true, maxBytes: data.length + 200_000 }, () => {});
+    expect(read.frames).toBe(3);
+    expect(read.validEnd).toBe(data.length);
+    expect(read.tail!.offset).toBe(data.length);
+    expect(pulled).toBeLessThan(6 * junk.length);
+  });
+
+  it('take nothing past maxBytes, however it arrives: cut as a tail of the last log, refused elsewhere', async () => {
+    const data = sealedFile([...three(), Buffer.from('third entry')]);
+    const [, , second] = frameSpans(data);
+    for (const size of [10, data.length]) {
+      const read = await readSealedLog(inChunks(data, size), 'log', key, 'x', { allowTail: true, maxBytes: second[1] + 3 }, () => {});
+      expect({ frames: read.frames, validEnd: read.validEnd, tailAt: read.tail?.offset }).toEqual({ frames: 3, validEnd: second[1], tailAt: second[1] });
+      await expect(readSealedLog(inChunks(data, size), 'log', key, 'x', { allowTail: false, maxBytes: second[1] + 3 }, () => {}))
+        .rejects.toThrow(/the largest size this file can have/);
+    }
+  });
 });
+
+async function* inChunks(data: Buffer, size: number): AsyncIterable<Buffer> {
+  for (let i = 0; i < data.length; i += size) yield Buffer.from(data.subarray(i, i + size));
+}
