@@ -4,6 +4,7 @@ import type { Embedder } from '../embedding/types.js';
 import type { MemoryEvent, MemoryJournal, RestoredEvent } from './journal.js';
 import type { EmbeddingModelId } from './model-change.js';
 import { TieredLexical } from '../retrieval/tiered-lexical.js';
+import { TermDictionary } from '../retrieval/term-dictionary.js';
 import { FUSION_DEPTH, rankHybrid, type Candidate, type Ranker } from '../retrieval/hybrid.js';
 import { DEFAULT_TIERS, TieredIndex, type TieredOptions } from '../vectors/tiered-index.js';
 import { isZero } from '../vectors/vector-index.js';
@@ -106,6 +107,8 @@ const REEMBED_BATCH = 64;
  */
 export class MemoryService {
   private readonly tenants = new Map<string, Tenant>();
+  /** The words small tenants' lexical indexes hold, each once for all of them (retrieval/term-dictionary.ts). */
+  private readonly terms = new TermDictionary();
   /** Adds admitted but not yet committed, per tenant: they count towards the maximum. */
   private readonly pending = new Map<string, number>();
   private readonly maxPerTenant: number;
@@ -493,6 +496,7 @@ export class MemoryService {
       // A tenant with nothing left costs nothing: no empty indexes kept per tenant ever seen.
       if (tenant.records.size === 0) {
         this.tenants.delete(event.tenant_id);
+        tenant.lexical.dispose();
         if (tenant.replica) this.replicas!.drop(tenant.replica);
       }
     }
@@ -524,7 +528,7 @@ export class MemoryService {
       tenant = {
         index: new TieredIndex(this.embedder.dimension, this.tiers),
         centre: new TenantCentre(this.embedder.dimension),
-        lexical: new TieredLexical(),
+        lexical: new TieredLexical({ dictionary: this.terms }),
         records: new Map(),
         queries: 0,
       };
