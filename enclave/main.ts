@@ -69,7 +69,8 @@ const memory = new ObservedMemoryService(embedder, {
   searchReplicas,
   maxMemoriesPerTenant: config.maxMemoriesPerTenant,
   maxMemoriesPerKey: config.maxMemoriesPerKey,
-  capacity: { maxTenants: config.maxTenants, maxMemories: config.maxMemories, maxStoredBytes: config.maxStoredBytes },
+  capacity: { maxTenants: config.maxTenants, maxMemories: config.maxMemories, maxStoredBytes: config.maxStoredBytes, maxTerms: config.maxTerms },
+  termLimits: { maxTermsPerMemory: config.maxTermsPerMemory, maxTermsPerTenant: config.maxTermsPerTenant },
 });
 // Exits (1) on a damaged, altered or foreign store: never serve memories half-loaded.
 // Memories stored under another embedding model are re-embedded here, before anything is

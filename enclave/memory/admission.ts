@@ -11,14 +11,18 @@ export interface Capacity {
   maxMemories: number;
   /** Memory content and metadata, in UTF-8 bytes. */
   maxStoredBytes: number;
+  /** Distinct lexical terms, each tenant's counted apart (memory/term-admission.ts). */
+  maxTerms: number;
 }
 
-export const DEFAULT_CAPACITY: Capacity = { maxTenants: 100_000, maxMemories: 2_000_000, maxStoredBytes: 1024 ** 3 };
+export const DEFAULT_CAPACITY: Capacity = { maxTenants: 100_000, maxMemories: 2_000_000, maxStoredBytes: 1024 ** 3, maxTerms: 4_000_000 };
 
 export interface Usage {
   tenants: number;
   memories: number;
   storedBytes: number;
+  /** Distinct terms of each tenant, summed over tenants. */
+  terms: number;
 }
 
 /** What one memory costs against maxStoredBytes. */
@@ -36,4 +40,5 @@ export function admit(usage: Usage, adding: Usage, capacity: Capacity): void {
   if (adding.tenants > 0 && usage.tenants + adding.tenants > capacity.maxTenants) throw over('tenants', usage.tenants, adding.tenants, capacity.maxTenants);
   if (usage.memories + adding.memories > capacity.maxMemories) throw over('memories', usage.memories, adding.memories, capacity.maxMemories);
   if (usage.storedBytes + adding.storedBytes > capacity.maxStoredBytes) throw over('bytes of memories', usage.storedBytes, adding.storedBytes, capacity.maxStoredBytes);
+  if (adding.terms > 0 && usage.terms + adding.terms > capacity.maxTerms) throw over('distinct words (over all tenants)', usage.terms, adding.terms, capacity.maxTerms);
 }

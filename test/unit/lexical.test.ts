@@ -3,7 +3,7 @@ import { Bm25Index, MAX_QUERY_TERMS, type SearchCost } from '../../enclave/retri
 import { SmallBm25 } from '../../enclave/retrieval/small-bm25.js';
 import { TieredLexical } from '../../enclave/retrieval/tiered-lexical.js';
 import { TermDictionary } from '../../enclave/retrieval/term-dictionary.js';
-import { asciiTerms, foldText, lexicalTerms, stem, unicodeTerms } from '../../enclave/retrieval/lexical-terms.js';
+import { asciiTerms, foldText, lexicalTerms, MAX_TERM_CHARS, stem, unicodeTerms } from '../../enclave/retrieval/lexical-terms.js';
 import { memoryText, questionText } from '../../bench/corpus.js';
 import { mulberry32 } from '../../scripts/lib/mulberry32.js';
 
@@ -38,6 +38,17 @@ describe('lexicalTerms', () => {
     expect(stem('bus')).not.toBe(stem('busy'));
     expect(stem('news')).not.toBe(stem('new'));
     expect(['4471', '15.4', 'zx-4471', 'p99'].map(stem)).toEqual(['4471', '15.4', 'zx-4471', 'p99']);
+  });
+
+  it('cuts a term longer than MAX_TERM_CHARS to its first MAX_TERM_CHARS, on a character boundary, so it still matches itself', () => {
+    const long = `k${'7'.repeat(99)}`;
+    expect(lexicalTerms(`token ${long}`)).toEqual(['token', long.slice(0, MAX_TERM_CHARS)]);
+    expect(lexicalTerms(`${'a'.repeat(40)}-${'b'.repeat(40)}`)).toEqual([`${'a'.repeat(40)}-${'b'.repeat(23)}`, 'a'.repeat(40), 'b'.repeat(40)]);
+    const astral = `${'x'.repeat(MAX_TERM_CHARS - 1)}\u{20000}yz`; // a 2-unit letter straddling the cut
+    expect(lexicalTerms(astral)).toEqual(['x'.repeat(MAX_TERM_CHARS - 1)]);
+    const bm25 = new Bm25Index();
+    bm25.add('a', `see ${long}`);
+    expect(bm25.search(long, 1).map((h) => h.id)).toEqual(['a']);
   });
 
   it('gives nothing for text of only stop words or punctuation', () => {
