@@ -15,7 +15,7 @@ export interface Capacity {
   maxTerms: number;
 }
 
-export const DEFAULT_CAPACITY: Capacity = { maxTenants: 100_000, maxMemories: 2_000_000, maxStoredBytes: 1024 ** 3, maxTerms: 4_000_000 };
+export const DEFAULT_CAPACITY: Capacity = { maxTenants: 100_000, maxMemories: 2_000_000, maxStoredBytes: 1024 ** 3, maxTerms: 2_000_000 };
 
 export interface Usage {
   tenants: number;

@@ -17,7 +17,7 @@ export interface TermLimits {
   maxTermsPerTenant: number;
 }
 
-export const DEFAULT_TERM_LIMITS: TermLimits = { maxTermsPerMemory: 4096, maxTermsPerTenant: 500_000 };
+export const DEFAULT_TERM_LIMITS: TermLimits = { maxTermsPerMemory: 4096, maxTermsPerTenant: 200_000 };
 
 /**
  * A content's lexical terms, refused (400 too_many_terms) when it holds more than `max`
