@@ -2,9 +2,10 @@ import { ApiError } from '../../common/errors.js';
 
 /**
  * How much the enclave agrees to hold, so that no caller can make it run out of memory (and
- * crash again at every restart, replaying what made it crash): tenants, memories and stored
- * bytes, for the whole enclave. The defaults fit a 6 GiB enclave with room to spare: about
- * 900 bytes of indexes and records per memory (docs/performance.md) plus its content.
+ * crash again at every restart, replaying what made it crash): tenants, memories, stored
+ * bytes and distinct words, for the whole enclave. The heap they need is heapNeeded()
+ * (memory/heap-budget.ts: about 3.1 GiB for the defaults); the enclave warns at start when
+ * its heap limit is lower.
  */
 export interface Capacity {
   maxTenants: number;

@@ -136,3 +136,15 @@ describe('lexical terms (issue 31, item 2: a tenant of random words exhausted th
     expect(memory.usage.terms).toBe(150);
   });
 });
+
+describe('heap budget', () => {
+  it('is what the capacity settings admit, and a lower heap limit is named with the flag that fits', async () => {
+    const { heapNeeded, heapShortfall } = await import('../../enclave/memory/heap-budget.js');
+    const { DEFAULT_CAPACITY } = await import('../../enclave/memory/admission.js');
+    // docs/configuration.md states the defaults' figure.
+    expect(Math.ceil(heapNeeded(DEFAULT_CAPACITY) / 1024 ** 2)).toBe(3169);
+    expect(heapNeeded({ ...DEFAULT_CAPACITY, maxTerms: DEFAULT_CAPACITY.maxTerms * 2 })).toBeGreaterThan(heapNeeded(DEFAULT_CAPACITY));
+    expect(heapShortfall(DEFAULT_CAPACITY, 1536 * 1024 ** 2)).toEqual({ heapLimitMiB: 1536, neededMiB: 3169 });
+    expect(heapShortfall(DEFAULT_CAPACITY, 4144 * 1024 ** 2)).toBeUndefined();
+  });
+});
