@@ -22,6 +22,7 @@ import { timedEmbedder } from './observability/timed-embedder.js';
 import { resolveOperatorKey } from './operator-key.js';
 import { GrpcBlobStore } from './storage/grpc-blob-store.js';
 import { openMemoryStore, refuseToStart } from './storage/open-memory-store.js';
+import { heapShortfall } from './memory/heap-budget.js';
 import { SEALED_MAX_AGE_MS } from '../sdk/protocol/sealed.js';
 import { encodeUserData } from '../sdk/protocol/user-data.js';
 import { CONFIG_ERROR_EXIT, stopWithSupervisor } from '../common/supervised.js';
@@ -65,11 +66,19 @@ const embedder = timedEmbedder(loaded, (texts, seconds) => metrics.embedded(text
 const searchReplicas = config.searchWorker === 'on'
   ? new SearchReplicas({ dimension: embedder.dimension, hnsw: DEFAULT_TIERS.hnsw }, (err) => log.error({ err }, 'the search worker failed; large tenants are searched on the event loop from now on'))
   : undefined;
+const capacity = { maxTenants: config.maxTenants, maxMemories: config.maxMemories, maxStoredBytes: config.maxStoredBytes, maxTerms: config.maxTerms };
+// The capacity settings protect the enclave only if its heap can hold what they admit.
+const shortfall = heapShortfall(capacity);
+if (shortfall) {
+  log.warn({ ...shortfall, flag: `--max-old-space-size=${shortfall.neededMiB}` },
+    'the heap limit is below what MAX_MEMORIES, MAX_STORED_BYTES and MAX_TERMS admit: the enclave could run out of heap before refusing an add; give node the flag (and the machine the memory), or lower them (docs/configuration.md#words-and-heap)');
+}
 const memory = new ObservedMemoryService(embedder, {
   searchReplicas,
   maxMemoriesPerTenant: config.maxMemoriesPerTenant,
   maxMemoriesPerKey: config.maxMemoriesPerKey,
-  capacity: { maxTenants: config.maxTenants, maxMemories: config.maxMemories, maxStoredBytes: config.maxStoredBytes },
+  capacity,
+  termLimits: { maxTermsPerMemory: config.maxTermsPerMemory, maxTermsPerTenant: config.maxTermsPerTenant },
 });
 // Exits (1) on a damaged, altered or foreign store: never serve memories half-loaded.
 // Memories stored under another embedding model are re-embedded here, before anything is

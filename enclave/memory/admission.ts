@@ -2,23 +2,28 @@ import { ApiError } from '../../common/errors.js';
 
 /**
  * How much the enclave agrees to hold, so that no caller can make it run out of memory (and
- * crash again at every restart, replaying what made it crash): tenants, memories and stored
- * bytes, for the whole enclave. The defaults fit a 6 GiB enclave with room to spare: about
- * 900 bytes of indexes and records per memory (docs/performance.md) plus its content.
+ * crash again at every restart, replaying what made it crash): tenants, memories, stored
+ * bytes and distinct words, for the whole enclave. The heap they need is heapNeeded()
+ * (memory/heap-budget.ts: about 3.1 GiB for the defaults); the enclave warns at start when
+ * its heap limit is lower.
  */
 export interface Capacity {
   maxTenants: number;
   maxMemories: number;
   /** Memory content and metadata, in UTF-8 bytes. */
   maxStoredBytes: number;
+  /** Distinct lexical terms, each tenant's counted apart (memory/term-admission.ts). */
+  maxTerms: number;
 }
 
-export const DEFAULT_CAPACITY: Capacity = { maxTenants: 100_000, maxMemories: 2_000_000, maxStoredBytes: 1024 ** 3 };
+export const DEFAULT_CAPACITY: Capacity = { maxTenants: 100_000, maxMemories: 2_000_000, maxStoredBytes: 1024 ** 3, maxTerms: 2_000_000 };
 
 export interface Usage {
   tenants: number;
   memories: number;
   storedBytes: number;
+  /** Distinct terms of each tenant, summed over tenants. */
+  terms: number;
 }
 
 /** What one memory costs against maxStoredBytes. */
@@ -36,4 +41,5 @@ export function admit(usage: Usage, adding: Usage, capacity: Capacity): void {
   if (adding.tenants > 0 && usage.tenants + adding.tenants > capacity.maxTenants) throw over('tenants', usage.tenants, adding.tenants, capacity.maxTenants);
   if (usage.memories + adding.memories > capacity.maxMemories) throw over('memories', usage.memories, adding.memories, capacity.maxMemories);
   if (usage.storedBytes + adding.storedBytes > capacity.maxStoredBytes) throw over('bytes of memories', usage.storedBytes, adding.storedBytes, capacity.maxStoredBytes);
+  if (adding.terms > 0 && usage.terms + adding.terms > capacity.maxTerms) throw over('distinct words (over all tenants)', usage.terms, adding.terms, capacity.maxTerms);
 }

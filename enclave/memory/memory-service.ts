@@ -4,11 +4,14 @@ import type { Embedder } from '../embedding/types.js';
 import type { MemoryEvent, MemoryJournal, RestoredEvent } from './journal.js';
 import type { EmbeddingModelId } from './model-change.js';
 import { TieredLexical } from '../retrieval/tiered-lexical.js';
+import { TermDictionary } from '../retrieval/term-dictionary.js';
 import { FUSION_DEPTH, rankHybrid, type Candidate, type Ranker } from '../retrieval/hybrid.js';
 import { DEFAULT_TIERS, TieredIndex, type TieredOptions } from '../vectors/tiered-index.js';
 import { isZero } from '../vectors/vector-index.js';
 import { TenantCentre, centred } from '../retrieval/tenant-centre.js';
 import { admit, DEFAULT_CAPACITY, storedBytes, type Capacity, type Usage } from './admission.js';
+import { checkTenantTerms, DEFAULT_TERM_LIMITS, memoryTerms, newTermCount, type TermLimits } from './term-admission.js';
+import { lexicalTerms } from '../retrieval/lexical-terms.js';
 import { metadataMatcher } from './metadata-filter.js';
 import type { Replica, SearchReplicas } from '../retrieval/search-replicas.js';
 import { candidatesOf, searchTenant, searchTenantWith, similaritiesById, type RankedHit, type TenantSearch } from '../retrieval/tenant-search.js';
@@ -66,8 +69,10 @@ export interface MemoryServiceOptions {
   maxMemoriesPerKey?: number;
   /** When a tenant moves from exact search to HNSW, and the graph's parameters. */
   vectorIndex?: TieredOptions;
-  /** What the whole enclave agrees to hold (memory/admission.ts). */
-  capacity?: Capacity;
+  /** What the whole enclave agrees to hold (memory/admission.ts); unnamed limits keep their defaults. */
+  capacity?: Partial<Capacity>;
+  /** Distinct words per memory and per tenant (memory/term-admission.ts). */
+  termLimits?: Partial<TermLimits>;
   /** Where large tenants' searches run off the event loop (retrieval/search-replicas.ts); without it, on it. */
   searchReplicas?: SearchReplicas;
 }
@@ -106,16 +111,21 @@ const REEMBED_BATCH = 64;
  */
 export class MemoryService {
   private readonly tenants = new Map<string, Tenant>();
+  /** The words small tenants' lexical indexes hold, each once for all of them (retrieval/term-dictionary.ts). */
+  private readonly terms = new TermDictionary();
   /** Adds admitted but not yet committed, per tenant: they count towards the maximum. */
   private readonly pending = new Map<string, number>();
+  /** New distinct terms of adds and updates admitted but not yet applied, per tenant. */
+  private readonly pendingTerms = new Map<string, number>();
+  private readonly termLimits: TermLimits;
   private readonly maxPerTenant: number;
   private readonly maxPerKey: number;
   private readonly tiers: TieredOptions;
   private readonly capacity: Capacity;
   private readonly replicas?: SearchReplicas;
   /** What is held (applied), and what adds in flight have reserved; tenants are counted from `tenants`. */
-  private readonly held = { memories: 0, storedBytes: 0 };
-  private readonly reserved: Usage = { tenants: 0, memories: 0, storedBytes: 0 };
+  private readonly held = { memories: 0, storedBytes: 0, terms: 0 };
+  private readonly reserved: Usage = { tenants: 0, memories: 0, storedBytes: 0, terms: 0 };
   private journal?: MemoryJournal;
   private reembedding = false;
   /** Queries under way now (query() to its answer). */
@@ -125,11 +135,12 @@ export class MemoryService {
     this.maxPerTenant = options.maxMemoriesPerTenant ?? DEFAULT_MAX_MEMORIES_PER_TENANT;
     this.maxPerKey = options.maxMemoriesPerKey ?? Infinity;
     this.tiers = options.vectorIndex ?? DEFAULT_TIERS;
-    this.capacity = options.capacity ?? DEFAULT_CAPACITY;
+    this.capacity = { ...DEFAULT_CAPACITY, ...options.capacity };
+    this.termLimits = { ...DEFAULT_TERM_LIMITS, ...options.termLimits };
     this.replicas = options.searchReplicas;
   }
 
-  /** Tenants, memories and stored bytes held now. */
+  /** Tenants, memories, stored bytes and distinct terms (each tenant's counted apart) held now. */
   get usage(): Usage {
     return { tenants: this.tenants.size, ...this.held };
   }
@@ -223,32 +234,39 @@ export class MemoryService {
         throw new ApiError('memory_limit_reached', message, { param: 'tenant_id' });
       }
     }
+    // Words: each memory's, then each tenant's new ones (adds in flight counted), before any work.
+    const termLists = inputs.map((input, i) => memoryTerms(input.content, this.termLimits.maxTermsPerMemory, inputs.length > 1 ? i : undefined));
+    const newTerms = new Map<string, number>();
+    for (const tenantId of perTenant.keys()) {
+      const lexical = this.tenants.get(tenantId)?.lexical;
+      const fresh = newTermCount(termLists.filter((_, i) => inputs[i].tenant_id === tenantId), (term) => lexical?.holds(term) ?? false);
+      checkTenantTerms(tenantId, (lexical?.distinctTerms ?? 0) + (this.pendingTerms.get(tenantId) ?? 0), fresh, this.termLimits.maxTermsPerTenant);
+      newTerms.set(tenantId, fresh);
+    }
     // The enclave's capacity, checked like the tenant's maximum: before any work is done.
     const adding: Usage = {
       tenants: [...perTenant.keys()].filter((t) => !this.tenants.has(t) && !this.pending.has(t)).length,
       memories: inputs.length,
       storedBytes: inputs.reduce((sum, input) => sum + storedBytes(input.content, input.metadata), 0),
+      terms: [...newTerms.values()].reduce((sum, n) => sum + n, 0),
     };
-    const usage = this.usage;
-    admit({ tenants: usage.tenants + this.reserved.tenants, memories: usage.memories + this.reserved.memories, storedBytes: usage.storedBytes + this.reserved.storedBytes }, adding, this.capacity);
-    for (const [tenantId, count] of perTenant) this.pending.set(tenantId, (this.pending.get(tenantId) ?? 0) + count);
-    this.reserved.tenants += adding.tenants;
-    this.reserved.memories += adding.memories;
-    this.reserved.storedBytes += adding.storedBytes;
+    admit(this.committed(), adding, this.capacity);
+    for (const [tenantId, count] of perTenant) bump(this.pending, tenantId, count);
+    for (const [tenantId, count] of newTerms) bump(this.pendingTerms, tenantId, count);
+    this.reserve(adding, 1);
+    // Every word numbered now, before the add is logged: applying it (now, or at a replay)
+    // then adds nothing to the dictionary's map, so it cannot fail there.
+    const numbered = this.holdTerms(termLists);
     // The reservation ends the moment the records are applied (then they count as held),
     // or when the add fails: never both, so a tenant near its maximum is not counted twice.
     let reserved = true;
     const release = () => {
       if (!reserved) return;
       reserved = false;
-      this.reserved.tenants -= adding.tenants;
-      this.reserved.memories -= adding.memories;
-      this.reserved.storedBytes -= adding.storedBytes;
-      for (const [tenantId, count] of perTenant) {
-        const left = this.pending.get(tenantId)! - count;
-        if (left === 0) this.pending.delete(tenantId);
-        else this.pending.set(tenantId, left);
-      }
+      this.reserve(adding, -1);
+      for (const [tenantId, count] of perTenant) bump(this.pending, tenantId, -count);
+      for (const [tenantId, count] of newTerms) bump(this.pendingTerms, tenantId, -count);
+      for (const n of numbered) this.terms.release(n);
     };
     try {
       const vectors = await this.embedder.embed(inputs.map((input) => input.content));
@@ -265,7 +283,7 @@ export class MemoryService {
         metadata: { ...(input.metadata ?? {}) },
         created_at: createdAt,
       }));
-      await this.commit(records.map((record, i) => ({ type: 'add', record, vector: vectors[i] })), release);
+      await this.commit(records.map((record, i) => ({ type: 'add', record, vector: vectors[i] })), release, termLists);
       return records;
     } finally {
       release();
@@ -396,10 +414,16 @@ export class MemoryService {
     // Growing a memory counts against the stored bytes like an add: checked before any work,
     // and reserved until the change is applied, so concurrent updates cannot pass it together.
     const growth = Math.max(0, storedBytes(content, change.metadata ?? before.metadata) - storedBytes(before.content, before.metadata));
-    const usage = this.usage;
-    admit({ tenants: usage.tenants + this.reserved.tenants, memories: usage.memories + this.reserved.memories, storedBytes: usage.storedBytes + this.reserved.storedBytes },
-      { tenants: 0, memories: 0, storedBytes: growth }, this.capacity);
-    this.reserved.storedBytes += growth;
+    // New words count like an add's (the old content's are not subtracted: it may stay).
+    const terms = change.content === undefined ? undefined : memoryTerms(content, this.termLimits.maxTermsPerMemory);
+    const lexical = this.tenant(tenantId, false)!.lexical;
+    const fresh = terms ? newTermCount([terms], (term) => lexical.holds(term)) : 0;
+    checkTenantTerms(tenantId, lexical.distinctTerms + (this.pendingTerms.get(tenantId) ?? 0), fresh, this.termLimits.maxTermsPerTenant);
+    const adding: Usage = { tenants: 0, memories: 0, storedBytes: growth, terms: fresh };
+    admit(this.committed(), adding, this.capacity);
+    this.reserve(adding, 1);
+    bump(this.pendingTerms, tenantId, fresh);
+    const numbered = terms ? this.holdTerms([terms]) : [];
     try {
       const [vector] = change.content === undefined
         ? [this.tenant(tenantId, false)!.index.vector(id) ?? (await this.embedder.embed([content]))[0]]
@@ -412,10 +436,12 @@ export class MemoryService {
         metadata: { ...(change.metadata ?? current.metadata) },
         updated_at: Math.floor(Date.now() / 1000),
       };
-      await this.commit([{ type: 'update', record, vector }]);
+      await this.commit([{ type: 'update', record, vector }], undefined, terms && [terms]);
       return this.get(tenantId, id);
     } finally {
-      this.reserved.storedBytes -= growth;
+      this.reserve(adding, -1);
+      bump(this.pendingTerms, tenantId, -fresh);
+      for (const n of numbered) this.terms.release(n);
     }
   }
 
@@ -444,24 +470,44 @@ export class MemoryService {
    * An add without a vector keeps the record unindexed, for reembed() to index.
    */
   apply(event: RestoredEvent): void {
+    this.applyEvent(event);
+  }
+
+  /**
+   * apply(), with the content's lexical terms when they were worked out (and numbered) before
+   * the change was logged. The lexical index goes first, as the one part a new word adds to;
+   * if anything after it throws, it is taken out again, so a change that fails to apply
+   * leaves nothing half done (a replay skips such a change by name: storage/store.ts).
+   */
+  private applyEvent(event: RestoredEvent, terms?: readonly string[]): void {
     if (event.type === 'add') {
       const { record, vector } = event;
       const tenant = this.tenant(record.tenant_id, true)!;
       if (tenant.records.has(record.id)) return;
-      if (vector) {
-        tenant.index.add(record.id, vector);
-        if (!isZero(vector)) tenant.centre.add(vector);
+      const distinct = tenant.lexical.distinctTerms;
+      tenant.lexical.addTerms(record.id, terms ?? lexicalTerms(record.content));
+      try {
+        if (vector) tenant.index.add(record.id, vector);
+      } catch (err) {
+        tenant.lexical.remove(record.id, record.content);
+        if (tenant.records.size === 0) this.forget(record.tenant_id, tenant);
+        throw err;
       }
-      tenant.lexical.add(record.id, record.content);
+      if (vector && !isZero(vector)) tenant.centre.add(vector);
       tenant.records.set(record.id, record);
       if (tenant.replica) this.replicas!.add(tenant.replica, record.id, record.content, vector ?? undefined);
       this.held.memories++;
       this.held.storedBytes += storedBytes(record.content, record.metadata);
+      this.held.terms += tenant.lexical.distinctTerms - distinct;
     } else if (event.type === 'update') {
       const { record, vector } = event;
       const tenant = this.tenant(record.tenant_id, false);
       const old = tenant?.records.get(record.id);
       if (!tenant || !old) return;
+      const distinct = tenant.lexical.distinctTerms;
+      tenant.lexical.remove(record.id, old.content);
+      tenant.lexical.addTerms(record.id, terms ?? lexicalTerms(record.content));
+      this.held.terms += tenant.lexical.distinctTerms - distinct;
       // The tenant's mean loses the old vector and gains the new one.
       const before = tenant.index.vector(record.id);
       if (before && !isZero(before)) tenant.centre.remove(before);
@@ -470,8 +516,6 @@ export class MemoryService {
         tenant.index.add(record.id, vector);
         if (!isZero(vector)) tenant.centre.add(vector);
       }
-      tenant.lexical.remove(record.id, old.content);
-      tenant.lexical.add(record.id, record.content);
       tenant.records.set(record.id, record); // an existing key keeps its place in the order
       if (tenant.replica) {
         this.replicas!.remove(tenant.replica, record.id, old.content);
@@ -488,14 +532,52 @@ export class MemoryService {
       const vector = tenant.index.vector(event.id);
       if (vector && !isZero(vector)) tenant.centre.remove(vector);
       tenant.index.remove(event.id);
+      const distinct = tenant.lexical.distinctTerms;
       tenant.lexical.remove(event.id, record.content);
+      this.held.terms += tenant.lexical.distinctTerms - distinct;
       if (tenant.replica) this.replicas!.remove(tenant.replica, event.id, record.content);
-      // A tenant with nothing left costs nothing: no empty indexes kept per tenant ever seen.
-      if (tenant.records.size === 0) {
-        this.tenants.delete(event.tenant_id);
-        if (tenant.replica) this.replicas!.drop(tenant.replica);
+      if (tenant.records.size === 0) this.forget(event.tenant_id, tenant);
+    }
+  }
+
+  /** A tenant with nothing left costs nothing: no empty indexes kept per tenant ever seen. */
+  private forget(tenantId: string, tenant: Tenant): void {
+    this.tenants.delete(tenantId);
+    tenant.lexical.dispose();
+    if (tenant.replica) this.replicas!.drop(tenant.replica);
+  }
+
+  /** What is held and reserved: what admission adds to. */
+  private committed(): Usage {
+    const usage = this.usage;
+    return {
+      tenants: usage.tenants + this.reserved.tenants,
+      memories: usage.memories + this.reserved.memories,
+      storedBytes: usage.storedBytes + this.reserved.storedBytes,
+      terms: usage.terms + this.reserved.terms,
+    };
+  }
+
+  /** Reserves (sign 1) or gives back (sign -1) what a change in flight will add. */
+  private reserve(adding: Usage, sign: 1 | -1): void {
+    this.reserved.tenants += sign * adding.tenants;
+    this.reserved.memories += sign * adding.memories;
+    this.reserved.storedBytes += sign * adding.storedBytes;
+    this.reserved.terms += sign * adding.terms;
+  }
+
+  /** Holds every distinct term of `lists` in the dictionary (numbering the new ones); the numbers, to release. */
+  private holdTerms(lists: ReadonlyArray<readonly string[]>): number[] {
+    const held = new Set<string>();
+    const numbers: number[] = [];
+    for (const terms of lists) {
+      for (const term of terms) {
+        if (held.has(term)) continue;
+        held.add(term);
+        numbers.push(this.terms.acquire(term));
       }
     }
+    return numbers;
   }
 
   /** Every memory with its vector: what a snapshot holds. */
@@ -509,9 +591,10 @@ export class MemoryService {
     }
   }
 
-  private async commit(events: MemoryEvent[], applied?: () => void): Promise<void> {
+  /** Logs `events`, then applies them; `terms[i]`: the lexical terms of event i's content, when worked out. */
+  private async commit(events: MemoryEvent[], applied?: () => void, terms?: ReadonlyArray<readonly string[]>): Promise<void> {
     const apply = () => {
-      for (const event of events) this.apply(event);
+      events.forEach((event, i) => this.applyEvent(event, terms?.[i]));
       applied?.();
     };
     if (this.journal) await this.journal.commit(events, apply);
@@ -524,7 +607,7 @@ export class MemoryService {
       tenant = {
         index: new TieredIndex(this.embedder.dimension, this.tiers),
         centre: new TenantCentre(this.embedder.dimension),
-        lexical: new TieredLexical(),
+        lexical: new TieredLexical({ dictionary: this.terms }),
         records: new Map(),
         queries: 0,
       };
@@ -532,6 +615,13 @@ export class MemoryService {
     }
     return tenant;
   }
+}
+
+/** Adds `delta` to a per-tenant count, dropping it at 0. */
+function bump(counts: Map<string, number>, tenantId: string, delta: number): void {
+  const count = (counts.get(tenantId) ?? 0) + delta;
+  if (count === 0) counts.delete(tenantId);
+  else counts.set(tenantId, count);
 }
 
 /**

@@ -132,6 +132,16 @@ export class Bm25Index {
     return this.numbers.size;
   }
 
+  /** Distinct terms the live memories hold (a posting each). */
+  get distinctTerms(): number {
+    return this.postings.size;
+  }
+
+  /** Whether a live memory holds `term`. */
+  holds(term: string): boolean {
+    return this.postings.has(term);
+  }
+
   add(id: string, text: string, key = -1): void {
     this.addTerms(id, lexicalTerms(text), key);
   }
@@ -141,7 +151,7 @@ export class Bm25Index {
    * integer no other live memory holds, names it in searchKeyed() without a lookup by id:
    * the search worker's copy keys each memory by its label in the vector graph.
    */
-  addTerms(id: string, terms: string[], key = -1): void {
+  addTerms(id: string, terms: readonly string[], key = -1): void {
     if (this.numbers.has(id)) return;
     const doc = this.ids.length;
     if (doc >= this.lengths.length) {
@@ -431,7 +441,7 @@ export class Bm25Index {
   }
 }
 
-function counts(terms: string[]): Map<string, number> {
+function counts(terms: readonly string[]): Map<string, number> {
   const out = new Map<string, number>();
   for (const term of terms) out.set(term, (out.get(term) ?? 0) + 1);
   return out;

@@ -89,14 +89,29 @@ export function lexicalTerms(text: string): string[] {
   return asciiTerms(folded) ?? unicodeTerms(folded);
 }
 
+/**
+ * Longest term, in UTF-16 code units: a longer one is cut to its first MAX_TERM_CHARS (on a
+ * character boundary), on memories and queries alike. Cut rather than dropped, so a long
+ * identifier (a token, a long URL or hash) is still found by a query that writes it out,
+ * while no one word costs the dictionary and the postings more than about this much. 64 keeps
+ * a SHA-256 in hex whole; a word of English is far shorter.
+ */
+export const MAX_TERM_CHARS = 64;
+
+function bounded(term: string): string {
+  if (term.length <= MAX_TERM_CHARS) return term;
+  const code = term.charCodeAt(MAX_TERM_CHARS - 1);
+  return term.slice(0, code >= 0xd800 && code <= 0xdbff ? MAX_TERM_CHARS - 1 : MAX_TERM_CHARS);
+}
+
 /** A term (TERM) and its parts (PART runs): what the terms of a text are made from. */
 function pushTerm(terms: string[], term: string, parts: readonly string[]): void {
   if (parts.length === 1) {
-    if (!STOP_WORDS.has(term)) terms.push(stem(term));
+    if (!STOP_WORDS.has(term)) terms.push(bounded(stem(term)));
     return;
   }
-  terms.push(term);
-  for (const part of parts) if (!STOP_WORDS.has(part)) terms.push(stem(part));
+  terms.push(bounded(term));
+  for (const part of parts) if (!STOP_WORDS.has(part)) terms.push(bounded(stem(part)));
 }
 
 /** The terms of folded text by the TERM and PART expressions: any script. */

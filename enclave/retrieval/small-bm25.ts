@@ -1,67 +1,63 @@
 import { BM25_B, BM25_K1, MAX_QUERY_TERMS, bm25Idf, type LexicalHit, type LexicalResult, type SearchCost } from './bm25.js';
 import { lexicalTerms } from './lexical-terms.js';
-
-/**
- * Every term any memory has used, numbered once for the whole enclave: a small tenant stores
- * its memories' terms as these numbers, not as strings of its own. It only grows (a term's
- * number stays valid for as long as the process runs); its size is the vocabulary in use.
- */
-class TermDictionary {
-  private readonly numbers = new Map<string, number>();
-  private readonly terms: string[] = [];
-
-  number(term: string): number {
-    let n = this.numbers.get(term);
-    if (n === undefined) {
-      n = this.terms.length;
-      this.numbers.set(term, n);
-      this.terms.push(term);
-    }
-    return n;
-  }
-
-  lookup(term: string): number | undefined {
-    return this.numbers.get(term);
-  }
-
-  term(n: number): string {
-    return this.terms[n];
-  }
-
-  /** Terms numbered so far (every number is below it). */
-  get size(): number {
-    return this.terms.length;
-  }
-}
-
-export const terms = new TermDictionary();
+import { TermDictionary } from './term-dictionary.js';
 
 /** Slot + 1 of each term the running search wants, by term number; 0 elsewhere between searches. */
 let slotOf = new Int32Array(1024);
 
 /**
- * BM25 for a small tenant without an inverted index: each memory's terms, as dictionary
- * numbers, in one Int32Array, and a search that scans them all. For a few thousand short
+ * BM25 for a small tenant without an inverted index: each memory's terms, as numbers of a
+ * TermDictionary shared with other tenants, in one Int32Array, and a search that scans them all. For a few thousand short
  * memories the scan costs microseconds, and the tenant costs a few bytes a term instead of
  * a posting list per distinct word (bench/scale.ts measures both). Scores are exactly
  * Bm25Index's; larger tenants move to it (TieredLexical).
+ *
+ * The index holds each of its distinct terms once in the dictionary, for as long as a memory
+ * here holds it (`df`), so the dictionary forgets a word no memory of any tenant uses.
  */
 export class SmallBm25 {
   private ids: string[] = [];
   /** Memory i's terms are data[starts[i] .. starts[i + 1]). */
   private data = new Int32Array(64);
   private starts: number[] = [0];
+  /** Term number -> memories here holding it (the document frequency); its keys are the terms held. */
+  private readonly df = new Map<number, number>();
+
+  constructor(private readonly dictionary: TermDictionary = new TermDictionary()) {}
 
   get size(): number {
     return this.ids.length;
   }
 
-  add(id: string, text: string): void {
-    if (this.ids.includes(id)) return;
-    this.addNumbers(id, lexicalTerms(text).map((t) => terms.number(t)));
+  /** Distinct terms the memories here hold. */
+  get distinctTerms(): number {
+    return this.df.size;
   }
 
-  addNumbers(id: string, numbers: number[]): void {
+  /** Whether a memory here holds `term`. */
+  holds(term: string): boolean {
+    const n = this.dictionary.lookup(term);
+    return n !== undefined && this.df.has(n);
+  }
+
+  add(id: string, text: string): void {
+    this.addTerms(id, lexicalTerms(text));
+  }
+
+  /**
+   * Adds a memory given its lexical terms. A term the caller already holds in the dictionary
+   * (memory-service.ts numbers an add's terms before logging it) is only counted here, so
+   * applying a logged add adds no entry to the dictionary's map.
+   */
+  addTerms(id: string, terms: readonly string[]): void {
+    if (this.ids.includes(id)) return;
+    const numbers = new Array<number>(terms.length);
+    const mine = new Map<string, number>();
+    for (let i = 0; i < terms.length; i++) {
+      let n = mine.get(terms[i]);
+      if (n === undefined) mine.set(terms[i], (n = this.take(terms[i])));
+      numbers[i] = n;
+    }
     const end = this.starts[this.starts.length - 1];
     if (end + numbers.length > this.data.length) {
       const bigger = new Int32Array(Math.max(end + numbers.length, Math.ceil(this.data.length * 1.5)));
@@ -73,11 +69,33 @@ export class SmallBm25 {
     this.starts.push(end + numbers.length);
   }
 
+  /** One more memory holds `term`: its number, held in the dictionary while any memory here holds it. */
+  private take(term: string): number {
+    const known = this.dictionary.lookup(term);
+    const df = known === undefined ? undefined : this.df.get(known);
+    if (df !== undefined) {
+      this.df.set(known!, df + 1);
+      return known!;
+    }
+    const n = this.dictionary.acquire(term);
+    this.df.set(n, 1);
+    return n;
+  }
+
   /** Removes a memory (its text is not needed here; the parameter keeps the indexes interchangeable). */
   remove(id: string, _text?: string): void {
     const i = this.ids.indexOf(id);
     if (i < 0) return;
     const [from, to] = [this.starts[i], this.starts[i + 1]];
+    for (const n of new Set(this.data.subarray(from, to))) {
+      const df = this.df.get(n)! - 1;
+      if (df > 0) {
+        this.df.set(n, df);
+      } else {
+        this.df.delete(n);
+        this.dictionary.release(n);
+      }
+    }
     const end = this.starts[this.starts.length - 1];
     this.data.copyWithin(from, to, end);
     this.ids.splice(i, 1);
@@ -88,8 +106,17 @@ export class SmallBm25 {
   /** Each memory with its terms, in insertion order (for moving to an inverted index). */
   *entries(): Generator<[string, string[]]> {
     for (let i = 0; i < this.ids.length; i++) {
-      yield [this.ids[i], Array.from(this.data.subarray(this.starts[i], this.starts[i + 1]), (n) => terms.term(n))];
+      yield [this.ids[i], Array.from(this.data.subarray(this.starts[i], this.starts[i + 1]), (n) => this.dictionary.term(n))];
     }
+  }
+
+  /** Gives back every term held (the index is being replaced, or dropped). */
+  dispose(): void {
+    for (const n of this.df.keys()) this.dictionary.release(n);
+    this.df.clear();
+    this.ids = [];
+    this.data = new Int32Array(0);
+    this.starts = [0];
   }
 
   search(query: string, k: number, cost?: SearchCost, accept?: (id: string) => boolean): LexicalHit[] {
@@ -104,8 +131,8 @@ export class SmallBm25 {
     const wanted = new Map<number, number>(); // term number -> slot
     const distinct = new Set(lexicalTerms(query));
     for (const term of distinct) {
-      const number = terms.lookup(term);
-      if (number !== undefined && !wanted.has(number)) wanted.set(number, wanted.size);
+      const number = this.dictionary.lookup(term);
+      if (number !== undefined && this.df.has(number) && !wanted.has(number)) wanted.set(number, wanted.size);
     }
     if (wanted.size === 0) {
       if (cost) Object.assign(cost, { terms: 0, postingsRead: 0, postingsHeld: 0, idealScore: distinct.size * bm25Idf(n, 0) });
@@ -118,7 +145,8 @@ export class SmallBm25 {
     const tf = new Uint16Array(n * slots);
     const df = new Uint32Array(slots);
     let totalLength = 0;
-    if (slotOf.length < terms.size) slotOf = new Int32Array(Math.max(terms.size, slotOf.length * 2));
+    const bound = this.dictionary.bound;
+    if (slotOf.length < bound) slotOf = new Int32Array(Math.max(bound, slotOf.length * 2));
     for (const [number, slot] of wanted) slotOf[number] = slot + 1;
     try {
       const { data, starts } = this;
@@ -138,7 +166,7 @@ export class SmallBm25 {
     // Lucene's IDF, as Bm25Index; the same bound on distinct terms, the rarest kept.
     const idf = Array.from(df, (d) => (d === 0 ? 0 : bm25Idf(n, d)));
     const used = [...idf.keys()].filter((s) => df[s] > 0).sort((a, b) => idf[b] - idf[a]).slice(0, MAX_QUERY_TERMS);
-    // Terms the dictionary knows but no memory here holds, and terms it does not know, count as df 0.
+    // Terms no memory here holds (known to the dictionary through other tenants or not at all) count as df 0.
     const idealScore = Array.from(df, (d) => bm25Idf(n, d)).reduce((sum, x) => sum + x, 0) + (distinct.size - slots) * bm25Idf(n, 0);
     if (cost) Object.assign(cost, { terms: used.length, postingsRead: totalLength, postingsHeld: totalLength, idealScore });
     const hits: LexicalHit[] = [];

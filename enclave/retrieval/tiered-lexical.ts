@@ -1,5 +1,7 @@
 import { Bm25Index, type LexicalHit, type LexicalResult, type SearchCost } from './bm25.js';
+import { lexicalTerms } from './lexical-terms.js';
 import { SmallBm25 } from './small-bm25.js';
+import { TermDictionary } from './term-dictionary.js';
 
 /**
  * A tenant's lexical index: scanned term numbers while it is small (SmallBm25: a few bytes
@@ -8,11 +10,21 @@ import { SmallBm25 } from './small-bm25.js';
  */
 export const LEXICAL_PROMOTE_ABOVE = 2048;
 
-export class TieredLexical {
-  private small?: SmallBm25 = new SmallBm25();
-  private large?: Bm25Index;
+export interface TieredLexicalOptions {
+  /** The dictionary small tenants number their terms in (shared by the tenants of one MemoryService). */
+  dictionary?: TermDictionary;
+  promoteAbove?: number;
+}
 
-  constructor(private readonly promoteAbove = LEXICAL_PROMOTE_ABOVE) {}
+export class TieredLexical {
+  private small?: SmallBm25;
+  private large?: Bm25Index;
+  private readonly promoteAbove: number;
+
+  constructor(options: TieredLexicalOptions = {}) {
+    this.small = new SmallBm25(options.dictionary ?? new TermDictionary());
+    this.promoteAbove = options.promoteAbove ?? LEXICAL_PROMOTE_ABOVE;
+  }
 
   get kind(): 'scan' | 'inverted' {
     return this.small ? 'scan' : 'inverted';
@@ -22,12 +34,28 @@ export class TieredLexical {
     return (this.small ?? this.large!).size;
   }
 
+  /** Distinct terms the tenant's memories hold: what its index costs beyond the memories themselves. */
+  get distinctTerms(): number {
+    return (this.small ?? this.large!).distinctTerms;
+  }
+
+  /** Whether a memory of the tenant holds `term`. */
+  holds(term: string): boolean {
+    return (this.small ?? this.large!).holds(term);
+  }
+
   add(id: string, text: string): void {
-    if (this.large) return this.large.add(id, text);
-    this.small!.add(id, text);
+    this.addTerms(id, lexicalTerms(text));
+  }
+
+  /** Adds a memory given its terms (lexicalTerms of its content). */
+  addTerms(id: string, terms: readonly string[]): void {
+    if (this.large) return this.large.addTerms(id, terms);
+    this.small!.addTerms(id, terms);
     if (this.small!.size > this.promoteAbove) {
       const large = new Bm25Index();
-      for (const [memory, terms] of this.small!.entries()) large.addTerms(memory, terms);
+      for (const [memory, memoryTerms] of this.small!.entries()) large.addTerms(memory, memoryTerms);
+      this.small!.dispose();
       this.large = large;
       this.small = undefined;
     }
@@ -36,6 +64,11 @@ export class TieredLexical {
   remove(id: string, text: string): void {
     if (this.large) this.large.remove(id, text);
     else this.small!.remove(id, text);
+  }
+
+  /** Gives back what the index holds in the shared dictionary (its tenant is gone). */
+  dispose(): void {
+    this.small?.dispose();
   }
 
   search(query: string, k: number, cost?: SearchCost, accept?: (id: string) => boolean): LexicalHit[] {

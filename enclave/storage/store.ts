@@ -54,6 +54,12 @@ export interface RecoveryReport {
   logs: number;
   /** Events replayed from the snapshot and the logs. */
   events: number;
+  /**
+   * Changes that were logged but failed to apply (named by kind, memory id and place in the
+   * log; never content): skipped so the enclave still starts. None is expected: everything
+   * that can refuse a change is checked before it is logged.
+   */
+  skipped?: Array<{ change: MemoryEvent['type']; id: string; at: string; reason: string }>;
   /** A torn or corrupt log tail that was cut. */
   cutTail?: { file: string; offset: number; bytes: number };
   /** The files held vectors of another model; `memories` were re-embedded and the store rewritten. */
@@ -172,15 +178,29 @@ export class DurableStore implements MemoryJournal {
     const changed = metas.find(({ meta }) => !sameEmbeddingModel(storedModel(meta), options.embedding));
     const live_ = changed ? new Set<string>() : undefined;
     let events = 0;
-    const apply = (event: MemoryEvent) => {
+    const skipped: NonNullable<RecoveryReport['skipped']> = [];
+    const apply = (event: MemoryEvent, at: string) => {
       events++;
+      try {
+        target.apply(changed && event.type !== 'delete' ? { type: event.type, record: event.record, vector: null } : event);
+      } catch (err) {
+        // A change that cannot be applied must not stop every start after it (the enclave
+        // would never come up, and nothing could be deleted): skipped, by name, never content.
+        const id = event.type === 'delete' ? event.id : event.record.id;
+        const reason = err instanceof Error ? `${err.name}: ${err.message}` : 'not an Error';
+        skipped.push({ change: event.type, id, at, reason });
+        log?.error({ change: event.type, id, at, reason }, 'a stored change failed to apply at recovery; skipped it and went on');
+        return;
+      }
       if (live_) {
         if (event.type === 'delete') live_.delete(`${event.tenant_id}\0${event.id}`);
         else live_.add(`${event.record.tenant_id}\0${event.record.id}`);
       }
-      target.apply(changed && event.type !== 'delete' ? { type: event.type, record: event.record, vector: null } : event);
     };
-    if (snapshot) for await (const event of snapshot.events) apply(event);
+    if (snapshot) {
+      let record = 0;
+      for await (const event of snapshot.events) apply(event, `${prefix}${SNAPSHOT_NAME} record ${record++}`);
+    }
 
     let last: { generation: number; header: Buffer; frames: number; validEnd: number; size: number; maxBytes: number } | undefined;
     let cutTail: RecoveryReport['cutTail'];
@@ -199,7 +219,7 @@ export class DurableStore implements MemoryJournal {
         }
         if (p.type !== 'event') throw new CorruptStoreError(`${name} holds an entry that is not a change`);
         chain.advance(payload);
-        apply(p.event);
+        apply(p.event, `${name} frame ${f}`);
       });
       if (file.frames === 0) throw new CorruptStoreError(`${name} changed while it was being read`);
       if (file.tail) cutTail = { file: name, offset: file.tail.offset, bytes: file.tail.bytes };
@@ -220,6 +240,7 @@ export class DurableStore implements MemoryJournal {
       logs: live.length,
       events,
       head,
+      ...(skipped.length > 0 ? { skipped } : {}),
       ...(cutTail ? { cutTail } : {}),
       ...(modelChange ? { modelChange } : {}),
     });

@@ -2,7 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { Bm25Index, MAX_QUERY_TERMS, type SearchCost } from '../../enclave/retrieval/bm25.js';
 import { SmallBm25 } from '../../enclave/retrieval/small-bm25.js';
 import { TieredLexical } from '../../enclave/retrieval/tiered-lexical.js';
-import { asciiTerms, foldText, lexicalTerms, stem, unicodeTerms } from '../../enclave/retrieval/lexical-terms.js';
+import { TermDictionary } from '../../enclave/retrieval/term-dictionary.js';
+import { asciiTerms, foldText, lexicalTerms, MAX_TERM_CHARS, stem, unicodeTerms } from '../../enclave/retrieval/lexical-terms.js';
 import { memoryText, questionText } from '../../bench/corpus.js';
 import { mulberry32 } from '../../scripts/lib/mulberry32.js';
 
@@ -37,6 +38,17 @@ describe('lexicalTerms', () => {
     expect(stem('bus')).not.toBe(stem('busy'));
     expect(stem('news')).not.toBe(stem('new'));
     expect(['4471', '15.4', 'zx-4471', 'p99'].map(stem)).toEqual(['4471', '15.4', 'zx-4471', 'p99']);
+  });
+
+  it('cuts a term longer than MAX_TERM_CHARS to its first MAX_TERM_CHARS, on a character boundary, so it still matches itself', () => {
+    const long = `k${'7'.repeat(99)}`;
+    expect(lexicalTerms(`token ${long}`)).toEqual(['token', long.slice(0, MAX_TERM_CHARS)]);
+    expect(lexicalTerms(`${'a'.repeat(40)}-${'b'.repeat(40)}`)).toEqual([`${'a'.repeat(40)}-${'b'.repeat(23)}`, 'a'.repeat(40), 'b'.repeat(40)]);
+    const astral = `${'x'.repeat(MAX_TERM_CHARS - 1)}\u{20000}yz`; // a 2-unit letter straddling the cut
+    expect(lexicalTerms(astral)).toEqual(['x'.repeat(MAX_TERM_CHARS - 1)]);
+    const bm25 = new Bm25Index();
+    bm25.add('a', `see ${long}`);
+    expect(bm25.search(long, 1).map((h) => h.id)).toEqual(['a']);
   });
 
   it('gives nothing for text of only stop words or punctuation', () => {
@@ -182,7 +194,7 @@ interface Lexical {
 describe.each<[string, () => Lexical]>([
   ['Bm25Index (inverted, MaxScore)', () => new Bm25Index()],
   ['SmallBm25 (scan of term numbers)', () => new SmallBm25()],
-  ['TieredLexical (moves to the inverted index past 300)', () => new TieredLexical(300)],
+  ['TieredLexical (moves to the inverted index past 300)', () => new TieredLexical({ promoteAbove: 300 })],
 ])('%s equals exhaustive BM25', (_name, make) => {
   const words = ['river', 'garden', 'invoice', 'meeting', 'coffee', 'the', 'dog', 'walk', 'morning', 'Anna', 'Lisbon', 'piano', 'train', 'window', 'doctor', 'Tuesday'];
   let seed = 7;
@@ -384,5 +396,47 @@ describe('a hostile query cannot make a search walk the tenant (issue: one query
     const hits = bm25.search('zanzibar invoice meeting notes', 10, cost);
     expect(hits[0].id).toBe('m0');
     expect(cost.postingsRead).toBeLessThan(cost.postingsHeld / 5);
+  });
+});
+
+describe('TermDictionary: a word no memory holds is forgotten', () => {
+  const random = mulberry32(31);
+  const uniqueWords = (n: number) => Array.from({ length: n }, () => Array.from({ length: 9 }, () => String.fromCharCode(97 + Math.floor(random() * 26))).join('')).join(' ');
+
+  it('stays bounded over add/delete cycles of unique words, in both tiers, while other memories stay', () => {
+    const dictionary = new TermDictionary();
+    const small = new TieredLexical({ dictionary });
+    const promoted = new TieredLexical({ dictionary, promoteAbove: 3 });
+    for (let i = 0; i < 5; i++) small.add(`keep${i}`, `kept memory number ${i} about the garden`);
+    const kept = dictionary.size;
+    let bound = 0;
+    for (let cycle = 0; cycle < 40; cycle++) {
+      const texts = Array.from({ length: 5 }, () => uniqueWords(200));
+      texts.forEach((text, i) => { small.add(`s${cycle}-${i}`, text); promoted.add(`p${cycle}-${i}`, text); });
+      expect(dictionary.size).toBeGreaterThan(kept + 900);
+      texts.forEach((text, i) => { small.remove(`s${cycle}-${i}`, text); promoted.remove(`p${cycle}-${i}`, text); });
+      expect(dictionary.size, `cycle ${cycle}`).toBe(kept);
+      if (cycle === 0) bound = dictionary.bound;
+    }
+    // Numbers are reused: the table the scan indexes by number does not grow either.
+    expect(dictionary.bound).toBeLessThanOrEqual(bound + 1000);
+    expect(promoted.kind).toBe('inverted');
+    expect(small.search('garden', 5).map((h) => h.id)).toEqual(['keep0', 'keep1', 'keep2', 'keep3', 'keep4']);
+  });
+
+  it('a reused number names only the new word', () => {
+    const dictionary = new TermDictionary();
+    const a = new SmallBm25(dictionary);
+    const b = new SmallBm25(dictionary);
+    a.add('x', 'zebra keeper');
+    a.remove('x', 'zebra keeper');
+    a.add('y', 'keeper lantern');
+    b.add('z', 'walrus');
+    expect(dictionary.size).toBe(3);
+    expect(a.search('walrus', 5)).toEqual([]);
+    expect(b.search('walrus', 5).map((h) => h.id)).toEqual(['z']);
+    expect(a.distinctTerms).toBe(2);
+    expect(a.holds('walrus')).toBe(false);
+    expect(a.holds('keeper')).toBe(true);
   });
 });

@@ -240,3 +240,35 @@ describe('durable store', () => {
     expect(snapshotOf(c.memory).map((e) => e.record.id).sort()).toEqual([first.id, second.id].sort());
   });
 });
+
+describe('a logged change that fails to apply at recovery', () => {
+  it('is skipped by name (kind, id, place; no content), and everything else is recovered and the store goes on', async () => {
+    const a = await start();
+    const records = [];
+    for (let i = 0; i < 4; i++) records.push(await a.memory.add({ tenant_id: 't', content: sentence(i) }));
+    await stop(a);
+
+    // A target whose apply throws for one change, as V8 did with "Map maximum size exceeded".
+    const memory = new MemoryService(embedder);
+    const bad = records[1].id;
+    const target = {
+      apply: (event: Parameters<MemoryService['apply']>[0]) => {
+        if (event.type === 'add' && event.record.id === bad) throw new RangeError('Map maximum size exceeded');
+        memory.apply(event);
+      },
+      entries: () => memory.entries(),
+    };
+    const lines: unknown[] = [];
+    const log = { error: (fields: unknown) => lines.push(fields), warn: () => {}, info: () => {} } as unknown as StoreOptions['log'];
+    const store = await DurableStore.open({ blobs: new FsBlobStore(dir), prefix: '', sealingKey, embedding: memory.embeddingModel, snapshotLogBytes: 1 << 30, log }, target);
+    open.push({ store });
+    memory.useJournal(store);
+    expect(store.recovery.skipped).toEqual([{ change: 'add', id: bad, at: 'log-000000000001.sealed frame 2', reason: 'RangeError: Map maximum size exceeded' }]);
+    expect(lines).toEqual([expect.objectContaining({ change: 'add', id: bad })]);
+    expect(JSON.stringify(lines)).not.toContain(records[1].content);
+    expect(memory.get('t', bad)).toBeUndefined();
+    for (const i of [0, 2, 3]) expect(memory.get('t', records[i].id)).toEqual(records[i]);
+    const more = await memory.add({ tenant_id: 't', content: sentence(9) });
+    expect(memory.get('t', more.id)).toEqual(more);
+  });
+});
