@@ -11,14 +11,13 @@ import { OFFLINE_MODEL } from './chat/offline-responder.js';
 import { UpstreamModel } from './chat/upstream.js';
 import { enclaveSettings } from './config.js';
 import { loadEmbedder } from './embedding/embedder.js';
+import { MemoryService } from './memory/memory-service.js';
 import { listen } from '../common/grpc-listen.js';
 import { createGrpcServer } from './grpc-server.js';
 import { generateIdentity, generateSealedRequestKey } from './keys.js';
 import { EnclaveMetrics } from './observability/metrics.js';
-import { ObservedMemoryService } from './observability/observed-memory.js';
 import { SearchReplicas } from './retrieval/search-replicas.js';
 import { DEFAULT_TIERS } from './vectors/tiered-index.js';
-import { timedEmbedder } from './observability/timed-embedder.js';
 import { resolveOperatorKey } from './operator-key.js';
 import { GrpcBlobStore } from './storage/grpc-blob-store.js';
 import { openMemoryStore, refuseToStart } from './storage/open-memory-store.js';
@@ -31,7 +30,7 @@ const config = configFromCli('agent-service enclave: the trusted process holding
 const log = createLogger('enclave', config.logLevel, config.logFormat);
 // The gauges read memory and api when scraped, which can only happen once the server below listens.
 const metrics = new EnclaveMetrics({
-  usage: () => memory.usage,
+  usage: (): { tenants: number; memories: number } => memory.usage,
   inFlight: () => api.inFlight(),
   searchWorker: () => ({ copies: searchReplicas?.copies ?? 0, searches: (searchReplicas?.answered ?? 0) + (searchReplicas?.matched ?? 0) }),
 }, { maxInFlight: config.maxInFlight });
@@ -54,14 +53,12 @@ process.on('SIGHUP', () => auth.reload());
 const identity = generateIdentity();
 const requestKey = generateSealedRequestKey();
 const operatorKey = await resolveOperatorKey(config.operatorPubkey, blobs).catch((err: unknown) => refuseToStart(log, err));
-const loaded = await loadEmbedder({ name: config.embeddingModel, modelsDir: config.modelsDir ? resolve(config.modelsDir) : modelsDir }).catch((err: unknown) => {
+const embedder = await loadEmbedder({ name: config.embeddingModel, modelsDir: config.modelsDir ? resolve(config.modelsDir) : modelsDir }).catch((err: unknown) => {
   // A model that is not installed is configuration, not a crash: one line, and no restart loop.
   log.fatal({ problem: (err as Error).message }, 'cannot load the embedding model');
   process.stderr.write(`enclave: cannot load embedding model "${config.embeddingModel}": ${(err as Error).message}\n`);
   process.exit(CONFIG_ERROR_EXIT);
 });
-// Timed for GET /metrics; memory, store and attestation see the same model through it.
-const embedder = timedEmbedder(loaded, (texts, seconds) => metrics.embedded(texts, seconds));
 // Large tenants' searches on a second thread; if it fails, they are searched here as without it.
 const searchReplicas = config.searchWorker === 'on'
   ? new SearchReplicas({ dimension: embedder.dimension, hnsw: DEFAULT_TIERS.hnsw }, (err) => log.error({ err }, 'the search worker failed; large tenants are searched on the event loop from now on'))
@@ -73,7 +70,8 @@ if (shortfall) {
   log.warn({ ...shortfall, flag: `--max-old-space-size=${shortfall.neededMiB}` },
     'the heap limit is below what MAX_MEMORIES, MAX_STORED_BYTES and MAX_TERMS admit: the enclave could run out of heap before refusing an add; give node the flag (and the machine the memory), or lower them (docs/configuration.md#words-and-heap)');
 }
-const memory = new ObservedMemoryService(embedder, {
+const memory: MemoryService = new MemoryService(embedder, {
+  meter: metrics,
   searchReplicas,
   maxMemoriesPerTenant: config.maxMemoriesPerTenant,
   maxMemoriesPerKey: config.maxMemoriesPerKey,
@@ -111,7 +109,6 @@ const api = createApi({
   log,
   observer: { handled: (route, status, seconds, streamed) => metrics.handled(route, status, seconds, streamed) },
 });
-memory.onSearch = (seconds) => metrics.searched(seconds);
 const server = createGrpcServer(api, () => ({
   ready: true,
   tee_name: provider.teeName,

@@ -8,7 +8,8 @@ import { normalizeChat } from '../chat/messages.js';
 import { TENANT_HEADER } from '../../sdk/protocol/response-signature.js';
 import { chatCaller, type ChatCaller } from './chat-tenant.js';
 import { jsonReply } from './request.js';
-import type { RouteCall } from './routes.js';
+import type { CallContext, RouteCall } from './routes.js';
+import type { MemoryMeter } from '../memory/meter.js';
 import { sendReply, type ChunkSink } from './stream.js';
 
 /**
@@ -22,17 +23,17 @@ export function chatRoutes(chat: ChatService, auth: Authorizer) {
   const parse = ({ request, body }: { request: ApiRequest; body: ChatCompletionInput }) =>
     ({ input: normalizeChat(body), caller: chatCaller(request, auth) });
 
-  const answer = async (input: ChatCompletionInput, caller: ChatCaller, signal: AbortSignal): Promise<ApiReply> => {
-    const { completion, memoryIds } = await chat.complete(input, { ...caller, signal });
+  const answer = async (input: ChatCompletionInput, caller: ChatCaller, signal: AbortSignal, meter?: MemoryMeter): Promise<ApiReply> => {
+    const { completion, memoryIds } = await chat.complete(input, { ...caller, signal, meter });
     return jsonReply(200, completion, memoryIdsHeader(memoryIds, caller.tenant));
   };
 
   return {
     /** A non-streamed completion. */
-    async complete(call: RouteCall<'ChatCompletion'>, context?: { signal?: AbortSignal }): Promise<ApiReply> {
+    async complete(call: RouteCall<'ChatCompletion'>, context?: CallContext): Promise<ApiReply> {
       const { input, caller } = parse(call);
       if (input.stream === true) throw badRequest('a streamed request (stream: true) must be sent on the streaming call', 'stream', 'stream_mismatch');
-      return answer(input, caller, context?.signal ?? new AbortController().signal);
+      return answer(input, caller, context?.signal ?? new AbortController().signal, context?.meter);
     },
 
     /** `stream: true`: Server-Sent Events of chat.completion.chunk objects, ending with [DONE]. */

@@ -2,13 +2,14 @@ import { badRequest } from '../../common/errors.js';
 import type { ApiReply } from '../../common/proto.js';
 import type { Authorizer } from '../auth/authorizer.js';
 import { jsonReply } from './request.js';
-import type { RouteCall } from './routes.js';
+import type { CallContext, RouteCall } from './routes.js';
+import type { MemoryMeter } from '../memory/meter.js';
 
 export interface EmbeddingsDeps {
   auth: Authorizer;
   /** The model memories are embedded with: its name, dimension, and one vector per text. */
   model: () => { id: string; dimension: number };
-  embed: (texts: string[]) => Promise<Float32Array[]>;
+  embed: (texts: string[], meter?: MemoryMeter) => Promise<Float32Array[]>;
 }
 
 /** Words, the unit `usage` counts in: the service has no tokenizer shared by its models. */
@@ -20,14 +21,14 @@ const words = (text: string) => text.split(/\s+/).filter(Boolean).length;
  * keys are configured.
  */
 export function embeddingsRoute(deps: EmbeddingsDeps) {
-  return async ({ request, body }: RouteCall<'CreateEmbeddings'>): Promise<ApiReply> => {
+  return async ({ request, body }: RouteCall<'CreateEmbeddings'>, context?: CallContext): Promise<ApiReply> => {
     deps.auth.authenticate(request.authorization);
     const { id, dimension } = deps.model();
     if (body.dimensions !== undefined && body.dimensions !== dimension) {
       throw badRequest(`the embedding model '${id}' gives ${dimension} dimensions; it cannot give ${body.dimensions}`, 'dimensions');
     }
     const texts = typeof body.input === 'string' ? [body.input] : body.input;
-    const vectors = await deps.embed(texts);
+    const vectors = await deps.embed(texts, context?.meter);
     const base64 = body.encoding_format === 'base64';
     const tokens = texts.reduce((sum, text) => sum + words(text), 0);
     return jsonReply(200, {

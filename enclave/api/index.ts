@@ -19,6 +19,7 @@ import { sealedRoute } from './sealed-route.js';
 import { signReply, type ResponseSigner } from './signing.js';
 import { HTTP_METHOD, type StateHead } from '../../sdk/protocol/response-signature.js';
 import { WorkGate, type WorkLimits } from './work-gate.js';
+import { NO_METER } from '../memory/meter.js';
 import { sendReply, wrapStream, type StreamHandler } from './stream.js';
 
 export type { CallContext };
@@ -84,7 +85,7 @@ export function createApi(deps: ApiDeps): EnclaveApi {
     GetAttestation: attestationRoute(deps.attestation),
     ChatCompletion: chat.complete,
     CreateResponse: responses.complete,
-    CreateEmbeddings: embeddingsRoute({ auth: deps.auth, model: () => deps.memory.embeddingModel, embed: (texts) => deps.memory.embed(texts) }),
+    CreateEmbeddings: embeddingsRoute({ auth: deps.auth, model: () => deps.memory.embeddingModel, embed: (texts, meter) => deps.memory.embed(texts, meter) }),
     // A sealed request cannot nest another sealed request.
     Sealed: (call, context) => sealed(call, context),
   };
@@ -121,7 +122,8 @@ export function createApi(deps: ApiDeps): EnclaveApi {
       if (inner) {
         // The sealed call's place now counts for the key inside the envelope (429 when that key is at its share).
         context?.place?.moveTo(shareOf(request.authorization));
-        reply = await run(resolved.name, resolved.call, context);
+        // Its embeds and searches are counted nowhere: /metrics must not show what it did.
+        reply = await run(resolved.name, resolved.call, { ...context, meter: NO_METER });
       } else {
         // Each API key gets a fair share of the gate, counted by the key it matched.
         reply = await gate.run((place) => run(resolved.name, resolved.call, { ...context, place }), context?.deadline, timeLimit(name), shareOf(request.authorization));

@@ -5,7 +5,7 @@ import type { Authorizer } from '../auth/authorizer.js';
 import type { MemoryRecord, MemoryService, ScoredMemory } from '../memory/memory-service.js';
 import { TENANT_HEADER } from '../../sdk/protocol/response-signature.js';
 import { jsonReply } from './request.js';
-import type { RouteCall, RouteHandler } from './routes.js';
+import type { CallContext, RouteCall, RouteHandler } from './routes.js';
 
 /** Names the tenant an answer acted for; it is signed with the answer (sdk/protocol/response-signature.ts). */
 const forTenant = (...tenants: string[]) => ({ [TENANT_HEADER]: [...new Set(tenants)].sort().join(',') });
@@ -40,25 +40,25 @@ export function memoryRoutes(memory: MemoryService, auth: Authorizer): {
   };
 
   return {
-    async AddMemory({ request, body: input }) {
+    async AddMemory({ request, body: input }, context) {
       // A batch is validated whole, and every tenant in it authorized, before anything is stored.
       if ('memories' in input) {
         for (const item of input.memories) auth.authorize(request.authorization, item.tenant_id);
-        const data = await memory.addMany(input.memories, auth.tenantsOf(request.authorization));
+        const data = await memory.addMany(input.memories, auth.tenantsOf(request.authorization), context?.meter);
         return jsonReply(200, { object: 'list', data }, forTenant(...input.memories.map((m) => m.tenant_id)));
       }
       auth.authorize(request.authorization, input.tenant_id);
-      return jsonReply(200, await memory.add(input, auth.tenantsOf(request.authorization)), forTenant(input.tenant_id));
+      return jsonReply(200, await memory.add(input, auth.tenantsOf(request.authorization), context?.meter), forTenant(input.tenant_id));
     },
 
-    async ListMemories({ request, query: input }: RouteCall<'ListMemories'>): Promise<ApiReply> {
+    async ListMemories({ request, query: input }: RouteCall<'ListMemories'>, context?: CallContext): Promise<ApiReply> {
       auth.authorize(request.authorization, input.tenant_id);
       if (input.query !== undefined) {
         if (input.limit !== undefined || input.after !== undefined) {
           throw badRequest('limit and after page a list; a query takes top_k', input.limit !== undefined ? 'limit' : 'after', 'invalid_value');
         }
         const topK = input.top_k ?? limits.defaultTopK;
-        return searchReply(input.tenant_id, input.query, topK, await memory.query({ tenant_id: input.tenant_id, query: input.query, top_k: topK }));
+        return searchReply(input.tenant_id, input.query, topK, await memory.query({ tenant_id: input.tenant_id, query: input.query, top_k: topK }, undefined, context?.meter));
       }
       if (input.top_k !== undefined) throw badRequest('top_k needs a query; a list takes limit and after', 'top_k', 'invalid_value');
       const limit = input.limit ?? limits.defaultListLimit;
@@ -79,18 +79,18 @@ export function memoryRoutes(memory: MemoryService, auth: Authorizer): {
       return jsonReply(200, { object: 'memory.deleted', deleted: true, count }, forTenant(tenant_id));
     },
 
-    async SearchMemory({ request, body: input }) {
+    async SearchMemory({ request, body: input }, context) {
       auth.authorize(request.authorization, input.tenant_id);
-      return searchReply(input.tenant_id, input.query, input.top_k, await memory.query(input));
+      return searchReply(input.tenant_id, input.query, input.top_k, await memory.query(input, undefined, context?.meter));
     },
 
     async GetMemory({ request, query: { tenant_id }, params: { id } }) {
       return jsonReply(200, lookup(request, tenant_id, id), forTenant(tenant_id));
     },
 
-    async UpdateMemory({ request, query: { tenant_id }, params: { id }, body }) {
+    async UpdateMemory({ request, query: { tenant_id }, params: { id }, body }, context) {
       lookup(request, tenant_id, id);
-      const updated = await memory.update(tenant_id, id, body);
+      const updated = await memory.update(tenant_id, id, body, context?.meter);
       if (!updated) throw notFound(`no memory '${id}' for tenant '${tenant_id}'`, 'memory_not_found');
       return jsonReply(200, updated, forTenant(tenant_id));
     },

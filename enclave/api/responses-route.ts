@@ -9,13 +9,14 @@ import { chatCaller } from './chat-tenant.js';
 import { jsonReply } from './request.js';
 import type { CallContext, RouteCall } from './routes.js';
 import { sendReply, type ChunkSink } from './stream.js';
+import type { MemoryMeter } from '../memory/meter.js';
 
 /** POST /v1/responses: text in, text out, with the tenant's memories as chat gets them. */
 export function responsesRoutes(chat: ChatService, auth: Authorizer) {
-  const complete = async ({ request, body }: RouteCall<'CreateResponse'>, signal: AbortSignal): Promise<ApiReply> => {
+  const complete = async ({ request, body }: RouteCall<'CreateResponse'>, signal: AbortSignal, meter?: MemoryMeter): Promise<ApiReply> => {
     const caller = chatCaller(request, auth);
     const { tenant } = caller;
-    const { completion, memoryIds } = await chat.complete(chatRequestOf(body, false), { ...caller, signal });
+    const { completion, memoryIds } = await chat.complete(chatRequestOf(body, false), { ...caller, signal, meter });
     const response = responseFromCompletion(
       { id: newResponseId(), messageId: newMessageId(), createdAt: Math.floor(Date.now() / 1000), instructions: body.instructions ?? null },
       completion,
@@ -24,7 +25,7 @@ export function responsesRoutes(chat: ChatService, auth: Authorizer) {
   };
 
   return {
-    complete: (call: RouteCall<'CreateResponse'>, context?: CallContext) => complete(call, context?.signal ?? new AbortController().signal),
+    complete: (call: RouteCall<'CreateResponse'>, context?: CallContext) => complete(call, context?.signal ?? new AbortController().signal, context?.meter),
 
     /** The Responses event stream: created, the message's text as deltas, completed. */
     async stream(call: RouteCall<'CreateResponse'>, sink: ChunkSink, signal: AbortSignal): Promise<void> {

@@ -7,6 +7,7 @@ import { validator } from '../../common/validation.js';
 import { parseJsonBody, parseTarget } from './request.js';
 import type { ChunkSink } from './stream.js';
 import type { Place } from './work-gate.js';
+import type { MemoryMeter } from '../memory/meter.js';
 
 /** What the transport knows about a call: its deadline (epoch ms), and a signal that fires when the caller cancels it. */
 export interface CallContext {
@@ -14,6 +15,8 @@ export interface CallContext {
   signal?: AbortSignal;
   /** The call's place in the work gate (a sealed call moves it to its inner key's share). */
   place?: Place;
+  /** Told of the call's embeds and searches; a sealed call's are told to no one (memory/meter.ts). */
+  meter?: MemoryMeter;
 }
 
 /** A request resolved to its route, its inputs validated against the route table's schemas. */

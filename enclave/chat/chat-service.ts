@@ -1,4 +1,5 @@
 import type { ChatCompletionInput } from '../../common/chat-schema.js';
+import type { MemoryMeter } from '../memory/meter.js';
 import type { MemoryService } from '../memory/memory-service.js';
 import { retrieveMemories, withMemories } from './memory-context.js';
 import { MemoryToolRunner, memoryToolsToOffer } from './memory-tools.js';
@@ -22,6 +23,8 @@ export interface ChatCall {
   tenant: string | undefined;
   /** Every tenant of the caller's API key (undefined in open mode): a saved memory counts against the key's share. */
   keyTenants?: ReadonlySet<string>;
+  /** Told of the memory searches and saves the answer makes (none for a sealed call). */
+  meter?: MemoryMeter;
   /** Aborted when the client goes away; the model call is aborted with it. */
   signal: AbortSignal;
 }
@@ -80,11 +83,11 @@ export class ChatService {
     );
   }
 
-  private async plan(request: ChatCompletionInput, { tenant, keyTenants }: ChatCall) {
-    const memories = await retrieveMemories(this.memory, tenant, request.messages, this.settings.memoryTopK);
+  private async plan(request: ChatCompletionInput, { tenant, keyTenants, meter }: ChatCall) {
+    const memories = await retrieveMemories(this.memory, tenant, request.messages, this.settings.memoryTopK, meter);
     const injected = memories.map((m) => m.id);
     const offline = !this.upstream || request.model === OFFLINE_MODEL;
-    const runner = tenant && !offline ? new MemoryToolRunner(this.memory, { tenant, keyTenants, topK: this.settings.memoryTopK, maxAdds: this.settings.toolMaxAdds }) : undefined;
+    const runner = tenant && !offline ? new MemoryToolRunner(this.memory, { tenant, keyTenants, meter, topK: this.settings.memoryTopK, maxAdds: this.settings.toolMaxAdds }) : undefined;
     const loop: MemoryToolLoop = {
       offered: memoryToolsToOffer(request, runner !== undefined && this.settings.toolRounds > 0),
       runner,

@@ -1,5 +1,6 @@
 import type { ChatMessage } from '../../common/chat-schema.js';
 import { limits } from '../../common/limits.js';
+import type { MemoryMeter } from '../memory/meter.js';
 import type { MemoryRecord, MemoryService } from '../memory/memory-service.js';
 import { relevantMemories } from './relevance.js';
 
@@ -24,11 +25,11 @@ export function conversationQuery(messages: readonly ChatMessage[]): string | un
  * (relevance.ts); none without a tenant or a user message, or when nothing relates to it.
  */
 export async function retrieveMemories(
-  memory: MemoryService, tenant: string | undefined, messages: readonly ChatMessage[], topK: number,
+  memory: MemoryService, tenant: string | undefined, messages: readonly ChatMessage[], topK: number, meter?: MemoryMeter,
 ): Promise<MemoryRecord[]> {
   const query = conversationQuery(messages);
   if (!tenant || !query || topK <= 0) return [];
-  const found = await memory.query({ tenant_id: tenant, query, top_k: topK });
+  const found = await memory.query({ tenant_id: tenant, query, top_k: topK }, undefined, meter);
   return relevantMemories(found).map((m) => m.record);
 }
 

@@ -3,6 +3,7 @@ import { ApiError } from '../../common/errors.js';
 import { limits } from '../../common/limits.js';
 import { addMemorySchema, type AddMemoryInput } from '../../common/schemas.js';
 import { validator } from '../../common/validation.js';
+import type { MemoryMeter } from '../memory/meter.js';
 import type { MemoryService } from '../memory/memory-service.js';
 
 /**
@@ -69,6 +70,8 @@ export interface ToolScope {
   tenant: string;
   /** Every tenant of the caller's key: add_memory counts against the key's share (MAX_MEMORIES_PER_KEY). */
   keyTenants?: ReadonlySet<string>;
+  /** Told of the tools' searches and saves (none for a sealed call). */
+  meter?: MemoryMeter;
   /** search_memory's top_k when the model gives none. */
   topK: number;
   /** Memories add_memory may save in one request (CHAT_TOOL_MAX_ADDS). */
@@ -107,7 +110,7 @@ export class MemoryToolRunner {
     if (!Number.isInteger(topK) || (topK as number) < 1 || (topK as number) > MAX_SEARCH_TOP_K) {
       throw toolError(`"top_k" must be an integer from 1 to ${MAX_SEARCH_TOP_K}`);
     }
-    const found = await this.memory.query({ tenant_id: this.scope.tenant, query: query.slice(0, limits.maxQueryChars), top_k: topK as number });
+    const found = await this.memory.query({ tenant_id: this.scope.tenant, query: query.slice(0, limits.maxQueryChars), top_k: topK as number }, undefined, this.scope.meter);
     for (const { record } of found) if (!this.shownIds.includes(record.id)) this.shownIds.push(record.id);
     return {
       memories: found.map(({ record, score }) => ({
@@ -126,7 +129,7 @@ export class MemoryToolRunner {
     }
     const input = validAdd({ content: args.content, tenant_id: this.scope.tenant, metadata: { source: ADD_MEMORY } });
     this.added++;
-    const record = await this.memory.add(input, this.scope.keyTenants);
+    const record = await this.memory.add(input, this.scope.keyTenants, this.scope.meter);
     return { id: record.id, saved: true };
   }
 }

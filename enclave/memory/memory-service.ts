@@ -9,6 +9,7 @@ import { FUSION_DEPTH, rankHybrid, type Candidate, type Ranker } from '../retrie
 import { DEFAULT_TIERS, TieredIndex, type TieredOptions } from '../vectors/tiered-index.js';
 import { isZero } from '../vectors/vector-index.js';
 import { TenantCentre, centred } from '../retrieval/tenant-centre.js';
+import { NO_METER, type MemoryMeter } from './meter.js';
 import { admit, DEFAULT_CAPACITY, storedBytes, type Capacity, type Usage } from './admission.js';
 import { checkTenantTerms, DEFAULT_TERM_LIMITS, memoryTerms, newTermCount, type TermLimits } from './term-admission.js';
 import { lexicalTerms } from '../retrieval/lexical-terms.js';
@@ -75,6 +76,8 @@ export interface MemoryServiceOptions {
   termLimits?: Partial<TermLimits>;
   /** Where large tenants' searches run off the event loop (retrieval/search-replicas.ts); without it, on it. */
   searchReplicas?: SearchReplicas;
+  /** Told of every embed and search of a call that passes no meter of its own (GET /metrics). */
+  meter?: MemoryMeter;
 }
 
 export const DEFAULT_MAX_MEMORIES_PER_TENANT = 100_000;
@@ -123,6 +126,7 @@ export class MemoryService {
   private readonly tiers: TieredOptions;
   private readonly capacity: Capacity;
   private readonly replicas?: SearchReplicas;
+  private readonly meter: MemoryMeter;
   /** What is held (applied), and what adds in flight have reserved; tenants are counted from `tenants`. */
   private readonly held = { memories: 0, storedBytes: 0, terms: 0 };
   private readonly reserved: Usage = { tenants: 0, memories: 0, storedBytes: 0, terms: 0 };
@@ -138,6 +142,7 @@ export class MemoryService {
     this.capacity = { ...DEFAULT_CAPACITY, ...options.capacity };
     this.termLimits = { ...DEFAULT_TERM_LIMITS, ...options.termLimits };
     this.replicas = options.searchReplicas;
+    this.meter = options.meter ?? NO_METER;
   }
 
   /** Tenants, memories, stored bytes and distinct terms (each tenant's counted apart) held now. */
@@ -155,9 +160,12 @@ export class MemoryService {
     return { id: this.embedder.id, dimension: this.embedder.dimension, sha256: this.embedder.sha256 };
   }
 
-  /** Embeds texts with the model the memories use (POST /v1/embeddings). */
-  embed(texts: string[]): Promise<Float32Array[]> {
-    return this.embedder.embed(texts);
+  /** Embeds texts with the model the memories use (POST /v1/embeddings); `meter` is told how long it took. */
+  async embed(texts: string[], meter = this.meter): Promise<Float32Array[]> {
+    const started = performance.now();
+    const vectors = await this.embedder.embed(texts);
+    meter.embedded(texts.length, (performance.now() - started) / 1000);
+    return vectors;
   }
 
   /**
@@ -202,8 +210,8 @@ export class MemoryService {
     }
   }
 
-  async add(input: AddMemoryInput, keyTenants?: ReadonlySet<string>): Promise<MemoryRecord> {
-    const [record] = await this.addMany([input], keyTenants);
+  async add(input: AddMemoryInput, keyTenants?: ReadonlySet<string>, meter = this.meter): Promise<MemoryRecord> {
+    const [record] = await this.addMany([input], keyTenants, meter);
     return record;
   }
 
@@ -213,7 +221,7 @@ export class MemoryService {
    * anything is logged, so a refused batch stores nothing; the batch is then written and
    * synced as one (a failed write stores none of it) before it is applied and acknowledged.
    */
-  async addMany(inputs: readonly AddMemoryInput[], keyTenants?: ReadonlySet<string>): Promise<MemoryRecord[]> {
+  async addMany(inputs: readonly AddMemoryInput[], keyTenants?: ReadonlySet<string>, meter = this.meter): Promise<MemoryRecord[]> {
     const perTenant = new Map<string, number>();
     for (const input of inputs) perTenant.set(input.tenant_id, (perTenant.get(input.tenant_id) ?? 0) + 1);
     // The key's share: everything its tenants hold (adds in flight included) counts.
@@ -269,7 +277,7 @@ export class MemoryService {
       for (const n of numbered) this.terms.release(n);
     };
     try {
-      const vectors = await this.embedder.embed(inputs.map((input) => input.content));
+      const vectors = await this.embed(inputs.map((input) => input.content), meter);
       // Checked before the change is logged: a logged change must always apply on replay.
       for (const vector of vectors) {
         if (vector.length !== this.embedder.dimension) throw new Error(`embedder returned ${vector.length} dimensions, not ${this.embedder.dimension}`);
@@ -295,16 +303,18 @@ export class MemoryService {
    * (BM25) ranking fused by a convex combination of their scores (see retrieval/hybrid.ts).
    * `rank` replaces the fusion; only the evaluation passes one (bench/eval/rankers.ts).
    */
-  async query(input: QueryMemoryInput, rank: Ranker = rankHybrid): Promise<ScoredMemory[]> {
+  async query(input: QueryMemoryInput, rank: Ranker = rankHybrid, meter = this.meter): Promise<ScoredMemory[]> {
+    const started = performance.now();
     this.querying++;
     try {
-      return await this.ranked(input, rank);
+      return await this.ranked(input, rank, meter);
     } finally {
       this.querying--;
+      meter.searched((performance.now() - started) / 1000);
     }
   }
 
-  private async ranked(input: QueryMemoryInput, rank: Ranker): Promise<ScoredMemory[]> {
+  private async ranked(input: QueryMemoryInput, rank: Ranker, meter: MemoryMeter): Promise<ScoredMemory[]> {
     const tenant = this.tenant(input.tenant_id, false);
     if (!tenant || tenant.records.size === 0) return [];
     const depth = Math.max(input.top_k, FUSION_DEPTH);
@@ -313,7 +323,7 @@ export class MemoryService {
     // Caught now: if embedding fails, nothing awaits it (a worker failing meanwhile must not
     // become an unhandled rejection); undefined hits mean search here.
     const matching = plain ? this.matchElsewhere(tenant, input.query, depth)?.catch(() => undefined) : undefined;
-    const [vector] = await this.embedder.embed([input.query]);
+    const [vector] = await this.embed([input.query], meter);
     const mean = tenant.centre.mean();
     if (matching) {
       const searched = await searchTenantWith(tenant.index, tenant.lexical, input.query, centred(vector, mean), depth, matching);
@@ -407,7 +417,7 @@ export class MemoryService {
    * embedded and indexed at once; the change is journaled like an add. Undefined when the
    * memory is gone (deleted while the new content was being embedded).
    */
-  async update(tenantId: string, id: string, change: UpdateMemoryInput): Promise<MemoryRecord | undefined> {
+  async update(tenantId: string, id: string, change: UpdateMemoryInput, meter = this.meter): Promise<MemoryRecord | undefined> {
     const before = this.get(tenantId, id);
     if (!before) return undefined;
     const content = change.content ?? before.content;
@@ -426,8 +436,8 @@ export class MemoryService {
     const numbered = terms ? this.holdTerms([terms]) : [];
     try {
       const [vector] = change.content === undefined
-        ? [this.tenant(tenantId, false)!.index.vector(id) ?? (await this.embedder.embed([content]))[0]]
-        : await this.embedder.embed([content]);
+        ? [this.tenant(tenantId, false)!.index.vector(id) ?? (await this.embed([content], meter))[0]]
+        : await this.embed([content], meter);
       const current = this.get(tenantId, id);
       if (!current) return undefined;
       const record: MemoryRecord = {

@@ -105,6 +105,26 @@ describe('GET /metrics', () => {
     expect(total(after, 'agent_proxy_http_requests_total', { route: 'Sealed' }) - total(before, 'agent_proxy_http_requests_total', { route: 'Sealed' })).toBe(1);
   });
 
+  it('moves no embedding or search series for what a sealed call does inside (hold round two, 7)', async () => {
+    const tee = await connect({ insecureSkipPcrPinning: true, baseUrl: svc.baseUrl, rootPem: readFileSync(join(svc.dataDir, 'simulated-root.pem'), 'utf8') });
+    const tenant = `${TENANT}-quiet`;
+    const series = ['agent_enclave_embedded_texts_total', 'agent_enclave_embedding_duration_seconds_count', 'agent_enclave_search_duration_seconds_count'];
+    const counts = async () => { const { samples } = await scrape(); return series.map((name) => total(samples, name, {})); };
+    const before = await counts();
+    const stored = await tee.sealedCall<{ id: string }>('POST', '/v1/memory', { tenant_id: tenant, content: 'a quiet pelican' });
+    expect(stored.status).toBe(200);
+    expect((await tee.sealedCall('GET', `/v1/memory?tenant_id=${tenant}&query=pelican`)).status).toBe(200);
+    expect((await tee.sealedCall('POST', '/v1/memory/search', { tenant_id: tenant, query: 'quiet' })).status).toBe(200);
+    expect((await tee.sealedCall('PATCH', `/v1/memory/${stored.body.id}?tenant_id=${tenant}`, { content: 'a louder pelican' })).status).toBe(200);
+    expect((await tee.sealedCall('POST', '/v1/embeddings', { model: 'any', input: ['one', 'two'] })).status).toBe(200);
+    expect((await tee.sealedCall('POST', '/v1/chat/completions', { model: 'local-memory', messages: [{ role: 'user', content: 'pelican?' }] }, { organization: tenant })).status).toBe(200);
+    expect(await counts()).toEqual(before);
+    // The same search sent plainly moves them (the series are live).
+    expect((await api('POST', '/v1/memory/search', { tenant_id: tenant, query: 'quiet' })).status).toBe(200);
+    const [texts, embeds, searches] = await counts();
+    expect([texts - before[0], embeds - before[1], searches - before[2]]).toEqual([1, 1, 1]);
+  });
+
   it('holds no tenant id, memory id, content or query', async () => {
     const { text } = await scrape();
     for (const secret of [TENANT, memoryId, 'pelican', 'zanzibar', 'codeword', 'mem_']) expect(text).not.toContain(secret);
