@@ -41,6 +41,7 @@ export const errorCatalogue = {
   too_many_terms: invalid(400, 'a memory\'s content holds more than MAX_TERMS_PER_MEMORY distinct words'),
   out_of_range: invalid(400, 'a number is outside its range'),
   unsupported_content: invalid(400, 'a message content part of a type the service does not take (only text)'),
+  unsupported_by_offline_model: invalid(400, 'the offline responder (no MODEL_BASE_URL) cannot honour response_format or a required tool call'),
   missing_body: invalid(400, 'a request that needs a JSON body has none'),
   invalid_json: invalid(400, 'the body is not valid UTF-8 JSON, is nested too deeply, or has a forbidden key'),
   invalid_content_length: invalid(400, 'Content-Length does not match the body'),

@@ -3,7 +3,8 @@ import type { MemoryMeter } from '../memory/meter.js';
 import type { MemoryService } from '../memory/memory-service.js';
 import { retrieveMemories, withMemories } from './memory-context.js';
 import { MemoryToolRunner, memoryToolsToOffer } from './memory-tools.js';
-import { OFFLINE_MODEL, offlineChunks, offlineCompletion } from './offline-responder.js';
+import { OFFLINE_MODEL, offlineChunks, offlineCompletion, offlineRefusal } from './offline-responder.js';
+import { badRequest } from '../../common/errors.js';
 import { streamWithMemoryTools } from './stream-loop.js';
 import { completeWithMemoryTools, type MemoryToolLoop } from './tool-loop.js';
 import type { Completion, CompletionChunk } from './types.js';
@@ -87,6 +88,8 @@ export class ChatService {
     const memories = await retrieveMemories(this.memory, tenant, request.messages, this.settings.memoryTopK, meter);
     const injected = memories.map((m) => m.id);
     const offline = !this.upstream || request.model === OFFLINE_MODEL;
+    const refusal = offline ? offlineRefusal(request) : undefined;
+    if (refusal) throw badRequest(refusal.message, refusal.param, 'unsupported_by_offline_model');
     const runner = tenant && !offline ? new MemoryToolRunner(this.memory, { tenant, keyTenants, meter, topK: this.settings.memoryTopK, maxAdds: this.settings.toolMaxAdds }) : undefined;
     const loop: MemoryToolLoop = {
       offered: memoryToolsToOffer(request, runner !== undefined && this.settings.toolRounds > 0),

@@ -18,6 +18,25 @@ export interface OfflineInput {
   memories: readonly MemoryRecord[];
 }
 
+/**
+ * What the offline responder cannot honour, refused at once (400) rather than answered with
+ * prose a client then fails to parse: LangChain's withStructuredOutput, for one, retried such
+ * answers for 90 s. `undefined` when it can answer.
+ */
+export function offlineRefusal(request: ChatCompletionInput): { param: string; message: string } | undefined {
+  const setModel = 'set MODEL_BASE_URL to a model that can, or leave it out';
+  const format = (request as { response_format?: { type?: unknown } | null }).response_format;
+  if (format && typeof format === 'object' && format.type !== undefined && format.type !== 'text') {
+    return { param: 'response_format', message: `${OFFLINE_MODEL}, the built-in offline responder, answers only in prose, not as response_format ${JSON.stringify(format.type)}: ${setModel}` };
+  }
+  const choice = request.tool_choice;
+  const forced = choice === 'required' || (typeof choice === 'object' && choice !== null && choice.type === 'function');
+  if (forced && (request.tools ?? []).length > 0) {
+    return { param: 'tool_choice', message: `${OFFLINE_MODEL}, the built-in offline responder, cannot call tools, and tool_choice requires one: ${setModel}` };
+  }
+  return undefined;
+}
+
 export function offlineAnswer({ tenant, memories }: OfflineInput): string {
   if (memories.length > 0) {
     const lines = memories.map((m, i) => `${i + 1}. ${m.content.replace(/\s*\n\s*/g, ' ')}`);

@@ -18,7 +18,9 @@ export function chatRequestOf(input: ResponsesInput, stream: boolean): ChatCompl
   for (const option of UNSUPPORTED) {
     const value = input[option];
     if (value !== undefined && value !== null && !(Array.isArray(value) && value.length === 0)) {
-      throw badRequest(`'${option}' is not supported: /v1/responses takes text input and answers with text`, option, 'unknown_parameter');
+      // Tools are the common case (the AI SDK's default provider sends them here): say where they work.
+      const instead = option === 'tools' ? '; for tools use POST /v1/chat/completions (with the AI SDK: provider.chat(model))' : '';
+      throw badRequest(`'${option}' is not supported: /v1/responses takes text input and answers with text${instead}`, option, 'unknown_parameter');
     }
   }
   const messages: ChatMessage[] = [];

@@ -1,6 +1,6 @@
 import { createOpenAI } from '@ai-sdk/openai';
 import { ChatOpenAI } from '@langchain/openai';
-import { generateText, streamText } from 'ai';
+import { generateText, jsonSchema, streamText } from 'ai';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { request } from '../helpers/http.js';
@@ -119,6 +119,14 @@ describe('Vercel AI SDK (ai + @ai-sdk/openai)', () => {
     expect(finishReason).toBe('stop');
   });
 
+  it('tools with the default provider: the 400 says to use provider.chat() (first hour, 6)', async () => {
+    const error = await generateText({
+      model: provider()('echo'), prompt: 'weather?', maxRetries: 0,
+      tools: { get_weather: { description: 'Weather for a city', inputSchema: jsonSchema({ type: 'object', properties: { city: { type: 'string' } } }) } },
+    }).then(() => undefined, (e: unknown) => e as Error);
+    expect(error?.message).toMatch(/provider\.chat\(/);
+  });
+
   it('generateText and streamText with .chat() (chat completions), the stream signature passed over', async () => {
     const plain = await generateText({ model: provider().chat('echo'), prompt: 'chat plain' });
     expect(plain.text).toBe('echo: chat plain');
@@ -143,6 +151,16 @@ describe('LangChain (@langchain/openai)', () => {
     let text = '';
     for await (const chunk of await chat().stream('langchain stream')) text += typeof chunk.content === 'string' ? chunk.content : '';
     expect(text).toBe('echo: langchain stream');
+  });
+
+  it('withStructuredOutput on the offline responder: a 400 at once naming what it cannot do, not retries (first hour, 6)', async () => {
+    const offline = new ChatOpenAI({ model: 'local-memory', apiKey: 'any', configuration: { baseURL: baseURL(), organization: ORG } });
+    const schema = { type: 'object', properties: { place: { type: 'string' } }, required: ['place'], title: 'Place', description: 'Where something is' };
+    for (const method of ['jsonSchema', 'functionCalling'] as const) {
+      const error = await offline.withStructuredOutput(schema, { method }).invoke('where is the spare key?').then(() => undefined, (e: unknown) => e as Error & { status?: number });
+      expect(error?.status, method).toBe(400);
+      expect(error?.message, method).toMatch(/offline responder.*(response_format|tool_choice)|(response_format|tool_choice).*offline responder/s);
+    }
   });
 
   it('bindTools: the model\'s tool call comes back as a LangChain tool call', async () => {
