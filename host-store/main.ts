@@ -8,6 +8,7 @@ import { FsBlobStore } from './fs-blob-store.js';
 import { createHostStoreServer } from './grpc-service.js';
 import { exitWithConfigError, stopWithSupervisor, tellSupervisorReady } from '../common/supervised.js';
 import { addressTarget, listenErrorLine } from '../common/listen-error.js';
+import { lockDataDir } from './data-dir-lock.js';
 
 const config = configFromCli('agent-service host store: keeps the enclave\'s sealed blobs on the host\'s disk (it sees names and sizes, never contents).', hostStoreSettings);
 const log = createLogger('host-store', config.logLevel, config.logFormat);
@@ -20,6 +21,12 @@ const configError = (line: string) => {
 
 const dataDir = resolve(config.dataDir);
 mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+// Before anything touches the folder: removing "leftovers" would delete another writer's
+// writes in progress, and serving it would let two enclaves append to one log.
+const lock = await lockDataDir(dataDir);
+if (!lock.held) {
+  await configError(`DATA_DIR ${dataDir} is in use by another instance (host store pid ${lock.holderPid ?? 'unknown'}); set DATA_DIR to another folder (a second instance needs its own PORT, ENCLAVE_ADDR and HOST_STORE_ADDR too)`);
+}
 const store = new FsBlobStore(dataDir);
 const leftovers = await store.removeLeftovers();
 if (leftovers.length > 0) log.info({ removed: leftovers.length }, 'removed temporary files of writes a crash interrupted');
