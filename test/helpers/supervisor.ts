@@ -23,10 +23,18 @@ export interface Supervisor {
   stop(): Promise<void>;
 }
 
-/** A folder for one test file's supervisors; remove() deletes it. */
-export function scratch(): { dir: string; remove(): void } {
+const started: Supervisor[] = [];
+
+/** A folder for one test file's supervisors; remove() stops any still running (a failed test's) and deletes it. */
+export function scratch(): { dir: string; remove(): Promise<void> } {
   const dir = mkdtempSync(join(tmpdir(), 'agent-supervisor-'));
-  return { dir, remove: () => rmSync(dir, { recursive: true, force: true }) };
+  return {
+    dir,
+    async remove() {
+      await Promise.all(started.splice(0).map((s) => s.stop()));
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
 }
 
 /**
@@ -46,7 +54,7 @@ export async function startSupervisor(dir: string, env: NodeJS.ProcessEnv = {}):
   const exited = new Promise<number | null>((res) => child.once('exit', (code) => res(code)));
   const output = () => readFileSync(outFile, 'utf8');
   const baseUrl = `http://127.0.0.1:${fullEnv.PORT}`;
-  return {
+  const supervisor: Supervisor = {
     child,
     env: fullEnv,
     baseUrl,
@@ -61,6 +69,8 @@ export async function startSupervisor(dir: string, env: NodeJS.ProcessEnv = {}):
       await exited;
     },
   };
+  started.push(supervisor);
+  return supervisor;
 }
 
 /** No line of a stack trace ("    at f (file:1:2)"). */

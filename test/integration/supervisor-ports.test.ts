@@ -10,7 +10,7 @@ const folder = scratch();
 const held: Server[] = [];
 afterAll(async () => {
   await Promise.all(held.map((s) => new Promise((res) => s.close(res))));
-  folder.remove();
+  await folder.remove();
 });
 
 /** Another program listening on a free loopback port; resolves with the port. */

@@ -2,7 +2,7 @@ import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { request } from '../helpers/http.js';
-import { startLone } from '../helpers/processes.js';
+import { startLone, type Lone } from '../helpers/processes.js';
 import { freePort, waitFor } from '../helpers/service.js';
 import { scratch, stackTraceLine, startSupervisor, type Supervisor } from '../helpers/supervisor.js';
 
@@ -50,8 +50,7 @@ beforeAll(async () => {
   expect((await request(first.baseUrl, 'POST', '/v1/memory', { tenant_id: tenant, content: firstMemory })).status).toBe(200);
 });
 afterAll(async () => {
-  await first?.stop();
-  folder.remove();
+  await folder.remove();
 });
 
 describe('a second npm start beside a running one', () => {
@@ -110,25 +109,27 @@ describe('a second npm start beside a running one', () => {
 });
 
 describe('the host store alone (npm run start:host-store)', () => {
+  const lones: Lone[] = [];
+  afterAll(async () => { await Promise.all(lones.map((l) => l.stop())); });
+
   it('refuses a folder another host store holds, whatever its address, until that one dies (even by kill -9)', async () => {
     const DATA_DIR = join(folder.dir, 'lone-data');
-    const holder = startLone('host-store/main.js', { DATA_DIR, HOST_STORE_ADDR: `127.0.0.1:${await freePort()}` });
+    const hostStore = async () => {
+      const lone = startLone('host-store/main.js', { DATA_DIR, HOST_STORE_ADDR: `127.0.0.1:${await freePort()}` });
+      lones.push(lone);
+      return lone;
+    };
+    const holder = await hostStore();
     await holder.waitForOutput('host store listening');
-    const second = startLone('host-store/main.js', { DATA_DIR, HOST_STORE_ADDR: `127.0.0.1:${await freePort()}` });
+    const second = await hostStore();
     // Either it stops (2) or it serves the folder too ('listening'): whichever comes first.
     const outcome = await Promise.race([second.exited, second.waitForOutput('host store listening').then(() => 'listening')]);
-    await second.stop();
     expect(outcome, second.output()).toBe(2);
     expect(second.output().trimEnd().split('\n').at(-1)).toBe(
       `host-store: DATA_DIR ${DATA_DIR} is in use by another instance (host store pid ${holder.child.pid}); set DATA_DIR to another folder (a second instance needs its own PORT, ENCLAVE_ADDR and HOST_STORE_ADDR too)`,
     );
     holder.child.kill('SIGKILL');
     await holder.exited;
-    const next = startLone('host-store/main.js', { DATA_DIR, HOST_STORE_ADDR: `127.0.0.1:${await freePort()}` });
-    try {
-      await next.waitForOutput('host store listening');
-    } finally {
-      await next.stop();
-    }
+    await (await hostStore()).waitForOutput('host store listening');
   });
 });
