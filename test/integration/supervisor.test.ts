@@ -1,3 +1,5 @@
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { waitFor } from '../helpers/service.js';
 import { scratch, stackTraceLine, startSupervisor } from '../helpers/supervisor.js';
@@ -7,6 +9,12 @@ const folder = scratch();
 afterAll(() => folder.remove());
 
 const alive = (pid: number) => { try { process.kill(pid, 0); return true; } catch { return false; } };
+/** The settings that name an instance's folder and ports, to start another on the same ones. */
+const sameInstance = (env: NodeJS.ProcessEnv) => Object.fromEntries(['DATA_DIR', 'PORT', 'ENCLAVE_ADDR', 'HOST_STORE_ADDR'].map((n) => [n, env[n]]));
+/** The supervisor's JSON log records with message `msg`. */
+const supervisorLogs = (output: string, msg: string) => output.split('\n').filter((l) => l.startsWith('{'))
+  .map((l) => JSON.parse(l) as { name: string; msg: string; process: string; restartInMs?: number })
+  .filter((r) => r.name === 'supervisor' && r.msg === msg);
 
 describe('the supervisor (npm start)', () => {
   it('a configuration error (PORT=abc) stops it with one line and exit 2, without a restart loop or a stack trace', async () => {
@@ -32,7 +40,30 @@ describe('the supervisor (npm start)', () => {
     expect(children.length).toBe(3);
     s.child.kill('SIGKILL');
     await waitFor(async () => children.every((pid) => !alive(pid)), 20_000, () => `still running: ${children.filter(alive).join(' ')}`);
+    // The same ports and folder again: nothing of the first holds them.
+    const again = await startSupervisor(folder.dir, sameInstance(s.env));
+    await again.ready();
+    expect(again.children().length).toBe(3);
   });
+
+  it('restarts a process that keeps dying, with back-off, gives up after six fast failures, and the next start finds its ports and folder free', async () => {
+    // Sealed blobs without their key: the enclave refuses to start (exit 1) every time.
+    const dataDir = join(folder.dir, 'keyless-data');
+    mkdirSync(join(dataDir, 'memory'), { recursive: true });
+    writeFileSync(join(dataDir, 'memory', 'log-000000000001.sealed'), 'not sealed');
+    const s = await startSupervisor(folder.dir, { DATA_DIR: dataDir });
+    expect(await s.exited).toBe(1);
+    const restarts = supervisorLogs(s.output(), 'process exited; restarting');
+    expect(restarts.map((r) => [r.process, r.restartInMs])).toEqual([500, 1000, 2000, 4000, 8000].map((ms) => ['enclave', ms]));
+    expect(s.output().match(/enclave: refusing to start/g)?.length).toBe(6);
+    expect(s.lastLine()).toBe('agent-service: the enclave failed 6 times in a row within 30 s of starting (last: exit 1); not restarting it');
+
+    rmSync(join(dataDir, 'memory'), { recursive: true });
+    const again = await startSupervisor(folder.dir, sameInstance(s.env));
+    await again.ready();
+    again.child.kill('SIGTERM');
+    expect(await again.exited).toBe(0);
+  }, 120_000);
 
   it('SIGTERM stops all three processes and exits 0', async () => {
     const s = await startSupervisor(folder.dir);
