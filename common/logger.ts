@@ -11,7 +11,7 @@ export type LogFormat = 'json' | 'pretty';
  * pretty one formats the redacted JSON); the code's rule is simpler: never pass them to
  * the logger at all.
  */
-export function createLogger(name: string, level: string, format: LogFormat = 'json'): Logger {
+export function createLogger(name: string, level: string, format: LogFormat = 'json', how: { sync?: boolean } = {}): Logger {
   const options = {
     name,
     level,
@@ -21,13 +21,13 @@ export function createLogger(name: string, level: string, format: LogFormat = 'j
       censor: '[redacted]',
     },
   };
-  return format === 'pretty' ? pino(options, prettyStdout()) : pino(options);
+  if (format === 'pretty') return pino(options, prettyStdout());
+  // pino's default stdout writes asynchronously (fast under load); `sync` is for a process
+  // whose own last line must come after its log lines (npm start's supervisor).
+  return how.sync ? pino(options, pino.destination({ dest: 1, sync: true })) : pino(options);
 }
 
-/**
- * pino's own synchronous stdout (as for JSON, so a fatal line before exit is not lost),
- * fed formatted lines instead of JSON.
- */
+/** pino's own synchronous stdout, fed formatted lines instead of JSON. */
 function prettyStdout(): DestinationStream {
   const out = pino.destination({ dest: 1, sync: true });
   const colour = process.stdout.isTTY === true;

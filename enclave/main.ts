@@ -24,7 +24,8 @@ import { openMemoryStore, refuseToStart } from './storage/open-memory-store.js';
 import { heapShortfall } from './memory/heap-budget.js';
 import { SEALED_MAX_AGE_MS } from '../sdk/protocol/sealed.js';
 import { encodeUserData } from '../sdk/protocol/user-data.js';
-import { CONFIG_ERROR_EXIT, stopWithSupervisor } from '../common/supervised.js';
+import { CONFIG_ERROR_EXIT, exitWithConfigError, stopWithSupervisor, tellSupervisorReady } from '../common/supervised.js';
+import { addressTarget, listenErrorLine } from '../common/listen-error.js';
 
 const config = configFromCli('agent-service enclave: the trusted process holding keys, memory, embeddings and attestation.', enclaveSettings);
 const log = createLogger('enclave', config.logLevel, config.logFormat);
@@ -119,11 +120,16 @@ const server = createGrpcServer(api, () => ({
   store_recovered: true,
 }), log, () => metrics.exposition());
 
-const port = await listen(server, config.address);
+const port = await listen(server, config.address).catch((err: unknown) => {
+  const line = listenErrorLine(addressTarget('ENCLAVE_ADDR', config.address), err);
+  log.fatal({ problem: line }, 'cannot start');
+  return exitWithConfigError('enclave', line);
+});
 log.info({
   address: config.address, port, tee: provider.teeName, embedding: embedder.id, dim: embedder.dimension,
   chatModel: upstream ? new URL(config.modelBaseUrl!).origin : 'local-memory (offline)',
 }, 'enclave listening');
+tellSupervisorReady();
 
 let stopping = false;
 const stop = (signal: string) => {

@@ -4,7 +4,8 @@ import { buildProxy } from './app.js';
 import { proxySettings } from './config.js';
 import { EnclaveConnection } from './enclave-client.js';
 import { exposureProblem } from './exposure.js';
-import { stopWithSupervisor } from '../common/supervised.js';
+import { exitWithConfigError, stopWithSupervisor, tellSupervisorReady } from '../common/supervised.js';
+import { listenErrorLine } from '../common/listen-error.js';
 
 const config = configFromCli('agent-service proxy: the untrusted HTTP front (fastify) that relays to the enclave over gRPC.', proxySettings);
 const log = createLogger('proxy', config.logLevel, config.logFormat);
@@ -37,8 +38,13 @@ const app = await buildProxy({
   },
 });
 
-const address = await app.listen({ host: config.host, port: config.port });
+const address = await app.listen({ host: config.host, port: config.port }).catch((err: unknown) => {
+  const line = listenErrorLine({ setting: 'PORT', host: config.host, port: config.port, hostSetting: 'HOST' }, err);
+  log.fatal({ problem: line }, 'cannot start');
+  return exitWithConfigError('proxy', line);
+});
 log.info({ address, enclave: config.enclaveAddr }, 'proxy listening');
+tellSupervisorReady();
 
 let stopping = false;
 const stop = async (signal: string) => {

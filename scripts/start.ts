@@ -1,29 +1,28 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { configFromCli, hostPort, logFormat, logLevel } from '../common/config.js';
+import { configFromCli, logFormat, logLevel } from '../common/config.js';
 import { createLogger } from '../common/logger.js';
-import { CONFIG_ERROR_EXIT } from '../common/supervised.js';
-import { GrpcBlobStore } from '../enclave/storage/grpc-blob-store.js';
-import { EnclaveConnection } from '../proxy/enclave-client.js';
+import { CONFIG_ERROR_EXIT, isSupervisorMessage } from '../common/supervised.js';
 import { NODE_FLAGS } from '../common/node-flags.js';
 
 /**
- * `npm start`: runs the host store, then the enclave once the store answers, then the proxy
- * once the enclave answers; restarts any of them if it dies, and stops all on Ctrl-C /
+ * `npm start`: runs the host store, then the enclave once the store listens, then the proxy
+ * once the enclave listens; restarts any of them if it dies, and stops all on Ctrl-C /
  * SIGTERM. The children get this process's environment, so the same variables configure
- * a supervised or a lone run.
+ * a supervised or a lone run. It learns that a child listens, or cannot run with this
+ * configuration, from that child's own IPC messages (common/supervised.ts), never by
+ * dialling its address: another instance may be answering there.
  */
 const config = configFromCli(
   'agent-service: starts the host store, the enclave and the proxy together (see also start:host-store, start:enclave, start:proxy --help).',
   {
-    enclaveAddr: hostPort('ENCLAVE_ADDR', 'Address of the enclave\'s gRPC server', '127.0.0.1:50051'),
-    hostStoreAddr: hostPort('HOST_STORE_ADDR', 'Address of the host store', '127.0.0.1:50052'),
     logLevel: logLevel(),
     logFormat: logFormat(),
   },
 );
-const log = createLogger('supervisor', config.logLevel, config.logFormat);
+// Synchronous, so that the one line it may stop with (stop()) is the last one out.
+const log = createLogger('supervisor', config.logLevel, config.logFormat, { sync: true });
 const distRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
 interface Supervised {
@@ -32,34 +31,45 @@ interface Supervised {
   child?: ChildProcess;
   restarts: number;
   startedAt: number;
+  /** Called at the next "ready" message from this process (a restarted one included). */
+  waiting: Array<() => void>;
+  /** The one line of its last configuration error, sent before it exits with CONFIG_ERROR_EXIT. */
+  configError?: string;
 }
 
-const hostStore: Supervised = { name: 'host-store', script: resolve(distRoot, 'host-store/main.js'), restarts: 0, startedAt: 0 };
-const enclave: Supervised = { name: 'enclave', script: resolve(distRoot, 'enclave/main.js'), restarts: 0, startedAt: 0 };
-const proxy: Supervised = { name: 'proxy', script: resolve(distRoot, 'proxy/main.js'), restarts: 0, startedAt: 0 };
+const hostStore: Supervised = { name: 'host-store', script: resolve(distRoot, 'host-store/main.js'), restarts: 0, startedAt: 0, waiting: [] };
+const enclave: Supervised = { name: 'enclave', script: resolve(distRoot, 'enclave/main.js'), restarts: 0, startedAt: 0, waiting: [] };
+const proxy: Supervised = { name: 'proxy', script: resolve(distRoot, 'proxy/main.js'), restarts: 0, startedAt: 0, waiting: [] };
 let stopping = false;
 
 /** A process that dies this many times in a row within START_WINDOW_MS of starting is not restarted again. */
 const MAX_FAILED_STARTS = 5;
 const START_WINDOW_MS = 30_000;
 
-/** Stops everything with one line on stderr and a non-zero exit: for what a restart cannot fix. */
+/** Stops everything and exits non-zero, the message its last line: for what a restart cannot fix. */
 function giveUp(message: string, exitCode: number): void {
-  process.stderr.write(`agent-service: ${message}\n`);
   log.error({ reason: message }, 'stopping');
-  stop('SIGTERM', exitCode);
+  stop('SIGTERM', exitCode, `agent-service: ${message}`);
 }
 
 function run(s: Supervised): void {
+  if (stopping) return;
   s.startedAt = Date.now();
   // The IPC channel lets the child notice when the supervisor is gone (common/supervised.ts).
   const child = spawn(process.execPath, [...NODE_FLAGS, s.script], { stdio: ['inherit', 'inherit', 'inherit', 'ipc'], env: process.env });
   s.child = child;
+  s.configError = undefined;
+  child.on('message', (message) => {
+    if (!isSupervisorMessage(message)) return;
+    if ('configError' in message) s.configError = message.configError;
+    else for (const resolve of s.waiting.splice(0)) resolve();
+  });
   child.on('exit', (code, signal) => {
     s.child = undefined;
     if (stopping) return;
     if (code === CONFIG_ERROR_EXIT) {
-      giveUp(`the ${s.name} cannot run with this configuration (its message is above); fix it and start again`, CONFIG_ERROR_EXIT);
+      const message = s.configError ? `the ${s.name} cannot start: ${s.configError}` : `the ${s.name} cannot run with this configuration (its message is above); fix it and start again`;
+      giveUp(message, CONFIG_ERROR_EXIT);
       return;
     }
     // Back off when a process keeps dying at start, and stop trying after a few times.
@@ -74,36 +84,13 @@ function run(s: Supervised): void {
   });
 }
 
-async function waitForHostStore(timeoutMs: number): Promise<void> {
-  const blobs = new GrpcBlobStore(config.hostStoreAddr);
-  try {
-    await blobs.ready(timeoutMs);
-  } finally {
-    await blobs.close();
-  }
+/** Resolves once `s` listens (a restarted process counts): the next start waits for it. */
+function listening(s: Supervised): Promise<void> {
+  return new Promise((resolve) => s.waiting.push(resolve));
 }
 
-async function waitForEnclave(timeoutMs: number): Promise<void> {
-  const connection = new EnclaveConnection(config.enclaveAddr, 1000);
-  const deadline = Date.now() + timeoutMs;
-  try {
-    for (;;) {
-      try {
-        await connection.health(1000);
-        return;
-      } catch {
-        // A running enclave may be re-embedding every memory after a model change (progress
-        // in its log), which can take minutes: give up only on one that keeps exiting.
-        if (Date.now() > deadline && !enclave.child) throw new Error(`enclave did not answer on ${config.enclaveAddr} within ${timeoutMs / 1000}s and is not running`);
-        await new Promise((r) => setTimeout(r, 200));
-      }
-    }
-  } finally {
-    connection.close();
-  }
-}
-
-function stop(signal: NodeJS.Signals, exitCode = 0): void {
+/** Stops all three; `lastLine`, if any, is printed once they have, so nothing comes after it. */
+function stop(signal: NodeJS.Signals, exitCode = 0, lastLine?: string): void {
   if (stopping) return;
   stopping = true;
   log.info({ signal }, 'stopping');
@@ -113,9 +100,13 @@ function stop(signal: NodeJS.Signals, exitCode = 0): void {
     else c.once('exit', () => res());
     c.kill('SIGTERM');
   })));
-  setTimeout(() => { for (const c of running([proxy, enclave, hostStore])) c.kill('SIGKILL'); process.exit(1); }, 10_000).unref();
+  const exit = (code: number) => {
+    if (lastLine) process.stderr.write(`${lastLine}\n`);
+    process.exit(code);
+  };
+  setTimeout(() => { for (const c of running([proxy, enclave, hostStore])) c.kill('SIGKILL'); exit(exitCode || 1); }, 10_000).unref();
   // The host store last: the enclave may still be handing it its last writes as it stops.
-  void ended(running([proxy, enclave])).then(() => ended(running([hostStore]))).then(() => process.exit(exitCode));
+  void ended(running([proxy, enclave])).then(() => ended(running([hostStore]))).then(() => exit(exitCode));
 }
 process.on('SIGINT', () => stop('SIGINT'));
 process.on('SIGTERM', () => stop('SIGTERM'));
@@ -126,16 +117,12 @@ setInterval(() => { if (process.ppid !== parentPid) stop('SIGTERM'); }, 1000).un
 // SIGHUP reloads the enclave's API keys; pass it on rather than die of it.
 process.on('SIGHUP', () => { enclave.child?.kill('SIGHUP'); });
 
+// A process that keeps failing, or cannot run with this configuration, stops everything
+// (above); until then each start waits for the one before to listen, however long a model
+// change's re-embedding keeps the enclave busy.
 run(hostStore);
-try {
-  await waitForHostStore(30_000);
-  run(enclave);
-  await waitForEnclave(120_000);
-} catch (err) {
-  log.error({ err: (err as Error).message }, 'failed to start');
-  stop('SIGTERM', 1);
-}
-if (!stopping) {
-  log.info('enclave ready; starting proxy');
-  run(proxy);
-}
+await listening(hostStore);
+run(enclave);
+await listening(enclave);
+log.info('enclave ready; starting proxy');
+run(proxy);

@@ -1,69 +1,74 @@
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { freePort, waitFor } from '../helpers/service.js';
+import { waitFor } from '../helpers/service.js';
+import { scratch, stackTraceLine, startSupervisor } from '../helpers/supervisor.js';
 
 /** `npm start`'s supervisor as an operator meets it: bad configuration, signals, a supervisor killed outright. */
-const root = resolve(import.meta.dirname, '../..');
-const dirs: string[] = [];
-afterAll(() => { for (const d of dirs) rmSync(d, { recursive: true, force: true }); });
-
-async function supervisor(env: NodeJS.ProcessEnv) {
-  const dir = mkdtempSync(join(tmpdir(), 'agent-supervisor-'));
-  dirs.push(dir);
-  const port = await freePort();
-  const child = spawn(process.execPath, [join(root, 'dist/scripts/start.js')], {
-    env: {
-      ...process.env, DATA_DIR: join(dir, 'data'), PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn',
-      ENCLAVE_ADDR: `127.0.0.1:${await freePort()}`, HOST_STORE_ADDR: `127.0.0.1:${await freePort()}`, ...env,
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let output = '';
-  child.stdout!.on('data', (d: Buffer) => { output += d.toString(); });
-  child.stderr!.on('data', (d: Buffer) => { output += d.toString(); });
-  const exited = new Promise<number | null>((res) => child.once('exit', (code) => res(code)));
-  return { child, port, exited, output: () => output };
-}
+const folder = scratch();
+afterAll(() => folder.remove());
 
 const alive = (pid: number) => { try { process.kill(pid, 0); return true; } catch { return false; } };
-const childrenOf = (sup: ChildProcess) => {
-  // Our three children are the processes whose parent is the supervisor.
-  return execFileSync('ps', ['-o', 'pid=', '--ppid', String(sup.pid)], { encoding: 'utf8' }).split('\n').map((l) => Number(l.trim())).filter(Boolean);
-};
+/** The settings that name an instance's folder and ports, to start another on the same ones. */
+const sameInstance = (env: NodeJS.ProcessEnv) => Object.fromEntries(['DATA_DIR', 'PORT', 'ENCLAVE_ADDR', 'HOST_STORE_ADDR'].map((n) => [n, env[n]]));
+/** The supervisor's JSON log records with message `msg`. */
+const supervisorLogs = (output: string, msg: string) => output.split('\n').filter((l) => l.startsWith('{'))
+  .map((l) => JSON.parse(l) as { name: string; msg: string; process: string; restartInMs?: number })
+  .filter((r) => r.name === 'supervisor' && r.msg === msg);
 
 describe('the supervisor (npm start)', () => {
   it('a configuration error (PORT=abc) stops it with one line and exit 2, without a restart loop or a stack trace', async () => {
-    const s = await supervisor({ PORT: 'abc' });
+    const s = await startSupervisor(folder.dir, { PORT: 'abc' });
     expect(await s.exited).toBe(2);
     expect(s.output()).toMatch(/PORT/);
-    expect(s.output()).toMatch(/agent-service: the proxy cannot run with this configuration/);
+    expect(s.lastLine()).toMatch(/^agent-service: the proxy cannot run with this configuration/);
     expect(s.output()).not.toMatch(/restarting/);
-    expect(s.output()).not.toMatch(/\n\s+at /);
+    expect(s.output()).not.toMatch(stackTraceLine);
   });
 
   it('an embedding model that is not installed stops it the same way', async () => {
-    const s = await supervisor({ EMBEDDING_MODEL: 'no-such-model' });
+    const s = await startSupervisor(folder.dir, { EMBEDDING_MODEL: 'no-such-model' });
     expect(await s.exited).toBe(2);
     expect(s.output()).toMatch(/cannot load embedding model "no-such-model"/);
-    expect(s.output()).not.toMatch(/\n\s+at /);
+    expect(s.output()).not.toMatch(stackTraceLine);
   });
 
   it('kill -9 of the supervisor leaves no child running, so the next start finds its ports free', async () => {
-    const s = await supervisor({});
-    await waitFor(async () => (await fetch(`http://127.0.0.1:${s.port}/healthz`)).status === 200, 60_000, s.output);
-    const children = childrenOf(s.child);
+    const s = await startSupervisor(folder.dir);
+    await s.ready();
+    const children = s.children();
     expect(children.length).toBe(3);
     s.child.kill('SIGKILL');
     await waitFor(async () => children.every((pid) => !alive(pid)), 20_000, () => `still running: ${children.filter(alive).join(' ')}`);
+    // The same ports and folder again: nothing of the first holds them.
+    const again = await startSupervisor(folder.dir, sameInstance(s.env));
+    await again.ready();
+    expect(again.children().length).toBe(3);
   });
 
+  it('restarts a process that keeps dying, with back-off, gives up after six fast failures, and the next start finds its ports and folder free', async () => {
+    // Sealed blobs without their key: the enclave refuses to start (exit 1) every time.
+    const dataDir = join(folder.dir, 'keyless-data');
+    mkdirSync(join(dataDir, 'memory'), { recursive: true });
+    writeFileSync(join(dataDir, 'memory', 'log-000000000001.sealed'), 'not sealed');
+    const s = await startSupervisor(folder.dir, { DATA_DIR: dataDir });
+    expect(await s.exited).toBe(1);
+    const restarts = supervisorLogs(s.output(), 'process exited; restarting');
+    expect(restarts.map((r) => [r.process, r.restartInMs])).toEqual([500, 1000, 2000, 4000, 8000].map((ms) => ['enclave', ms]));
+    expect(s.output().match(/enclave: refusing to start/g)?.length).toBe(6);
+    expect(s.lastLine()).toBe('agent-service: the enclave failed 6 times in a row within 30 s of starting (last: exit 1); not restarting it');
+
+    rmSync(join(dataDir, 'memory'), { recursive: true });
+    const again = await startSupervisor(folder.dir, sameInstance(s.env));
+    await again.ready();
+    again.child.kill('SIGTERM');
+    expect(await again.exited).toBe(0);
+  }, 120_000);
+
   it('SIGTERM stops all three processes and exits 0', async () => {
-    const s = await supervisor({});
-    await waitFor(async () => (await fetch(`http://127.0.0.1:${s.port}/healthz`)).status === 200, 60_000, s.output);
-    const children = childrenOf(s.child);
+    const s = await startSupervisor(folder.dir);
+    await s.ready();
+    const children = s.children();
     s.child.kill('SIGTERM');
     expect(await s.exited).toBe(0);
     expect(children.filter(alive)).toEqual([]);
