@@ -174,8 +174,10 @@ log "host store: ${HOST_STORE_ADDR} -> vsock ${PARENT_CID}:${HOST_STORE_VSOCK_PO
 
 # 6. The enclave process. The image's WORKDIR is not applied by Nitro's init.
 cd "$APP_DIR"
-# The flags are common/node-flags.ts's (test/unit/deploy-scripts.test.ts checks).
-node --max-semi-space-size=32 --heap-growing-percent=100 dist/enclave/main.js &
+# The flags are common/node-flags.ts's, and the heap the capacity settings need
+# (enclave/heap-flag.ts; test/unit/deploy-scripts.test.ts checks).
+heap_flag="$(node dist/enclave/heap-flag.js)"
+node --max-semi-space-size=32 --heap-growing-percent=100 "$heap_flag" dist/enclave/main.js &
 pids+=("$!")
 
 stop_all() { kill -TERM "${pids[@]}" 2>/dev/null || true; }

@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { configFromCli, logFormat, logLevel } from '../common/config.js';
 import { createLogger } from '../common/logger.js';
 import { CONFIG_ERROR_EXIT, isSupervisorMessage } from '../common/supervised.js';
-import { NODE_FLAGS } from '../common/node-flags.js';
+import { nodeArgs } from './lib/node-args.js';
 
 /**
  * `npm start`: runs the host store, then the enclave once the store listens, then the proxy
@@ -56,7 +56,7 @@ function run(s: Supervised): void {
   if (stopping) return;
   s.startedAt = Date.now();
   // The IPC channel lets the child notice when the supervisor is gone (common/supervised.ts).
-  const child = spawn(process.execPath, [...NODE_FLAGS, s.script], { stdio: ['inherit', 'inherit', 'inherit', 'ipc'], env: process.env });
+  const child = spawn(process.execPath, nodeArgs(s.script, process.env), { stdio: ['inherit', 'inherit', 'inherit', 'ipc'], env: process.env });
   s.child = child;
   s.configError = undefined;
   child.on('message', (message) => {

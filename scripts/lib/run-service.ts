@@ -3,7 +3,7 @@ import { createWriteStream, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { NODE_FLAGS } from '../../common/node-flags.js';
+import { nodeArgs } from './node-args.js';
 
 const distRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 
@@ -43,7 +43,7 @@ export async function startService(env: NodeJS.ProcessEnv, logFile: string): Pro
   // CPU_PROF_DIR: each process writes a V8 CPU profile there when it stops (for `--cpu-prof` runs of the benchmarks).
   const profile = process.env.CPU_PROF_DIR ? ['--cpu-prof', `--cpu-prof-dir=${process.env.CPU_PROF_DIR}`] : [];
   const launch = (script: string) => {
-    const child = spawn(process.execPath, [...NODE_FLAGS, ...profile, resolve(distRoot, script)], { env: fullEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, nodeArgs(resolve(distRoot, script), fullEnv, profile), { env: fullEnv, stdio: ['ignore', 'pipe', 'pipe'] });
     child.stdout!.pipe(log, { end: false });
     child.stderr!.pipe(log, { end: false });
     return child;

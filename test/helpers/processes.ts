@@ -1,5 +1,6 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { join, resolve } from 'node:path';
+import { nodeArgs } from '../../scripts/lib/node-args.js';
 import { freePort, waitFor } from './service.js';
 
 const root = resolve(import.meta.dirname, '../..');
@@ -29,7 +30,8 @@ export interface Lone {
 
 /** Starts one built process (e.g. 'enclave/main.js') alone with exactly `env` added. */
 export function startLone(script: string, env: NodeJS.ProcessEnv): Lone {
-  const child = spawn(process.execPath, [join(root, 'dist', script)], { env: { ...process.env, LOG_LEVEL: 'info', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const fullEnv = { ...process.env, LOG_LEVEL: 'info', ...env };
+  const child = spawn(process.execPath, nodeArgs(join(root, 'dist', script), fullEnv), { env: fullEnv, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   child.stdout!.on('data', (d: Buffer) => { out += d.toString(); });
   child.stderr!.on('data', (d: Buffer) => { out += d.toString(); });

@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { freePort } from '../../scripts/lib/run-service.js';
+import { nodeArgs } from '../../scripts/lib/node-args.js';
 
 const root = resolve(import.meta.dirname, '../..');
 
@@ -64,7 +65,9 @@ export async function startService(extraEnv: NodeJS.ProcessEnv = {}, options: St
   };
   let logs = '';
   const launch = (script: string, overrides: NodeJS.ProcessEnv = {}) => {
-    const child = spawn(process.execPath, [join(root, 'dist', script)], { env: { ...env, ...overrides }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const childEnv = { ...env, ...overrides };
+    // The same node arguments as npm start (scripts/lib/node-args.ts): flags, and the enclave's heap.
+    const child = spawn(process.execPath, nodeArgs(join(root, 'dist', script), childEnv), { env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] });
     child.stdout!.on('data', (d: Buffer) => { logs += d.toString(); });
     child.stderr!.on('data', (d: Buffer) => { logs += d.toString(); });
     return child;

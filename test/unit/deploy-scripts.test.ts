@@ -119,10 +119,18 @@ describe('install-units.sh', () => {
 });
 
 describe('enclave-entrypoint.sh', () => {
-  it('starts the enclave process with the flags every process of the service runs with (common/node-flags.ts)', async () => {
+  it('starts the enclave process with the flags every process of the service runs with (common/node-flags.ts) and the heap its capacity needs', async () => {
     const script = await readFile(join(deploy, 'enclave-entrypoint.sh'), 'utf8');
-    const launches = script.split('\n').filter((line) => /^\s*node\s.*dist\//.test(line));
-    expect(launches).toEqual([`node ${NODE_FLAGS.join(' ')} dist/enclave/main.js &`]);
+    const launches = script.split('\n').filter((line) => /^\s*(heap_flag=|node\s.*dist\/)/.test(line));
+    expect(launches).toEqual(['heap_flag="$(node dist/enclave/heap-flag.js)"', `node ${NODE_FLAGS.join(' ')} "$heap_flag" dist/enclave/main.js &`]);
+  });
+
+  it('prints the heap flag the capacity settings need (what npm start and the tests pass too)', () => {
+    const flag = (env: Record<string, string>) => spawnSync(process.execPath, [join(repo, 'dist/enclave/heap-flag.js')], { env: { ...process.env, ...env }, encoding: 'utf8' }).stdout.trim();
+    const defaults = flag({});
+    expect(defaults).toMatch(/^--max-old-space-size=\d+$/);
+    expect(flag({ MAX_MEMORIES: '10000', MAX_STORED_BYTES: '10000000', MAX_TERMS: '10000' })).not.toBe(defaults);
+    expect(Number(flag({ MAX_MEMORIES: '10000', MAX_STORED_BYTES: '10000000', MAX_TERMS: '10000' }).split('=')[1])).toBeLessThan(Number(defaults.split('=')[1]));
   });
 });
 
