@@ -230,7 +230,7 @@ const stateHead = { type: 'string', pattern: '^[0-9]{1,15}:[0-9a-f]{64}$', maxLe
 export const knownStateHeadersSchema = {
   type: 'object',
   properties: {
-    'x-tee-known-state': { ...stateHead, description: 'The newest state head (x-tee-state) the client has seen; the signed answer says whether it is on the enclave\'s chain (x-tee-ancestor)' },
+    'x-tee-known-state': { ...stateHead, description: 'must be a state head <seq>:<64 lowercase hex>, the newest x-tee-state the client has seen; the signed answer says in x-tee-ancestor whether it is on the enclave\'s chain' },
   },
 } as const;
 
