@@ -1,5 +1,5 @@
 import { limits } from './limits.js';
-import { tenantId } from './schemas.js';
+import { knownStateHeadersSchema, tenantId } from './schemas.js';
 
 /**
  * The chat-completions request, in OpenAI's format. The proxy validates it with fastify and
@@ -83,7 +83,7 @@ export const chatCompletionSchema = {
 /** The chat tenant headers, checked by the proxy; the enclave checks `organization` itself. */
 export const chatHeadersSchema = {
   type: 'object',
-  properties: { organization_id: tenantId, 'openai-organization': tenantId },
+  properties: { organization_id: tenantId, 'openai-organization': tenantId, ...knownStateHeadersSchema.properties },
 } as const;
 
 export type Role = 'system' | 'developer' | 'user' | 'assistant' | 'tool';

@@ -2,7 +2,7 @@ import { chatCompletionSchema, chatHeadersSchema, type ChatCompletionInput } fro
 import { limits } from './limits.js';
 import {
   addMemoryRequestSchema, attestationQuerySchema, embeddingsRequestSchema, listOrQueryMemorySchema, memoryIdParamsSchema, modelIdParamsSchema,
-  responsesRequestSchema, searchMemorySchema, sealedEnvelopeSchema, tenantQuerySchema, updateMemorySchema,
+  knownStateHeadersSchema, responsesRequestSchema, searchMemorySchema, sealedEnvelopeSchema, tenantQuerySchema, updateMemorySchema,
   type AddMemoryRequest, type AttestationQuery, type EmbeddingsInput, type ListOrQueryMemoryInput, type ResponsesInput, type SealedEnvelopeInput,
   type SearchMemoryInput, type TenantInput, type UpdateMemoryInput,
 } from './schemas.js';
@@ -21,7 +21,7 @@ export interface RouteSchemas {
   body?: object;
   querystring?: object;
   params?: object;
-  /** Checked by the proxy only: the enclave reads the one header it needs (organization) from the request. */
+  /** Checked by the proxy only: the enclave reads the headers it needs (organization, known state) from the request. */
   headers?: object;
 }
 
@@ -61,42 +61,42 @@ export const apiRoutes = {
   GetAttestation: route<undefined, AttestationQuery>()({
     method: 'GET', path: '/v1/attestation', tag: 'attestation', budget: 'enclave', sealable: true,
     summary: 'The enclave\'s attestation document, its signing key and sealed-request key',
-    schema: { querystring: attestationQuerySchema },
+    schema: { querystring: attestationQuerySchema, headers: knownStateHeadersSchema },
   }),
   AddMemory: route<AddMemoryRequest>()({
     method: 'POST', path: '/v1/memory', tag: 'memory', budget: 'enclave', sealable: true,
     summary: 'Store one memory, or a batch under `memories`',
-    schema: { body: addMemoryRequestSchema },
+    schema: { body: addMemoryRequestSchema, headers: knownStateHeadersSchema },
   }),
   ListMemories: route<undefined, ListOrQueryMemoryInput>()({
     method: 'GET', path: '/v1/memory', tag: 'memory', budget: 'enclave', sealable: true,
     summary: 'With `query`: the top-k memories for it. Without: the tenant\'s memories, newest first, in pages',
-    schema: { querystring: listOrQueryMemorySchema },
+    schema: { querystring: listOrQueryMemorySchema, headers: knownStateHeadersSchema },
   }),
   DeleteMemories: route<undefined, TenantInput>()({
     method: 'DELETE', path: '/v1/memory', tag: 'memory', budget: 'enclave', sealable: true,
     summary: 'Delete every memory of a tenant',
-    schema: { querystring: tenantQuerySchema },
+    schema: { querystring: tenantQuerySchema, headers: knownStateHeadersSchema },
   }),
   SearchMemory: route<SearchMemoryInput>()({
     method: 'POST', path: '/v1/memory/search', tag: 'memory', budget: 'enclave', sealable: true,
     summary: 'The top-k memories for a query, optionally filtered by metadata',
-    schema: { body: searchMemorySchema },
+    schema: { body: searchMemorySchema, headers: knownStateHeadersSchema },
   }),
   GetMemory: route<undefined, TenantInput, { id: string }>()({
     method: 'GET', path: '/v1/memory/:id', tag: 'memory', budget: 'enclave', sealable: true,
     summary: 'One memory',
-    schema: { params: memoryIdParamsSchema, querystring: tenantQuerySchema },
+    schema: { params: memoryIdParamsSchema, querystring: tenantQuerySchema, headers: knownStateHeadersSchema },
   }),
   UpdateMemory: route<UpdateMemoryInput, TenantInput, { id: string }>()({
     method: 'PATCH', path: '/v1/memory/:id', tag: 'memory', budget: 'enclave', sealable: true,
     summary: 'Change a memory\'s content or metadata (re-embedded at once)',
-    schema: { params: memoryIdParamsSchema, querystring: tenantQuerySchema, body: updateMemorySchema },
+    schema: { params: memoryIdParamsSchema, querystring: tenantQuerySchema, body: updateMemorySchema, headers: knownStateHeadersSchema },
   }),
   DeleteMemory: route<undefined, TenantInput, { id: string }>()({
     method: 'DELETE', path: '/v1/memory/:id', tag: 'memory', budget: 'enclave', sealable: true,
     summary: 'Delete one memory',
-    schema: { params: memoryIdParamsSchema, querystring: tenantQuerySchema },
+    schema: { params: memoryIdParamsSchema, querystring: tenantQuerySchema, headers: knownStateHeadersSchema },
   }),
   ChatCompletion: route<ChatCompletionInput>()({
     method: 'POST', path: '/v1/chat/completions', tag: 'chat', budget: 'model', sealable: true, streams: true,
@@ -111,22 +111,22 @@ export const apiRoutes = {
   ListModels: route()({
     method: 'GET', path: '/v1/models', tag: 'models', budget: 'enclave', sealable: true,
     summary: 'The models chat can use',
-    schema: {},
+    schema: { headers: knownStateHeadersSchema },
   }),
   GetModel: route<undefined, NoInput, { id: string }>()({
     method: 'GET', path: '/v1/models/:id', tag: 'models', budget: 'enclave', sealable: true,
     summary: 'One model',
-    schema: { params: modelIdParamsSchema },
+    schema: { params: modelIdParamsSchema, headers: knownStateHeadersSchema },
   }),
   CreateEmbeddings: route<EmbeddingsInput>()({
     method: 'POST', path: '/v1/embeddings', tag: 'models', budget: 'enclave', sealable: true,
     summary: 'Embeddings from the enclave\'s embedding model',
-    schema: { body: embeddingsRequestSchema },
+    schema: { body: embeddingsRequestSchema, headers: knownStateHeadersSchema },
   }),
   Sealed: route<SealedEnvelopeInput>()({
     method: 'POST', path: '/v1/sealed', tag: 'sealed', budget: 'model', sealable: false, bodyLimit: limits.maxSealedEnvelopeBytes,
     summary: 'A request encrypted to the enclave: the host sees only the envelope',
-    schema: { body: sealedEnvelopeSchema },
+    schema: { body: sealedEnvelopeSchema, headers: knownStateHeadersSchema },
   }),
 } as const;
 

@@ -219,6 +219,21 @@ export const sealedEnvelopeSchema = {
 } as const;
 
 /** The decrypted request inside a sealed envelope; only the enclave ever sees it. */
+/** A state head as `<seq>:<sha256 hex>` (sdk/protocol/response-signature.ts parseState). */
+const stateHead = { type: 'string', pattern: '^[0-9]{1,15}:[0-9a-f]{64}$', maxLength: 80 } as const;
+
+/**
+ * The header every API route takes: the newest state head the client has seen, which the
+ * enclave places on its chain of heads in the signed answer (x-tee-ancestor). A value that
+ * is not a head is a 400 here; the enclave ignores one (and signs that none was sent).
+ */
+export const knownStateHeadersSchema = {
+  type: 'object',
+  properties: {
+    'x-tee-known-state': { ...stateHead, description: 'must be a state head <seq>:<64 lowercase hex>, the newest x-tee-state the client has seen; the signed answer says in x-tee-ancestor whether it is on the enclave\'s chain' },
+  },
+} as const;
+
 export const sealedPayloadSchema = {
   type: 'object',
   required: ['type', 'method', 'target', 'body', 'timestamp'],
@@ -230,6 +245,8 @@ export const sealedPayloadSchema = {
     body: base64('must be base64', 0, limits.maxSealedEnvelopeBytes),
     authorization: { type: 'string', maxLength: MAX_AUTHORIZATION_CHARS },
     organization: { type: 'string', maxLength: 256 },
+    /** The x-tee-known-state header of a plain call. */
+    known_state: stateHead,
     timestamp: { type: 'integer', minimum: 0 },
     /** Spaces that round the plaintext's size up to a bucket (sdk/protocol/sealed.ts paddedSize). */
     pad: { type: 'string', maxLength: 65536, pattern: '^ *$' },

@@ -154,7 +154,7 @@ function exchange(handler: Handler, log: Logger, maxUnsentBytes: number): grpc.h
   };
 }
 
-const EMPTY_REQUEST: ApiRequest = { request_id: '', target: '', body: Buffer.alloc(0), authorization: '', organization: '', method: '' };
+const EMPTY_REQUEST: ApiRequest = { request_id: '', target: '', body: Buffer.alloc(0), authorization: '', organization: '', method: '', known_state: '' };
 
 /** Server streaming: the handler writes a head then data; writes wait while gRPC's buffer is full. */
 function streaming(handler: StreamHandler, log: Logger): grpc.handleServerStreamingCall<ApiRequest, ApiChunk> {

@@ -103,7 +103,7 @@ const api = createApi({
   models: { chatModels: config.modelNames, offlineModel: OFFLINE_MODEL, created: Math.floor(Date.now() / 1000) },
   attestation: { provider, identity, operatorKey, boxPublicKey: requestKey.publicKey, userData, log },
   identity,
-  stateHead: () => store.head,
+  state: { head: () => store.head, storeId: store.storeId, ancestry: (known) => store.ancestry(known) },
   sealed: { key: requestKey, replay: new ReplayGuard(SEALED_MAX_AGE_MS) },
   auth: auth.authorizer,
   work: { maxInFlight: config.maxInFlight, maxInFlightPerKey: config.maxInFlightPerKey, maxInFlightKeyless: config.maxInFlightKeyless, timeoutMs: config.timeoutMs, maxStreamMs: config.maxStreamMs },

@@ -121,6 +121,7 @@ export async function buildProxy(options: ProxyOptions): Promise<FastifyInstance
     body: req.rawBody,
     authorization: req.headers.authorization,
     organization: header(req, 'organization_id') ?? header(req, 'openai-organization'),
+    knownState: header(req, 'x-tee-known-state'),
   });
   const send = (req: FastifyRequest, reply: FastifyReply, answer: ApiReplyIn) => {
     void reply.code(answer.status).headers(answer.headers).header('x-request-id', req.id).type('application/json').send(answer.body);

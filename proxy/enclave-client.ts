@@ -10,6 +10,8 @@ export interface ForwardedRequest {
   body?: Buffer;
   authorization?: string;
   organization?: string;
+  /** The x-tee-known-state header, relayed for the enclave to sign an answer about. */
+  knownState?: string;
 }
 
 export interface CallOptions {
@@ -74,6 +76,7 @@ function toMessage(request: ForwardedRequest) {
     body: request.body ?? Buffer.alloc(0),
     authorization: request.authorization ?? '',
     organization: request.organization ?? '',
+    known_state: request.knownState ?? '',
   };
 }
 

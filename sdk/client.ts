@@ -9,14 +9,25 @@
  * connect() fetches /v1/attestation with a fresh random nonce and verifies the document
  * (chain to the pinned root, signature, nonce, PCRs, key bindings) before anything else.
  * Every later answer must carry a valid signature by the attested key, or the call throws.
+ *
+ * Rollback and fork detection: every request carries the newest state head this process
+ * has seen from the service (x-tee-known-state), and every answer must continue it: same
+ * store, no older state, and a newer state only if the enclave signs that the known head is
+ * on its chain (StateTracker). The tracker is kept per service origin for the life of the
+ * process, so connecting again (after an enclave restart changed its keys) or
+ * `tee.reconnect()` keeps it; pass `stateTracker` to choose one, e.g.
+ * `StateTracker.from(readFileSync(file, 'utf8'))`, and save `JSON.stringify(tee.state)`
+ * to carry it across runs. To accept a deliberately new store (the operator started over),
+ * pass a `new StateTracker()`.
  */
 import { randomBytes } from 'node:crypto';
 import type { Check, DecodedDocument } from './attestation/verify.js';
 import { verifyAttestation } from './attestation/verify.js';
 import { verifyManifest, type VerifiedManifest } from './attestation/manifest.js';
 import {
-  checkSignature, DEFAULT_MAX_SKEW_MS, sha256Hex, SIGNATURE_HEADER, STATE_HEADER, StateTracker, splitSignedStream, TENANT_HEADER,
-  STREAM_SIGNATURE_EVENT, TIMESTAMP_HEADER, type SignedRequest, type StateHead,
+  ANCESTOR_HEADER, checkSignature, DEFAULT_MAX_SKEW_MS, formatState, isAncestry, KNOWN_STATE_HEADER, sha256Hex, SIGNATURE_HEADER, STATE_HEADER,
+  StateTracker, splitSignedStream, STORE_HEADER, TENANT_HEADER, STREAM_SIGNATURE_EVENT, TIMESTAMP_HEADER, type Ancestry, type KnownState,
+  type SignedRequest, type StateHead,
 } from './protocol/response-signature.js';
 import { openReply, SEALED_PATH, sealRequest, SealedFormatError } from './protocol/sealed.js';
 import { parseUserData } from './protocol/user-data.js';
@@ -58,10 +69,12 @@ export interface ConnectOptions {
   /** Oldest accepted attestation document, in seconds (default: its leaf certificate's lifetime; the nonce makes it fresh anyway). */
   maxAgeSeconds?: number;
   /**
-   * Remembers the newest state head seen from this service, to refuse answers from an
-   * older state (a rolled-back store). Default: one per client. Pass one to share it
-   * between clients, or one built from a saved head (`new StateTracker(saved)`) to carry
-   * it across runs.
+   * Remembers the newest state head (and store) seen from this service, to refuse answers
+   * from another store, an older state or a fork. Default: the one this process keeps for
+   * the service's origin (stateTrackerFor(baseUrl)), so a client that connects again, after
+   * a restart changed the enclave's keys, still remembers. Pass one to carry it across runs
+   * (`StateTracker.from(saved)`, saved from `JSON.stringify(tracker)`), or a `new
+   * StateTracker()` to start over (e.g. to accept a store the operator deliberately replaced).
    */
   stateTracker?: StateTracker;
   fetch?: typeof fetch;
@@ -85,6 +98,8 @@ export interface TeeResponse<T = unknown> {
   signedAt: Date;
   /** The enclave's state head when it answered. */
   state: StateHead;
+  /** The id of the sealed store that head belongs to. */
+  store: string;
 }
 
 export interface VerifiedAttestation {
@@ -123,12 +138,13 @@ export class ResponseSignatureError extends TrustError {
 }
 
 /**
- * A validly signed answer from an older state of the enclave's store than this client has
- * already seen: the host is serving a rolled-back (or forked) copy of the store.
+ * A validly signed answer that does not continue the newest state this client has seen: an
+ * older state (a rolled-back store), one that does not descend from it (a fork), or another
+ * store (wiped or replaced). `state`/`store` are the answer's, `newestSeen` the client's.
  */
 export class RollbackError extends TrustError {
   override name = 'RollbackError';
-  constructor(message: string, readonly state: StateHead, readonly newestSeen: StateHead) {
+  constructor(message: string, readonly state: StateHead, readonly newestSeen: KnownState, readonly store?: string) {
     super(message);
   }
 }
@@ -143,6 +159,22 @@ export class SealedCallError extends TrustError {
 
 type Body = unknown;
 
+/** The state tracker this process keeps per service origin (connect()'s default). */
+const trackers = new Map<string, StateTracker>();
+
+/** The tracker connect() uses by default for `baseUrl`'s origin (made on first use), e.g. to save it. */
+export function stateTrackerFor(baseUrl: string): StateTracker {
+  const origin = new URL(baseUrl).origin;
+  let tracker = trackers.get(origin);
+  if (!tracker) trackers.set(origin, (tracker = new StateTracker()));
+  return tracker;
+}
+
+/** The x-tee-known-state header for `floor` (none when nothing has been seen yet). */
+export function knownStateHeaders(floor: KnownState | undefined): Record<string, string> {
+  return floor ? { [KNOWN_STATE_HEADER]: formatState(floor) } : {};
+}
+
 export async function connect(options: ConnectOptions): Promise<TeeClient> {
   const manifest = options.manifest === undefined ? undefined : releaseManifest(options);
   const pinned = manifest?.pcrs ?? options.pcrs ?? {};
@@ -153,9 +185,11 @@ export async function connect(options: ConnectOptions): Promise<TeeClient> {
     );
   }
   const fetchImpl = options.fetch ?? globalThis.fetch;
+  const tracker = options.stateTracker ?? stateTrackerFor(options.baseUrl);
   const nonce = randomBytes(32);
   const target = `/v1/attestation?nonce=${nonce.toString('hex')}`;
-  const response = await fetchImpl(new URL(target, options.baseUrl));
+  const floor = tracker.floor();
+  const response = await fetchImpl(new URL(target, options.baseUrl), { headers: knownStateHeaders(floor) });
   const raw = new Uint8Array(await response.arrayBuffer());
   if (response.status !== 200) {
     throw new AttestationError(`GET ${target} returned HTTP ${response.status}: ${Buffer.from(raw).toString('utf8').slice(0, 300)}`);
@@ -189,7 +223,7 @@ export async function connect(options: ConnectOptions): Promise<TeeClient> {
     throw new AttestationError(`the service says tee_name ${text('tee_name')}, the manifest is for ${manifest.manifest.tee_name}`, result.checks);
   }
   const bound = parseUserData(result.document.userData);
-  const client = new TeeClient(options, fetchImpl, {
+  const client = new TeeClient({ ...options, stateTracker: tracker }, fetchImpl, {
     teeName: text('tee_name'),
     teePublicKey,
     boxPublicKey: bound.boxPublicKey,
@@ -198,7 +232,7 @@ export async function connect(options: ConnectOptions): Promise<TeeClient> {
     checks: result.checks,
   });
   // The attestation answer itself is signed by the key it attests.
-  client.verify({ method: 'GET', target, body: new Uint8Array() }, response.status, raw, headersOf(response.headers), client.stateFloor());
+  client.verify({ method: 'GET', target, body: new Uint8Array(), knownState: floor && formatState(floor) }, response.status, raw, headersOf(response.headers), floor);
   return client;
 }
 
@@ -216,7 +250,7 @@ function releaseManifest(options: ConnectOptions): VerifiedManifest {
 }
 
 export class TeeClient {
-  /** The newest state head seen from this service (rollback detection). */
+  /** The newest state head seen from this service (rollback and fork detection); shared by reconnect(). */
   readonly state: StateTracker;
 
   constructor(
@@ -227,9 +261,23 @@ export class TeeClient {
     this.state = options.stateTracker ?? new StateTracker();
   }
 
-  /** What an answer to a request sent now must not be older than. */
-  stateFloor(): StateHead | undefined {
+  /** What an answer to a request sent now must continue. */
+  stateFloor(): KnownState | undefined {
     return this.state.floor();
+  }
+
+  /**
+   * Attests the service again (a restarted enclave has new keys) and returns a client for
+   * it that keeps this client's options and state tracker, so an older or forked store
+   * behind the new keys is still refused.
+   */
+  reconnect(): Promise<TeeClient> {
+    return connect({ ...this.options, stateTracker: this.state });
+  }
+
+  /** Headers to send with a request made outside call() (e.g. a streamed chat) whose answer verifyStream() will judge. */
+  stateHeaders(floor: KnownState | undefined = this.stateFloor()): Record<string, string> {
+    return knownStateHeaders(floor);
   }
 
   /**
@@ -244,18 +292,19 @@ export class TeeClient {
   /** Sends one plain request with `authorization` (or none) and checks the signed answer. */
   private async send<T>(method: string, path: string, bytes: Uint8Array, authorization: string | undefined, options: CallOptions): Promise<TeeResponse<T>> {
     const { url, target } = this.resolve(path);
-    const headers: Record<string, string> = { ...options.headers };
+    const floor = this.stateFloor();
+    const headers: Record<string, string> = { ...options.headers, ...knownStateHeaders(floor) };
     if (bytes.length > 0) headers['content-type'] = 'application/json';
     if (authorization) headers.authorization = authorization;
     if (options.organization) headers.organization_id = options.organization;
-    const floor = this.stateFloor();
     const response = await this.fetchImpl(url, { method, headers, body: bytes.length > 0 ? bytes : undefined });
     const raw = new Uint8Array(await response.arrayBuffer());
     const responseHeaders = headersOf(response.headers);
-    const { signedAt, state } = this.verify(
-      { method, target, organization: options.organization, authorization, body: bytes }, response.status, raw, responseHeaders, floor,
+    const { signedAt, state, store } = this.verify(
+      { method, target, organization: options.organization, authorization, knownState: floor && formatState(floor), body: bytes },
+      response.status, raw, responseHeaders, floor,
     );
-    return { status: response.status, body: parseJson(raw) as T, raw, headers: responseHeaders, signedAt, state };
+    return { status: response.status, body: parseJson(raw) as T, raw, headers: responseHeaders, signedAt, state, store };
   }
 
   /**
@@ -266,15 +315,18 @@ export class TeeClient {
   async sealedCall<T = unknown>(method: string, path: string, body?: Body, options: CallOptions = {}): Promise<TeeResponse<T>> {
     const { target } = this.resolve(path);
     const bytes = encodeBody(body);
+    // The same floor inside the envelope and on the outer call: each answer is judged against it.
+    const floor = this.stateFloor();
+    const knownState = floor && formatState(floor);
     const { envelope, replyKey } = sealRequest(this.attestation.boxPublicKey, {
       method,
       target,
       body: bytes,
       authorization: this.options.authorization,
       organization: options.organization,
+      knownState,
       timestamp: Date.now(),
     });
-    const floor = this.stateFloor();
     // The outer request is itself a signed plain call, and carries no key: the host reads
     // every outer header, and the key travels only inside the envelope.
     const extra = Object.fromEntries(Object.entries(options.headers ?? {}).filter(([name]) => name.toLowerCase() !== 'authorization'));
@@ -290,23 +342,29 @@ export class TeeClient {
       if (error instanceof SealedFormatError) throw new SealedCallError(error.message, outer.status, outer.body);
       throw error;
     }
-    const { signedAt, state } = this.verify(
-      { method, target, organization: options.organization, authorization: this.options.authorization, body: bytes }, reply.status, reply.body, reply.headers, floor,
+    const { signedAt, state, store } = this.verify(
+      { method, target, organization: options.organization, authorization: this.options.authorization, knownState, body: bytes },
+      reply.status, reply.body, reply.headers, floor,
     );
-    return { status: reply.status, body: parseJson(reply.body) as T, raw: reply.body, headers: reply.headers, signedAt, state };
+    return { status: reply.status, body: parseJson(reply.body) as T, raw: reply.body, headers: reply.headers, signedAt, state, store };
   }
 
   /**
-   * Checks an answer's signature, and that it comes from a state no older than `floor`
-   * (the newest head seen when the request was sent); returns when it was signed and the
-   * state it reports. Throws ResponseSignatureError or RollbackError.
+   * Checks an answer's signature, and that it continues `floor` (the newest head seen when
+   * the request was sent, which `request.knownState` must name if the request carried it);
+   * returns when it was signed and the state it reports. Throws ResponseSignatureError or
+   * RollbackError.
    */
-  verify(request: SignedRequest, status: number, body: Uint8Array, headers: Record<string, string>, floor: StateHead | undefined): { signedAt: Date; state: StateHead; tenant: string } {
+  verify(request: SignedRequest, status: number, body: Uint8Array, headers: Record<string, string>, floor: KnownState | undefined): { signedAt: Date; state: StateHead; store: string; tenant: string } {
+    const ancestor = headers[ANCESTOR_HEADER];
     const result = checkSignature(
       this.attestation.teePublicKey,
       request,
       { status, bodySha256: sha256Hex(body) },
-      { signature: headers[SIGNATURE_HEADER], timestamp: headers[TIMESTAMP_HEADER], state: headers[STATE_HEADER], tenant: headers[TENANT_HEADER] },
+      {
+        signature: headers[SIGNATURE_HEADER], timestamp: headers[TIMESTAMP_HEADER], state: headers[STATE_HEADER], store: headers[STORE_HEADER],
+        ancestor: ancestor as Ancestry | undefined, tenant: headers[TENANT_HEADER],
+      },
       { maxSkewMs: this.options.maxClockSkewMs ?? DEFAULT_MAX_SKEW_MS },
     );
     if (!result.ok) {
@@ -318,17 +376,18 @@ export class TeeClient {
     if (asked !== undefined && result.tenant !== '' && !result.tenant.split(',').includes(asked)) {
       throw new ResponseSignatureError(`${request.method} ${request.target}: the enclave acted for tenant '${result.tenant}', not '${asked}'`, status, Buffer.from(body).toString('utf8'));
     }
-    const refusal = this.state.observe(result.state, floor);
-    if (refusal) throw new RollbackError(`${request.method} ${request.target}: ${refusal}`, result.state, floor!);
-    return { signedAt: result.signedAt, state: result.state, tenant: result.tenant };
+    const refusal = this.state.observe({ state: result.state, store: result.store, ancestor: isAncestry(result.ancestor) ? result.ancestor : undefined }, floor);
+    if (refusal) throw new RollbackError(`${request.method} ${request.target}: ${refusal}`, result.state, floor!, result.store);
+    return { signedAt: result.signedAt, state: result.state, store: result.store, tenant: result.tenant };
   }
 
   /**
    * Checks a complete Server-Sent Events transcript (a streamed answer) whose last event
    * (before a chat stream's `data: [DONE]`) is the enclave's tee.signature chunk; returns
-   * the signed bytes before that event.
+   * the signed bytes before that event. Send `stateHeaders(floor)` with the request and name
+   * the same head in `request.knownState`, or an answer from a newer state is refused.
    */
-  verifyStream(request: SignedRequest, status: number, transcript: Uint8Array, floor: StateHead | undefined = this.stateFloor()): { body: Uint8Array; signedAt: Date; state: StateHead } {
+  verifyStream(request: SignedRequest, status: number, transcript: Uint8Array, floor: KnownState | undefined = this.stateFloor()): { body: Uint8Array; signedAt: Date; state: StateHead } {
     const split = splitSignedStream(transcript);
     if (!split) {
       throw new ResponseSignatureError(
@@ -341,6 +400,8 @@ export class TeeClient {
       [SIGNATURE_HEADER]: split.signature.signature,
       [TIMESTAMP_HEADER]: split.signature.timestamp,
       [STATE_HEADER]: split.signature.state,
+      [STORE_HEADER]: split.signature.store,
+      ...(split.signature.ancestor ? { [ANCESTOR_HEADER]: split.signature.ancestor } : {}),
       ...(split.signature.tenant ? { [TENANT_HEADER]: split.signature.tenant } : {}),
     }, floor);
     return { body: split.body, signedAt, state };

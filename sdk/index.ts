@@ -1,6 +1,6 @@
 /** The client-side sdk: verify attestation, make signed and sealed calls. */
 export {
-  AttestationError, connect, ResponseSignatureError, RollbackError, SealedCallError, TeeClient, TrustError,
+  AttestationError, connect, knownStateHeaders, ResponseSignatureError, RollbackError, SealedCallError, stateTrackerFor, TeeClient, TrustError,
   type CallOptions, type ConnectOptions, type TeeResponse, type VerifiedAttestation,
 } from './client.js';
 export { verifyAttestation, type Check, type DecodedDocument, type VerificationResult, type VerifyOptions } from './attestation/verify.js';
@@ -10,9 +10,9 @@ export {
   type ReleaseManifest, type SignedManifest, type VerifiedManifest,
 } from './attestation/manifest.js';
 export {
-  checkSignature, formatState, parseState, responseStatement, sha256Hex, splitSignedStream, streamSignatureEvent,
-  SIGNATURE_HEADER, STATE_HEADER, STATEMENT_TAG, StateTracker, STREAM_SIGNATURE_EVENT, TIMESTAMP_HEADER,
-  type ResponseSignature, type SignedRequest, type StateHead,
+  ANCESTOR_HEADER, checkSignature, formatState, KNOWN_STATE_HEADER, parseState, responseStatement, sha256Hex, splitSignedStream, streamSignatureEvent,
+  SIGNATURE_HEADER, STATE_HEADER, STATEMENT_TAG, StateTracker, STORE_HEADER, STREAM_SIGNATURE_EVENT, TIMESTAMP_HEADER,
+  type Ancestry, type KnownState, type ResponseSignature, type SavedState, type SignedRequest, type StateHead,
 } from './protocol/response-signature.js';
 export { openReply, sealRequest, SEALED_PATH, type SealedReply, type SealedRequest } from './protocol/sealed.js';
 export { encodeUserData, parseUserData, type BoundKeys } from './protocol/user-data.js';

@@ -16,8 +16,8 @@ import { errorReply, requestIdForLog } from './request.js';
 import { responsesRoutes } from './responses-route.js';
 import { resolveCall, streams, type CallContext, type RouteCall, type RouteHandler, type RouteHandlers, type StreamHandlers } from './routes.js';
 import { sealedRoute } from './sealed-route.js';
-import { signReply, type ResponseSigner } from './signing.js';
-import { HTTP_METHOD, type StateHead } from '../../sdk/protocol/response-signature.js';
+import { signReply, type ResponseSigner, type SignedState } from './signing.js';
+import { HTTP_METHOD } from '../../sdk/protocol/response-signature.js';
 import { WorkGate, type WorkLimits } from './work-gate.js';
 import { NO_METER } from '../memory/meter.js';
 import { sendReply, wrapStream, type StreamHandler } from './stream.js';
@@ -47,8 +47,8 @@ export interface ApiDeps {
   attestation: AttestationDeps;
   /** Signs every reply (enclave/api/signing.ts). */
   identity: EnclaveIdentity;
-  /** The store's state head, reported in every signed reply. */
-  stateHead: () => StateHead;
+  /** The store's head, id and chain of heads, reported in every signed reply. */
+  state: SignedState;
   sealed: { key: SealedRequestKey; replay: ReplayGuard };
   auth: Authorizer;
   work: WorkLimits;
@@ -70,7 +70,7 @@ export interface ApiDeps {
 export function createApi(deps: ApiDeps): EnclaveApi {
   const gate = new WorkGate(deps.work);
   const shareOf = (authorization: string | undefined) => gate.shareOf(deps.auth.keyOf(authorization ?? ''), deps.auth.required);
-  const signer: ResponseSigner = { ...deps.identity, state: deps.stateHead };
+  const signer: ResponseSigner = { ...deps.identity, state: deps.state };
   const sign = (request: ApiRequest, reply: ApiReply) => signReply(signer, request.method, request, reply);
   // Routes that wait on the model are bounded by its own timeouts and the caller's deadline;
   // ENCLAVE_TIMEOUT_MS bounds the enclave's own work.

@@ -91,6 +91,8 @@ export function sealedRoute(deps: SealedDeps) {
       body: Buffer.from(body),
       authorization: payload.authorization ?? '',
       organization: payload.organization ?? '',
+      // The known state travels inside the envelope; the outer call's header is the outer answer's.
+      known_state: payload.known_state ?? '',
     };
     const reply = await deps.dispatch(inner, context);
     const sealed = sealReply(

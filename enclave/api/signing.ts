@@ -1,36 +1,58 @@
 import { createHash } from 'node:crypto';
 import type { ApiReply, ApiRequest } from '../../common/proto.js';
 import {
-  SIGNATURE_HEADER, STATE_HEADER, TENANT_HEADER, TIMESTAMP_HEADER, formatState, sha256Hex, signAnswer, streamSignatureEvent, type SignedRequest,
-  type StateHead,
+  ANCESTOR_HEADER, SIGNATURE_HEADER, STATE_HEADER, STORE_HEADER, TENANT_HEADER, TIMESTAMP_HEADER, formatState, parseState, sha256Hex, signAnswer,
+  streamSignatureEvent, type Ancestry, type SignedRequest, type StateHead,
 } from '../../sdk/protocol/response-signature.js';
 import type { EnclaveIdentity } from '../keys.js';
 
-/** The enclave's key, and the state head each signed answer reports (the store's, after any change it made). */
-export interface ResponseSigner extends EnclaveIdentity {
-  state(): StateHead;
+/** The store's state as signed answers report it: its head (after any change made), its id, and its chain of heads. */
+export interface SignedState {
+  head(): StateHead;
+  readonly storeId: string;
+  /** O(1) (storage/head-chain.ts): signing runs on every answer. */
+  ancestry(known: StateHead): Ancestry;
 }
 
-/** The request as the statement names it (sdk/protocol/response-signature.ts). */
-function signedRequest(method: string, request: ApiRequest): SignedRequest {
-  return { method, target: request.target, organization: request.organization, authorization: request.authorization, body: request.body };
+/** The enclave's key, and the state each signed answer reports. */
+export interface ResponseSigner extends EnclaveIdentity {
+  state: SignedState;
 }
 
 /**
- * Adds x-tee-signature, x-tee-timestamp and x-tee-state to a reply: the enclave's Ed25519
- * signature over (method, target, organization, request body hash, status, response body
- * hash, timestamp, state head).
+ * The request as the statement names it (sdk/protocol/response-signature.ts). The known
+ * state is the client's claim, relayed by the host: a value that is not a head is signed as
+ * none, and the client, who sent a head, then refuses the answer.
+ */
+function signedRequest(method: string, request: ApiRequest, known: StateHead | undefined): SignedRequest {
+  return {
+    method, target: request.target, organization: request.organization, authorization: request.authorization,
+    knownState: known ? request.known_state : '', body: request.body,
+  };
+}
+
+/** The state part of an answer: head, store and, when the client named a head it knows, whether it is on the chain. */
+function answerState(state: SignedState, known: StateHead | undefined): { state: string; store: string; ancestor?: Ancestry } {
+  const answer: { state: string; store: string; ancestor?: Ancestry } = { state: formatState(state.head()), store: state.storeId };
+  if (known) answer.ancestor = state.ancestry(known);
+  return answer;
+}
+
+/**
+ * Adds x-tee-signature, x-tee-timestamp, x-tee-state, x-tee-store and (when the request
+ * named a known state) x-tee-ancestor to a reply: the enclave's Ed25519 signature over
+ * (method, target, organization, key id, tenant, request body hash, status, response body
+ * hash, timestamp, state head, store id, known state, ancestry).
  */
 export function signReply(signer: ResponseSigner, method: string, request: ApiRequest, reply: ApiReply): ApiReply {
   const body = reply.body ?? new Uint8Array();
-  const { signature, timestamp, state } = signAnswer(
-    (message) => signer.sign(message),
-    signedRequest(method, request),
-    { status: reply.status ?? 200, bodySha256: sha256Hex(body as Uint8Array), state: formatState(signer.state()), tenant: reply.headers?.[TENANT_HEADER] ?? '' },
-  );
+  const known = parseState(request.known_state);
+  const answer = Object.assign(answerState(signer.state, known), { status: reply.status ?? 200, bodySha256: sha256Hex(body as Uint8Array), tenant: reply.headers?.[TENANT_HEADER] ?? '' });
+  const { signature, timestamp, state, store, ancestor } = signAnswer((message) => signer.sign(message), signedRequest(method, request, known), answer);
   // Object.assign, not a literal spreading `reply` and adding to it: V8 (Node 20) promoted
   // what such literals made to the old generation, on every reply (docs/performance.md).
-  const headers = Object.assign({}, reply.headers, { [SIGNATURE_HEADER]: signature, [TIMESTAMP_HEADER]: timestamp, [STATE_HEADER]: state });
+  const headers = Object.assign({}, reply.headers, { [SIGNATURE_HEADER]: signature, [TIMESTAMP_HEADER]: timestamp, [STATE_HEADER]: state, [STORE_HEADER]: store });
+  if (ancestor) headers[ANCESTOR_HEADER] = ancestor;
   return Object.assign({}, reply, { headers });
 }
 
@@ -58,9 +80,9 @@ export function streamSigner(signer: ResponseSigner, method: string, request: Ap
       if (finished) throw new Error('stream already signed');
       finished = true;
       // The head at the end: after any memory the stream's tool calls added.
-      const signature = signAnswer((m) => signer.sign(m), signedRequest(method, request), {
-        status, bodySha256: hash.digest('hex'), state: formatState(signer.state()), tenant,
-      });
+      const known = parseState(request.known_state);
+      const answer = Object.assign(answerState(signer.state, known), { status, bodySha256: hash.digest('hex'), tenant });
+      const signature = signAnswer((m) => signer.sign(m), signedRequest(method, request, known), answer);
       return Buffer.from(streamSignatureEvent(signature), 'utf8');
     },
   };

@@ -1,6 +1,7 @@
 import type { BlobStore } from '../../common/blob-store.js';
 import { encodeHeader, type FileMeta } from './payloads.js';
 import { newHeader, sealFrame, type StorageKey } from './sealed-file.js';
+import type { HeadChain } from './head-chain.js';
 import { advanceHead, type StateHead } from './state-head.js';
 
 /** An open log segment that batches of sealed entries are appended to. */
@@ -38,6 +39,8 @@ export class SealedLog implements LogFile {
     private bytes: number,
     private current: StateHead,
     private readonly maxBytes: number,
+    /** Told of every head this segment makes durable (the store's chain of heads). */
+    private readonly heads?: HeadChain,
   ) {}
 
   get size(): number {
@@ -52,7 +55,7 @@ export class SealedLog implements LogFile {
    * Creates a segment: its header and first frame (the metadata, with the head it starts
    * from) in one atomic put, so a segment that exists is complete up to its first frame.
    */
-  static async create(blobs: BlobStore, name: string, key: StorageKey, meta: FileMeta & { head: StateHead }): Promise<SealedLog> {
+  static async create(blobs: BlobStore, name: string, key: StorageKey, meta: FileMeta & { head: StateHead }, heads?: HeadChain): Promise<SealedLog> {
     const header = newHeader('log', key);
     const start = Buffer.concat([header, sealFrame(key, header, 0, encodeHeader(meta))]);
     try {
@@ -60,13 +63,17 @@ export class SealedLog implements LogFile {
     } catch (err) {
       throw new Error(`cannot create ${name}: ${(err as Error).message}`);
     }
-    return new SealedLog(blobs, name, key, header, meta.generation, 1, start.length, meta.head, meta.max_bytes ?? Infinity);
+    return new SealedLog(blobs, name, key, header, meta.generation, 1, start.length, meta.head, meta.max_bytes ?? Infinity, heads);
   }
 
   /** Continues an already verified segment after its last good frame, cutting what follows. */
-  static async reopen(blobs: BlobStore, name: string, key: StorageKey, at: { header: Buffer; generation: number; frames: number; validEnd: number; size: number; head: StateHead; maxBytes: number }): Promise<SealedLog> {
+  static async reopen(
+    blobs: BlobStore, name: string, key: StorageKey,
+    at: { header: Buffer; generation: number; frames: number; validEnd: number; size: number; head: StateHead; maxBytes: number },
+    heads?: HeadChain,
+  ): Promise<SealedLog> {
     if (at.size !== at.validEnd) await blobs.append(name, at.validEnd, new Uint8Array(0));
-    return new SealedLog(blobs, name, key, at.header, at.generation, at.frames, at.validEnd, at.head, at.maxBytes);
+    return new SealedLog(blobs, name, key, at.header, at.generation, at.frames, at.validEnd, at.head, at.maxBytes, heads);
   }
 
   async append(payloads: Uint8Array[]): Promise<void> {
@@ -80,7 +87,10 @@ export class SealedLog implements LogFile {
     await this.blobs.append(this.name, this.bytes, data);
     // Only once durable: a failed append leaves the head where the segment ends.
     let head = this.current;
-    for (const p of payloads) head = advanceHead(head, p);
+    for (const p of payloads) {
+      head = advanceHead(head, p);
+      this.heads?.push(head);
+    }
     this.current = head;
     this.nextSeq += payloads.length;
     this.bytes += data.length;

@@ -6,6 +6,7 @@
  *   0x03 delete  JSON {tenant_id, id}
  *   0x04 end     JSON {count}
  *   0x05 update  as add: the memory's new version
+ *   0x06 heads   u64 BE seq of the first | 8 bytes per head: its hash's first 8 bytes, in order (snapshots, format 4)
  *
  * Vectors are stored, so recovery rebuilds the indexes without running the model again.
  */
@@ -16,12 +17,15 @@ import { CorruptStoreError } from './errors.js';
 import type { StateHead } from './state-head.js';
 
 /**
+ * 4 keeps the chain of heads (their hashes' first 8 bytes) in every snapshot, right after
+ * its header, so the enclave can tell whether a head a client saw is on its chain after a
+ * restart (head-chain.ts); a format 3 snapshot has none, and the chain then starts at its head.
  * 3 chains the files: each records the store's id and the state head it starts from.
  * 2 recorded the embedding model's hash; 1 did not. Formats 1 and 2 are still read, and a
  * store holding them is rewritten as format 3 at open.
  */
-export const FORMAT_VERSION = 3;
-export const READABLE_FORMATS: readonly number[] = [1, 2, 3];
+export const FORMAT_VERSION = 4;
+export const READABLE_FORMATS: readonly number[] = [1, 2, 3, 4];
 
 export interface FileMeta {
   format: number;
@@ -48,13 +52,16 @@ export interface FileMeta {
 export type Payload =
   | { type: 'header'; meta: FileMeta }
   | { type: 'event'; event: MemoryEvent }
-  | { type: 'end'; count: number };
+  | { type: 'end'; count: number }
+  /** Prefixes of the heads from seq `first` on (head-chain.ts). */
+  | { type: 'heads'; first: number; prefixes: Buffer };
 
 const HEADER = 0x01;
 const ADD = 0x02;
 const DELETE = 0x03;
 const END = 0x04;
 const UPDATE = 0x05;
+const HEADS = 0x06;
 
 /**
  * Vectors are stored as float32 little-endian: on a little-endian machine (x86, Graviton)
@@ -67,6 +74,14 @@ const tagged = (tag: number, json: unknown) => Buffer.concat([Buffer.of(tag), Bu
 
 export const encodeHeader = (meta: FileMeta): Buffer => tagged(HEADER, meta);
 export const encodeEnd = (count: number): Buffer => tagged(END, { count });
+
+export function encodeHeads(first: number, prefixes: Uint8Array): Buffer {
+  const out = Buffer.allocUnsafe(9 + prefixes.length);
+  out[0] = HEADS;
+  out.writeBigUInt64BE(BigInt(first), 1);
+  out.set(prefixes, 9);
+  return out;
+}
 
 export function encodeEvent(event: MemoryEvent): Buffer {
   if (event.type === 'delete') return tagged(DELETE, { tenant_id: event.tenant_id, id: event.id });
@@ -87,6 +102,11 @@ export function decodePayload(payload: Buffer, where: string): Payload {
     switch (payload[0]) {
       case HEADER:
         return { type: 'header', meta: JSON.parse(payload.subarray(1).toString('utf8')) as FileMeta };
+      case HEADS: {
+        const first = Number(payload.readBigUInt64BE(1));
+        if (!Number.isSafeInteger(first) || (payload.length - 9) % 8 !== 0) throw new Error('malformed heads');
+        return { type: 'heads', first, prefixes: payload.subarray(9) };
+      }
       case END:
         return { type: 'end', count: (JSON.parse(payload.subarray(1).toString('utf8')) as { count: number }).count };
       case DELETE: {

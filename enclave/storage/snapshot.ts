@@ -2,10 +2,16 @@ import type { BlobStore } from '../../common/blob-store.js';
 import type { MemoryEvent } from '../memory/journal.js';
 import type { MemoryRecord } from '../memory/memory-service.js';
 import { CorruptStoreError } from './errors.js';
-import { decodePayload, encodeEnd, encodeEvent, encodeHeader, type FileMeta } from './payloads.js';
+import { decodePayload, encodeEnd, encodeEvent, encodeHeader, encodeHeads, type FileMeta } from './payloads.js';
 import { newHeader, readSealedStream, sealFrame, type StorageKey } from './sealed-file.js';
 
 export const SNAPSHOT_NAME = 'snapshot.sealed';
+
+/** The chain of heads a snapshot keeps: prefixes of heads `first`… up to the snapshot's head (head-chain.ts). */
+export interface SnapshotHeads {
+  first: number;
+  pieces: Iterable<Uint8Array>;
+}
 
 export interface SnapshotEntry {
   record: MemoryRecord;
@@ -21,10 +27,13 @@ const CHUNK_BYTES = 64 * 1024;
 
 /**
  * Writes a snapshot atomically (one put: the host store replaces the blob only once all of
- * it is on disk): every record as a sealed frame between a header frame and an end frame,
- * which carries the count, so a shortened snapshot is detected. Returns its size and count.
+ * it is on disk): the header frame, the chain of heads (if given), every record as a sealed
+ * frame, and an end frame, which carries the count, so a shortened snapshot is detected.
+ * Returns its size and count.
  */
-export async function writeSnapshot(blobs: BlobStore, name: string, key: StorageKey, meta: FileMeta, entries: Iterable<SnapshotEntry>): Promise<{ bytes: number; count: number }> {
+export async function writeSnapshot(
+  blobs: BlobStore, name: string, key: StorageKey, meta: FileMeta, entries: Iterable<SnapshotEntry>, heads?: SnapshotHeads,
+): Promise<{ bytes: number; count: number }> {
   let bytes = 0;
   let count = 0;
   async function* sealed(): AsyncIterable<Buffer> {
@@ -39,6 +48,12 @@ export async function writeSnapshot(blobs: BlobStore, name: string, key: Storage
       return data;
     };
     let seq = 1;
+    let first = heads?.first ?? 0;
+    for (const piece of heads?.pieces ?? []) {
+      chunk.push(sealFrame(key, header, seq++, encodeHeads(first, piece)));
+      first += piece.length / 8;
+      yield flush();
+    }
     for (const { record, vector } of entries) {
       const frame = sealFrame(key, header, seq++, encodeEvent({ type: 'add', record, vector }));
       count++;
@@ -57,6 +72,8 @@ export async function writeSnapshot(blobs: BlobStore, name: string, key: Storage
 export interface SnapshotReader {
   /** The snapshot's metadata, checked before any of its memories is handed out. */
   meta: FileMeta;
+  /** Its chain of heads (format 4), read before its memories: consecutive pieces from `first`. */
+  heads?: { first: number; pieces: Buffer[] };
   /** Its memories, streamed; throws at the end if the snapshot is incomplete. */
   events: AsyncIterable<MemoryEvent>;
 }
@@ -70,9 +87,22 @@ export async function readSnapshot(chunks: AsyncIterable<Buffer>, key: StorageKe
   const first = await payloads.next();
   const head = first.done ? undefined : decodePayload(first.value, `${name} frame 0`);
   if (head?.type !== 'header' || head.meta.kind !== 'snapshot') throw new CorruptStoreError(`${name} has no snapshot header`);
+  // The chain of heads comes first, in consecutive pieces; the first frame after it is kept for events().
+  let heads: SnapshotReader['heads'];
+  let frame = 1;
+  let pending = await payloads.next();
+  for (; !pending.done; frame++, pending = await payloads.next()) {
+    const p = decodePayload(pending.value, `${name} frame ${frame}`);
+    if (p.type !== 'heads') break;
+    heads ??= { first: p.first, pieces: [] };
+    const expected = heads.first + heads.pieces.reduce((n, piece) => n + piece.length / 8, 0);
+    if (p.first !== expected) throw new CorruptStoreError(`${name} frame ${frame}: heads from ${p.first}, expected ${expected}`);
+    heads.pieces.push(p.prefixes);
+  }
+  const firstEvent = { frame, next: pending };
   async function* events(): AsyncIterable<MemoryEvent> {
     let count = 0;
-    for (let frame = 1, next = await payloads.next(); !next.done; frame++, next = await payloads.next()) {
+    for (let { frame, next } = firstEvent; !next.done; frame++, next = await payloads.next()) {
       const p = decodePayload(next.value, `${name} frame ${frame}`);
       if (p.type === 'end') {
         if (p.count !== count) throw new CorruptStoreError(`${name} says it holds ${p.count} memories but holds ${count}`);
@@ -85,5 +115,5 @@ export async function readSnapshot(chunks: AsyncIterable<Buffer>, key: StorageKe
     }
     throw new CorruptStoreError(`${name} is incomplete (no end mark)`);
   }
-  return { meta: head.meta, events: events() };
+  return { meta: head.meta, ...(heads ? { heads } : {}), events: events() };
 }

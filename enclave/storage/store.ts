@@ -9,6 +9,8 @@ import { logGeneration, logName, SealedLog, type LogFile } from './log-file.js';
 import { decodePayload, encodeEvent, FORMAT_VERSION, READABLE_FORMATS, type FileMeta } from './payloads.js';
 import { deriveStorageKey, readSealedLog, readSealedStream, type StorageKey } from './sealed-file.js';
 import { readSnapshot, SNAPSHOT_NAME, writeSnapshot, type SnapshotEntry, type SnapshotReader } from './snapshot.js';
+import type { Ancestry } from '../../sdk/protocol/response-signature.js';
+import { HeadChain } from './head-chain.js';
 import { advanceHead, describeHead, genesisHead, sameHead, type StateHead } from './state-head.js';
 
 /** The store's blobs in the host store: memory/snapshot.sealed, memory/log-….sealed. */
@@ -105,6 +107,8 @@ export class DurableStore implements MemoryJournal {
     file: LogFile,
     private lastSnapshotBytes: number,
     readonly recovery: RecoveryReport,
+    /** Every head made durable since `heads.baseSeq` (the store's creation, unless it predates format 4). */
+    private readonly heads: HeadChain,
   ) {
     this.commits = new GroupCommitLog(file, {
       groupCommit: options.groupCommit ?? true,
@@ -143,6 +147,7 @@ export class DurableStore implements MemoryJournal {
       snapshot = await readSnapshot(counted(chunks, snapshotBytes), key, where);
       checkMeta(snapshot.meta, 'snapshot', where);
       chain.file(snapshot.meta, where);
+      chain.snapshotHeads(snapshot, where);
       start = snapshot.meta.generation;
     }
 
@@ -230,9 +235,11 @@ export class DurableStore implements MemoryJournal {
 
     const storeId = chain.storeId ?? randomBytes(16).toString('hex');
     const head = chain.head ?? genesisHead(storeId);
+    // Legacy files carry no chain: it starts at the head they are rewritten from.
+    const heads = chain.heads && sameHead(chain.heads.head, head) ? chain.heads : HeadChain.startingAt(head);
     const file = last
-      ? await SealedLog.reopen(blobs, prefix + logName(last.generation), key, { ...last, head })
-      : await SealedLog.create(blobs, prefix + logName(start), key, { ...logMeta(options, start, storeId, snapshotBytes.read), head });
+      ? await SealedLog.reopen(blobs, prefix + logName(last.generation), key, { ...last, head }, heads)
+      : await SealedLog.create(blobs, prefix + logName(start), key, { ...logMeta(options, start, storeId, snapshotBytes.read), head }, heads);
     if (cutTail) log?.warn(cutTail, 'cut a torn or corrupt tail from the memory log (an interrupted append, or damage after the last good entry)');
 
     const store = new DurableStore(options, prefix, storeId, key, target, file, snapshotBytes.read, {
@@ -243,7 +250,7 @@ export class DurableStore implements MemoryJournal {
       ...(skipped.length > 0 ? { skipped } : {}),
       ...(cutTail ? { cutTail } : {}),
       ...(modelChange ? { modelChange } : {}),
-    });
+    }, heads);
     // Segments a finished compaction had not yet deleted: the snapshot holds their changes.
     if (stale.length > 0) await store.deleteLogsBefore(start);
     try {
@@ -283,6 +290,19 @@ export class DurableStore implements MemoryJournal {
   /** The state head after the last durable change (what signed responses carry). */
   get head(): StateHead {
     return this.commits.current.head;
+  }
+
+  /**
+   * Whether `known` is this store's head or an ancestor of it (x-tee-ancestor), in O(1):
+   * `unknown` only for heads before the oldest one kept (a store that predates format 4).
+   */
+  ancestry(known: StateHead): Ancestry {
+    return this.heads.ancestry(known);
+  }
+
+  /** Heads kept and the memory they take (metrics, tests). */
+  headChain(): { from: number; heads: number; bytes: number } {
+    return { from: this.heads.baseSeq, heads: this.heads.length, bytes: this.heads.bytes };
   }
 
   stats(): StoreStats {
@@ -332,7 +352,7 @@ export class DurableStore implements MemoryJournal {
     const generation = this.commits.current.generation + 1;
     // With no batch in flight, the current segment's head is the state the snapshot captures.
     const head = this.commits.current.head;
-    const next = await SealedLog.create(this.options.blobs, this.prefix + logName(generation), this.key, { ...logMeta(this.options, generation, this.storeId, this.lastSnapshotBytes), head });
+    const next = await SealedLog.create(this.options.blobs, this.prefix + logName(generation), this.key, { ...logMeta(this.options, generation, this.storeId, this.lastSnapshotBytes), head }, this.heads);
     // With no batch in flight, memory holds exactly the changes of logs < generation. The
     // snapshot reads it as it goes, not as a copy: changes made meanwhile (which log
     // `generation` holds too) may or may not be in it, and replaying that log after the
@@ -352,7 +372,9 @@ export class DurableStore implements MemoryJournal {
     const started = performance.now();
     try {
       const meta = { ...fileMeta(this.options, 'snapshot', generation, this.storeId), head };
-      const written = await writeSnapshot(this.options.blobs, this.prefix + SNAPSHOT_NAME, this.key, meta, entries);
+      // The chain of heads up to the snapshot's: a restarted enclave still places any head a client saw.
+      const heads = { first: this.heads.baseSeq, pieces: this.heads.prefixes(head.seq) };
+      const written = await writeSnapshot(this.options.blobs, this.prefix + SNAPSHOT_NAME, this.key, meta, entries, heads);
       this.lastSnapshotBytes = written.bytes;
       this.snapshots++;
       await this.deleteLogsBefore(generation);
@@ -443,6 +465,8 @@ class ChainCheck {
   storeId?: string;
   /** The head after everything checked so far; undefined while it is unknown (legacy files). */
   head?: StateHead;
+  /** Every head since the first one known, up to `head` (from the snapshot, then the segments). */
+  heads?: HeadChain;
   legacy = false;
   private previous?: string;
 
@@ -459,12 +483,22 @@ class ChainCheck {
     if (meta.store_id !== this.storeId) throw new CorruptStoreError(`${where} belongs to another store (store ${meta.store_id}; this store is ${this.storeId})`);
   }
 
+  /** A snapshot's chain of heads (format 4), which must end at its head. */
+  snapshotHeads(snapshot: SnapshotReader, where: string): void {
+    const { meta, heads } = snapshot;
+    if (meta.format < 4 || !meta.head) return;
+    const chain = heads && HeadChain.fromPrefixes(heads.first, heads.pieces, meta.head);
+    if (!chain) throw new CorruptStoreError(`${where} has no chain of heads ending at its state ${describeHead(meta.head)}`);
+    this.heads = chain;
+  }
+
   /** A log segment, in order: it must start where the previous one (or the snapshot) ended. */
   segment(meta: FileMeta, where: string, snapshot: FileMeta | undefined): void {
     const after = snapshot ? `${this.prefix}${SNAPSHOT_NAME}` : this.previous;
     this.previous = where;
     if (meta.format < 3) {
       this.head = undefined;
+      this.heads = undefined;
       return;
     }
     const expected = snapshot ? snapshot.head : after === undefined ? genesisHead(this.storeId!) : this.head;
@@ -475,9 +509,13 @@ class ChainCheck {
       );
     }
     this.head = meta.head;
+    // No snapshot chain (a new store's first segment, or a format 3 snapshot): it starts here.
+    if (!this.heads || !sameHead(this.heads.head, meta.head!)) this.heads = meta.head ? HeadChain.startingAt(meta.head) : undefined;
   }
 
   advance(payload: Uint8Array): void {
-    if (this.head) this.head = advanceHead(this.head, payload);
+    if (!this.head) return;
+    this.head = advanceHead(this.head, payload);
+    this.heads?.push(this.head);
   }
 }

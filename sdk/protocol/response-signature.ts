@@ -3,9 +3,9 @@
  * checks. The enclave (enclave/api/signing.ts) and the sdk (sdk/client.ts) both build the
  * statement here, so the two cannot drift apart.
  *
- * The statement is UTF-8 text, eleven lines joined by a single "\n" (no trailing newline):
+ * The statement is UTF-8 text, fourteen lines joined by a single "\n" (no trailing newline):
  *
- *   agent-service/response-signature/v2
+ *   agent-service/response-signature/v3
  *   method <HTTP method>                         e.g. method GET
  *   target <JSON string of the request target>  e.g. target "/v1/memory?query=dogs&tenant_id=t1"
  *   organization <JSON string>                   the organization_id header, "" when absent
@@ -16,6 +16,9 @@
  *   response-body-sha256 <64 lowercase hex>      of the exact response body bytes
  *   timestamp <decimal unix milliseconds>        = the x-tee-timestamp header
  *   state <decimal seq>:<64 lowercase hex>       = the x-tee-state header: the enclave's state head
+ *   store <32 lowercase hex>                     = the x-tee-store header: the id of the sealed store it heads
+ *   known-state <seq>:<hex, or nothing>          the x-tee-known-state header the client sent (a head it saw)
+ *   ancestor <yes|no|unknown, or nothing>        = the x-tee-ancestor header: is that head on the enclave's chain?
  *
  * The signature is Ed25519 (the enclave's key, `tee_public_key`, bound in the attestation
  * document as `public_key`) over those bytes, sent base64 in `x-tee-signature`.
@@ -24,7 +27,11 @@
  * does not verify as the answer to another. The state head (how many changes the store
  * has made durable, and a hash chained over all of them) lets a client that has seen a
  * newer state refuse an answer from an older one: the host cannot roll the store back
- * unnoticed by a client that remembers (see StateTracker). The target and organization are written as
+ * unnoticed by a client that remembers (see StateTracker). The store id names which sealed store
+ * the head belongs to, so a wiped or replaced store is not mistaken for the one the client
+ * knew. The known state and the enclave's answer about it (is that head an ancestor of, or
+ * equal to, its own?) catch a fork: an older copy of the store that other writes have pushed
+ * past the sequence number the client saw. The target and organization are written as
  * JSON strings so that no value can contain a line break and shift the other fields.
  */
 import { createPublicKey, hash, verify as verifyEd25519 } from 'node:crypto';
@@ -34,7 +41,13 @@ export const TIMESTAMP_HEADER = 'x-tee-timestamp';
 export const STATE_HEADER = 'x-tee-state';
 /** The tenant the enclave acted for ("" when none; several, comma-separated, for a batch across tenants). */
 export const TENANT_HEADER = 'x-tee-tenant';
-export const STATEMENT_TAG = 'agent-service/response-signature/v2';
+/** The id of the sealed store whose head x-tee-state is. */
+export const STORE_HEADER = 'x-tee-store';
+/** Sent by a client: the newest head it has seen (<seq>:<hash>), for the enclave to place on its chain. */
+export const KNOWN_STATE_HEADER = 'x-tee-known-state';
+/** Whether the known state is on the enclave's chain of heads: yes, no or unknown (absent when none was sent). */
+export const ANCESTOR_HEADER = 'x-tee-ancestor';
+export const STATEMENT_TAG = 'agent-service/response-signature/v3';
 /** The name of the final Server-Sent Event that signs a streamed answer. */
 export const STREAM_SIGNATURE_EVENT = 'tee.signature';
 
@@ -50,8 +63,20 @@ export interface SignedRequest {
    * sealed call); only keyId() of it is in the statement. Empty or absent when none.
    */
   authorization?: string;
+  /** The x-tee-known-state header the request carried (formatState of a head); empty or absent when none. */
+  knownState?: string;
   body: Uint8Array;
 }
+
+/**
+ * Whether a head the client knows lies on the enclave's chain (equal to its head or an
+ * ancestor of it): `unknown` when the enclave no longer holds that part of its chain.
+ */
+export type Ancestry = 'yes' | 'no' | 'unknown';
+export const isAncestry = (value: unknown): value is Ancestry => value === 'yes' || value === 'no' || value === 'unknown';
+
+/** A store id: 16 random bytes, lowercase hex (enclave/storage/store.ts). */
+export const STORE_ID = /^[0-9a-f]{32}$/;
 
 /** The enclave's state head: changes made durable so far, and the hash chained over them. */
 export interface StateHead {
@@ -75,6 +100,10 @@ export interface SignedAnswer {
   timestamp: string;
   /** formatState(head) of the enclave when it answered. */
   state: string;
+  /** The id of the store the head belongs to. */
+  store: string;
+  /** Whether the request's known state is on the enclave's chain; absent (or "") when the request named none. */
+  ancestor?: Ancestry | '';
   /** The x-tee-tenant header; "" when the answer acted for no tenant. */
   tenant?: string;
 }
@@ -86,6 +115,10 @@ export interface ResponseSignature {
   timestamp: string;
   /** The x-tee-state header. */
   state: string;
+  /** The x-tee-store header. */
+  store: string;
+  /** The x-tee-ancestor header (absent when the request named no known state). */
+  ancestor?: Ancestry;
   /** The x-tee-tenant header (absent = ""). */
   tenant?: string;
 }
@@ -121,6 +154,11 @@ export function responseStatement(request: SignedRequest, answer: SignedAnswer):
   if (!/^[0-9a-f]{64}$/.test(answer.bodySha256)) throw new Error('response body hash must be 64 lowercase hex digits');
   if (!/^\d{1,16}$/.test(answer.timestamp)) throw new Error(`not a timestamp in milliseconds: ${JSON.stringify(answer.timestamp)}`);
   if (!parseState(answer.state)) throw new Error(`not a state head: ${JSON.stringify(answer.state)}`);
+  if (!STORE_ID.test(answer.store)) throw new Error(`not a store id: ${JSON.stringify(answer.store)}`);
+  const known = request.knownState ?? '';
+  if (known !== '' && !parseState(known)) throw new Error(`not a known state head: ${JSON.stringify(known)}`);
+  const ancestor = answer.ancestor ?? '';
+  if (ancestor !== '' && !isAncestry(ancestor)) throw new Error(`not an ancestry: ${JSON.stringify(ancestor)}`);
   return [
     STATEMENT_TAG,
     `method ${request.method}`,
@@ -133,6 +171,9 @@ export function responseStatement(request: SignedRequest, answer: SignedAnswer):
     `response-body-sha256 ${answer.bodySha256}`,
     `timestamp ${answer.timestamp}`,
     `state ${answer.state}`,
+    `store ${answer.store}`,
+    `known-state ${known}`,
+    `ancestor ${ancestor}`,
   ].join('\n');
 }
 
@@ -140,7 +181,7 @@ export function responseStatement(request: SignedRequest, answer: SignedAnswer):
 export function signAnswer(
   sign: (message: Uint8Array) => Uint8Array,
   request: SignedRequest,
-  answer: { status: number; bodySha256: string; state: string; tenant?: string },
+  answer: { status: number; bodySha256: string; state: string; store: string; ancestor?: Ancestry; tenant?: string },
   now: number = Date.now(),
 ): ResponseSignature {
   const timestamp = String(Math.floor(now));
@@ -149,12 +190,15 @@ export function signAnswer(
   const statement = responseStatement(request, Object.assign({}, answer, { timestamp }));
   const signed = sign(Buffer.from(statement, 'utf8'));
   // A view of the signature, not a copy, to encode it.
-  const signature: ResponseSignature = { signature: Buffer.from(signed.buffer, signed.byteOffset, signed.byteLength).toString('base64'), timestamp, state: answer.state };
+  const signature: ResponseSignature = { signature: Buffer.from(signed.buffer, signed.byteOffset, signed.byteLength).toString('base64'), timestamp, state: answer.state, store: answer.store };
+  if (answer.ancestor) signature.ancestor = answer.ancestor;
   if (answer.tenant) signature.tenant = answer.tenant;
   return signature;
 }
 
-export type SignatureCheck = { ok: true; signedAt: Date; state: StateHead; tenant: string } | { ok: false; reason: string };
+export type SignatureCheck =
+  | { ok: true; signedAt: Date; state: StateHead; store: string; ancestor?: Ancestry; tenant: string }
+  | { ok: false; reason: string };
 
 export interface CheckOptions {
   /** Largest accepted difference between the signature's timestamp and `now`. */
@@ -181,13 +225,16 @@ export function checkSignature(
   }
   const state = parseState(signature.state);
   if (!state) return { ok: false, reason: `the reply's ${STATE_HEADER} header is missing or not <seq>:<sha256 hex>` };
+  if (!signature.store || !STORE_ID.test(signature.store)) return { ok: false, reason: `the reply's ${STORE_HEADER} header is missing or not a store id` };
+  const ancestor = signature.ancestor ?? '';
+  if (ancestor !== '' && !isAncestry(ancestor)) return { ok: false, reason: `the reply's ${ANCESTOR_HEADER} header is not yes, no or unknown` };
   const sig = Buffer.from(signature.signature, 'base64');
   if (sig.length !== 64 || sig.toString('base64') !== signature.signature) {
     return { ok: false, reason: `${SIGNATURE_HEADER} is not a base64 Ed25519 signature` };
   }
   let statement: string;
   try {
-    statement = responseStatement(request, { ...answer, timestamp: signature.timestamp, state: signature.state!, tenant: signature.tenant ?? '' });
+    statement = responseStatement(request, { ...answer, timestamp: signature.timestamp, state: signature.state!, store: signature.store, ancestor, tenant: signature.tenant ?? '' });
   } catch (error) {
     return { ok: false, reason: (error as Error).message };
   }
@@ -196,7 +243,7 @@ export function checkSignature(
       ok: false,
       reason: `${SIGNATURE_HEADER} does not verify with the enclave's key for ${request.method} ${request.target} ` +
         `(status ${answer.status}, response body sha256 ${answer.bodySha256}): the status or body was altered, ` +
-        'or the reply belongs to another request (another target, body, organization or API key)',
+        'or the reply belongs to another request (another target, body, organization, API key or known state)',
     };
   }
   const signedAt = Number(signature.timestamp);
@@ -209,7 +256,7 @@ export function checkSignature(
         `(${new Date(now).toISOString()}): a replayed or stale reply`,
     };
   }
-  return { ok: true, signedAt: new Date(signedAt), state, tenant: signature.tenant ?? '' };
+  return { ok: true, signedAt: new Date(signedAt), state, store: signature.store, ...(ancestor ? { ancestor } : {}), tenant: signature.tenant ?? '' };
 }
 
 /** DER prefix of an SPKI Ed25519 public key; the 32-byte key follows. */
@@ -231,7 +278,9 @@ function ed25519Verify(publicKey: Uint8Array, message: Uint8Array, signature: Ui
  * chunk with no choices (the shape of OpenAI's usage chunk, which every client skips over),
  * and, in a Responses stream, an event of a type clients do not know (which they ignore):
  *
- *   data: {"object":"chat.completion.chunk","type":"tee.signature","choices":[],"tee_signature":{"signature":"<base64>","timestamp":"<ms>","state":"<seq>:<hex>"}}\n\n
+ *   data: {"object":"chat.completion.chunk","type":"tee.signature","choices":[],"tee_signature":{"signature":"<base64>","timestamp":"<ms>","state":"<seq>:<hex>","store":"<hex>"}}\n\n
+ *
+ * (with "ancestor" and "tenant" too when the answer has them).
  *
  * It signs the same statement as a unary answer, where the response body is every byte
  * streamed before that event and the status is the stream's HTTP status. A chat stream's
@@ -239,7 +288,10 @@ function ed25519Verify(publicKey: Uint8Array, message: Uint8Array, signature: Ui
  * constant: nothing to sign).
  */
 export function streamSignatureEvent(signature: ResponseSignature): string {
-  const tee_signature = { signature: signature.signature, timestamp: signature.timestamp, state: signature.state, ...(signature.tenant ? { tenant: signature.tenant } : {}) };
+  const tee_signature = {
+    signature: signature.signature, timestamp: signature.timestamp, state: signature.state, store: signature.store,
+    ...(signature.ancestor ? { ancestor: signature.ancestor } : {}), ...(signature.tenant ? { tenant: signature.tenant } : {}),
+  };
   return `data: ${JSON.stringify({ object: 'chat.completion.chunk', type: STREAM_SIGNATURE_EVENT, choices: [], tee_signature })}\n\n`;
 }
 
@@ -264,46 +316,121 @@ export function splitSignedStream(transcript: Uint8Array): { body: Uint8Array; s
   } catch {
     return undefined;
   }
-  const { signature, timestamp, state, tenant } = (data ?? {}) as Record<string, unknown>;
-  if (typeof signature !== 'string' || typeof timestamp !== 'string' || typeof state !== 'string') return undefined;
+  const { signature, timestamp, state, store, ancestor, tenant } = (data ?? {}) as Record<string, unknown>;
+  if (typeof signature !== 'string' || typeof timestamp !== 'string' || typeof state !== 'string' || typeof store !== 'string') return undefined;
   if (tenant !== undefined && typeof tenant !== 'string') return undefined;
-  return { body: transcript.subarray(0, at), signature: { signature, timestamp, state, ...(tenant ? { tenant } : {}) } };
+  if (ancestor !== undefined && !isAncestry(ancestor)) return undefined;
+  return { body: transcript.subarray(0, at), signature: { signature, timestamp, state, store, ...(ancestor ? { ancestor } : {}), ...(tenant ? { tenant } : {}) } };
 }
 
 // ---------------------------------------------------------------------------------------
 // Rollback detection
 
+/** A head a client has seen, and the store it belongs to (absent in a head saved before stores were named). */
+export interface KnownState extends StateHead {
+  store?: string;
+}
+
+/** What a signed answer says about the enclave's state (checkSignature's result). */
+export interface ObservedState {
+  state: StateHead;
+  store: string;
+  /** The enclave's answer about the floor the request carried; absent when it carried none. */
+  ancestor?: Ancestry;
+}
+
+/** The saved form of a StateTracker (toJSON / StateTracker.from): a small JSON object. */
+export interface SavedState {
+  v: 1;
+  newest?: { store?: string; seq: number; hash: string };
+}
+
 /**
- * Remembers the newest state head a client has seen from one service, and refuses an
- * answer from an older state. Only answers to requests sent after a newer head was seen
- * are judged (`floor()` is taken when a request is sent), so concurrent requests that
+ * Remembers the newest state head a client has seen from one service, and the store it
+ * belongs to, and refuses an answer that does not continue it:
+ *
+ * - from another store (a wiped or replaced store: its id differs);
+ * - from an older state (a rollback), or the same state with another hash;
+ * - from a newer state that the enclave itself says does not descend from the head this
+ *   client saw (`ancestor no`: a fork, e.g. an older copy of the store that other writes
+ *   have pushed past this client's sequence number), or cannot place (`ancestor unknown`).
+ *
+ * The client sends floor() with each request (x-tee-known-state) and the enclave signs its
+ * answer about it. Only answers to requests sent after a newer head was seen are judged
+ * against it (`floor()` is taken when a request is sent), so concurrent requests that
  * arrive out of order are not mistaken for a rollback. What it cannot know: a client that
- * never saw the newer state (a new client, or one whose memory was lost) accepts the older
- * one; persist the head (StateMemory) to carry it across runs.
+ * never saw the newer state (a new tracker) accepts the older one; keep the tracker
+ * (connect() does, per service, for the life of the process) and persist it across runs
+ * (toJSON / StateTracker.from). To accept a deliberately new store, start a new tracker.
  */
 export class StateTracker {
-  constructor(private newest?: StateHead) {}
+  private newest?: KnownState;
 
-  get current(): StateHead | undefined {
+  constructor(newest?: KnownState) {
+    if (newest) this.newest = { ...newest };
+  }
+
+  /** A tracker from toJSON()'s output (or its JSON text); throws on anything else. */
+  static from(saved: SavedState | string): StateTracker {
+    const value = (typeof saved === 'string' ? JSON.parse(saved) : saved) as Partial<SavedState> | null;
+    if (value?.v !== 1) throw new TypeError('not a saved StateTracker (v 1)');
+    const newest = value.newest;
+    if (newest === undefined) return new StateTracker();
+    const head = parseState(`${newest.seq}:${newest.hash}`);
+    if (!head || (newest.store !== undefined && !STORE_ID.test(newest.store))) throw new TypeError('a saved StateTracker holds an invalid head');
+    return new StateTracker(newest.store === undefined ? head : { store: newest.store, ...head });
+  }
+
+  toJSON(): SavedState {
+    return this.newest ? { v: 1, newest: { ...this.newest } } : { v: 1 };
+  }
+
+  get current(): KnownState | undefined {
     return this.newest;
   }
 
-  /** The head an answer to a request sent now must not be older than. */
-  floor(): StateHead | undefined {
+  /** The head an answer to a request sent now must continue. */
+  floor(): KnownState | undefined {
     return this.newest;
   }
 
-  /** Says why `state` cannot be accepted against `floor`, or records it and returns undefined. */
-  observe(state: StateHead, floor: StateHead | undefined): string | undefined {
-    if (floor && state.seq < floor.seq) {
-      return `the answer comes from state ${state.seq}, older than state ${floor.seq} this client has already seen: ` +
-        'the host may be serving an older copy of the enclave\'s store (a rollback)';
+  /** Says why `observed` cannot be accepted against `floor`, or records it and returns undefined. */
+  observe(observed: ObservedState, floor: KnownState | undefined): string | undefined {
+    const { state, store } = observed;
+    const refusal = floor && refuse(observed, floor);
+    if (refusal) return refusal;
+    const newest = this.newest;
+    if (!newest || (newest.store !== undefined && newest.store !== store) || state.seq > newest.seq) {
+      this.newest = { store, seq: state.seq, hash: state.hash };
+    } else if (newest.store === undefined && state.seq === newest.seq && state.hash === newest.hash) {
+      this.newest = { store, ...state };
     }
-    if (floor && state.seq === floor.seq && state.hash !== floor.hash) {
-      return `the answer comes from a state ${state.seq} whose hash differs from the one this client has seen: ` +
-        'the host may be serving another copy of the store (a fork)';
-    }
-    if (!this.newest || state.seq > this.newest.seq) this.newest = state;
     return undefined;
   }
+}
+
+const headText = (head: StateHead) => `${head.seq}:${head.hash.slice(0, 16)}…`;
+
+function refuse({ state, store, ancestor }: ObservedState, floor: KnownState): string | undefined {
+  if (floor.store !== undefined && store !== floor.store) {
+    return `the answer comes from store ${store}, but this client has seen store ${floor.store} (state ${headText(floor)}): ` +
+      'the host may have wiped or replaced the enclave\'s store; if the operator started a new store on purpose, use a new StateTracker';
+  }
+  if (state.seq < floor.seq) {
+    return `the answer comes from state ${state.seq}, older than state ${floor.seq} this client has already seen: ` +
+      'the host may be serving an older copy of the enclave\'s store (a rollback)';
+  }
+  if (state.seq === floor.seq && state.hash !== floor.hash) {
+    return `the answer comes from a state ${state.seq} whose hash differs from the one this client has seen: ` +
+      'the host may be serving another copy of the store (a fork)';
+  }
+  if (ancestor === 'no') {
+    return `the answer comes from state ${headText(state)}, which does not descend from state ${headText(floor)} this client has seen ` +
+      '(the enclave says that head is not on its chain): the host may be serving an older copy of the store that later writes have moved past (a fork)';
+  }
+  if (ancestor !== 'yes' && !(state.seq === floor.seq && state.hash === floor.hash)) {
+    return `the answer comes from state ${headText(state)}, and the enclave ${ancestor === 'unknown' ? 'cannot tell' : 'did not say'} ` +
+      `whether it descends from state ${headText(floor)} this client has seen`;
+  }
+  return undefined;
 }

@@ -12,9 +12,10 @@
  *
  *   {"type":"agent-service/sealed-request/v1","method":"POST","target":"/v1/memory",
  *    "body":"<b64 of the exact body bytes>","authorization":"…","organization":"…",
- *    "timestamp":<unix ms>}
+ *    "known_state":"<seq>:<hash>","timestamp":<unix ms>}
  *
- * (authorization and organization optional). The enclave answers 200 with
+ * (authorization, organization and known_state optional; known_state is the plain calls'
+ * x-tee-known-state header, which the sealed request carries inside instead). The enclave answers 200 with
  *
  *   {"nonce":"<b64, 24 bytes>","ciphertext":"<b64>"}
  *
@@ -41,6 +42,8 @@ export interface SealedRequest {
   body: Uint8Array;
   authorization?: string;
   organization?: string;
+  /** The newest state head the client has seen (formatState), for the enclave to place on its chain. */
+  knownState?: string;
   /** Unix milliseconds when sealed. */
   timestamp: number;
 }
@@ -70,6 +73,7 @@ export interface SealedRequestPlaintext {
   body: string;
   authorization?: string;
   organization?: string;
+  known_state?: string;
   timestamp: number;
   /** Padding (spaces), ignored. */
   pad?: string;
@@ -119,6 +123,7 @@ export function sealRequest(
     body: b64(request.body),
     ...(request.authorization ? { authorization: request.authorization } : {}),
     ...(request.organization ? { organization: request.organization } : {}),
+    ...(request.knownState ? { known_state: request.knownState } : {}),
     timestamp: request.timestamp,
   };
   // One X25519 multiplication serves both directions (tweetnacl's are slow).

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { connect, ResponseSignatureError, RollbackError, type TeeClient } from '../../sdk/client.js';
 import {
-  checkSignature, DEFAULT_MAX_SKEW_MS, sha256Hex, SIGNATURE_HEADER, STATE_HEADER, StateTracker, TENANT_HEADER, TIMESTAMP_HEADER,
+  checkSignature, DEFAULT_MAX_SKEW_MS, formatState, sha256Hex, SIGNATURE_HEADER, STATE_HEADER, StateTracker, STORE_HEADER, TENANT_HEADER, TIMESTAMP_HEADER,
 } from '../../sdk/protocol/response-signature.js';
 import { request } from '../helpers/http.js';
 import { startTamperingRelay, type Exchange, type TamperingRelay } from '../helpers/relay.js';
@@ -68,7 +68,7 @@ describe('every answer from the enclave is signed', () => {
 
   it('the signature binds the organization header', async () => {
     const res = await request(svc.baseUrl, 'GET', '/v1/attestation', undefined, { organization_id: 'org-a' });
-    const sig = { signature: res.headers.get(SIGNATURE_HEADER)!, timestamp: res.headers.get(TIMESTAMP_HEADER)!, state: res.headers.get(STATE_HEADER)! };
+    const sig = { signature: res.headers.get(SIGNATURE_HEADER)!, timestamp: res.headers.get(TIMESTAMP_HEADER)!, state: res.headers.get(STATE_HEADER)!, store: res.headers.get(STORE_HEADER)! };
     const answer = { status: res.status, bodySha256: sha256Hex(Buffer.from(res.text)) };
     const asked = { method: 'GET', target: '/v1/attestation', body: new Uint8Array() };
     const key = direct.attestation.teePublicKey;
@@ -117,7 +117,7 @@ describe('a host that tampers with answers (an HTTP relay in front of the proxy)
     relay.tamperHeaders = (headers) => ({ ...headers, authorization: 'Bearer alice-key' });
     const error = await bob.call('GET', '/v1/memory?tenant_id=sig-keys&query=spare%20key').catch((e: unknown) => e);
     expect(error).toBeInstanceOf(ResponseSignatureError);
-    expect((error as Error).message).toMatch(/another target, body, organization or API key/);
+    expect((error as Error).message).toMatch(/another target, body, organization, API key or known state/);
     // Unswapped, Bob's own request verifies.
     relay.tamperHeaders = (headers) => headers;
     expect((await bob.call('GET', '/v1/memory?tenant_id=sig-keys&query=spare%20key')).status).toBe(200);
@@ -154,6 +154,7 @@ describe('a host that tampers with answers (an HTTP relay in front of the proxy)
       else if (exchange.url.includes('tenant_id=sig-t4') && recorded) return { ...recorded, url: exchange.url };
       return exchange;
     };
+    const knownState = formatState(relayed.stateFloor()!);
     const own = await relayed.call<{ data: { content: string }[] }>('GET', '/v1/memory?tenant_id=sig-t3&query=tea');
     expect(own.body.data[0].content).toBe('Tenant three likes green tea.');
     expect(recorded).toBeDefined();
@@ -163,9 +164,12 @@ describe('a host that tampers with answers (an HTTP relay in front of the proxy)
     // The recorded answer is intact and still verifies as the answer to its own request.
     expect(checkSignature(
       relayed.attestation.teePublicKey,
-      { method: 'GET', target: '/v1/memory?tenant_id=sig-t3&query=tea', body: new Uint8Array() },
+      { method: 'GET', target: '/v1/memory?tenant_id=sig-t3&query=tea', knownState, body: new Uint8Array() },
       { status: recorded!.status, bodySha256: sha256Hex(recorded!.body) },
-      { signature: recorded!.headers[SIGNATURE_HEADER], timestamp: recorded!.headers[TIMESTAMP_HEADER], state: recorded!.headers[STATE_HEADER], tenant: recorded!.headers[TENANT_HEADER] },
+      {
+        signature: recorded!.headers[SIGNATURE_HEADER], timestamp: recorded!.headers[TIMESTAMP_HEADER], state: recorded!.headers[STATE_HEADER],
+        store: recorded!.headers[STORE_HEADER], ancestor: recorded!.headers['x-tee-ancestor'] as 'yes', tenant: recorded!.headers[TENANT_HEADER],
+      },
     ).ok).toBe(true);
   });
 
@@ -195,6 +199,9 @@ describe('a host that tampers with answers (an HTTP relay in front of the proxy)
     const target = '/v1/memory?tenant_id=sig-t7&query=tea';
     let recorded: Exchange | undefined;
     relay.tamper = (exchange) => (exchange.method === 'GET' && exchange.url === target ? (recorded ??= exchange) : exchange);
+    // The client's newest head is the current one, so its next requests name the same known state.
+    await relayed.call('GET', '/v1/memory?tenant_id=sig-t7&query=warm');
+    const knownState = formatState(relayed.stateFloor()!);
     const first = await relayed.call<{ data: unknown[] }>('GET', target);
     expect(first.body.data).toEqual([]);
     // Another client writes: this one has not seen the newer state, so the old answer still verifies.
@@ -205,14 +212,19 @@ describe('a host that tampers with answers (an HTTP relay in front of the proxy)
     expect((await direct.call<{ data: unknown[] }>('GET', target)).body.data).toHaveLength(1);
     // Once this client has seen a newer state (any answer after the write), the old answer is refused.
     await relayed.call('GET', '/v1/memory?tenant_id=sig-t7&query=coffee');
+    // Its request now names the newer head (x-tee-known-state), which the old answer's signature does not cover.
     const refused = await relayed.call('GET', target).then(() => undefined, (e: unknown) => e);
-    expect(refused).toBeInstanceOf(RollbackError);
+    expect(refused).toBeInstanceOf(ResponseSignatureError);
+    expect((refused as Error).message).toMatch(/known state/);
     // Past the window (5 minutes by default) the same answer is refused as stale.
     const check = checkSignature(
       relayed.attestation.teePublicKey,
-      { method: 'GET', target, body: new Uint8Array() },
+      { method: 'GET', target, knownState, body: new Uint8Array() },
       { status: recorded!.status, bodySha256: sha256Hex(recorded!.body) },
-      { signature: recorded!.headers[SIGNATURE_HEADER], timestamp: recorded!.headers[TIMESTAMP_HEADER], state: recorded!.headers[STATE_HEADER], tenant: recorded!.headers[TENANT_HEADER] },
+      {
+        signature: recorded!.headers[SIGNATURE_HEADER], timestamp: recorded!.headers[TIMESTAMP_HEADER], state: recorded!.headers[STATE_HEADER],
+        store: recorded!.headers[STORE_HEADER], ancestor: recorded!.headers['x-tee-ancestor'] as 'yes', tenant: recorded!.headers[TENANT_HEADER],
+      },
       { now: first.signedAt.getTime() + DEFAULT_MAX_SKEW_MS + 1 },
     );
     expect(check).toEqual({ ok: false, reason: expect.stringMatching(/replayed or stale/) });
@@ -243,8 +255,8 @@ describe('a host that tampers with answers (an HTTP relay in front of the proxy)
     const err = await connect({ insecureSkipPcrPinning: true, baseUrl: svc.baseUrl, rootPem, stateTracker: tracker }).then(() => undefined, (e: unknown) => e);
     expect(err).toBeInstanceOf(RollbackError);
     expect((err as RollbackError).message).toMatch(/older than state \d+ this client has already seen/);
-    // A client that never saw the newer state cannot know (documented).
-    const naive = await connect({ insecureSkipPcrPinning: true, baseUrl: svc.baseUrl, rootPem });
+    // A client that never saw the newer state (a new tracker) cannot know (documented).
+    const naive = await connect({ insecureSkipPcrPinning: true, baseUrl: svc.baseUrl, rootPem, stateTracker: new StateTracker() });
     expect((await naive.call('GET', `/v1/memory/${deleted.body.id}?tenant_id=sig-rb`)).status).toBe(200);
     rmSync(older, { recursive: true, force: true });
   });

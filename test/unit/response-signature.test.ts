@@ -6,7 +6,7 @@ import { signReply, streamSigner } from '../../enclave/api/signing.js';
 import { generateIdentity } from '../../enclave/keys.js';
 import {
   checkSignature, keyId, responseStatement, sha256Hex, signAnswer, splitSignedStream, StateTracker, streamSignatureEvent,
-  SIGNATURE_HEADER, TIMESTAMP_HEADER, type SignedRequest,
+  ANCESTOR_HEADER, SIGNATURE_HEADER, STORE_HEADER, TIMESTAMP_HEADER, type SignedRequest,
 } from '../../sdk/protocol/response-signature.js';
 import type { ApiRequest } from '../../common/proto.js';
 
@@ -24,15 +24,16 @@ const answer = { status: 200, bodySha256: sha256Hex(responseBody) };
 const NOW = 1_731_000_000_000;
 const HEAD = { seq: 7, hash: 'ab'.repeat(32) };
 const STATE = `7:${'ab'.repeat(32)}`;
+const STORE = '5e'.repeat(16);
 
 describe('the signed statement', () => {
-  it('is exactly the documented eleven lines', () => {
+  it('is exactly the documented fourteen lines', () => {
     const text = responseStatement(
-      { method: 'GET', target: '/v1/memory?query=dogs&tenant_id=t1', body: new Uint8Array() },
-      { status: 404, bodySha256: sha256Hex(utf8('{}')), timestamp: '1731000000000', state: STATE },
+      { method: 'GET', target: '/v1/memory?query=dogs&tenant_id=t1', body: new Uint8Array(), knownState: `5:${'cd'.repeat(32)}` },
+      { status: 404, bodySha256: sha256Hex(utf8('{}')), timestamp: '1731000000000', state: STATE, store: STORE, ancestor: 'no' },
     );
     expect(text).toBe([
-      'agent-service/response-signature/v2',
+      'agent-service/response-signature/v3',
       'method GET',
       'target "/v1/memory?query=dogs&tenant_id=t1"',
       'organization ""',
@@ -43,53 +44,62 @@ describe('the signed statement', () => {
       'response-body-sha256 44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a',
       'timestamp 1731000000000',
       `state ${STATE}`,
+      `store ${STORE}`,
+      `known-state 5:${'cd'.repeat(32)}`,
+      'ancestor no',
     ].join('\n'));
+    // Without a known state, both of its lines are empty.
+    const plain = responseStatement({ method: 'GET', target: '/', body: new Uint8Array() }, { status: 200, bodySha256: EMPTY_SHA256, timestamp: '1', state: STATE, store: STORE });
+    expect(plain.split('\n').slice(-3)).toEqual([`store ${STORE}`, 'known-state ', 'ancestor ']);
   });
 
   it('writes the target and organization as JSON strings, so a line break cannot add a field', () => {
     const text = responseStatement(
       { method: 'GET', target: '/v1/x\nstatus 200', organization: 'a"\nb', body: new Uint8Array() },
-      { status: 500, bodySha256: EMPTY_SHA256, timestamp: '1', state: STATE },
+      { status: 500, bodySha256: EMPTY_SHA256, timestamp: '1', state: STATE, store: STORE },
     );
-    expect(text.split('\n')).toHaveLength(11);
+    expect(text.split('\n')).toHaveLength(14);
     expect(text).toContain('target "/v1/x\\nstatus 200"');
     expect(text).toContain('organization "a\\"\\nb"');
   });
 
   it('refuses values that have no place in it', () => {
-    const ok = { status: 200, bodySha256: EMPTY_SHA256, timestamp: '1', state: STATE };
+    const ok = { status: 200, bodySha256: EMPTY_SHA256, timestamp: '1', state: STATE, store: STORE };
     expect(() => responseStatement({ ...request, method: 'get\n' }, ok)).toThrow(/not an HTTP method/);
     expect(() => responseStatement(request, { ...ok, status: 42 })).toThrow(/not an HTTP status/);
     expect(() => responseStatement(request, { ...ok, bodySha256: 'XYZ' })).toThrow(/64 lowercase hex/);
     expect(() => responseStatement(request, { ...ok, timestamp: '1.5' })).toThrow(/timestamp/);
     expect(() => responseStatement(request, { ...ok, state: '7:xyz\nstatus 200' })).toThrow(/not a state head/);
+    expect(() => responseStatement(request, { ...ok, store: 'x\nstatus 200' })).toThrow(/not a store id/);
+    expect(() => responseStatement({ ...request, knownState: '7:ab\n' }, ok)).toThrow(/not a known state head/);
+    expect(() => responseStatement(request, { ...ok, ancestor: 'maybe' as never })).toThrow(/not an ancestry/);
   });
 });
 
 describe('signing and checking', () => {
   const keys = nacl.sign.keyPair();
   const sign = (m: Uint8Array) => nacl.sign.detached(m, keys.secretKey);
-  const signature = signAnswer(sign, request, { ...answer, state: STATE }, NOW);
+  const signature = signAnswer(sign, request, { ...answer, state: STATE, store: STORE }, NOW);
 
   it('verifies what was signed, within the allowed clock skew', () => {
     expect(signature.timestamp).toBe(String(NOW));
-    expect(checkSignature(keys.publicKey, request, answer, signature, { now: NOW + 1000 })).toEqual({ ok: true, signedAt: new Date(NOW), state: HEAD, tenant: '' });
+    expect(checkSignature(keys.publicKey, request, answer, signature, { now: NOW + 1000 })).toEqual({ ok: true, signedAt: new Date(NOW), state: HEAD, store: STORE, tenant: '' });
   });
 
   it('names the API key by its id: the answer to a request sent with one key does not verify for another (finding 3)', () => {
     const alice = { ...request, authorization: 'Bearer alice-key' };
     const bob = { ...request, authorization: 'Bearer bob-key' };
-    const signed = signAnswer(sign, alice, { ...answer, state: STATE }, NOW);
+    const signed = signAnswer(sign, alice, { ...answer, state: STATE, store: STORE }, NOW);
     expect(checkSignature(keys.publicKey, alice, answer, signed, { now: NOW }).ok).toBe(true);
     expect(checkSignature(keys.publicKey, bob, answer, signed, { now: NOW }).ok).toBe(false);
     expect(checkSignature(keys.publicKey, request, answer, signed, { now: NOW }).ok).toBe(false);
-    expect(responseStatement(alice, { ...answer, timestamp: '1', state: STATE })).toContain(`key-id ${keyId('Bearer alice-key')}`);
+    expect(responseStatement(alice, { ...answer, timestamp: '1', state: STATE, store: STORE })).toContain(`key-id ${keyId('Bearer alice-key')}`);
     expect(keyId('Bearer alice-key')).toMatch(/^[0-9a-f]{32}$/);
-    expect(responseStatement(alice, { ...answer, timestamp: '1', state: STATE })).not.toContain('alice-key');
+    expect(responseStatement(alice, { ...answer, timestamp: '1', state: STATE, store: STORE })).not.toContain('alice-key');
   });
 
   it('names the tenant the enclave acted for: the same answer under another tenant does not verify (finding 3)', () => {
-    const signed = signAnswer(sign, request, { ...answer, state: STATE, tenant: 'alice' }, NOW);
+    const signed = signAnswer(sign, request, { ...answer, state: STATE, store: STORE, tenant: 'alice' }, NOW);
     expect(signed.tenant).toBe('alice');
     expect(checkSignature(keys.publicKey, request, answer, signed, { now: NOW })).toMatchObject({ ok: true, tenant: 'alice' });
     expect(checkSignature(keys.publicKey, request, answer, { ...signed, tenant: 'bob' }, { now: NOW }).ok).toBe(false);
@@ -100,6 +110,24 @@ describe('signing and checking', () => {
     const other = { ...signature, state: `8:${'ab'.repeat(32)}` };
     expect(checkSignature(keys.publicKey, request, answer, other, { now: NOW }).ok).toBe(false);
     expect(checkSignature(keys.publicKey, request, answer, { ...signature, state: undefined }, { now: NOW })).toMatchObject({ ok: false, reason: /x-tee-state/ });
+  });
+
+  it('covers the store id (issue 31): another store, or none, does not verify', () => {
+    expect(checkSignature(keys.publicKey, request, answer, { ...signature, store: 'cd'.repeat(16) }, { now: NOW }).ok).toBe(false);
+    expect(checkSignature(keys.publicKey, request, answer, { ...signature, store: undefined }, { now: NOW })).toMatchObject({ ok: false, reason: /x-tee-store/ });
+  });
+
+  it('covers the known state the request carried and the enclave\'s ancestry answer (issue 31)', () => {
+    const known = `5:${'cd'.repeat(32)}`;
+    const asked = { ...request, knownState: known };
+    const signed = signAnswer(sign, asked, { ...answer, state: STATE, store: STORE, ancestor: 'no' }, NOW);
+    expect(checkSignature(keys.publicKey, asked, answer, signed, { now: NOW })).toMatchObject({ ok: true, ancestor: 'no' });
+    // The host turns "no" into "yes", drops the answer, or swaps the head the enclave judged.
+    expect(checkSignature(keys.publicKey, asked, answer, { ...signed, ancestor: 'yes' }, { now: NOW }).ok).toBe(false);
+    expect(checkSignature(keys.publicKey, asked, answer, { ...signed, ancestor: undefined }, { now: NOW }).ok).toBe(false);
+    expect(checkSignature(keys.publicKey, { ...asked, knownState: `4:${'cd'.repeat(32)}` }, answer, signed, { now: NOW }).ok).toBe(false);
+    expect(checkSignature(keys.publicKey, request, answer, signed, { now: NOW }).ok).toBe(false);
+    expect(checkSignature(keys.publicKey, asked, answer, { ...signed, ancestor: 'perhaps' as never }, { now: NOW })).toMatchObject({ ok: false, reason: /x-tee-ancestor/ });
   });
 
   it.each([
@@ -133,9 +161,11 @@ describe('signing and checking', () => {
 });
 
 describe('the enclave side (enclave/api/signing.ts)', () => {
-  const identity = { ...generateIdentity(), state: () => HEAD };
+  // A chain that holds head 5:cd… and not 5:ef….
+  const state = { head: () => HEAD, storeId: STORE, ancestry: (known: { seq: number; hash: string }) => (known.hash === 'cd'.repeat(32) ? 'yes' as const : 'no' as const) };
+  const identity = { ...generateIdentity(), state };
   const apiRequest: ApiRequest = {
-    request_id: 'r1', target: request.target, body: Buffer.from(request.body), authorization: 'Bearer x', organization: 'org-1',
+    request_id: 'r1', target: request.target, body: Buffer.from(request.body), authorization: 'Bearer x', organization: 'org-1', known_state: '',
   };
   // What the client sent, as the sdk names it: the same request, with its key.
   const sent = { ...request, authorization: 'Bearer x' };
@@ -143,10 +173,28 @@ describe('the enclave side (enclave/api/signing.ts)', () => {
   it('signReply adds headers that the sdk accepts for that request only', () => {
     const reply = signReply(identity, 'POST', apiRequest, { status: 200, body: Buffer.from(responseBody), headers: { 'x-other': '1' } });
     expect(reply.headers).toMatchObject({ 'x-other': '1', [SIGNATURE_HEADER]: expect.any(String), [TIMESTAMP_HEADER]: expect.stringMatching(/^\d+$/) });
-    const sig = { signature: reply.headers![SIGNATURE_HEADER], timestamp: reply.headers![TIMESTAMP_HEADER], state: reply.headers!['x-tee-state'] };
+    const sig = { signature: reply.headers![SIGNATURE_HEADER], timestamp: reply.headers![TIMESTAMP_HEADER], state: reply.headers!['x-tee-state'], store: reply.headers![STORE_HEADER] };
     expect(sig.state).toBe(STATE);
+    expect(sig.store).toBe(STORE);
+    expect(reply.headers![ANCESTOR_HEADER]).toBeUndefined();
     expect(checkSignature(identity.publicKey, sent, answer, sig).ok).toBe(true);
     expect(checkSignature(identity.publicKey, { ...sent, method: 'GET' }, answer, sig).ok).toBe(false);
+  });
+
+  it('signReply answers whether the known state the request carried is on the chain, and ignores one that is not a head', () => {
+    const ask = (known_state: string) => {
+      const reply = signReply(identity, 'POST', { ...apiRequest, known_state }, { status: 200, body: Buffer.from(responseBody), headers: {} });
+      const h = reply.headers!;
+      return { ancestor: h[ANCESTOR_HEADER], sig: { signature: h[SIGNATURE_HEADER], timestamp: h[TIMESTAMP_HEADER], state: h['x-tee-state'], store: h[STORE_HEADER], ancestor: h[ANCESTOR_HEADER] as 'yes' } };
+    };
+    const onChain = `5:${'cd'.repeat(32)}`;
+    const yes = ask(onChain);
+    expect(yes.ancestor).toBe('yes');
+    expect(checkSignature(identity.publicKey, { ...sent, knownState: onChain }, answer, yes.sig).ok).toBe(true);
+    expect(ask(`5:${'ef'.repeat(32)}`).ancestor).toBe('no');
+    const junk = ask('not a head');
+    expect(junk.ancestor).toBeUndefined();
+    expect(checkSignature(identity.publicKey, sent, answer, junk.sig).ok).toBe(true);
   });
 
   it('signs plain Ed25519 (OpenSSL), which tweetnacl verifies too', () => {
@@ -163,7 +211,7 @@ describe('the enclave side (enclave/api/signing.ts)', () => {
     for (const chunk of chunks) signer.update(chunk);
     const finalEvent = signer.finish();
     // A chat chunk with no choices (strict clients skip it), carrying the signature.
-    expect(finalEvent.toString()).toMatch(/^data: \{"object":"chat\.completion\.chunk","type":"tee\.signature","choices":\[\],"tee_signature":\{"signature":"[A-Za-z0-9+/=]+","timestamp":"\d+","state":"7:(ab){32}"\}\}\n\n$/);
+    expect(finalEvent.toString()).toMatch(/^data: \{"object":"chat\.completion\.chunk","type":"tee\.signature","choices":\[\],"tee_signature":\{"signature":"[A-Za-z0-9+/=]+","timestamp":"\d+","state":"7:(ab){32}","store":"(5e){16}"\}\}\n\n$/);
     expect(() => signer.finish()).toThrow(/already signed/);
 
     // [DONE] stays the last event; it is constant, so it is not signed.
@@ -183,11 +231,11 @@ describe('the enclave side (enclave/api/signing.ts)', () => {
   });
 
   it('a stream cut short, or with junk after the signature, has no signature to check', () => {
-    const event = streamSignatureEvent({ signature: 'c2ln', timestamp: '1', state: STATE });
+    const event = streamSignatureEvent({ signature: 'c2ln', timestamp: '1', state: STATE, store: STORE });
     expect(splitSignedStream(utf8('data: {"a":1}\n\n'))).toBeUndefined();
     expect(splitSignedStream(utf8(`data: {"a":1}\n\n${event}data: more\n\n`))).toBeUndefined();
     expect(splitSignedStream(utf8(`data: {"a":1}\n${event}`))).toBeUndefined();
-    expect(splitSignedStream(utf8(event))).toEqual({ body: new Uint8Array(), signature: { signature: 'c2ln', timestamp: '1', state: STATE } });
+    expect(splitSignedStream(utf8(event))).toEqual({ body: new Uint8Array(), signature: { signature: 'c2ln', timestamp: '1', state: STATE, store: STORE } });
   });
 });
 
@@ -217,30 +265,74 @@ describe('routes (common/routes.ts)', () => {
   });
 });
 
-describe('rollback detection (StateTracker)', () => {
+describe('rollback and fork detection (StateTracker)', () => {
   const head = (seq: number, fill = 'ab') => ({ seq, hash: fill.repeat(32) });
+  const A = 'a1'.repeat(16);
+  const B = 'b2'.repeat(16);
+  /** An answer from store A at `state`, with the enclave's ancestry answer about the floor sent. */
+  const from = (state: { seq: number; hash: string }, ancestor?: 'yes' | 'no' | 'unknown', store = A) => ({ state, store, ...(ancestor ? { ancestor } : {}) });
 
-  it('accepts newer or equal states and remembers the newest', () => {
+  it('accepts newer states the enclave places on its chain, or the same state, and remembers the newest with its store', () => {
     const tracker = new StateTracker();
-    expect(tracker.observe(head(3), tracker.floor())).toBeUndefined();
-    expect(tracker.observe(head(5), tracker.floor())).toBeUndefined();
-    expect(tracker.observe(head(5), tracker.floor())).toBeUndefined();
-    expect(tracker.current).toEqual(head(5));
+    expect(tracker.observe(from(head(3)), tracker.floor())).toBeUndefined();
+    expect(tracker.observe(from(head(5), 'yes'), tracker.floor())).toBeUndefined();
+    expect(tracker.observe(from(head(5), 'yes'), tracker.floor())).toBeUndefined();
+    expect(tracker.observe(from(head(5)), tracker.floor())).toBeUndefined();
+    expect(tracker.current).toEqual({ store: A, ...head(5) });
   });
 
   it('refuses an older state, and the same state with another hash (a fork)', () => {
+    const tracker = new StateTracker({ store: A, ...head(5) });
+    expect(tracker.observe(from(head(4), 'no'), tracker.floor())).toMatch(/older than state 5.*rollback/);
+    expect(tracker.observe(from(head(5, 'cd'), 'no'), tracker.floor())).toMatch(/fork/);
+    expect(tracker.current).toEqual({ store: A, ...head(5) });
+  });
+
+  it('refuses a newer state that does not descend from the newest one seen: an old copy written past it (issue 31)', () => {
+    const tracker = new StateTracker({ store: A, ...head(5) });
+    const refusal = tracker.observe(from(head(9, 'cd'), 'no'), tracker.floor());
+    expect(refusal).toMatch(/state 9:cdcd.*does not descend from state 5:abab.*fork/);
+    // Nor when the enclave cannot tell, or did not say (an answer to a request that named no head).
+    expect(tracker.observe(from(head(9, 'cd'), 'unknown'), tracker.floor())).toMatch(/cannot tell whether it descends/);
+    expect(tracker.observe(from(head(9, 'cd')), tracker.floor())).toMatch(/did not say/);
+    expect(tracker.current).toEqual({ store: A, ...head(5) });
+  });
+
+  it('refuses another store (wiped or replaced), even at a higher seq, until given a new tracker (issue 31)', () => {
+    const tracker = new StateTracker({ store: A, ...head(5) });
+    expect(tracker.observe(from(head(9), 'no', B), tracker.floor())).toMatch(new RegExp(`store ${B}, but this client has seen store ${A}.*new StateTracker`));
+    expect(tracker.observe(from(head(0), undefined, B), tracker.floor())).toMatch(/wiped or replaced/);
+    const fresh = new StateTracker();
+    expect(fresh.observe(from(head(0), undefined, B), fresh.floor())).toBeUndefined();
+    expect(fresh.current).toEqual({ store: B, ...head(0) });
+  });
+
+  it('a head saved before stores were named takes the store of the first answer that continues it', () => {
     const tracker = new StateTracker(head(5));
-    expect(tracker.observe(head(4), tracker.floor())).toMatch(/older than state 5.*rollback/);
-    expect(tracker.observe(head(5, 'cd'), tracker.floor())).toMatch(/fork/);
-    expect(tracker.current).toEqual(head(5));
+    expect(tracker.observe(from(head(5)), tracker.floor())).toBeUndefined();
+    expect(tracker.current).toEqual({ store: A, ...head(5) });
   });
 
   it('judges an answer against what was known when its request was sent, so concurrent answers may arrive out of order', () => {
-    const tracker = new StateTracker(head(2));
+    const tracker = new StateTracker({ store: A, ...head(2) });
     const readSentFirst = tracker.floor();
     const writeSentSecond = tracker.floor();
-    expect(tracker.observe(head(3), writeSentSecond)).toBeUndefined();
-    expect(tracker.observe(head(2), readSentFirst)).toBeUndefined();
-    expect(tracker.observe(head(2), tracker.floor())).toMatch(/rollback/);
+    expect(tracker.observe(from(head(3), 'yes'), writeSentSecond)).toBeUndefined();
+    expect(tracker.observe(from(head(2), 'yes'), readSentFirst)).toBeUndefined();
+    expect(tracker.observe(from(head(2), 'yes'), tracker.floor())).toMatch(/rollback/);
+  });
+
+  it('is saved as a small JSON object and restored from it (toJSON / from)', () => {
+    const tracker = new StateTracker();
+    expect(JSON.stringify(tracker)).toBe('{"v":1}');
+    tracker.observe(from(head(7)), undefined);
+    const saved = JSON.stringify(tracker);
+    expect(JSON.parse(saved)).toEqual({ v: 1, newest: { store: A, seq: 7, hash: 'ab'.repeat(32) } });
+    const restored = StateTracker.from(saved);
+    expect(restored.current).toEqual({ store: A, ...head(7) });
+    expect(restored.observe(from(head(6), 'no'), restored.floor())).toMatch(/rollback/);
+    expect(StateTracker.from({ v: 1 }).current).toBeUndefined();
+    expect(() => StateTracker.from('{"v":2}')).toThrow(/not a saved StateTracker/);
+    expect(() => StateTracker.from({ v: 1, newest: { store: 'x', seq: 1, hash: 'ab'.repeat(32) } })).toThrow(/invalid head/);
   });
 });

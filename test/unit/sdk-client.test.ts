@@ -18,8 +18,9 @@ import { signedManifest } from '../helpers/manifests.js';
  */
 type Lie = 'none' | 'ignore-nonce' | 'unsigned' | 'other-signer' | 'other-box-key' | 'other-operator' | 'debug-mode';
 
-const identity = { ...generateIdentity(), state: () => ({ seq: 0, hash: '00'.repeat(32) }) };
-const impostor = { ...generateIdentity(), state: () => ({ seq: 0, hash: '00'.repeat(32) }) };
+const state = { head: () => ({ seq: 0, hash: '00'.repeat(32) }), storeId: '5e'.repeat(16), ancestry: () => 'yes' as const };
+const identity = { ...generateIdentity(), state };
+const impostor = { ...generateIdentity(), state };
 const operatorPair = nacl.sign.keyPair();
 const operatorKey = operatorPair.publicKey;
 const boxKey = nacl.box.keyPair().publicKey;
@@ -53,7 +54,8 @@ beforeAll(async () => {
       tee_public_key: b64(identity.publicKey),
       tee_box_public_key: b64(lie === 'other-box-key' ? nacl.box.keyPair().publicKey : boxKey),
     }));
-    const request = { request_id: '', target: req.url!, body: Buffer.alloc(0), authorization: '', organization: '' };
+    const knownState = req.headers['x-tee-known-state'];
+    const request = { request_id: '', target: req.url!, body: Buffer.alloc(0), authorization: '', organization: '', known_state: typeof knownState === 'string' ? knownState : '' };
     const signer = lie === 'other-signer' ? impostor : identity;
     const reply = lie === 'unsigned' ? { status: 200, body, headers: {} } : signReply(signer, 'GET', request, { status: 200, body, headers: {} });
     res.writeHead(200, { 'content-type': 'application/json', ...reply.headers }).end(body);
@@ -183,7 +185,7 @@ describe('TeeClient.verifyStream', () => {
     tee = await connect({ baseUrl, rootPem, insecureSkipPcrPinning: true });
   });
   const request = { method: 'POST', target: '/v1/chat/completions', organization: 'org', body: Buffer.from('{"stream":true}') };
-  const apiRequest = { request_id: '', target: request.target, body: request.body, authorization: '', organization: 'org' };
+  const apiRequest = { request_id: '', target: request.target, body: request.body, authorization: '', organization: 'org', known_state: '' };
 
   it('returns the signed bytes of a stream that ends with the enclave\'s signature event', () => {
     const signer = streamSigner(identity, 'POST', apiRequest, 200);

@@ -150,7 +150,7 @@ describe('POST /v1/sealed in the enclave (enclave/api/sealed-route.ts)', () => {
     expect(reply.status).toBe(200);
     expect(dispatched.at(-1)).toEqual({
       method: 'POST',
-      request: { request_id: 'r1', target: '/v1/memory', body: Buffer.from(inner.body), authorization: 'Bearer k', organization: 'org-1' },
+      request: { request_id: 'r1', target: '/v1/memory', body: Buffer.from(inner.body), authorization: 'Bearer k', organization: 'org-1', known_state: '' },
     });
     const opened = openReply(JSON.parse(Buffer.from(reply.body as Uint8Array).toString()), replyKey);
     expect(opened).toEqual({ status: 201, headers: { 'x-inner': 'yes' }, body: utf8('{"id":"mem_1"}') });

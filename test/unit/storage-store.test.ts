@@ -272,3 +272,47 @@ describe('a logged change that fails to apply at recovery', () => {
     expect(memory.get('t', more.id)).toEqual(more);
   });
 });
+
+describe('the chain of heads across restarts (issue 31)', () => {
+  it('places every head it made, after compactions and a restart; a copy restored and written past a head says no for it', async () => {
+    const a = await start();
+    const heads = [a.store.head];
+    for (let i = 0; i < 6; i++) {
+      await a.memory.add({ tenant_id: 't', content: sentence(i) });
+      heads.push(a.store.head);
+    }
+    await a.store.compact();
+    const copy = mkdtempSync(join(tmpdir(), 'store-copy-'));
+    for (const name of files()) copyFileSync(join(dir, name), join(copy, name));
+    for (let i = 6; i < 10; i++) {
+      await a.memory.add({ tenant_id: 't', content: sentence(i) });
+      heads.push(a.store.head);
+    }
+    await a.store.compact();
+    await a.memory.add({ tenant_id: 't', content: sentence(10) });
+    heads.push(a.store.head);
+    const storeId = a.store.storeId;
+    await stop(a);
+
+    // The snapshot kept heads 0…10; the log after it adds 11.
+    const b = await start();
+    expect(b.store.storeId).toBe(storeId);
+    expect(b.store.headChain()).toMatchObject({ from: 0, heads: 12 });
+    for (const head of heads) expect(b.store.ancestry(head)).toBe('yes');
+    expect(b.store.ancestry({ seq: 12, hash: heads[11].hash })).toBe('no');
+    await stop(b);
+
+    // The host restores the copy made at head 6, and other writes push it to seq 11.
+    rmSync(dir, { recursive: true, force: true });
+    mkdirSync(dir);
+    for (const name of readdirSync(copy)) copyFileSync(join(copy, name), join(dir, name));
+    rmSync(copy, { recursive: true, force: true });
+    const fork = await start();
+    expect(fork.store.head).toEqual(heads[6]);
+    for (let i = 0; i < 5; i++) await fork.memory.add({ tenant_id: 'other', content: sentence(100 + i) });
+    expect(fork.store.head.seq).toBe(11);
+    expect(fork.store.ancestry(heads[6])).toBe('yes');
+    expect(fork.store.ancestry(heads[9])).toBe('no');
+    expect(fork.store.ancestry(heads[11])).toBe('no');
+  });
+});
