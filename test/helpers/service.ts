@@ -9,6 +9,9 @@ const root = resolve(import.meta.dirname, '../..');
 
 export { freePort };
 
+/** How long a restarted enclave may take to replay its store and answer, under load. */
+const RESTART_BUDGET_MS = 120_000;
+
 export interface RunningService {
   baseUrl: string;
   /** The host store's folder. */
@@ -92,7 +95,8 @@ export async function startService(extraEnv: NodeJS.ProcessEnv = {}, options: St
     },
     async startEnclave() {
       service.enclave = launch('enclave/main.js');
-      await waitFor(ready, 60_000, () => logs);
+      // A restart replays the store: its own budget, longer with both cores busy.
+      await waitFor(ready, RESTART_BUDGET_MS, () => `waiting for the restarted enclave to be ready (GET /healthz 200)\n${logs}`);
     },
     async killHostStore(signal = 'SIGKILL') {
       await stopChild(service.hostStore, signal);
