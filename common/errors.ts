@@ -48,7 +48,7 @@ export const errorCatalogue = {
   invalid_target: invalid(400, 'the request target is not a path (only a hostile host sends this)'),
   malformed_request: invalid(400, 'Node could not parse the HTTP request'),
   bad_request: invalid(400, 'another malformed request the HTTP server refused'),
-  stream_mismatch: invalid(400, 'a streamed request was sent on the unary call, or a sealed one asked to stream'),
+  stream_mismatch: invalid(400, 'a streamed request was sent on the unary call (sealed: to POST /v1/sealed instead of /v1/sealed/stream)'),
   invalid_sealed_request: invalid(400, 'a sealed envelope or its plaintext is malformed'),
   sealed_open_failed: invalid(400, 'a sealed request does not open with the enclave\'s key (altered, or sealed to an old key)'),
   sealed_request_expired: invalid(400, 'a sealed request\'s timestamp is too far from the enclave\'s clock'),

@@ -18,8 +18,14 @@ import {
   checkSignature, DEFAULT_MAX_SKEW_MS, sha256Hex, SIGNATURE_HEADER, STATE_HEADER, StateTracker, splitSignedStream, TENANT_HEADER,
   STREAM_SIGNATURE_EVENT, TIMESTAMP_HEADER, type SignedRequest, type StateHead,
 } from './protocol/response-signature.js';
-import { openReply, SEALED_PATH, sealRequest, SealedFormatError } from './protocol/sealed.js';
+import { decodeBase64, openReply, SEALED_PATH, sealRequest, SealedFormatError } from './protocol/sealed.js';
+import { SEALED_STREAM_PATH, sealedStreamKey } from './protocol/sealed-stream.js';
 import { parseUserData } from './protocol/user-data.js';
+import { AttestationError, ResponseSignatureError, RollbackError, SealedCallError } from './errors.js';
+import { readSealedStream, type SealedStream } from './sealed-stream.js';
+
+export { AttestationError, ResponseSignatureError, RollbackError, SealedCallError, TrustError } from './errors.js';
+export type { SealedStream } from './sealed-stream.js';
 
 export interface ConnectOptions {
   /** The service's origin, e.g. http://127.0.0.1:8080 (a path prefix would change the signed target). */
@@ -72,6 +78,10 @@ export interface CallOptions {
   organization?: string;
   /** Extra plain headers (not covered by the signature). */
   headers?: Record<string, string>;
+  /** Sent sealed instead of the client's own authorization (a gateway relays each caller's key). */
+  authorization?: string;
+  /** Abandons the call (and, for a stream, the enclave's work). */
+  signal?: AbortSignal;
 }
 
 export interface TeeResponse<T = unknown> {
@@ -96,49 +106,6 @@ export interface VerifiedAttestation {
   operatorKey: Uint8Array;
   document: DecodedDocument;
   checks: Check[];
-}
-
-/** Base class: something the client could not verify. */
-export class TrustError extends Error {
-  override name = 'TrustError';
-}
-
-/** The attestation document did not verify; `checks` says which checks failed and why. */
-export class AttestationError extends TrustError {
-  override name = 'AttestationError';
-  constructor(message: string, readonly checks: Check[] = []) {
-    super(message);
-  }
-}
-
-/**
- * An answer that is not signed by the attested enclave, or whose signature does not
- * match what was sent and received. `status` and `body` are what arrived: unverified.
- */
-export class ResponseSignatureError extends TrustError {
-  override name = 'ResponseSignatureError';
-  constructor(message: string, readonly status: number, readonly body: string) {
-    super(message);
-  }
-}
-
-/**
- * A validly signed answer from an older state of the enclave's store than this client has
- * already seen: the host is serving a rolled-back (or forked) copy of the store.
- */
-export class RollbackError extends TrustError {
-  override name = 'RollbackError';
-  constructor(message: string, readonly state: StateHead, readonly newestSeen: StateHead) {
-    super(message);
-  }
-}
-
-/** A sealed call whose envelope the enclave refused, or whose reply could not be opened. */
-export class SealedCallError extends TrustError {
-  override name = 'SealedCallError';
-  constructor(message: string, readonly status?: number, readonly body?: unknown) {
-    super(message);
-  }
 }
 
 type Body = unknown;
@@ -249,7 +216,7 @@ export class TeeClient {
     if (authorization) headers.authorization = authorization;
     if (options.organization) headers.organization_id = options.organization;
     const floor = this.stateFloor();
-    const response = await this.fetchImpl(url, { method, headers, body: bytes.length > 0 ? bytes : undefined });
+    const response = await this.fetchImpl(url, { method, headers, body: bytes.length > 0 ? bytes : undefined, signal: options.signal });
     const raw = new Uint8Array(await response.arrayBuffer());
     const responseHeaders = headersOf(response.headers);
     const { signedAt, state } = this.verify(
@@ -266,11 +233,12 @@ export class TeeClient {
   async sealedCall<T = unknown>(method: string, path: string, body?: Body, options: CallOptions = {}): Promise<TeeResponse<T>> {
     const { target } = this.resolve(path);
     const bytes = encodeBody(body);
+    const authorization = options.authorization ?? this.options.authorization;
     const { envelope, replyKey } = sealRequest(this.attestation.boxPublicKey, {
       method,
       target,
       body: bytes,
-      authorization: this.options.authorization,
+      authorization,
       organization: options.organization,
       timestamp: Date.now(),
     });
@@ -278,7 +246,7 @@ export class TeeClient {
     // The outer request is itself a signed plain call, and carries no key: the host reads
     // every outer header, and the key travels only inside the envelope.
     const extra = Object.fromEntries(Object.entries(options.headers ?? {}).filter(([name]) => name.toLowerCase() !== 'authorization'));
-    const outer = await this.send<unknown>('POST', SEALED_PATH, encodeBody(envelope), undefined, { headers: extra });
+    const outer = await this.send<unknown>('POST', SEALED_PATH, encodeBody(envelope), undefined, { headers: extra, signal: options.signal });
     if (outer.status !== 200) {
       const message = describeError(outer.body) ?? `HTTP ${outer.status}`;
       throw new SealedCallError(`the enclave refused the sealed request: ${message}`, outer.status, outer.body);
@@ -291,9 +259,49 @@ export class TeeClient {
       throw error;
     }
     const { signedAt, state } = this.verify(
-      { method, target, organization: options.organization, authorization: this.options.authorization, body: bytes }, reply.status, reply.body, reply.headers, floor,
+      { method, target, organization: options.organization, authorization, body: bytes }, reply.status, reply.body, reply.headers, floor,
     );
     return { status: reply.status, body: parseJson(reply.body) as T, raw: reply.body, headers: reply.headers, signedAt, state };
+  }
+
+  /**
+   * A sealed call whose answer streams (a chat or a response with `stream: true`, or any
+   * other route): resolves with the inner status and headers once the enclave's first frame
+   * opens, and iterates over the inner body as it arrives (sdk/sealed-stream.ts). The host
+   * sees only the envelope and padded frames; a stream it cuts, reorders, repeats or alters
+   * throws SealedCallError, and the inner signature is checked at the end.
+   */
+  async sealedStream(method: string, path: string, body?: Body, options: CallOptions = {}): Promise<SealedStream> {
+    const { target, url } = this.resolve(path);
+    const bytes = encodeBody(body);
+    const authorization = options.authorization ?? this.options.authorization;
+    const { envelope, replyKey } = sealRequest(this.attestation.boxPublicKey, {
+      method, target, body: bytes, authorization, organization: options.organization, timestamp: Date.now(),
+    });
+    const floor = this.stateFloor();
+    const abort = new AbortController();
+    const signal = options.signal ? AbortSignal.any([options.signal, abort.signal]) : abort.signal;
+    const extra = Object.fromEntries(Object.entries(options.headers ?? {}).filter(([name]) => name.toLowerCase() !== 'authorization'));
+    const outerBody = encodeBody(envelope);
+    const response = await this.fetchImpl(new URL(SEALED_STREAM_PATH, url), {
+      method: 'POST', headers: { ...extra, 'content-type': 'application/json' }, body: outerBody, signal,
+    });
+    if (response.status !== 200 || !response.body) {
+      // A refused envelope: a plain answer, which must still be the enclave's (signed).
+      const raw = new Uint8Array(await response.arrayBuffer());
+      this.verify({ method: 'POST', target: SEALED_STREAM_PATH, body: outerBody }, response.status, raw, headersOf(response.headers), floor);
+      const refused = parseJson(raw);
+      throw new SealedCallError(`the enclave refused the sealed request: ${describeError(refused) ?? `HTTP ${response.status}`}`, response.status, refused);
+    }
+    const request = { method, target, organization: options.organization, authorization, body: bytes };
+    return readSealedStream(
+      response.body as unknown as AsyncIterable<Uint8Array>,
+      sealedStreamKey(replyKey, decodeBase64(envelope.nonce, 'nonce')),
+      (status, headers, inner, streamed) => (streamed
+        ? this.verifyStream(request, status, inner, floor)
+        : this.verify(request, status, inner, headers, floor)),
+      async () => abort.abort(),
+    );
   }
 
   /**

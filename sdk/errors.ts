@@ -1,0 +1,46 @@
+/** What the sdk throws when it cannot verify something (client.ts, sealed-stream.ts). */
+import type { Check } from './attestation/verify.js';
+import type { StateHead } from './protocol/response-signature.js';
+
+/** Base class: something the client could not verify. */
+export class TrustError extends Error {
+  override name = 'TrustError';
+}
+
+/** The attestation document did not verify; `checks` says which checks failed and why. */
+export class AttestationError extends TrustError {
+  override name = 'AttestationError';
+  constructor(message: string, readonly checks: Check[] = []) {
+    super(message);
+  }
+}
+
+/**
+ * An answer that is not signed by the attested enclave, or whose signature does not
+ * match what was sent and received. `status` and `body` are what arrived: unverified.
+ */
+export class ResponseSignatureError extends TrustError {
+  override name = 'ResponseSignatureError';
+  constructor(message: string, readonly status: number, readonly body: string) {
+    super(message);
+  }
+}
+
+/**
+ * A validly signed answer from an older state of the enclave's store than this client has
+ * already seen: the host is serving a rolled-back (or forked) copy of the store.
+ */
+export class RollbackError extends TrustError {
+  override name = 'RollbackError';
+  constructor(message: string, readonly state: StateHead, readonly newestSeen: StateHead) {
+    super(message);
+  }
+}
+
+/** A sealed call whose envelope the enclave refused, or whose reply could not be opened. */
+export class SealedCallError extends TrustError {
+  override name = 'SealedCallError';
+  constructor(message: string, readonly status?: number, readonly body?: unknown) {
+    super(message);
+  }
+}
