@@ -80,6 +80,8 @@ export const errorCatalogue = {
   // 500–504
   internal_error: { status: 500, type: 'server_error', when: 'an unexpected failure (the details go to the enclave\'s log, never to the client)' },
   enclave_error: { status: 502, type: 'upstream_error', when: 'the enclave failed to answer the proxy properly' },
+  gateway_check_failed: { status: 502, type: 'upstream_error', when: 'agent-gateway could not verify an answer (its message names the check: attestation, sealed reply, signature, tenant, state head); nothing unverified is passed on' },
+  gateway_service_unreachable: { status: 502, type: 'upstream_error', when: 'agent-gateway cannot reach the service' },
   model_error: { status: 502, type: 'upstream_error', when: 'the chat model failed (5xx, or an error mid-stream)' },
   model_bad_response: { status: 502, type: 'upstream_error', when: 'the chat model\'s answer is not a valid OpenAI answer' },
   model_auth_failed: { status: 502, type: 'upstream_error', when: 'the chat model refused the service\'s credentials (MODEL_API_KEY)' },

@@ -319,7 +319,7 @@ export class TeeClient {
     );
     if (!result.ok) {
       const text = Buffer.from(body).toString('utf8');
-      throw new ResponseSignatureError(`${request.method} ${request.target} (HTTP ${status}): ${result.reason}`, status, text);
+      throw new ResponseSignatureError(`${request.method} ${request.target} (HTTP ${status}): ${result.reason}`, status, text, Boolean(headers[SIGNATURE_HEADER]));
     }
     // The enclave names the tenant it acted for; where the request named one, it must be that one.
     const asked = tenantAskedFor(request);
@@ -366,11 +366,18 @@ export class TeeClient {
   }
 }
 
-/** The tenant a request names: the organization header, or tenant_id in its query. */
+/** The tenant a request names: the organization header, tenant_id in its query, or a top-level tenant_id in its JSON body. */
 function tenantAskedFor(request: SignedRequest): string | undefined {
   if (request.organization) return request.organization;
   const query = request.target.split('?')[1];
-  return query === undefined ? undefined : new URLSearchParams(query).get('tenant_id') ?? undefined;
+  const inQuery = query === undefined ? undefined : new URLSearchParams(query).get('tenant_id') ?? undefined;
+  return inQuery ?? tenantInBody(request.body);
+}
+
+function tenantInBody(body: Uint8Array): string | undefined {
+  if (body.length === 0 || body[0] !== 0x7b /* { */ || !Buffer.from(body).includes('"tenant_id"')) return undefined;
+  const parsed = parseJson(body) as { tenant_id?: unknown } | string;
+  return typeof parsed === 'object' && parsed !== null && typeof parsed.tenant_id === 'string' ? parsed.tenant_id : undefined;
 }
 
 function encodeBody(body: Body): Uint8Array {

@@ -21,7 +21,13 @@ export class AttestationError extends TrustError {
  */
 export class ResponseSignatureError extends TrustError {
   override name = 'ResponseSignatureError';
-  constructor(message: string, readonly status: number, readonly body: string) {
+  constructor(
+    message: string,
+    readonly status: number,
+    readonly body: string,
+    /** Whether the answer carried a signature at all (one that fails may be by keys this client does not know yet). */
+    readonly signed = false,
+  ) {
     super(message);
   }
 }
