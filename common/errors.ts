@@ -49,7 +49,7 @@ export const errorCatalogue = {
   invalid_target: invalid(400, 'the request target is not a path (only a hostile host sends this)'),
   malformed_request: invalid(400, 'Node could not parse the HTTP request'),
   bad_request: invalid(400, 'another malformed request the HTTP server refused'),
-  stream_mismatch: invalid(400, 'a streamed request was sent on the unary call, or a sealed one asked to stream'),
+  stream_mismatch: invalid(400, 'a streamed request was sent on the unary call (sealed: to POST /v1/sealed instead of /v1/sealed/stream)'),
   invalid_sealed_request: invalid(400, 'a sealed envelope or its plaintext is malformed'),
   sealed_open_failed: invalid(400, 'a sealed request does not open with the enclave\'s key (altered, or sealed to an old key)'),
   sealed_request_expired: invalid(400, 'a sealed request\'s timestamp is too far from the enclave\'s clock'),
@@ -81,6 +81,8 @@ export const errorCatalogue = {
   // 500–504
   internal_error: { status: 500, type: 'server_error', when: 'an unexpected failure (the details go to the enclave\'s log, never to the client)' },
   enclave_error: { status: 502, type: 'upstream_error', when: 'the enclave failed to answer the proxy properly' },
+  gateway_check_failed: { status: 502, type: 'upstream_error', when: 'agent-gateway could not verify an answer (its message names the check: attestation, sealed reply, signature, tenant, state head); nothing unverified is passed on' },
+  gateway_service_unreachable: { status: 502, type: 'upstream_error', when: 'agent-gateway cannot reach the service' },
   model_error: { status: 502, type: 'upstream_error', when: 'the chat model failed (5xx, or an error mid-stream)' },
   model_bad_response: { status: 502, type: 'upstream_error', when: 'the chat model\'s answer is not a valid OpenAI answer' },
   model_auth_failed: { status: 502, type: 'upstream_error', when: 'the chat model refused the service\'s credentials (MODEL_API_KEY)' },

@@ -39,8 +39,11 @@ export interface RouteSpec {
    * enclave bounds its own part by the model's timeouts instead).
    */
   budget: 'enclave' | 'model';
-  /** The body may ask for a stream (`stream: true`): the proxy then uses the streaming call. */
-  streams?: true;
+  /**
+   * `true`: the body may ask for a stream (`stream: true`), and the proxy then uses the
+   * streaming call; `'always'`: the answer is always a stream (a sealed stream).
+   */
+  streams?: true | 'always';
   /** Largest body, when not limits.maxBodyBytes. */
   bodyLimit?: number;
   /** May be sent inside a sealed request (every route but /v1/sealed itself). */
@@ -128,6 +131,14 @@ export const apiRoutes = {
     summary: 'A request encrypted to the enclave: the host sees only the envelope',
     schema: { body: sealedEnvelopeSchema, headers: knownStateHeadersSchema },
   }),
+  // Its own path rather than a flag in the envelope: the proxy must pick the streaming call
+  // before it could read any flag, and the envelope stays one shape (sdk/protocol/sealed-stream.ts).
+  SealedStream: route<SealedEnvelopeInput>()({
+    method: 'POST', path: '/v1/sealed/stream', tag: 'sealed', budget: 'model', sealable: false, streams: 'always',
+    bodyLimit: limits.maxSealedEnvelopeBytes,
+    summary: 'A sealed request whose answer streams back as sealed frames (streamed chat and responses included)',
+    schema: { body: sealedEnvelopeSchema },
+  }),
 } as const;
 
 export type RouteName = keyof typeof apiRoutes;
@@ -136,7 +147,7 @@ export type BodyOf<N extends RouteName> = InputsOf<N>['body'];
 export type QueryOf<N extends RouteName> = InputsOf<N>['query'];
 export type ParamsOf<N extends RouteName> = InputsOf<N>['params'];
 /** The routes whose answer may be a stream. */
-export type StreamRouteName = { [N in RouteName]: (typeof apiRoutes)[N] extends { streams: true } ? N : never }[RouteName];
+export type StreamRouteName = { [N in RouteName]: (typeof apiRoutes)[N] extends { streams: true | 'always' } ? N : never }[RouteName];
 
 export const routeNames = Object.keys(apiRoutes) as RouteName[];
 

@@ -139,7 +139,7 @@ export async function buildProxy(options: ProxyOptions): Promise<FastifyInstance
       schema: spec.schema,
       ...('bodyLimit' in spec ? { bodyLimit: spec.bodyLimit } : {}),
       handler: 'streams' in spec
-        ? streamingRoute({ enclave: options.enclave, forward, send, timeoutMs: chatTimeoutMs })
+        ? streamingRoute({ enclave: options.enclave, forward, send, timeoutMs: chatTimeoutMs, always: spec.streams === 'always' })
         : async (req, reply) => send(req, reply, await options.enclave.call(forward(req), timeoutMs === undefined ? {} : { timeoutMs })),
     });
   }

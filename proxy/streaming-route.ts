@@ -13,6 +13,8 @@ export interface StreamingRouteDeps {
   /** Writes the enclave's complete reply to the client. */
   send(req: FastifyRequest, reply: FastifyReply, answer: ApiReplyIn): void;
   timeoutMs: number;
+  /** The answer is always a stream (a sealed stream, whose envelope the host cannot read). */
+  always?: boolean;
 }
 
 /**
@@ -28,7 +30,7 @@ export function streamingRoute(deps: StreamingRouteDeps) {
       if (!reply.raw.writableFinished) client.abort();
     });
     const options = { timeoutMs: deps.timeoutMs, signal: client.signal };
-    if ((req.body as { stream?: unknown }).stream !== true) {
+    if (!deps.always && (req.body as { stream?: unknown }).stream !== true) {
       deps.send(req, reply, await deps.enclave.call(deps.forward(req), options));
       return reply;
     }

@@ -29,8 +29,14 @@ import {
   StateTracker, splitSignedStream, STORE_HEADER, TENANT_HEADER, STREAM_SIGNATURE_EVENT, TIMESTAMP_HEADER, type Ancestry, type KnownState,
   type SignedRequest, type StateHead,
 } from './protocol/response-signature.js';
-import { openReply, SEALED_PATH, sealRequest, SealedFormatError } from './protocol/sealed.js';
+import { decodeBase64, openReply, SEALED_PATH, sealRequest, SealedFormatError } from './protocol/sealed.js';
+import { SEALED_STREAM_PATH, sealedStreamKey } from './protocol/sealed-stream.js';
 import { parseUserData } from './protocol/user-data.js';
+import { AttestationError, ResponseSignatureError, RollbackError, SealedCallError } from './errors.js';
+import { readSealedStream, type SealedStream } from './sealed-stream.js';
+
+export { AttestationError, ResponseSignatureError, RollbackError, SealedCallError, TrustError } from './errors.js';
+export type { SealedStream } from './sealed-stream.js';
 
 export interface ConnectOptions {
   /** The service's origin, e.g. http://127.0.0.1:8080 (a path prefix would change the signed target). */
@@ -85,6 +91,10 @@ export interface CallOptions {
   organization?: string;
   /** Extra plain headers (not covered by the signature). */
   headers?: Record<string, string>;
+  /** Sent sealed instead of the client's own authorization (a gateway relays each caller's key). */
+  authorization?: string;
+  /** Abandons the call (and, for a stream, the enclave's work). */
+  signal?: AbortSignal;
 }
 
 export interface TeeResponse<T = unknown> {
@@ -111,50 +121,6 @@ export interface VerifiedAttestation {
   operatorKey: Uint8Array;
   document: DecodedDocument;
   checks: Check[];
-}
-
-/** Base class: something the client could not verify. */
-export class TrustError extends Error {
-  override name = 'TrustError';
-}
-
-/** The attestation document did not verify; `checks` says which checks failed and why. */
-export class AttestationError extends TrustError {
-  override name = 'AttestationError';
-  constructor(message: string, readonly checks: Check[] = []) {
-    super(message);
-  }
-}
-
-/**
- * An answer that is not signed by the attested enclave, or whose signature does not
- * match what was sent and received. `status` and `body` are what arrived: unverified.
- */
-export class ResponseSignatureError extends TrustError {
-  override name = 'ResponseSignatureError';
-  constructor(message: string, readonly status: number, readonly body: string) {
-    super(message);
-  }
-}
-
-/**
- * A validly signed answer that does not continue the newest state this client has seen: an
- * older state (a rolled-back store), one that does not descend from it (a fork), or another
- * store (wiped or replaced). `state`/`store` are the answer's, `newestSeen` the client's.
- */
-export class RollbackError extends TrustError {
-  override name = 'RollbackError';
-  constructor(message: string, readonly state: StateHead, readonly newestSeen: KnownState, readonly store?: string) {
-    super(message);
-  }
-}
-
-/** A sealed call whose envelope the enclave refused, or whose reply could not be opened. */
-export class SealedCallError extends TrustError {
-  override name = 'SealedCallError';
-  constructor(message: string, readonly status?: number, readonly body?: unknown) {
-    super(message);
-  }
 }
 
 type Body = unknown;
@@ -297,7 +263,7 @@ export class TeeClient {
     if (bytes.length > 0) headers['content-type'] = 'application/json';
     if (authorization) headers.authorization = authorization;
     if (options.organization) headers.organization_id = options.organization;
-    const response = await this.fetchImpl(url, { method, headers, body: bytes.length > 0 ? bytes : undefined });
+    const response = await this.fetchImpl(url, { method, headers, body: bytes.length > 0 ? bytes : undefined, signal: options.signal });
     const raw = new Uint8Array(await response.arrayBuffer());
     const responseHeaders = headersOf(response.headers);
     const { signedAt, state, store } = this.verify(
@@ -318,11 +284,12 @@ export class TeeClient {
     // The same floor inside the envelope and on the outer call: each answer is judged against it.
     const floor = this.stateFloor();
     const knownState = floor && formatState(floor);
+    const authorization = options.authorization ?? this.options.authorization;
     const { envelope, replyKey } = sealRequest(this.attestation.boxPublicKey, {
       method,
       target,
       body: bytes,
-      authorization: this.options.authorization,
+      authorization,
       organization: options.organization,
       knownState,
       timestamp: Date.now(),
@@ -330,7 +297,7 @@ export class TeeClient {
     // The outer request is itself a signed plain call, and carries no key: the host reads
     // every outer header, and the key travels only inside the envelope.
     const extra = Object.fromEntries(Object.entries(options.headers ?? {}).filter(([name]) => name.toLowerCase() !== 'authorization'));
-    const outer = await this.send<unknown>('POST', SEALED_PATH, encodeBody(envelope), undefined, { headers: extra });
+    const outer = await this.send<unknown>('POST', SEALED_PATH, encodeBody(envelope), undefined, { headers: extra, signal: options.signal });
     if (outer.status !== 200) {
       const message = describeError(outer.body) ?? `HTTP ${outer.status}`;
       throw new SealedCallError(`the enclave refused the sealed request: ${message}`, outer.status, outer.body);
@@ -343,10 +310,51 @@ export class TeeClient {
       throw error;
     }
     const { signedAt, state, store } = this.verify(
-      { method, target, organization: options.organization, authorization: this.options.authorization, knownState, body: bytes },
+      { method, target, organization: options.organization, authorization, knownState, body: bytes },
       reply.status, reply.body, reply.headers, floor,
     );
     return { status: reply.status, body: parseJson(reply.body) as T, raw: reply.body, headers: reply.headers, signedAt, state, store };
+  }
+
+  /**
+   * A sealed call whose answer streams (a chat or a response with `stream: true`, or any
+   * other route): resolves with the inner status and headers once the enclave's first frame
+   * opens, and iterates over the inner body as it arrives (sdk/sealed-stream.ts). The host
+   * sees only the envelope and padded frames; a stream it cuts, reorders, repeats or alters
+   * throws SealedCallError, and the inner signature is checked at the end.
+   */
+  async sealedStream(method: string, path: string, body?: Body, options: CallOptions = {}): Promise<SealedStream> {
+    const { target, url } = this.resolve(path);
+    const bytes = encodeBody(body);
+    const authorization = options.authorization ?? this.options.authorization;
+    const floor = this.stateFloor();
+    const knownState = floor && formatState(floor);
+    const { envelope, replyKey } = sealRequest(this.attestation.boxPublicKey, {
+      method, target, body: bytes, authorization, organization: options.organization, knownState, timestamp: Date.now(),
+    });
+    const abort = new AbortController();
+    const signal = options.signal ? AbortSignal.any([options.signal, abort.signal]) : abort.signal;
+    const extra = Object.fromEntries(Object.entries(options.headers ?? {}).filter(([name]) => name.toLowerCase() !== 'authorization'));
+    const outerBody = encodeBody(envelope);
+    const response = await this.fetchImpl(new URL(SEALED_STREAM_PATH, url), {
+      method: 'POST', headers: { ...extra, ...knownStateHeaders(floor), 'content-type': 'application/json' }, body: outerBody, signal,
+    });
+    if (response.status !== 200 || !response.body) {
+      // A refused envelope: a plain answer, which must still be the enclave's (signed).
+      const raw = new Uint8Array(await response.arrayBuffer());
+      this.verify({ method: 'POST', target: SEALED_STREAM_PATH, knownState, body: outerBody }, response.status, raw, headersOf(response.headers), floor);
+      const refused = parseJson(raw);
+      throw new SealedCallError(`the enclave refused the sealed request: ${describeError(refused) ?? `HTTP ${response.status}`}`, response.status, refused);
+    }
+    const request = { method, target, organization: options.organization, authorization, knownState, body: bytes };
+    return readSealedStream(
+      response.body as unknown as AsyncIterable<Uint8Array>,
+      sealedStreamKey(replyKey, decodeBase64(envelope.nonce, 'nonce')),
+      (status, headers, inner, streamed) => (streamed
+        ? this.verifyStream(request, status, inner, floor)
+        : this.verify(request, status, inner, headers, floor)),
+      async () => abort.abort(),
+    );
   }
 
   /**
@@ -369,7 +377,7 @@ export class TeeClient {
     );
     if (!result.ok) {
       const text = Buffer.from(body).toString('utf8');
-      throw new ResponseSignatureError(`${request.method} ${request.target} (HTTP ${status}): ${result.reason}`, status, text);
+      throw new ResponseSignatureError(`${request.method} ${request.target} (HTTP ${status}): ${result.reason}`, status, text, Boolean(headers[SIGNATURE_HEADER]));
     }
     // The enclave names the tenant it acted for; where the request named one, it must be that one.
     const asked = tenantAskedFor(request);
@@ -419,11 +427,18 @@ export class TeeClient {
   }
 }
 
-/** The tenant a request names: the organization header, or tenant_id in its query. */
+/** The tenant a request names: the organization header, tenant_id in its query, or a top-level tenant_id in its JSON body. */
 function tenantAskedFor(request: SignedRequest): string | undefined {
   if (request.organization) return request.organization;
   const query = request.target.split('?')[1];
-  return query === undefined ? undefined : new URLSearchParams(query).get('tenant_id') ?? undefined;
+  const inQuery = query === undefined ? undefined : new URLSearchParams(query).get('tenant_id') ?? undefined;
+  return inQuery ?? tenantInBody(request.body);
+}
+
+function tenantInBody(body: Uint8Array): string | undefined {
+  if (body.length === 0 || body[0] !== 0x7b /* { */ || !Buffer.from(body).includes('"tenant_id"')) return undefined;
+  const parsed = parseJson(body) as { tenant_id?: unknown } | string;
+  return typeof parsed === 'object' && parsed !== null && typeof parsed.tenant_id === 'string' ? parsed.tenant_id : undefined;
 }
 
 function encodeBody(body: Body): Uint8Array {

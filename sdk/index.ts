@@ -1,7 +1,7 @@
 /** The client-side sdk: verify attestation, make signed and sealed calls. */
 export {
   AttestationError, connect, knownStateHeaders, ResponseSignatureError, RollbackError, SealedCallError, stateTrackerFor, TeeClient, TrustError,
-  type CallOptions, type ConnectOptions, type TeeResponse, type VerifiedAttestation,
+  type CallOptions, type ConnectOptions, type SealedStream, type TeeResponse, type VerifiedAttestation,
 } from './client.js';
 export { verifyAttestation, type Check, type DecodedDocument, type VerificationResult, type VerifyOptions } from './attestation/verify.js';
 export { AWS_NITRO_ROOT_G1_PEM } from './attestation/aws-root.js';
@@ -15,4 +15,5 @@ export {
   type Ancestry, type KnownState, type ResponseSignature, type SavedState, type SignedRequest, type StateHead,
 } from './protocol/response-signature.js';
 export { openReply, sealRequest, SEALED_PATH, type SealedReply, type SealedRequest } from './protocol/sealed.js';
+export { SEALED_STREAM_PATH, SealedStreamError } from './protocol/sealed-stream.js';
 export { encodeUserData, parseUserData, type BoundKeys } from './protocol/user-data.js';

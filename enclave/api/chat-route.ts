@@ -32,15 +32,16 @@ export function chatRoutes(chat: ChatService, auth: Authorizer) {
     /** A non-streamed completion. */
     async complete(call: RouteCall<'ChatCompletion'>, context?: CallContext): Promise<ApiReply> {
       const { input, caller } = parse(call);
-      if (input.stream === true) throw badRequest('a streamed request (stream: true) must be sent on the streaming call', 'stream', 'stream_mismatch');
+      if (input.stream === true) throw badRequest('a streamed request (stream: true) must be sent on the streaming call (sealed: POST /v1/sealed/stream)', 'stream', 'stream_mismatch');
       return answer(input, caller, context?.signal ?? new AbortController().signal, context?.meter);
     },
 
     /** `stream: true`: Server-Sent Events of chat.completion.chunk objects, ending with [DONE]. */
-    async stream(call: RouteCall<'ChatCompletion'>, sink: ChunkSink, signal: AbortSignal): Promise<void> {
+    async stream(call: RouteCall<'ChatCompletion'>, sink: ChunkSink, signal: AbortSignal, context?: CallContext): Promise<void> {
       const { input, caller } = parse(call);
-      if (input.stream !== true) return sendReply(sink, await answer(input, caller, signal));
-      await chat.stream(input, { ...caller, signal }, {
+      const meter = context?.meter;
+      if (input.stream !== true) return sendReply(sink, await answer(input, caller, signal, meter));
+      await chat.stream(input, { ...caller, signal, meter }, {
         start: (ids) => sink.head({ status: 200, body: Buffer.alloc(0), headers: { ...sseHeaders, ...memoryIdsHeader(ids, caller.tenant) } }),
         chunk: (chunk) => sink.data(sseEvent(chunk)),
       });

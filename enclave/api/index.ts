@@ -16,11 +16,12 @@ import { errorReply, requestIdForLog } from './request.js';
 import { responsesRoutes } from './responses-route.js';
 import { resolveCall, streams, type CallContext, type RouteCall, type RouteHandler, type RouteHandlers, type StreamHandlers } from './routes.js';
 import { sealedRoute } from './sealed-route.js';
+import { sealedStreamRoute, sealedStreamUnary } from './sealed-stream-route.js';
 import { signReply, type ResponseSigner, type SignedState } from './signing.js';
 import { HTTP_METHOD } from '../../sdk/protocol/response-signature.js';
-import { WorkGate, type WorkLimits } from './work-gate.js';
+import { WorkGate, type Place, type WorkLimits } from './work-gate.js';
 import { NO_METER } from '../memory/meter.js';
-import { sendReply, wrapStream, type StreamHandler } from './stream.js';
+import { sendReply, wrapStream, type ChunkSink, type StreamHandler } from './stream.js';
 
 export type { CallContext };
 export type Handler = (request: ApiRequest, context?: CallContext) => Promise<ApiReply>;
@@ -88,8 +89,13 @@ export function createApi(deps: ApiDeps): EnclaveApi {
     CreateEmbeddings: embeddingsRoute({ auth: deps.auth, model: () => deps.memory.embeddingModel, embed: (texts, meter) => deps.memory.embed(texts, meter) }),
     // A sealed request cannot nest another sealed request.
     Sealed: (call, context) => sealed(call, context),
+    SealedStream: sealedStreamUnary,
   };
-  const streamHandlers: StreamHandlers = { ChatCompletion: chat.stream, CreateResponse: responses.stream };
+  const streamHandlers: StreamHandlers = {
+    ChatCompletion: chat.stream,
+    CreateResponse: responses.stream,
+    SealedStream: (call, sink, signal, context) => sealedStream(call, sink, signal, context),
+  };
   const run = <N extends RouteName>(name: N, call: RouteCall<N>, context?: CallContext) =>
     (handlers[name] as RouteHandler<N>)(call, context);
 
@@ -159,14 +165,35 @@ export function createApi(deps: ApiDeps): EnclaveApi {
     dispatch: serve(true),
   });
 
-  const streamed = wrapStream(async (request, sink, signal) => {
+  type AnyStreamHandler = (c: RouteCall<RouteName>, s: ChunkSink, a: AbortSignal, context?: CallContext) => Promise<void>;
+
+  /**
+   * The request inside a sealed stream, answered as the streaming call would answer it
+   * plainly (signed; refusals as replies), within the sealed call's place, which now counts
+   * for the key inside. Not logged and not metered, like a sealed call's inner request.
+   */
+  const innerStream = (request: ApiRequest, sink: ChunkSink, signal: AbortSignal, place?: Place) => wrapStream(async (inner, s, sig) => {
+    const { name, call } = resolveCall(withMethod(inner), sealableOnly);
+    place?.moveTo(shareOf(inner.authorization));
+    const context: CallContext = { signal: sig, place, meter: NO_METER };
+    if (streams(name)) await (streamHandlers[name] as AnyStreamHandler)(call, s, sig, context);
+    else await sendReply(s, await run(name, call, context));
+  }, { log: deps.log, signer, gate: (work) => work(), inner: true, maxStreamMs: deps.work.maxStreamMs })(request, sink, signal);
+
+  const sealedStream = sealedStreamRoute({
+    ...deps.sealed,
+    authenticate: (a) => deps.auth.authenticate(a),
+    dispatch: innerStream,
+  });
+
+  const streamed = wrapStream(async (request, sink, signal, place) => {
     const { name, call } = resolveCall(request);
-    if (streams(name)) await (streamHandlers[name] as (c: typeof call, s: typeof sink, a: AbortSignal) => Promise<void>)(call, sink, signal);
+    if (streams(name)) await (streamHandlers[name] as AnyStreamHandler)(call, sink, signal, { signal, place });
     else await sendReply(sink, await run(name, call, { signal }));
   }, {
     log: deps.log,
     signer,
-    gate: (work, deadline, authorization) => gate.run(work, deadline, Infinity, shareOf(authorization)),
+    gate: (work, deadline, authorization) => gate.run((place) => work(place), deadline, Infinity, shareOf(authorization)),
     maxStreamMs: deps.work.maxStreamMs,
     observe: (route, status, seconds) => deps.observer?.handled(route, status, seconds, true),
   });

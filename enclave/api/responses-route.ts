@@ -28,8 +28,9 @@ export function responsesRoutes(chat: ChatService, auth: Authorizer) {
     complete: (call: RouteCall<'CreateResponse'>, context?: CallContext) => complete(call, context?.signal ?? new AbortController().signal, context?.meter),
 
     /** The Responses event stream: created, the message's text as deltas, completed. */
-    async stream(call: RouteCall<'CreateResponse'>, sink: ChunkSink, signal: AbortSignal): Promise<void> {
-      if (call.body.stream !== true) return sendReply(sink, await complete(call, signal));
+    async stream(call: RouteCall<'CreateResponse'>, sink: ChunkSink, signal: AbortSignal, context?: CallContext): Promise<void> {
+      const meter = context?.meter;
+      if (call.body.stream !== true) return sendReply(sink, await complete(call, signal, meter));
       const caller = chatCaller(call.request, auth);
       const { tenant } = caller;
       const chatRequest = chatRequestOf(call.body, true);
@@ -39,7 +40,7 @@ export function responsesRoutes(chat: ChatService, auth: Authorizer) {
       let text = '';
       let usage: Usage | null = null;
       let finish: string | null = null;
-      await chat.stream(chatRequest, { ...caller, signal }, {
+      await chat.stream(chatRequest, { ...caller, signal, meter }, {
         start: (ids) => {
           parts = {
             id: newResponseId(), messageId: newMessageId(), model: call.body.model, createdAt: Math.floor(Date.now() / 1000),

@@ -28,7 +28,7 @@ export interface RouteCall<N extends RouteName> {
 }
 
 export type RouteHandler<N extends RouteName> = (call: RouteCall<N>, context?: CallContext) => Promise<ApiReply>;
-export type RouteStreamHandler<N extends RouteName> = (call: RouteCall<N>, sink: ChunkSink, signal: AbortSignal) => Promise<void>;
+export type RouteStreamHandler<N extends RouteName> = (call: RouteCall<N>, sink: ChunkSink, signal: AbortSignal, context?: CallContext) => Promise<void>;
 
 /** One handler per route of common/routes.ts: a route without one is a compile error. */
 export type RouteHandlers = { [N in RouteName]: RouteHandler<N> };

@@ -3,7 +3,7 @@ import { limits } from '../../common/limits.js';
 import type { ApiReply, ApiRequest } from '../../common/proto.js';
 import { sealedPayloadSchema } from '../../common/schemas.js';
 import { validator } from '../../common/validation.js';
-import { decodeBase64, SealedFormatError, sealReply, type SealedRequestPlaintext } from '../../sdk/protocol/sealed.js';
+import { decodeBase64, SealedFormatError, sealReply, type RequestEnvelope, type SealedRequestPlaintext } from '../../sdk/protocol/sealed.js';
 import type { SealedRequestKey } from '../keys.js';
 import type { ReplayGuard } from './replay-guard.js';
 import { jsonReply } from './request.js';
@@ -35,69 +35,85 @@ const outerAuthorization = () => badRequest(
   'sealed_outer_authorization',
 );
 
+/** A sealed request opened and admitted: the inner request, and what the answer is sealed with. */
+export interface AdmittedSealed {
+  inner: ApiRequest;
+  sharedKey: Uint8Array;
+  /** The envelope's nonce (a sealed stream's key is derived from it). */
+  nonce: Uint8Array;
+}
+
 /**
- * POST /v1/sealed: opens the envelope, refuses replays, hands the inner request to the
- * same handler as its plain route, and seals the whole reply (status, headers, body) to
- * the client's key. Refusals of the envelope itself are plain errors: they reveal nothing
- * the host does not already see.
+ * Opens the envelope, validates its plaintext, checks the sealed key and refuses replays:
+ * everything both sealed routes do before the inner request runs. Refusals are plain
+ * errors: they reveal nothing the host does not already see.
+ */
+export function admitSealed(deps: Omit<SealedDeps, 'dispatch'>, request: ApiRequest, envelope: RequestEnvelope): AdmittedSealed {
+  // The key belongs inside the envelope only: one sent outside has passed the host in the
+  // clear. Refusing it tells the client at once, instead of quietly working while leaking.
+  if (request.authorization) throw outerAuthorization();
+  let opened;
+  try {
+    opened = deps.key.open(envelope);
+  } catch (error) {
+    // The schema admits e.g. a 44-character key that decodes to 31 bytes.
+    if (error instanceof SealedFormatError) throw badRequest(error.message, null, 'invalid_sealed_request');
+    throw error;
+  }
+  if (!opened) throw cannotOpen();
+
+  let payload: SealedRequestPlaintext;
+  try {
+    payload = validPayload(opened.plaintext);
+  } catch (error) {
+    const detail = error instanceof ApiError ? `: ${error.message}` : '';
+    throw badRequest(`the sealed plaintext is not a sealed request${detail}`, null, 'invalid_sealed_request');
+  }
+  let body: Uint8Array;
+  try {
+    body = decodeBase64(payload.body, 'body');
+  } catch (error) {
+    if (error instanceof SealedFormatError) throw badRequest(`the sealed request's ${error.message}`, null, 'invalid_sealed_request');
+    throw error;
+  }
+  if (body.length > limits.maxBodyBytes) throw tooLarge(`the sealed request body is larger than ${limits.maxBodyBytes} bytes`);
+
+  deps.authenticate(payload.authorization ?? '');
+  switch (deps.replay.admit(opened.replayId, payload.timestamp)) {
+    case 'stale':
+      throw badRequest('the sealed request\'s timestamp is too far from the enclave\'s clock (seal it again)', null, 'sealed_request_expired');
+    case 'replayed':
+      throw new ApiError('sealed_request_replayed', 'this sealed request was already handled; seal every request afresh');
+    case 'full':
+      throw unavailable('too many sealed requests in the replay window; try again shortly', 'sealed_replay_window_full');
+    case 'ok':
+      break;
+  }
+
+  const inner: ApiRequest = {
+    request_id: request.request_id,
+    method: payload.method,
+    target: payload.target,
+    body: Buffer.from(body),
+    authorization: payload.authorization ?? '',
+    organization: payload.organization ?? '',
+    // The known state travels inside the envelope; the outer call's header is the outer answer's.
+    known_state: payload.known_state ?? '',
+  };
+  return { inner, sharedKey: opened.sharedKey, nonce: opened.nonce };
+}
+
+/**
+ * POST /v1/sealed: admits the envelope, hands the inner request to the same handler as its
+ * plain route, and seals the whole reply (status, headers, body) to the client's key.
  */
 export function sealedRoute(deps: SealedDeps) {
   return async ({ request, body: envelope }: RouteCall<'Sealed'>, context?: CallContext): Promise<ApiReply> => {
-    // The key belongs inside the envelope only: one sent outside has passed the host in the
-    // clear. Refusing it tells the client at once, instead of quietly working while leaking.
-    if (request.authorization) throw outerAuthorization();
-    let opened;
-    try {
-      opened = deps.key.open(envelope);
-    } catch (error) {
-      // The schema admits e.g. a 44-character key that decodes to 31 bytes.
-      if (error instanceof SealedFormatError) throw badRequest(error.message, null, 'invalid_sealed_request');
-      throw error;
-    }
-    if (!opened) throw cannotOpen();
-
-    let payload: SealedRequestPlaintext;
-    try {
-      payload = validPayload(opened.plaintext);
-    } catch (error) {
-      const detail = error instanceof ApiError ? `: ${error.message}` : '';
-      throw badRequest(`the sealed plaintext is not a sealed request${detail}`, null, 'invalid_sealed_request');
-    }
-    let body: Uint8Array;
-    try {
-      body = decodeBase64(payload.body, 'body');
-    } catch (error) {
-      if (error instanceof SealedFormatError) throw badRequest(`the sealed request's ${error.message}`, null, 'invalid_sealed_request');
-      throw error;
-    }
-    if (body.length > limits.maxBodyBytes) throw tooLarge(`the sealed request body is larger than ${limits.maxBodyBytes} bytes`);
-
-    deps.authenticate(payload.authorization ?? '');
-    switch (deps.replay.admit(opened.replayId, payload.timestamp)) {
-      case 'stale':
-        throw badRequest('the sealed request\'s timestamp is too far from the enclave\'s clock (seal it again)', null, 'sealed_request_expired');
-      case 'replayed':
-        throw new ApiError('sealed_request_replayed', 'this sealed request was already handled; seal every request afresh');
-      case 'full':
-        throw unavailable('too many sealed requests in the replay window; try again shortly', 'sealed_replay_window_full');
-      case 'ok':
-        break;
-    }
-
-    const inner: ApiRequest = {
-      request_id: request.request_id,
-      method: payload.method,
-      target: payload.target,
-      body: Buffer.from(body),
-      authorization: payload.authorization ?? '',
-      organization: payload.organization ?? '',
-      // The known state travels inside the envelope; the outer call's header is the outer answer's.
-      known_state: payload.known_state ?? '',
-    };
+    const { inner, sharedKey } = admitSealed(deps, request, envelope);
     const reply = await deps.dispatch(inner, context);
     const sealed = sealReply(
       { status: reply.status ?? 200, headers: reply.headers ?? {}, body: (reply.body ?? new Uint8Array()) as Uint8Array },
-      opened.sharedKey,
+      sharedKey,
     );
     return jsonReply(200, sealed);
   };

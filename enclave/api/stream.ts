@@ -6,6 +6,7 @@ import { sseDone, sseEvent } from '../../common/sse.js';
 import { requestIdForLog } from './request.js';
 import { TENANT_HEADER } from '../../sdk/protocol/response-signature.js';
 import { signReply, streamSigner, type ResponseSigner, type StreamSigner } from './signing.js';
+import type { Place } from './work-gate.js';
 
 /** Where a streamed RPC writes: the head (status and headers) once, then bytes. */
 export interface ChunkSink {
@@ -15,6 +16,8 @@ export interface ChunkSink {
 }
 
 export type StreamHandler = (request: ApiRequest, sink: ChunkSink, signal: AbortSignal, deadline?: number) => Promise<void>;
+/** What wrapStream wraps: told the place the stream holds in the work gate, when it holds one. */
+export type PlacedStreamHandler = (request: ApiRequest, sink: ChunkSink, signal: AbortSignal, place?: Place) => Promise<void>;
 
 /** Ten minutes: longer than any chat the proxy allows (CHAT_TIMEOUT_MS, 5 minutes by default). */
 export const DEFAULT_MAX_STREAM_MS = 600_000;
@@ -26,7 +29,12 @@ export interface StreamOptions {
   /** Longest a stream may run, whatever deadline its caller gave (or none): then it is ended with an error event. */
   maxStreamMs?: number;
   /** Admission and time limit (the enclave's WorkGate). */
-  gate: (work: () => Promise<void>, deadline?: number, authorization?: string) => Promise<void>;
+  gate: (work: (place?: Place) => Promise<void>, deadline?: number, authorization?: string) => Promise<void>;
+  /**
+   * The request inside a sealed stream: neither logged nor observed, since its route and
+   * status would tell the host (which reads the log and /metrics) what the sealed call did.
+   */
+  inner?: boolean;
   /** Told of each stream once it ends (metrics): its route's name, status (0: none sent) and duration. */
   observe?: (route: string, status: number, seconds: number) => void;
 }
@@ -48,13 +56,15 @@ export async function sendReply(sink: ChunkSink, reply: ApiReply): Promise<void>
  * before it (sdk/protocol/response-signature.ts). A chat stream's `data: [DONE]` is held
  * back and sent after the signature, so that it stays the last thing clients read.
  */
-export function wrapStream(handler: StreamHandler, options: StreamOptions): StreamHandler {
+export function wrapStream(handler: PlacedStreamHandler, options: StreamOptions): StreamHandler {
   const done = sseDone();
   return async (request, sink, signal, deadline) => {
     const started = performance.now();
     const method = request.method;
     const route = routeLabel(method, request.target);
-    const log = options.log.child({ reqId: requestIdForLog(request.request_id), route, stream: true });
+    const log = options.inner
+      ? options.log.child({ route: 'Sealed (inner request)' })
+      : options.log.child({ reqId: requestIdForLog(request.request_id), route, stream: true });
     let heldDone = false;
     let status: number | undefined;
     let pendingHead: ApiReply | undefined;
@@ -88,7 +98,7 @@ export function wrapStream(handler: StreamHandler, options: StreamOptions): Stre
     const lifetime = AbortSignal.timeout(options.maxStreamMs ?? DEFAULT_MAX_STREAM_MS);
     const ended = () => timedOut(`the stream ran longer than ${options.maxStreamMs ?? DEFAULT_MAX_STREAM_MS} ms and was ended`, 'stream_time_limit');
     try {
-      await options.gate(() => handler(request, tracked, AbortSignal.any([signal, lifetime]), deadline), deadline, request.authorization);
+      await options.gate((place) => handler(request, tracked, AbortSignal.any([signal, lifetime]), place), deadline, request.authorization);
       if (lifetime.aborted && !signal.aborted && status !== undefined) await tracked.data(sseEvent(ended().toBody()));
     } catch (err) {
       if (!signal.aborted) {
@@ -97,7 +107,7 @@ export function wrapStream(handler: StreamHandler, options: StreamOptions): Stre
         if (status === undefined) {
           await sendReply(tracked, { status: error.status, body: Buffer.from(JSON.stringify(error.toBody())), headers: error.headers });
         } else {
-          log.warn({ code: error.code, errorStatus: error.status }, 'stream failed after it started');
+          if (!options.inner) log.warn({ code: error.code, errorStatus: error.status }, 'stream failed after it started');
           await tracked.data(sseEvent(error.toBody()));
         }
       }
@@ -106,6 +116,7 @@ export function wrapStream(handler: StreamHandler, options: StreamOptions): Stre
       await sink.data(signer.finish());
       if (heldDone) await sink.data(done);
     }
+    if (options.inner) return;
     log.info({ status, cancelled: signal.aborted || undefined, ms: Math.round(performance.now() - started) }, 'handled');
     options.observe?.(route, status ?? 0, (performance.now() - started) / 1000);
   };

@@ -66,7 +66,10 @@ function operation(name: RouteName, spec: RouteSpec): Json {
     ...parametersOf(spec.schema.headers, 'header'),
   ];
   const json = { 'application/json': { schema: { type: 'object' } } };
-  const content = spec.streams ? { ...json, 'text/event-stream': { schema: { type: 'string', description: 'with "stream": true: Server-Sent Events, ending with a signature event and [DONE]' } } } : json;
+  const events = spec.streams === 'always'
+    ? { 'text/event-stream': { schema: { type: 'string', description: 'Server-Sent Events, each `data: <base64>`: a secretstream header, then sealed frames (docs/api.md, Sealed streams)' } } }
+    : { ...json, 'text/event-stream': { schema: { type: 'string', description: 'with "stream": true: Server-Sent Events, ending with a signature event and [DONE]' } } };
+  const content = spec.streams ? events : json;
   return {
     operationId: name,
     summary: spec.summary,

@@ -11,6 +11,7 @@ import { ManifestError, verifyManifest, type VerifiedManifest } from '../attesta
 import { verifyAttestation, type Check, type VerificationResult } from '../attestation/verify.js';
 import { checkSignature, sha256Hex, SIGNATURE_HEADER, STATE_HEADER, STORE_HEADER, TIMESTAMP_HEADER, type SignedRequest } from '../protocol/response-signature.js';
 import { invokedDirectly } from './invoked-directly.js';
+import { parseHex, parseKey32, parsePcrs, readManifestText } from './trust-args.js';
 
 export const USAGE = `Usage: agent-verify <file | base-url> [options]
 
@@ -123,15 +124,9 @@ export function parseArgs(argv: string[]): Command {
     if (values.pcr !== undefined) return usageError('--manifest and --pcr exclude each other: the manifest says which PCRs to pin');
     command.manifest = values.manifest;
   }
-  for (const spec of values.pcr ?? []) {
-    const match = /^(\d{1,2})=(.*)$/.exec(spec);
-    const index = match ? Number(match[1]) : NaN;
-    if (!match || index > 31) return usageError(`--pcr must be <index 0-31>=<hex>, got "${spec}"`);
-    const value = parseHex(match[2]);
-    if (!value || value.length !== 48) return usageError(`--pcr ${index} must be 96 hex digits (48 bytes, SHA-384)`);
-    if (command.pcrs[index]) return usageError(`--pcr ${index} given twice`);
-    command.pcrs[index] = value;
-  }
+  const pcrs = parsePcrs(values.pcr ?? []);
+  if (typeof pcrs === 'string') return usageError(pcrs);
+  command.pcrs = pcrs;
   return command;
 }
 
@@ -227,16 +222,7 @@ interface LoadedDocument {
 
 /** Reads a release manifest from a file or an http(s) URL and checks its signature. */
 async function loadManifest(source: string, operatorKey: Uint8Array, fetchImpl: typeof fetch): Promise<VerifiedManifest> {
-  let text: string;
-  if (/^https?:\/\//i.test(source)) {
-    const response = await fetchImpl(source);
-    if (!response.ok) throw new ManifestError(`GET ${source} returned HTTP ${response.status}`);
-    text = await response.text();
-  } else {
-    text = await readFile(source, 'utf8').catch((error: Error) => {
-      throw new ManifestError(`cannot read ${source}: ${error.message}`);
-    });
-  }
+  const text = await readManifestText(source, fetchImpl);
   try {
     return verifyManifest(text, operatorKey);
   } catch (error) {
@@ -307,17 +293,6 @@ function decodeBase64(text: string, what: string): Uint8Array {
   return new Uint8Array(Buffer.from(compact, 'base64'));
 }
 
-/** A 32-byte key given as 64 hex digits or as base64. */
-function parseKey32(text: string): Uint8Array | undefined {
-  if (/^[0-9a-fA-F]{64}$/.test(text)) return new Uint8Array(Buffer.from(text, 'hex'));
-  const bytes = Buffer.from(text, 'base64');
-  return bytes.length === 32 && bytes.toString('base64') === text ? new Uint8Array(bytes) : undefined;
-}
-
-function parseHex(text: string): Uint8Array | undefined {
-  if (text.length === 0 || text.length % 2 !== 0 || !/^[0-9a-fA-F]+$/.test(text)) return undefined;
-  return new Uint8Array(Buffer.from(text, 'hex'));
-}
 
 function formatResult(result: VerificationResult, command: VerifyCommand): string {
   const lines = result.checks.map((c: Check) => `${c.ok ? '✓' : '✗'} ${c.name}: ${c.detail}`);

@@ -167,6 +167,8 @@ export interface OpenedRequest {
   clientPublicKey: Uint8Array;
   /** The key shared with this client (nacl.box.before): seals the reply. */
   sharedKey: Uint8Array;
+  /** The envelope's nonce: a sealed stream's key is derived from it (sealed-stream.ts). */
+  nonce: Uint8Array;
   /**
    * Identifies this envelope for replay detection: a hash of the key the enclave actually
    * decrypts with and the nonce, so no other spelling of the client's key (X25519 ignores
@@ -215,7 +217,7 @@ export function openRequest(envelope: RequestEnvelope, boxSecretKey: Uint8Array)
     plaintext = undefined;
   }
   const replayId = createHash('sha256').update('sealed-replay/v2\0').update(sharedKey).update(nonce).digest('base64');
-  return { plaintext, clientPublicKey, sharedKey, replayId };
+  return { plaintext, clientPublicKey, sharedKey, nonce, replayId };
 }
 
 /** Seals the reply to the client, with the key shared when its request was opened. */

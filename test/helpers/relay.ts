@@ -110,3 +110,43 @@ function readAll(req: IncomingMessage): Promise<Buffer> {
     req.on('error', reject);
   });
 }
+
+/**
+ * An HTTP relay on loopback in front of the proxy that edits event streams: it reads each
+ * `text/event-stream` answer whole, hands its events to `edit` (which may cut, drop, swap or
+ * repeat them), and sends what `edit` returns as a well-formed answer, so the client sees a
+ * clean end, not a broken connection. Other answers pass unchanged.
+ */
+export interface EventEditingRelay {
+  baseUrl: string;
+  edit: (events: string[]) => string[];
+  close(): Promise<void>;
+}
+
+export async function startEventEditingRelay(targetBaseUrl: string): Promise<EventEditingRelay> {
+  const relay: EventEditingRelay = { baseUrl: '', edit: (events) => events, close: async () => {} };
+  const server: HttpServer = createHttpServer(async (req, res) => {
+    try {
+      const body = await readAll(req);
+      const headers: Record<string, string> = {};
+      for (const [name, value] of Object.entries(req.headers)) {
+        if (typeof value === 'string' && !['host', 'connection', 'content-length', 'keep-alive'].includes(name)) headers[name] = value;
+      }
+      const answer = await fetch(targetBaseUrl + req.url!, { method: req.method, headers, body: body.length > 0 ? body : undefined });
+      let out = Buffer.from(await answer.arrayBuffer());
+      if ((answer.headers.get('content-type') ?? '').startsWith('text/event-stream')) {
+        const events = out.toString('latin1').split('\n\n').filter((e) => e !== '').map((e) => `${e}\n\n`);
+        out = Buffer.from(relay.edit(events).join(''), 'latin1');
+      }
+      const passed = Object.fromEntries([...answer.headers].filter(([name]) => !['content-length', 'transfer-encoding', 'connection', 'keep-alive'].includes(name)));
+      res.writeHead(answer.status, { ...passed, 'content-length': String(out.length) });
+      res.end(out);
+    } catch (error) {
+      res.writeHead(599).end(String(error));
+    }
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  relay.baseUrl = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+  relay.close = () => new Promise((resolve) => { server.closeAllConnections(); server.close(() => resolve()); });
+  return relay;
+}

@@ -1,0 +1,112 @@
+/**
+ * One client request through the gateway: sealed to the enclave, its answer opened and
+ * verified, then written back as the plain API would have answered. A request whose JSON
+ * body asks to stream goes as a sealed stream; its events are written as they open, except
+ * a chat stream's `data: [DONE]`, held until the inner signature has verified.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { once } from 'node:events';
+import type { TeeClient } from '../sdk/client.js';
+import type { SealedStream } from '../sdk/sealed-stream.js';
+import { failureOf, failureReply } from './failures.js';
+import type { Trust } from './trust.js';
+
+export interface ClientRequest {
+  method: string;
+  /** Path and query as the client sent them. */
+  target: string;
+  body: Uint8Array;
+  authorization?: string;
+  organization?: string;
+  signal: AbortSignal;
+}
+
+const DONE = Buffer.from('data: [DONE]\n\n');
+/** Never passed on: they describe the hop, not the answer. */
+const HOP_HEADERS = new Set(['content-length', 'transfer-encoding', 'connection', 'keep-alive']);
+
+/** The enclave's headers, as the proxy would send them (it types every unary answer as JSON). */
+const answerHeaders = (headers: Record<string, string>) => ({
+  'content-type': 'application/json',
+  ...Object.fromEntries(Object.entries(headers).filter(([name]) => !HOP_HEADERS.has(name.toLowerCase()))),
+});
+
+/** Whether the body asks for a streamed answer (`"stream": true`, as OpenAI's API spells it). */
+export function asksToStream(body: Uint8Array): boolean {
+  if (body.length === 0 || !Buffer.from(body).includes('"stream"')) return false;
+  try {
+    return (JSON.parse(Buffer.from(body).toString('utf8')) as { stream?: unknown })?.stream === true;
+  } catch {
+    return false;
+  }
+}
+
+export async function forward(trust: Trust, request: ClientRequest, res: ServerResponse): Promise<void> {
+  const options = { authorization: request.authorization, organization: request.organization, signal: request.signal };
+  const body = request.body.length > 0 ? request.body : undefined;
+  try {
+    if (!asksToStream(request.body)) {
+      const answer = await trust.run((tee: TeeClient) => tee.sealedCall(request.method, request.target, body, options));
+      res.writeHead(answer.status, answerHeaders(answer.headers)).end(answer.raw);
+      return;
+    }
+    const stream = await trust.run((tee: TeeClient) => tee.sealedStream(request.method, request.target, body, options));
+    await relay(stream, res);
+  } catch (error) {
+    if (request.signal.aborted) return void res.destroy();
+    const reply = failureReply(error);
+    res.writeHead(reply.status, reply.headers).end(reply.body);
+  }
+}
+
+/** Writes a sealed stream's answer; a failure after the head becomes a last SSE error event (OpenAI clients raise it). */
+async function relay(stream: SealedStream, res: ServerResponse): Promise<void> {
+  const events = (stream.headers['content-type'] ?? '').startsWith('text/event-stream');
+  if (!events) {
+    // A JSON answer (e.g. a refusal) is yielded whole, once verified: only then is anything sent.
+    const parts: Uint8Array[] = [];
+    for await (const chunk of stream) parts.push(chunk);
+    res.writeHead(stream.status, answerHeaders(stream.headers)).end(Buffer.concat(parts));
+    return;
+  }
+  res.writeHead(stream.status, answerHeaders(stream.headers));
+  let held = false;
+  try {
+    for await (const chunk of stream) {
+      if (Buffer.from(chunk).equals(DONE)) {
+        held = true;
+        continue;
+      }
+      if (!res.write(chunk)) await once(res, 'drain');
+    }
+  } catch (error) {
+    const failure = failureOf(error);
+    if (!res.destroyed && failure) res.end(`data: ${JSON.stringify(failure.toBody())}\n\n`);
+    else res.destroy();
+    return;
+  }
+  res.end(held ? DONE : undefined);
+}
+
+/** The request's parts the gateway seals: body (bounded), authorization and organization. */
+export async function readRequest(req: IncomingMessage, maxBytes: number, signal: AbortSignal): Promise<ClientRequest | 'too-large'> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > maxBytes) return 'too-large';
+    chunks.push(chunk);
+  }
+  const header = (name: string) => {
+    const value = req.headers[name];
+    return typeof value === 'string' && value !== '' ? value : undefined;
+  };
+  return {
+    method: req.method ?? 'GET',
+    target: req.url ?? '/',
+    body: Buffer.concat(chunks),
+    authorization: header('authorization'),
+    organization: header('organization_id') ?? header('openai-organization'),
+    signal,
+  };
+}

@@ -1,0 +1,52 @@
+/**
+ * The gateway's HTTP server on 127.0.0.1: every /v1/ request goes through forward() (sealed,
+ * verified); anything else is not the API and is answered here. After each request the
+ * newest state head is written to the state file (only when it moved).
+ */
+import { createServer, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { ApiError, notFound, tooLarge } from '../common/errors.js';
+import { limits } from '../common/limits.js';
+import type { StateTracker } from '../sdk/protocol/response-signature.js';
+import { forward, readRequest } from './forward.js';
+import type { StateFile } from './state-file.js';
+import type { Trust } from './trust.js';
+
+export interface GatewayServer {
+  server: Server;
+  port: number;
+  close(): Promise<void>;
+}
+
+const sendError = (res: ServerResponse, error: ApiError) =>
+  res.writeHead(error.status, { 'content-type': 'application/json' }).end(JSON.stringify(error.toBody()));
+
+export async function startGateway(deps: { trust: Trust; tracker: StateTracker; stateFile: StateFile; port: number }): Promise<GatewayServer> {
+  const server = createServer((req, res) => {
+    const client = new AbortController();
+    res.on('close', () => {
+      if (!res.writableFinished) client.abort();
+    });
+    void (async () => {
+      if (!(req.url ?? '').startsWith('/v1/')) return sendError(res, notFound(`agent-gateway serves the API under /v1/, not ${req.url?.split('?')[0]}`));
+      const request = await readRequest(req, limits.maxBodyBytes, client.signal);
+      if (request === 'too-large') return sendError(res, tooLarge(`the request body is larger than ${limits.maxBodyBytes} bytes`));
+      await forward(deps.trust, request, res);
+      deps.stateFile.save(deps.tracker.current);
+    })().catch((error: unknown) => {
+      // Nothing of the request or its answer in the message: it may be the user's data.
+      process.stderr.write(`agent-gateway: request failed: ${(error as Error)?.name ?? 'error'}\n`);
+      if (!res.headersSent) sendError(res, new ApiError('internal_error', 'agent-gateway failed'));
+      else res.destroy();
+    });
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(deps.port, '127.0.0.1', resolve);
+  });
+  return {
+    server,
+    port: (server.address() as AddressInfo).port,
+    close: () => new Promise((resolve) => { server.closeAllConnections(); server.close(() => resolve()); }),
+  };
+}

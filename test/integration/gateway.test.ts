@@ -1,0 +1,171 @@
+import { execFile, execFileSync } from 'node:child_process';
+import { promisify } from 'node:util';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createOpenAI } from '@ai-sdk/openai';
+import { ChatOpenAI } from '@langchain/openai';
+import { generateText, streamText } from 'ai';
+import OpenAI from 'openai';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { spawnGateway, startGateway, type GatewayProcess } from '../helpers/gateway.js';
+import { startModelServer, type ModelServer } from '../helpers/model-server.js';
+import { issueKey } from '../helpers/processes.js';
+import { startRecordingRelay, type RecordingRelay } from '../helpers/relay.js';
+import { startService, type RunningService } from '../helpers/service.js';
+
+/**
+ * agent-gateway (gateway/) as a user runs it, in front of a keyed service, with clients
+ * nobody on the project wrote pointed at it unmodified: openai, the AI SDK, LangChain, curl.
+ * A recording relay between the gateway and the proxy shows what the host gets.
+ */
+let model: ModelServer;
+let svc: RunningService;
+let relay: RecordingRelay;
+let gateway: GatewayProcess;
+let key: string;
+let dir: string;
+const ORG = 'gw-org-41c7';
+const execFileAsync = promisify(execFile);
+const PCR0_WRONG = 'ab'.repeat(48);
+
+const baseURL = () => `${gateway.url}/v1`;
+const trustArgs = () => ['--root', join(svc.dataDir, 'simulated-root.pem')];
+const weather = {
+  type: 'function' as const,
+  function: { name: 'get_weather', description: 'Weather for a city', parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } },
+};
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'agent-gateway-'));
+  key = issueKey(join(dir, 'keys.json'), [ORG]);
+  model = await startModelServer();
+  svc = await startService({ API_KEYS_FILE: join(dir, 'keys.json'), MODEL_BASE_URL: model.url, MODEL_API_KEY: 'sk-model', MODEL_NAMES: 'echo,tool-client' });
+  relay = await startRecordingRelay(svc.baseUrl.replace('http://', ''));
+  gateway = await startGateway(['--service', `http://${relay.address}`, ...trustArgs(), '--insecure-dev', '--state-file', join(dir, 'state.json')]);
+});
+afterAll(async () => {
+  await gateway?.stop();
+  await relay?.close();
+  await svc?.stop();
+  await model?.close();
+});
+
+describe('start', () => {
+  it('prints one line per verified check, the state head and where it serves', () => {
+    const lines = gateway.output().split('\n');
+    for (const check of ['structure', 'signature', 'certificate chain', 'nonce', 'public key', 'operator key', 'box key', 'answer signature', 'state head']) {
+      expect(lines.some((l) => l.startsWith(`✓ ${check}`)), check).toBe(true);
+    }
+    expect(JSON.parse(readFileSync(join(dir, 'state.json'), 'utf8'))).toMatchObject({ v: 1, service: `http://${relay.address}`, state: expect.stringMatching(/^\d+:[0-9a-f]{64}$/) });
+  });
+
+  it('refuses to start without pinned PCRs or a manifest (exit 2), with a wrong PCR, or against a service that is not an enclave (exit 1): one line each', async () => {
+    const cases: [string[], number, RegExp][] = [
+      [['--service', svc.baseUrl, ...trustArgs()], 2, /refusing to start without --pcr or --manifest/],
+      [['--service', svc.baseUrl, ...trustArgs(), '--pcr', `0=${PCR0_WRONG}`], 1, /PCR0 mismatch/],
+      [['--service', new URL(model.url).origin, ...trustArgs(), '--insecure-dev'], 1, /attestation/],
+    ];
+    for (const [args, status, message] of cases) {
+      const run = spawnGateway([...args, '--port', '0', '--state-file', join(dir, 'other-state.json')]);
+      expect(await run.exited).toBe(status);
+      const output = run.output().trim();
+      expect(output.split('\n'), output).toHaveLength(1);
+      expect(output).toMatch(message);
+      expect(output).not.toMatch(/serving/);
+    }
+  });
+
+  it('--help documents every flag', () => {
+    const help = execFileSync(process.execPath, [join(import.meta.dirname, '../../dist/gateway/main.js'), '--help'], { encoding: 'utf8' });
+    for (const flag of ['--service', '--port', '--root', '--pcr', '--manifest', '--operator-key', '--allow-debug', '--insecure-dev', '--state-file', '--help']) expect(help).toContain(flag);
+  });
+});
+
+describe('openai', () => {
+  const client = () => new OpenAI({ baseURL: baseURL(), apiKey: key, organization: ORG, maxRetries: 0 });
+
+  it('chat, plain and streamed; tools; embeddings; models', async () => {
+    const completion = await client().chat.completions.create({ model: 'echo', messages: [{ role: 'user', content: 'hello gateway' }] });
+    expect(completion.choices[0].message.content).toBe('echo: hello gateway');
+    const stream = await client().chat.completions.create({ model: 'echo', stream: true, messages: [{ role: 'user', content: 'streamed gateway' }] });
+    let text = '';
+    for await (const chunk of stream) text += chunk.choices[0]?.delta.content ?? '';
+    expect(text).toBe('echo: streamed gateway');
+    const tools = await client().chat.completions.create({ model: 'tool-client', tools: [weather], messages: [{ role: 'user', content: 'weather?' }] });
+    expect(tools.choices[0].message.tool_calls?.[0]).toMatchObject({ function: { name: 'get_weather' } });
+    const vectors = await client().embeddings.create({ model: 'static-sif-100d', input: 'the cat sat' });
+    expect(vectors.data[0].embedding).toHaveLength(100);
+    const ids: string[] = [];
+    for await (const m of client().models.list()) ids.push(m.id);
+    expect(ids).toContain('echo');
+  });
+
+  it('the enclave\'s own refusals come through with their status: a wrong key is 401, an unknown model 404', async () => {
+    const wrong = new OpenAI({ baseURL: baseURL(), apiKey: 'sk-not-a-key', organization: ORG, maxRetries: 0 });
+    await expect(wrong.chat.completions.create({ model: 'echo', messages: [{ role: 'user', content: 'x' }] })).rejects.toMatchObject({ status: 401 });
+    await expect(client().models.retrieve('gpt-nothing')).rejects.toMatchObject({ status: 404, code: 'model_not_found' });
+  });
+});
+
+describe('Vercel AI SDK and LangChain', () => {
+  const provider = () => createOpenAI({ baseURL: baseURL(), apiKey: key, organization: ORG });
+  const chat = (name = 'echo') => new ChatOpenAI({ model: name, apiKey: key, maxRetries: 0, configuration: { baseURL: baseURL(), organization: ORG } });
+
+  it('AI SDK: generateText and streamText over Responses and chat', async () => {
+    expect((await generateText({ model: provider()('echo'), prompt: 'ai responses' })).text).toBe('echo: ai responses');
+    for (const m of [provider()('echo'), provider().chat('echo')]) {
+      const result = streamText({ model: m, prompt: 'ai streamed' });
+      let text = '';
+      const parts: string[] = [];
+      for await (const part of result.fullStream) {
+        parts.push(part.type);
+        if (part.type === 'text-delta') text += part.text;
+      }
+      expect(parts).not.toContain('error');
+      expect(text).toBe('echo: ai streamed');
+    }
+  });
+
+  it('LangChain: invoke, stream, bindTools', async () => {
+    expect((await chat().invoke('lc invoke')).content).toBe('echo: lc invoke');
+    let text = '';
+    for await (const chunk of await chat().stream('lc stream')) text += typeof chunk.content === 'string' ? chunk.content : '';
+    expect(text).toBe('echo: lc stream');
+    const called = await chat('tool-client').bindTools([weather]).invoke('weather?');
+    expect(called.tool_calls?.[0]).toMatchObject({ name: 'get_weather' });
+  });
+});
+
+describe('curl, and what the host saw', () => {
+  it('curl: a memory added and found, a streamed chat', async () => {
+    // Not execFileSync: the recording relay runs in this process and must keep relaying.
+    const curl = async (...args: string[]) =>
+      (await execFileAsync('curl', ['-sS', '-m', '20', '-H', `Authorization: Bearer ${key}`, '-H', 'content-type: application/json', ...args], { encoding: 'utf8' })).stdout;
+    const added = JSON.parse(await curl('-X', 'POST', `${baseURL()}/memory`, '-d', JSON.stringify({ tenant_id: ORG, content: 'curl put the kettle on' })));
+    expect(added).toMatchObject({ tenant_id: ORG, content: 'curl put the kettle on' });
+    const found = JSON.parse(await curl(`${baseURL()}/memory?tenant_id=${ORG}&query=kettle&top_k=1`));
+    expect(found.data[0].id).toBe(added.id);
+    const sse = await curl('-N', '-H', `organization_id: ${ORG}`, `${baseURL()}/chat/completions`, '-d', JSON.stringify({ model: 'echo', stream: true, messages: [{ role: 'user', content: 'curl stream' }] }));
+    expect(sse.trimEnd().endsWith('data: [DONE]')).toBe(true);
+    expect(sse).toContain('tee.signature');
+  });
+
+  it('the API key, the tenant and every route stayed inside the envelopes', () => {
+    const seen = Buffer.concat([relay.upstream(), relay.downstream()]);
+    expect(relay.upstream().includes(Buffer.from('POST /v1/sealed'))).toBe(true);
+    for (const needle of [key, key.slice(-12), ORG, '/v1/chat/completions', '/v1/memory', '/v1/embeddings', '/v1/responses', 'kettle', 'Authorization: Bearer']) {
+      expect(seen.includes(Buffer.from(needle)), needle).toBe(false);
+    }
+  });
+});
+
+describe('new enclave keys', () => {
+  it('after the enclave restarts (new keys), the gateway attests again and the next request succeeds', async () => {
+    await svc.killEnclave('SIGKILL');
+    await svc.startEnclave();
+    const client = new OpenAI({ baseURL: baseURL(), apiKey: key, organization: ORG, maxRetries: 0 });
+    const completion = await client.chat.completions.create({ model: 'echo', messages: [{ role: 'user', content: 'after restart' }] });
+    expect(completion.choices[0].message.content).toBe('echo: after restart');
+  });
+});

@@ -1,0 +1,56 @@
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { defaultStateFile, parseArgs } from '../../gateway/cli.js';
+import { asksToStream } from '../../gateway/forward.js';
+import { StateFile } from '../../gateway/state-file.js';
+
+const PCR = `0=${'ab'.repeat(48)}`;
+const KEY = 'ab'.repeat(32);
+
+describe('agent-gateway arguments', () => {
+  it('needs pinned PCRs, a manifest with an operator key, or --insecure-dev', () => {
+    expect(parseArgs(['--service', 'http://h:1'])).toMatchObject({ kind: 'usage-error', message: expect.stringMatching(/--insecure-dev/) });
+    expect(parseArgs(['--service', 'http://h:1', '--pcr', PCR])).toMatchObject({ kind: 'run', port: 8081 });
+    expect(parseArgs(['--service', 'http://h:1', '--manifest', 'm.json'])).toMatchObject({ kind: 'usage-error', message: expect.stringMatching(/--operator-key/) });
+    expect(parseArgs(['--service', 'http://h:1', '--manifest', 'm.json', '--operator-key', KEY])).toMatchObject({ kind: 'run', manifest: 'm.json' });
+    expect(parseArgs(['--service', 'http://h:1', '--insecure-dev', '--port', '0'])).toMatchObject({ kind: 'run', port: 0, insecureDev: true });
+  });
+
+  it('refuses a service URL with a path (it would change every signed target), bad ports and bad PCRs', () => {
+    for (const args of [['--service', 'http://h:1/api'], ['--service', 'ftp://h'], ['--service', 'http://h:1', '--port', '70000'], ['--service', 'http://h:1', '--pcr', '0=zz']]) {
+      expect(parseArgs([...args, '--insecure-dev']).kind, args.join(' ')).toBe('usage-error');
+    }
+  });
+
+  it('keeps one state file per service under the home folder by default', () => {
+    const a = defaultStateFile(new URL('https://a.example'), '/home/u');
+    expect(a).toMatch(/^\/home\/u\/\.agent-gateway\/state-[0-9a-f]{16}\.json$/);
+    expect(defaultStateFile(new URL('https://b.example'), '/home/u')).not.toBe(a);
+  });
+});
+
+describe('the state file', () => {
+  it('remembers the newest head across restarts, and refuses a file of another service', () => {
+    const path = join(mkdtempSync(join(tmpdir(), 'gw-state-')), 'sub', 'state.json');
+    const file = new StateFile(path, 'https://a.example');
+    expect(file.load()).toBeUndefined();
+    file.save({ seq: 7, hash: 'c'.repeat(64) });
+    expect(new StateFile(path, 'https://a.example').load()).toEqual({ seq: 7, hash: 'c'.repeat(64) });
+    expect(() => new StateFile(path, 'https://b.example').load()).toThrow(/not https:\/\/b.example/);
+    writeFileSync(path, '{"v":1}');
+    expect(() => new StateFile(path, 'https://a.example').load()).toThrow(/not an agent-gateway state file/);
+    expect(readFileSync(path, 'utf8')).toBe('{"v":1}');
+  });
+});
+
+describe('which requests stream', () => {
+  it('a JSON body with "stream": true, nothing else', () => {
+    const body = (value: unknown) => new Uint8Array(Buffer.from(JSON.stringify(value)));
+    expect(asksToStream(body({ model: 'm', stream: true }))).toBe(true);
+    expect(asksToStream(body({ model: 'm', stream: false }))).toBe(false);
+    expect(asksToStream(body({ content: '"stream": true' }))).toBe(false);
+    expect(asksToStream(new Uint8Array())).toBe(false);
+  });
+});
