@@ -6,12 +6,14 @@
  */
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { formatState, parseState, type StateHead } from '../sdk/protocol/response-signature.js';
+import { formatState, parseState, type KnownState } from '../sdk/protocol/response-signature.js';
 
 interface StateFileJson {
   v: 1;
   service: string;
   state: string;
+  /** The store the head belongs to: a wiped or replaced store is refused across restarts too. */
+  store?: string;
 }
 
 export class StateFile {
@@ -20,7 +22,7 @@ export class StateFile {
   constructor(private readonly path: string, private readonly service: string) {}
 
   /** The head remembered for this service; undefined when there is no file yet. Throws when the file is not ours. */
-  load(): StateHead | undefined {
+  load(): KnownState | undefined {
     let text: string;
     try {
       text = readFileSync(this.path, 'utf8');
@@ -32,18 +34,18 @@ export class StateFile {
     const head = parseState(json.state);
     if (json.v !== 1 || !head) throw new Error(`${this.path} is not an agent-gateway state file`);
     if (json.service !== this.service) throw new Error(`${this.path} holds the state of ${json.service}, not ${this.service}`);
-    this.saved = json.state;
-    return head;
+    this.saved = `${json.store ?? ''}/${json.state}`;
+    return typeof json.store === 'string' ? { store: json.store, ...head } : head;
   }
 
   /** Remembers `head` if it differs from what the file holds. */
-  save(head: StateHead | undefined): void {
-    if (!head || formatState(head) === this.saved) return;
-    const json: StateFileJson = { v: 1, service: this.service, state: formatState(head) };
+  save(head: KnownState | undefined): void {
+    if (!head || `${head.store ?? ''}/${formatState(head)}` === this.saved) return;
+    const json: StateFileJson = { v: 1, service: this.service, state: formatState(head), ...(head.store ? { store: head.store } : {}) };
     mkdirSync(dirname(this.path), { recursive: true, mode: 0o700 });
     const temporary = `${this.path}.${process.pid}.tmp`;
     writeFileSync(temporary, `${JSON.stringify(json)}\n`, { mode: 0o600 });
     renameSync(temporary, this.path);
-    this.saved = json.state;
+    this.saved = `${json.store ?? ''}/${json.state}`;
   }
 }

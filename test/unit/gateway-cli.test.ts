@@ -38,6 +38,9 @@ describe('the state file', () => {
     expect(file.load()).toBeUndefined();
     file.save({ seq: 7, hash: 'c'.repeat(64) });
     expect(new StateFile(path, 'https://a.example').load()).toEqual({ seq: 7, hash: 'c'.repeat(64) });
+    // With the store it belongs to, so a wiped or replaced store is refused after a restart too.
+    file.save({ store: 'f'.repeat(32), seq: 8, hash: 'd'.repeat(64) });
+    expect(new StateFile(path, 'https://a.example').load()).toEqual({ store: 'f'.repeat(32), seq: 8, hash: 'd'.repeat(64) });
     expect(() => new StateFile(path, 'https://b.example').load()).toThrow(/not https:\/\/b.example/);
     writeFileSync(path, '{"v":1}');
     expect(() => new StateFile(path, 'https://a.example').load()).toThrow(/not an agent-gateway state file/);
