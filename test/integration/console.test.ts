@@ -168,6 +168,8 @@ describe('the console at GET /', () => {
     expect(pinnedForgery.verdict).toBe('failed');
     expect(pinnedForgery.failed.map((c) => c.split(':')[0])).toEqual(['debug mode', 'PCR0']);
     expect(pinnedForgery.failed[0]).toContain('the enclave runs in debug mode, where the host can read its memory');
+    mkdirSync(artifacts, { recursive: true });
+    await page.screenshot({ path: join(artifacts, 'console-forged.png') });
 
     // The attack of issue 31 item 6: before, with no pin, this showed VERIFIED.
     const pins = await page.inputValue('#pin-pcrs');
