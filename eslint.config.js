@@ -28,8 +28,9 @@ export default tseslint.config(
     },
   },
   {
-    // The web console runs in the browser as plain ES modules (no build step): these are
-    // the browser globals it uses, listed rather than allowing every global.
+    // The web console runs in the browser as plain ES modules (its only built file is the
+    // sdk's verifier, bundled into dist/): these are the browser globals it uses, listed
+    // rather than allowing every global.
     files: ['proxy/console/**/*.js'],
     languageOptions: {
       sourceType: 'module',

@@ -8,15 +8,27 @@ import type { EnclaveConnection } from './enclave-client.js';
 import { routeNotFound } from './http-errors.js';
 import { pageHeaders } from './page-headers.js';
 
-/** The console's files, served from the source folder (which the deploy image copies too), read once at start. */
+/**
+ * The console's files, read once at start: the page's own from the source folder (which the
+ * deploy image copies too), and the verifier, the sdk's attestation code bundled by
+ * `npm run build` (scripts/build-console.ts), from dist/.
+ */
 const consoleDir = join(repoRoot, 'proxy', 'console');
-const FILES: Record<string, string> = {
-  'console.js': 'text/javascript; charset=utf-8',
-  'attestation.js': 'text/javascript; charset=utf-8',
-  'cbor.js': 'text/javascript; charset=utf-8',
-  'der.js': 'text/javascript; charset=utf-8',
-  'style.css': 'text/css; charset=utf-8',
+const JS = 'text/javascript; charset=utf-8';
+const FILES: Record<string, { path: string; type: string }> = {
+  'console.js': { path: join(consoleDir, 'console.js'), type: JS },
+  'pins.js': { path: join(consoleDir, 'pins.js'), type: JS },
+  'verifier.js': { path: join(repoRoot, 'dist', 'console', 'verifier.js'), type: JS },
+  'style.css': { path: join(consoleDir, 'style.css'), type: 'text/css; charset=utf-8' },
 };
+
+function readConsoleFile(path: string): Buffer {
+  try {
+    return readFileSync(path);
+  } catch (error) {
+    throw new Error(`the console needs ${path} (${(error as Error).message}): run npm run build`);
+  }
+}
 
 /**
  * GET / (the web console) and its files under /console/. Also, only while the enclave
@@ -27,7 +39,7 @@ const FILES: Record<string, string> = {
  */
 export function registerConsoleRoutes(app: FastifyInstance, deps: { enclave: EnclaveConnection; dataDir: string }): void {
   const index = readFileSync(join(consoleDir, 'index.html'));
-  const files = new Map(Object.entries(FILES).map(([name, type]) => [name, { type, body: readFileSync(join(consoleDir, name)) }]));
+  const files = new Map(Object.entries(FILES).map(([name, { path, type }]) => [name, { type, body: readConsoleFile(path) }]));
 
   app.get('/', async (req, reply) => {
     // The router also sends a target that is no path (`GET *`) here: that is no request for the page.

@@ -2,7 +2,9 @@
 // (the proxy's Content-Security-Policy allows none). Every value from the service (a
 // memory, a model's answer) is shown with textContent, never parsed as HTML.
 
-import { freshNonce, verifyAttestation } from './attestation.js';
+import { currentPins, restorePins } from './pins.js';
+// The sdk's attestation verifier, bundled from sdk/attestation at build time: no copy of it here.
+import { checkAttestationAnswer, toHex } from './verifier.js';
 
 const $ = (id) => document.getElementById(id);
 const KEY_STORAGE = 'agent-console-api-key';
@@ -74,27 +76,20 @@ $('load-simulated-root').addEventListener('click', async () => {
   $('root-pem').value = await res.text();
 });
 
-$('verify').addEventListener('click', async () => {
+restorePins();
+
+/** The verdict line: verified, not verified, or cannot verify (nothing pinned which code to expect). */
+function showVerdict(result, answer) {
   const verdict = $('verdict');
-  verdict.className = 'verdict';
-  verdict.textContent = 'checking…';
-  delete verdict.dataset.verdict;
-  $('checks').replaceChildren();
-  $('attestation-details').hidden = true;
-  const nonce = freshNonce();
-  let result;
-  let answer;
-  try {
-    answer = await api('GET', `/v1/attestation?nonce=${nonce}`);
-    result = await verifyAttestation(answer, nonce, $('root-pem').value.trim());
-  } catch (err) {
-    result = { ok: false, checks: [{ name: 'document', ok: false, detail: err.message }] };
-  }
-  verdict.textContent = result.ok ? `verified: ${answer.tee_name} enclave, checked against the pinned root` : 'NOT verified';
+  const [state, text] = result.ok ? ['verified', `verified: the ${answer.tee_name} enclave runs the pinned code, checked against the pinned root`]
+    : !result.pinned ? ['unpinned', 'cannot verify: nothing pins which code to expect. Give the PCRs of a build you trust, or a signed release manifest and the operator key']
+      : ['failed', 'NOT verified'];
+  verdict.textContent = text;
   verdict.className = `verdict ${result.ok ? 'ok' : 'bad'}`;
-  verdict.dataset.verdict = result.ok ? 'verified' : 'failed';
-  for (const c of result.checks) $('checks').append(el('li', `${c.name}: ${c.detail}`, c.ok ? 'ok' : 'bad'));
-  if (!result.document) return;
+  verdict.dataset.verdict = state;
+}
+
+function showDocument(document, answer) {
   const keys = $('keys');
   keys.replaceChildren();
   for (const [name, value] of [
@@ -102,16 +97,39 @@ $('verify').addEventListener('click', async () => {
     ['tee_public_key (Ed25519, signs every answer)', answer.tee_public_key],
     ['tee_box_public_key (X25519, for sealed requests)', answer.tee_box_public_key],
     ['operator_pubkey', answer.operator_pubkey],
-    ['module', `${result.document.moduleId}, ${result.document.timestamp.toISOString()}`],
-    ['signing certificate', result.document.leaf],
+    ['module', `${document.moduleId}, ${document.timestamp.toISOString()}`],
+    ['signing certificate', document.certificate.subject],
   ]) keys.append(el('dt', name), el('dd', value));
-  const rows = $('pcrs').querySelector('tbody');
-  rows.replaceChildren(...result.document.pcrs.filter((p) => /[^0]/.test(p.hex)).map((p) => {
+  // PCR0–2 always (all zero means debug mode); the others only when something was measured.
+  const shown = Object.entries(document.pcrs).filter(([index, hex]) => Number(index) <= 2 || /[^0]/.test(hex));
+  $('pcrs').querySelector('tbody').replaceChildren(...shown.map(([index, hex]) => {
     const tr = el('tr');
-    tr.append(el('td', `PCR${p.index}`), el('td', p.hex));
+    tr.append(el('td', `PCR${index}`), el('td', hex));
     return tr;
   }));
   $('attestation-details').hidden = false;
+}
+
+$('verify').addEventListener('click', async () => {
+  const verdict = $('verdict');
+  verdict.className = 'verdict';
+  verdict.textContent = 'checking…';
+  delete verdict.dataset.verdict;
+  $('checks').replaceChildren();
+  $('attestation-details').hidden = true;
+  // A fresh nonce: the document must echo it, proof it was made for this request.
+  const nonce = crypto.getRandomValues(new Uint8Array(32));
+  let result;
+  let answer;
+  try {
+    answer = await api('GET', `/v1/attestation?nonce=${toHex(nonce)}`);
+    result = await checkAttestationAnswer(answer, { nonce, rootPem: $('root-pem').value.trim(), pins: currentPins() });
+  } catch (err) {
+    result = { ok: false, pinned: true, checks: [{ name: 'document', ok: false, detail: err.message }] };
+  }
+  showVerdict(result, answer);
+  for (const c of result.checks) $('checks').append(el('li', `${c.name}: ${c.detail}`, c.ok ? 'ok' : 'bad'));
+  if (result.document) showDocument(result.document, answer);
 });
 
 // 2. Memories

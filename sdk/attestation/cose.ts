@@ -15,6 +15,8 @@
  * should reject all of that rather than interpret it.
  */
 
+import { concatBytes, utf8 as utf8Bytes } from '../protocol/bytes.js';
+
 /** Thrown for any document that is not well-formed CBOR / COSE_Sign1 / Nitro payload. */
 export class AttestationFormatError extends Error {
   override name = 'AttestationFormatError';
@@ -163,7 +165,7 @@ class CborReader {
 }
 
 function decodeCbor(bytes: Uint8Array, what: string): CborValue {
-  // View as a plain Uint8Array so that `slice()` copies (Buffer#slice does not).
+  // View as a plain Uint8Array so that `slice()` copies (a Node caller's Buffer#slice would not).
   return new CborReader(new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength)).readOnly(what);
 }
 
@@ -173,7 +175,7 @@ function decodeCbor(bytes: Uint8Array, what: string): CborValue {
 function encodeCbor(value: CborValue): Uint8Array {
   const chunks: Uint8Array[] = [];
   write(value, chunks);
-  return Buffer.concat(chunks);
+  return concatBytes(chunks);
 }
 
 function write(value: CborValue, out: Uint8Array[]): void {
@@ -184,7 +186,7 @@ function write(value: CborValue, out: Uint8Array[]): void {
     if (!Number.isSafeInteger(value)) throw new TypeError(`cannot encode ${value}: only safe integers are supported`);
     out.push(value >= 0 ? head(0, value) : head(1, -1 - value));
   } else if (typeof value === 'string') {
-    const bytes = Buffer.from(value, 'utf8');
+    const bytes = utf8Bytes(value);
     out.push(head(3, bytes.length), bytes);
   } else if (value instanceof Uint8Array) {
     out.push(head(2, value.length), value);

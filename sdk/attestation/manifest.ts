@@ -17,6 +17,7 @@
  * operator's machine, which is where the private key is.
  */
 import nacl from 'tweetnacl';
+import { bytesEqual, fromBase64, fromHex, toBase64, utf8 } from '../protocol/bytes.js';
 
 export const MANIFEST_TYPE = 'agent-service/release-manifest/v1';
 /** Domain separation: an operator signature over a manifest can never pass for one over anything else. */
@@ -76,7 +77,7 @@ export function canonicalJson(value: JsonValue): string {
 
 /** The exact bytes the operator signs. */
 export function manifestSigningBytes(manifest: ReleaseManifest): Uint8Array {
-  return new Uint8Array(Buffer.from(MANIFEST_SIGNING_TAG + canonicalJson(manifest as unknown as JsonValue), 'utf8'));
+  return utf8(MANIFEST_SIGNING_TAG + canonicalJson(manifest as unknown as JsonValue));
 }
 
 /**
@@ -90,23 +91,22 @@ export function verifyManifest(input: string | unknown, operatorKey: Uint8Array)
   const signature = base64(signed.signature, 'signature');
   if (signature.length !== nacl.sign.signatureLength) throw new ManifestError('signature must be 64 bytes');
   const named = base64(manifest.operator_pubkey, 'operator_pubkey');
-  if (!Buffer.from(named).equals(operatorKey)) {
-    throw new ManifestError(
-      `the manifest names operator key ${manifest.operator_pubkey}, not the pinned ${Buffer.from(operatorKey).toString('base64')}`,
-    );
+  if (!bytesEqual(named, operatorKey)) {
+    throw new ManifestError(`the manifest names operator key ${manifest.operator_pubkey}, not the pinned ${toBase64(operatorKey)}`);
   }
   if (!nacl.sign.detached.verify(manifestSigningBytes(manifest), signature, operatorKey)) {
-    throw new ManifestError(`the signature does not verify with the operator key ${Buffer.from(operatorKey).toString('base64')}`);
+    throw new ManifestError(`the signature does not verify with the operator key ${toBase64(operatorKey)}`);
   }
   const pcrs: Record<number, Uint8Array> = {};
-  for (const [index, value] of Object.entries(manifest.pcrs)) pcrs[Number(index)] = new Uint8Array(Buffer.from(value, 'hex'));
+  // checkShape made each value 96 hex digits.
+  for (const [index, value] of Object.entries(manifest.pcrs)) pcrs[Number(index)] = fromHex(value) as Uint8Array;
   return { manifest, pcrs };
 }
 
 function parseSigned(input: unknown): { manifest: unknown; signature: unknown } {
   let value = input;
   if (typeof input === 'string') {
-    if (Buffer.byteLength(input) > MAX_MANIFEST_BYTES) throw new ManifestError(`a manifest is at most ${MAX_MANIFEST_BYTES} bytes`);
+    if (utf8(input).length > MAX_MANIFEST_BYTES) throw new ManifestError(`a manifest is at most ${MAX_MANIFEST_BYTES} bytes`);
     try {
       value = JSON.parse(input);
     } catch {
@@ -142,10 +142,9 @@ function checkShape(value: unknown): ReleaseManifest {
 }
 
 function base64(value: unknown, field: string): Uint8Array {
-  if (typeof value !== 'string' || value.length === 0 || value.length % 4 !== 0 || !/^[A-Za-z0-9+/]*={0,2}$/.test(value)) {
-    throw new ManifestError(`${field} must be base64`);
-  }
-  return new Uint8Array(Buffer.from(value, 'base64'));
+  const bytes = typeof value === 'string' && value.length > 0 ? fromBase64(value) : undefined;
+  if (!bytes) throw new ManifestError(`${field} must be base64`);
+  return bytes;
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {

@@ -5,10 +5,11 @@
  * pinned root, validity at a given time, then whatever PCRs, nonce and public key the
  * caller expects.
  *
- * Certificates are handled by Node's built-in X509Certificate (OpenSSL): it parses DER,
- * checks signatures, and its checkIssued() matches issuer names, key identifiers and the
- * issuer's keyCertSign key usage. It does not expose pathLenConstraint, so
- * basic-constraints.ts reads it from the DER.
+ * One verifier for Node and the browser: the sdk and `agent-verify` run this file, and
+ * the web console runs it too, bundled at build time (scripts/build-console.ts). So it uses
+ * only WebCrypto (`globalThis.crypto.subtle`) and Uint8Array, never node:crypto or Buffer;
+ * certificates are read by certificate.ts, which makes the checks Node's checkIssued made
+ * (issuer name, key identifiers, keyCertSign) and reads basicConstraints.
  *
  * Two checks go beyond AWS's list. A document whose PCR0, PCR1 and PCR2 are all zero comes
  * from an enclave started in debug mode, whose memory the host can read: it is refused
@@ -16,10 +17,10 @@
  * default the leaf certificate's lifetime), so a document without a nonce cannot be
  * replayed for ever.
  */
-import { X509Certificate, verify as verifySignature } from 'node:crypto';
-import { AWS_NITRO_ROOT_G1_PEM } from './aws-root.js';
-import { pathLenConstraint } from './basic-constraints.js';
+import { AWS_NITRO_ROOT_G1_PEM, AWS_NITRO_ROOT_G1_SHA256 } from './aws-root.js';
+import { ecdsaKey, fingerprint256, mayHaveIssued, parseCertificate, pemToDer, signedBy, type Certificate } from './certificate.js';
 import { decodeCoseSign1, decodeNitroDocument, sigStructure, type CoseSign1, type NitroDocument } from './cose.js';
+import { bytesEqual, toHex } from '../protocol/bytes.js';
 import { ed25519KeyFromSpki, publicKeyMatches } from '../protocol/public-key.js';
 import { parseUserData } from '../protocol/user-data.js';
 
@@ -83,7 +84,7 @@ export interface VerificationResult {
 
 /** A parsed certificate with the fields the checks need, dates already validated. */
 interface Cert {
-  x509: X509Certificate;
+  x509: Certificate;
   summary: CertificateSummary;
 }
 
@@ -100,20 +101,20 @@ export async function verifyAttestation(document: Uint8Array, options: VerifyOpt
   const at = options.at ?? new Date();
   let parsed: ParsedDocument;
   try {
-    parsed = parseDocument(document);
+    parsed = await parseDocument(document);
   } catch (error) {
     return { ok: false, checkedAt: at, checks: [fail('structure', errorMessage(error))] };
   }
   const { sign1, payload, leaf, bundle } = parsed;
-  const root = attempt(() => parseCertificate(options.rootPem ?? AWS_NITRO_ROOT_G1_PEM, 'pinned root'));
+  const root = await attemptAsync(() => pinnedRoot(options.rootPem));
 
   const checks: Check[] = [
     pass(
       'structure',
       `COSE_Sign1/ES384, module ${payload.moduleId}, ${payload.pcrs.size} PCRs, ${bundle.length} CA certificate(s)`,
     ),
-    check('signature', () => checkSignature(sign1, leaf)),
-    check('certificate chain', () => {
+    await checkAsync('signature', () => checkSignature(sign1, leaf)),
+    await checkAsync('certificate chain', () => {
       if (root instanceof Error) throw root;
       return checkChain(leaf, bundle, root);
     }),
@@ -162,60 +163,59 @@ export async function verifyAttestation(document: Uint8Array, options: VerifyOpt
   };
 }
 
-function parseDocument(document: Uint8Array): ParsedDocument {
+async function parseDocument(document: Uint8Array): Promise<ParsedDocument> {
   const sign1 = decodeCoseSign1(document);
   const payload = decodeNitroDocument(sign1.payload);
   return {
     sign1,
     payload,
-    leaf: parseCertificate(payload.certificate, 'certificate'),
-    bundle: payload.cabundle.map((der, i) => parseCertificate(der, `cabundle[${i}]`)),
+    leaf: await parseCert(payload.certificate, 'certificate'),
+    bundle: await Promise.all(payload.cabundle.map((der, i) => parseCert(der, `cabundle[${i}]`))),
   };
 }
 
-function parseCertificate(encoded: Uint8Array | string, what: string): Cert {
-  let x509: X509Certificate;
+/** The root to pin; the embedded AWS root must still be the one AWS publishes (a guard against editing it by mistake). */
+async function pinnedRoot(rootPem: string | undefined): Promise<Cert> {
+  const root = await parseCert(rootPem ?? AWS_NITRO_ROOT_G1_PEM, 'pinned root');
+  if (rootPem === undefined && root.summary.sha256 !== AWS_NITRO_ROOT_G1_SHA256) {
+    throw new Error(`the embedded AWS Nitro root has fingerprint ${root.summary.sha256}, not AWS's ${AWS_NITRO_ROOT_G1_SHA256}`);
+  }
+  return root;
+}
+
+async function parseCert(encoded: Uint8Array | string, what: string): Promise<Cert> {
+  let x509: Certificate;
   try {
-    x509 = new X509Certificate(encoded);
+    x509 = parseCertificate(typeof encoded === 'string' ? pemToDer(encoded) : encoded);
   } catch (error) {
     throw new Error(`${what} is not a valid X.509 certificate: ${errorMessage(error)}`);
-  }
-  // An unparsed date would make every comparison false, i.e. silently "valid".
-  const notBefore = new Date(x509.validFrom);
-  const notAfter = new Date(x509.validTo);
-  if (Number.isNaN(notBefore.getTime()) || Number.isNaN(notAfter.getTime())) {
-    throw new Error(`${what} has unreadable validity dates (${x509.validFrom} – ${x509.validTo})`);
   }
   return {
     x509,
     summary: {
-      subject: displayName(x509.subject),
-      issuer: displayName(x509.issuer),
-      notBefore,
-      notAfter,
-      sha256: x509.fingerprint256,
+      subject: x509.subject,
+      issuer: x509.issuer,
+      notBefore: x509.notBefore,
+      notAfter: x509.notAfter,
+      sha256: await fingerprint256(x509.der),
     },
   };
 }
 
-function checkSignature(sign1: CoseSign1, leaf: Cert): Check {
-  const key = leaf.x509.publicKey;
-  const curve = key.asymmetricKeyDetails?.namedCurve;
-  if (key.asymmetricKeyType !== 'ec' || curve !== 'secp384r1') {
-    return fail('signature', `${leaf.summary.subject} has a ${key.asymmetricKeyType} ${curve ?? ''} key; ES384 needs EC P-384`);
+async function checkSignature(sign1: CoseSign1, leaf: Cert): Promise<Check> {
+  if (leaf.x509.curve?.name !== 'P-384') {
+    const has = leaf.x509.curve ? `an EC ${leaf.x509.curve.name}` : 'a non-EC (or unknown curve)';
+    return fail('signature', `${leaf.summary.subject} has ${has} key; ES384 needs EC P-384`);
   }
-  const valid = verifySignature(
-    'sha384',
-    sigStructure(sign1.protectedHeader, sign1.payload),
-    { key, dsaEncoding: 'ieee-p1363' },
-    sign1.signature,
-  );
+  const { key } = await ecdsaKey(leaf.x509);
+  // WebCrypto's ECDSA signatures are raw r || s (IEEE P1363), as COSE's are.
+  const valid = await crypto.subtle.verify({ name: 'ECDSA', hash: 'SHA-384' }, key, sign1.signature, sigStructure(sign1.protectedHeader, sign1.payload));
   return valid
     ? pass('signature', `ES384 signature verifies with the key of ${leaf.summary.subject}`)
     : fail('signature', `signature does not verify with the key of ${leaf.summary.subject}`);
 }
 
-function checkChain(leaf: Cert, bundle: Cert[], root: Cert): Check {
+async function checkChain(leaf: Cert, bundle: Cert[], root: Cert): Promise<Check> {
   const bundleRoot = bundle[0];
   if (bundleRoot.summary.sha256 !== root.summary.sha256) {
     return fail(
@@ -234,16 +234,16 @@ function checkChain(leaf: Cert, bundle: Cert[], root: Cert): Check {
       problems.push(`${issuer.summary.subject} is not a CA (basicConstraints cA is not set)`);
     }
     // RFC 5280 §4.2.1.9: at most pathLenConstraint CA certificates below this one (the leaf is not one).
-    const limit = pathLenConstraint(issuer.x509.raw);
+    const limit = issuer.x509.pathLenConstraint;
     if (limit !== undefined && i > limit) {
       problems.push(`${issuer.summary.subject} allows ${limit} CA certificate(s) below it (pathLenConstraint), the chain has ${i}`);
     }
-    if (!subject.x509.checkIssued(issuer.x509)) {
+    if (!mayHaveIssued(subject.x509, issuer.x509)) {
       problems.push(
         `${subject.summary.subject} was not issued by ${issuer.summary.subject} ` +
           '(issuer name, key identifier or key usage differ)',
       );
-    } else if (!subject.x509.verify(issuer.x509.publicKey)) {
+    } else if (!(await signedBy(subject.x509, issuer.x509))) {
       problems.push(`signature on ${subject.summary.subject} does not verify with the key of ${issuer.summary.subject}`);
     }
   }
@@ -298,7 +298,7 @@ function checkDebugMode(pcrs: Map<number, Uint8Array>, allowDebug: boolean): Che
 
 function compareBytes(name: string, expected: Uint8Array, actual: Uint8Array | null): Check {
   if (actual === null) return fail(name, `the document has no ${name} (expected ${hex(expected)})`);
-  if (!Buffer.from(expected).equals(actual)) {
+  if (!bytesEqual(expected, actual)) {
     return fail(name, `${name} mismatch: expected ${hex(expected)}, got ${hex(actual)}`);
   }
   return pass(name, `matches ${hex(expected)}`);
@@ -323,6 +323,22 @@ function check(name: string, run: () => Check): Check {
   }
 }
 
+async function checkAsync(name: string, run: () => Promise<Check>): Promise<Check> {
+  try {
+    return await run();
+  } catch (error) {
+    return fail(name, errorMessage(error));
+  }
+}
+
+async function attemptAsync<T>(run: () => Promise<T>): Promise<T | Error> {
+  try {
+    return await run();
+  } catch (error) {
+    return error instanceof Error ? error : new Error(String(error));
+  }
+}
+
 function attempt<T>(run: () => T): T | Error {
   try {
     return run();
@@ -339,19 +355,11 @@ function fail(name: string, detail: string): Check {
   return { name, ok: false, detail };
 }
 
-/** "CN=…" when the subject has a common name, else the whole DN on one line. */
-function displayName(distinguishedName: string): string {
-  const parts = distinguishedName.split('\n');
-  return parts.find((part) => part.startsWith('CN=')) ?? parts.join(', ');
-}
-
 function isoSeconds(date: Date): string {
   return date.toISOString().replace('.000Z', 'Z');
 }
 
-function hex(bytes: Uint8Array): string {
-  return Buffer.from(bytes).toString('hex');
-}
+const hex = toHex;
 
 function errorMessage(error: unknown): string {
   return error instanceof Error ? error.message : String(error);

@@ -7,6 +7,8 @@
  * DER is always the same 12-byte prefix followed by the key, so it is built and read by
  * hand rather than through an ASN.1 parser.
  */
+import { bytesEqual } from './bytes.js';
+
 export const ED25519_SPKI_PREFIX = Uint8Array.from([0x30, 0x2a, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x03, 0x21, 0x00]);
 export const ED25519_KEY_LENGTH = 32;
 
@@ -33,7 +35,7 @@ export function ed25519KeyFromSpki(bytes: Uint8Array): Uint8Array | undefined {
  * encodings are unambiguous, so accepting either lets no other key through.
  */
 export function publicKeyMatches(expected: Uint8Array, documentKey: Uint8Array): boolean {
-  if (Buffer.from(expected).equals(documentKey)) return true;
+  if (bytesEqual(expected, documentKey)) return true;
   const inner = ed25519KeyFromSpki(documentKey);
-  return inner !== undefined && Buffer.from(expected).equals(inner);
+  return inner !== undefined && bytesEqual(expected, inner);
 }

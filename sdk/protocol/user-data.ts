@@ -8,6 +8,7 @@
  * key (nacl.box) that sealed requests are encrypted to. The enclave encodes it here and
  * clients parse it here.
  */
+import { fromBase64, toBase64, utf8 } from './bytes.js';
 
 export interface BoundKeys {
   operatorKey: Uint8Array;
@@ -20,10 +21,10 @@ const MAX_USER_DATA_BYTES = 512;
 export function encodeUserData(keys: BoundKeys): Uint8Array {
   const json = JSON.stringify({
     v: 1,
-    operator_pubkey: Buffer.from(keys.operatorKey).toString('base64'),
-    tee_box_public_key: Buffer.from(keys.boxPublicKey).toString('base64'),
+    operator_pubkey: toBase64(keys.operatorKey),
+    tee_box_public_key: toBase64(keys.boxPublicKey),
   });
-  return new Uint8Array(Buffer.from(json, 'utf8'));
+  return utf8(json);
 }
 
 /** Throws an Error saying what is wrong when the bytes are not our user_data. */
@@ -46,7 +47,7 @@ export function parseUserData(bytes: Uint8Array | null): BoundKeys {
 
 function key32(value: unknown, name: string): Uint8Array {
   if (typeof value !== 'string') throw new Error(`user_data has no ${name}`);
-  const bytes = Buffer.from(value, 'base64');
-  if (bytes.length !== 32 || bytes.toString('base64') !== value) throw new Error(`user_data ${name} is not 32 bytes of base64`);
-  return new Uint8Array(bytes);
+  const bytes = fromBase64(value);
+  if (bytes?.length !== 32) throw new Error(`user_data ${name} is not 32 bytes of base64`);
+  return bytes;
 }

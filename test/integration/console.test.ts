@@ -2,15 +2,25 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
+import nacl from 'tweetnacl';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SimulatedNsm } from '../../enclave/attestation/simulated-nsm.js';
+import { FsBlobStore } from '../../host-store/fs-blob-store.js';
 import { AWS_NITRO_ROOT_G1_PEM } from '../../sdk/attestation/aws-root.js';
+import { decodeCoseSign1, decodeNitroDocument } from '../../sdk/attestation/cose.js';
+import { ed25519SpkiDer } from '../../sdk/protocol/public-key.js';
+import { encodeUserData } from '../../sdk/protocol/user-data.js';
 import { ensureChromium } from '../helpers/chromium.js';
+import { signedManifest } from '../helpers/manifests.js';
 import { request } from '../helpers/http.js';
 import { issueKey } from '../helpers/processes.js';
 import { startService, type RunningService } from '../helpers/service.js';
 
 const artifacts = resolve(import.meta.dirname, '../../test-artifacts');
 const TENANT = 'console-demo';
+/** The operator key the service binds, so that a test can sign a release manifest for it. */
+const operator = nacl.sign.keyPair();
+const b64 = (bytes: Uint8Array) => Buffer.from(bytes).toString('base64');
 
 let svc: RunningService;
 let browser: Browser;
@@ -20,7 +30,7 @@ const pageErrors: string[] = [];
 
 beforeAll(async () => {
   const executablePath = ensureChromium();
-  svc = await startService();
+  svc = await startService({ OPERATOR_PUBKEY: b64(operator.publicKey) });
   // --no-sandbox: CI runs the tests as root, where Chromium's sandbox cannot start.
   browser = await chromium.launch({ executablePath, headless: true, args: ['--no-sandbox'] });
   page = await browser.newPage({ viewport: { width: 1100, height: 900 } });
@@ -31,6 +41,53 @@ afterAll(async () => {
   await browser?.close();
   await svc?.stop();
 });
+
+/** The PCRs the running service attests, read in Node (as an operator would from a build they trust). */
+async function servicePcrs(): Promise<Map<number, Uint8Array>> {
+  const answer = (await request(svc.baseUrl, 'GET', '/v1/attestation')).body;
+  return decodeNitroDocument(decodeCoseSign1(Buffer.from(answer.code_attestation, 'base64')).payload).pcrs;
+}
+
+const pcrLine = (index: number, value: Uint8Array) => `${index}=${Buffer.from(value).toString('hex')}`;
+
+/**
+ * The host's forgery: it holds the simulated CA's intermediate key (a file in DATA_DIR), so
+ * it signs a document of its own, for the page's nonce, binding keys it made, with the PCRs
+ * it chooses. Against the simulated root every signature and the chain verify.
+ */
+async function forgedAnswer(nonceHex: string, pcrs: Map<number, Uint8Array>) {
+  const [signing, box, hostOperator] = [nacl.sign.keyPair(), nacl.box.keyPair(), nacl.sign.keyPair()];
+  const document = await new SimulatedNsm({ blobs: new FsBlobStore(svc.dataDir) }).attest({
+    pcrs,
+    publicKey: ed25519SpkiDer(signing.publicKey),
+    userData: encodeUserData({ operatorKey: hostOperator.publicKey, boxPublicKey: box.publicKey }),
+    nonce: Buffer.from(nonceHex, 'hex'),
+  });
+  return {
+    code_attestation: b64(document), tee_name: 'simulated',
+    tee_public_key: b64(signing.publicKey), operator_pubkey: b64(hostOperator.publicKey), tee_box_public_key: b64(box.publicKey),
+  };
+}
+
+/** Clicks verify with the host's answer replaced by `forge(nonce)`; returns the verdict and the failed checks. */
+async function verdictWithForgery(forge: (nonceHex: string) => Promise<unknown>) {
+  await page.route('**/v1/attestation?*', async (route) => {
+    const nonce = new URL(route.request().url()).searchParams.get('nonce') ?? '';
+    await route.fulfill({ json: await forge(nonce) });
+  });
+  await page.click('#verify');
+  await page.waitForSelector('#verdict[data-verdict]');
+  await page.unrouteAll();
+  return verdictOnPage();
+}
+
+async function verdictOnPage() {
+  return {
+    verdict: await page.getAttribute('#verdict', 'data-verdict'),
+    text: await page.textContent('#verdict'),
+    failed: await page.$$eval('#checks li.bad', (items) => items.map((li) => li.textContent ?? '')),
+  };
+}
 
 describe('the console at GET /', () => {
   it('is served under a strict Content-Security-Policy, with no inline script', async () => {
@@ -53,26 +110,105 @@ describe('the console at GET /', () => {
     expect((await fetch(`${svc.baseUrl}/console/..%2Fapp.js`)).status).toBe(404);
   });
 
-  it('verifies the attestation in the browser against the pinned root, and fails against another root', async () => {
+  it('says plainly that a page served by the host proves nothing against it, and that the simulated root proves nothing', async () => {
     await page.goto(svc.baseUrl);
-    // The AWS root is a valid certificate, but not this document's root.
-    await page.fill('#root-pem', AWS_NITRO_ROOT_G1_PEM);
-    await page.click('#verify');
-    await page.waitForSelector('#verdict[data-verdict]');
-    expect(await page.getAttribute('#verdict', 'data-verdict')).toBe('failed');
-    expect(await page.textContent('#checks')).toContain('certificate chain: the document\'s chain does not start at the pinned root');
+    expect(await page.textContent('#host-warning')).toContain('A page served by the host proves nothing against that host');
+    expect(await page.textContent('#attestation')).toContain('The simulated root proves nothing at all');
+  });
 
+  it('without a pinned PCR or manifest, says it cannot verify, though the document is genuine', async () => {
     await page.click('#load-simulated-root');
-    await page.waitForFunction(() => (document.getElementById('root-pem') as HTMLTextAreaElement).value.includes('BEGIN CERTIFICATE') && !(document.getElementById('root-pem') as HTMLTextAreaElement).value.includes('MIICETCCAZag'));
+    await page.waitForFunction(() => (document.getElementById('root-pem') as HTMLTextAreaElement).value.includes('BEGIN CERTIFICATE'));
     expect(await page.inputValue('#root-pem')).toBe(readFileSync(join(svc.dataDir, 'simulated-root.pem'), 'utf8'));
     await page.click('#verify');
-    await page.waitForSelector('#verdict[data-verdict="verified"], #verdict[data-verdict="failed"]');
+    await page.waitForSelector('#verdict[data-verdict]');
+    const { verdict, text, failed } = await verdictOnPage();
+    expect(verdict).toBe('unpinned');
+    expect(text).toMatch(/^cannot verify: nothing pins which code to expect/);
+    expect(failed).toEqual([expect.stringMatching(/^pinned PCRs: nothing pins which code this is/)]);
+  });
+
+  it('verifies the real service with its PCR0 pinned, against the pinned root, and fails against another root', async () => {
+    await page.fill('#pin-pcrs', pcrLine(0, (await servicePcrs()).get(0)!));
+    await page.click('#verify');
+    await page.waitForSelector('#verdict[data-verdict]');
     expect(await page.getAttribute('#verdict', 'data-verdict'), await page.textContent('#checks') ?? '').toBe('verified');
     const checks = await page.$$eval('#checks li', (items) => items.map((li) => `${li.className} ${li.textContent}`));
-    expect(checks.map((c) => c.split(':')[0])).toEqual(['ok structure', 'ok signature', 'ok certificate chain', 'ok certificate validity', 'ok nonce', 'ok key binding']);
+    // The sdk's checks, by the sdk's names: the page runs the sdk's verifier.
+    expect(checks.map((c) => c.split(':')[0])).toEqual([
+      'ok structure', 'ok signature', 'ok certificate chain', 'ok certificate validity', 'ok document age', 'ok debug mode',
+      'ok nonce', 'ok PCR0', 'ok public key', 'ok operator key', 'ok box key',
+    ]);
     expect(await page.textContent('#pcrs')).toMatch(/PCR0[0-9a-f]{96}/);
     const attestation = (await request(svc.baseUrl, 'GET', '/v1/attestation')).body;
     expect(await page.textContent('#keys')).toContain(attestation.tee_public_key);
+
+    // The AWS root is a valid certificate, but not this document's root.
+    const simulatedRoot = await page.inputValue('#root-pem');
+    await page.fill('#root-pem', AWS_NITRO_ROOT_G1_PEM);
+    await page.click('#verify');
+    await page.waitForSelector('#verdict[data-verdict]');
+    const other = await verdictOnPage();
+    expect(other.verdict).toBe('failed');
+    expect(other.failed).toEqual([expect.stringMatching(/^certificate chain: chain does not end at the pinned root/)]);
+    await page.fill('#root-pem', simulatedRoot);
+  });
+
+  it('remembers the pins in localStorage across a reload', async () => {
+    const pinned = await page.inputValue('#pin-pcrs');
+    await page.reload();
+    expect(await page.inputValue('#pin-pcrs')).toBe(pinned);
+    await page.click('#load-simulated-root');
+    await page.waitForFunction(() => (document.getElementById('root-pem') as HTMLTextAreaElement).value.includes('BEGIN CERTIFICATE'));
+  });
+
+  it('refuses a document the host signed itself with PCR0, PCR1, PCR2 = 0…0 and its own keys (debug mode), pinned or not', async () => {
+    const zeros = new Map(Array.from({ length: 16 }, (_, i) => [i, new Uint8Array(48)]));
+    const pinnedForgery = await verdictWithForgery((nonce) => forgedAnswer(nonce, zeros));
+    expect(pinnedForgery.verdict).toBe('failed');
+    expect(pinnedForgery.failed.map((c) => c.split(':')[0])).toEqual(['debug mode', 'PCR0']);
+    expect(pinnedForgery.failed[0]).toContain('the enclave runs in debug mode, where the host can read its memory');
+    mkdirSync(artifacts, { recursive: true });
+    await page.screenshot({ path: join(artifacts, 'console-forged.png') });
+
+    // The attack of issue 31 item 6: before, with no pin, this showed VERIFIED.
+    const pins = await page.inputValue('#pin-pcrs');
+    await page.fill('#pin-pcrs', '');
+    const unpinnedForgery = await verdictWithForgery((nonce) => forgedAnswer(nonce, zeros));
+    expect(unpinnedForgery.verdict).toBe('unpinned');
+    expect(unpinnedForgery.failed.map((c) => c.split(':')[0])).toEqual(['pinned PCRs', 'debug mode']);
+    await page.fill('#pin-pcrs', pins);
+  });
+
+  it('refuses a forged document with measured PCRs other than the pinned ones', async () => {
+    const other = new Map([...(await servicePcrs())].map(([i, v]) => [i, i === 0 ? new Uint8Array(48).fill(7) : v]));
+    const forged = await verdictWithForgery((nonce) => forgedAnswer(nonce, other));
+    expect(forged.verdict).toBe('failed');
+    expect(forged.failed.map((c) => c.split(':')[0])).toEqual(['PCR0']);
+  });
+
+  it('pins a release manifest signed by the operator key the user gives, and refuses one signed by another key', async () => {
+    const pcrs = await servicePcrs();
+    const manifest = signedManifest({ signer: operator, pcrs: { 0: pcrs.get(0)!, 1: pcrs.get(1)!, 2: pcrs.get(2)! } });
+    const pins = await page.inputValue('#pin-pcrs');
+    await page.fill('#pin-pcrs', '');
+    await page.fill('#pin-manifest', JSON.stringify(manifest));
+    await page.fill('#pin-operator-key', b64(operator.publicKey));
+    await page.click('#verify');
+    await page.waitForSelector('#verdict[data-verdict]');
+    expect(await page.getAttribute('#verdict', 'data-verdict'), await page.textContent('#checks') ?? '').toBe('verified');
+    expect(await page.textContent('#checks li:first-child')).toMatch(/^manifest: release v-test \(simulated\) signed by the pinned operator key; pins PCR0, PCR1, PCR2$/);
+
+    const stranger = nacl.sign.keyPair();
+    await page.fill('#pin-manifest', JSON.stringify(signedManifest({ signer: stranger, pcrs: { 0: pcrs.get(0)!, 1: pcrs.get(1)!, 2: pcrs.get(2)! } })));
+    await page.click('#verify');
+    await page.waitForSelector('#verdict[data-verdict]');
+    const refused = await verdictOnPage();
+    expect(refused.verdict).toBe('failed');
+    expect(refused.failed).toEqual([expect.stringMatching(/^manifest: the manifest names operator key .*, not the pinned /)]);
+    await page.fill('#pin-manifest', '');
+    await page.fill('#pin-operator-key', '');
+    await page.fill('#pin-pcrs', pins);
   });
 
   it('refuses an altered document and a replayed one (its nonce is not the page\'s)', async () => {
@@ -82,7 +218,7 @@ describe('the console at GET /', () => {
         await route.fulfill({ response: original, json: await alter(await original.json()) });
       });
       await page.click('#verify');
-      await page.waitForSelector('#verdict[data-verdict="verified"], #verdict[data-verdict="failed"]');
+      await page.waitForSelector('#verdict[data-verdict]');
       await page.unrouteAll();
       return { verdict: await page.getAttribute('#verdict', 'data-verdict'), checks: await page.$$eval('#checks li.bad', (items) => items.map((li) => li.textContent)) };
     };
@@ -118,7 +254,8 @@ describe('the console at GET /', () => {
 
     // The screenshot shows the page as a user sees it: verified (the test before left a refused replay).
     await page.click('#verify');
-    await page.waitForSelector('#verdict[data-verdict="verified"]');
+    await page.waitForSelector('#verdict[data-verdict]');
+    expect(await page.getAttribute('#verdict', 'data-verdict'), await page.textContent('#checks') ?? '').toBe('verified');
     mkdirSync(artifacts, { recursive: true });
     await page.screenshot({ path: join(artifacts, 'console.png'), fullPage: true });
 
@@ -129,12 +266,14 @@ describe('the console at GET /', () => {
   });
 
   it('keeps the API key out of localStorage unless asked, and raised no page errors', async () => {
+    // The pins are kept (public values); nothing else is.
+    const kept = () => page.evaluate(() => Object.keys(localStorage).filter((key) => !key.startsWith('agent-console-pin-')));
     await page.fill('#api-key', 'sk-console-test');
-    expect(await page.evaluate(() => Object.keys(localStorage))).toEqual([]);
+    expect(await kept()).toEqual([]);
     await page.check('#remember-key');
     expect(await page.evaluate(() => localStorage.getItem('agent-console-api-key'))).toBe('sk-console-test');
     await page.uncheck('#remember-key');
-    expect(await page.evaluate(() => Object.keys(localStorage))).toEqual([]);
+    expect(await kept()).toEqual([]);
     await page.fill('#api-key', '');
     // A CSP refusal or a script error would show here ("Refused to …").
     expect(pageErrors.filter((e) => !/the server responded with a status of 4\d\d/.test(e))).toEqual([]);

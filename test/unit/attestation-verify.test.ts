@@ -246,6 +246,22 @@ describe('verifyAttestation on a real AWS Nitro document', () => {
       expect(failedChecks(await verifyAttestation(real.document, { rootPem: real.rootPem }))).toEqual([]);
     });
 
+    it('refuses an issuer whose keyUsage does not allow keyCertSign, though every signature verifies', async () => {
+      const { document, rootPem } = await handBuilt({ middleKeyUsage: x509.KeyUsageFlags.digitalSignature });
+      const result = await verifyAttestation(document, { rootPem });
+      expect(failedChecks(result)).toEqual(['certificate chain']);
+      expect(checkOf(result, 'certificate chain').detail).toBe('CN=test leaf was not issued by CN=middle (issuer name, key identifier or key usage differ)');
+    });
+
+    it('refuses a leaf whose authority key identifier names another key than its issuer\'s subject key identifier', async () => {
+      const { document, rootPem } = await handBuilt({ keyIdentifiers: { middle: 'aa'.repeat(20), leafAuthority: 'bb'.repeat(20) } });
+      const result = await verifyAttestation(document, { rootPem });
+      expect(failedChecks(result)).toEqual(['certificate chain']);
+      expect(checkOf(result, 'certificate chain').detail).toBe('CN=test leaf was not issued by CN=middle (issuer name, key identifier or key usage differ)');
+      const matching = await handBuilt({ keyIdentifiers: { middle: 'aa'.repeat(20), leafAuthority: 'aa'.repeat(20) } });
+      expect(failedChecks(await verifyAttestation(matching.document, { rootPem: matching.rootPem }))).toEqual([]);
+    });
+
     it('refuses the real AWS debug-mode sample without allowDebug', async () => {
       const { allowDebug: _, ...strict } = expected;
       const result = await verifyAttestation(fixture, strict);
@@ -321,11 +337,14 @@ describe('COSE / payload decoding', () => {
 
 /**
  * A document signed by a chain built here (root → middle → leaf), with its pieces chosen by
- * name: whether the middle is a CA, the root's pathLenConstraint, the leaf's validity, the
+ * name: whether the middle is a CA and its key usage, the root's pathLenConstraint, key
+ * identifiers (middle's subject, leaf's authority; hex), the leaf's validity, the
  * document's timestamp and PCRs (by default measured, i.e. not a debug enclave).
  */
 async function handBuilt(options: {
   middleIsCa?: boolean;
+  middleKeyUsage?: number;
+  keyIdentifiers?: { middle: string; leafAuthority: string };
   rootPathLength?: number;
   timestamp?: number;
   leafFrom?: number;
@@ -349,7 +368,11 @@ async function handBuilt(options: {
     {
       subject: 'CN=middle', issuer: root.subjectName, publicKey: middleKeys.publicKey, signingKey: rootKeys.privateKey, signingAlgorithm: signing,
       notBefore: new Date(now - 86_400_000), notAfter: new Date(now + 86_400_000),
-      extensions: [new x509.BasicConstraintsExtension(options.middleIsCa ?? true, undefined, true), certSign],
+      extensions: [
+        new x509.BasicConstraintsExtension(options.middleIsCa ?? true, undefined, true),
+        options.middleKeyUsage === undefined ? certSign : new x509.KeyUsagesExtension(options.middleKeyUsage, true),
+        ...(options.keyIdentifiers ? [new x509.SubjectKeyIdentifierExtension(options.keyIdentifiers.middle)] : []),
+      ],
     },
     webcrypto,
   );
@@ -358,6 +381,7 @@ async function handBuilt(options: {
     {
       subject: 'CN=test leaf', issuer: middle.subjectName, publicKey: leafKeys.publicKey, signingKey: middleKeys.privateKey, signingAlgorithm: signing,
       notBefore: new Date(leafFrom), notAfter: new Date(leafFrom + (options.leafLifetimeMs ?? 3 * 3600_000)),
+      extensions: options.keyIdentifiers ? [new x509.AuthorityKeyIdentifierExtension(options.keyIdentifiers.leafAuthority)] : [],
     },
     webcrypto,
   );

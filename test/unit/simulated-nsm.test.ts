@@ -550,7 +550,9 @@ describe('agent-verify', () => {
         () => 0,
         (error: { code: number }) => error.code,
       );
-    expect(await run(FIXTURE_ARGS)).toBe(0);
+    // The AWS sample comes from a debug-mode enclave, refused without --allow-debug since issue 32 finding 2.
+    expect(await run([...FIXTURE_ARGS, '--allow-debug'])).toBe(0);
+    expect(await run(FIXTURE_ARGS)).toBe(1);
     expect(await run([FIXTURE])).toBe(1);
     expect(await run(['--bogus'])).toBe(2);
   });
