@@ -8,7 +8,7 @@ import { memoryIdsHeader } from './chat-route.js';
 import { chatCaller } from './chat-tenant.js';
 import { jsonReply } from './request.js';
 import type { CallContext, RouteCall } from './routes.js';
-import { sendReply, type ChunkSink } from './stream.js';
+import { sendFinal, sendReply, type ChunkSink } from './stream.js';
 import type { MemoryMeter } from '../memory/meter.js';
 
 /** POST /v1/responses: text in, text out, with the tenant's memories as chat gets them. */
@@ -72,7 +72,8 @@ export function responsesRoutes(chat: ChatService, auth: Authorizer) {
       await send({ type: 'response.content_part.done', item_id: p.messageId, output_index: 0, content_index: 0, part: { type: 'output_text', text, annotations: [] } });
       await send({ type: 'response.output_item.done', output_index: 0, item: outputMessage(p.messageId, text, 'completed') });
       const status = finish === 'length' ? 'incomplete' : 'completed';
-      await send({ type: status === 'completed' ? 'response.completed' : 'response.incomplete', response: responseObject(p, { status, text, usage }) });
+      // The last event carries the stream's signature (enclave/api/stream.ts).
+      await sendFinal(sink, { type: status === 'completed' ? 'response.completed' : 'response.incomplete', response: responseObject(p, { status, text, usage }), sequence_number: sequence++ });
     },
   };
 }

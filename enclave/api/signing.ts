@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import type { ApiReply, ApiRequest } from '../../common/proto.js';
 import {
   ANCESTOR_HEADER, SIGNATURE_HEADER, STATE_HEADER, STORE_HEADER, TENANT_HEADER, TIMESTAMP_HEADER, formatState, parseState, sha256Hex, signAnswer,
-  streamSignatureEvent, type Ancestry, type SignedRequest, type StateHead,
+  finalEventBytes, signedFinalEvent, streamSignatureEvent, type Ancestry, type SignedRequest, type StateHead,
 } from '../../sdk/protocol/response-signature.js';
 import type { EnclaveIdentity } from '../keys.js';
 
@@ -61,6 +61,8 @@ export interface StreamSigner {
   update(chunk: Uint8Array): void;
   /** The final SSE event signing everything fed so far; send it last. */
   finish(): Buffer;
+  /** `json`, the stream's last event, with the signature of everything fed so far and of that event inside it. */
+  finishWith(json: string): Buffer;
 }
 
 /**
@@ -71,19 +73,26 @@ export interface StreamSigner {
 export function streamSigner(signer: ResponseSigner, method: string, request: ApiRequest, status: number, tenant = ''): StreamSigner {
   const hash = createHash('sha256');
   let finished = false;
+  const sign = () => {
+    if (finished) throw new Error('stream already signed');
+    finished = true;
+    // The head at the end: after any memory the stream's tool calls added.
+    const known = parseState(request.known_state);
+    const answer = Object.assign(answerState(signer.state, known), { status, bodySha256: hash.digest('hex'), tenant });
+    return signAnswer((m) => signer.sign(m), signedRequest(method, request, known), answer);
+  };
   return {
     update(chunk) {
       if (finished) throw new Error('stream already signed');
       hash.update(chunk);
     },
     finish() {
+      return Buffer.from(streamSignatureEvent(sign()), 'utf8');
+    },
+    finishWith(json) {
       if (finished) throw new Error('stream already signed');
-      finished = true;
-      // The head at the end: after any memory the stream's tool calls added.
-      const known = parseState(request.known_state);
-      const answer = Object.assign(answerState(signer.state, known), { status, bodySha256: hash.digest('hex'), tenant });
-      const signature = signAnswer((m) => signer.sign(m), signedRequest(method, request, known), answer);
-      return Buffer.from(streamSignatureEvent(signature), 'utf8');
+      hash.update(finalEventBytes(json));
+      return Buffer.from(signedFinalEvent(json, sign()), 'utf8');
     },
   };
 }

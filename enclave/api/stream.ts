@@ -13,7 +13,16 @@ export interface ChunkSink {
   head(reply: ApiReply): void;
   /** Resolves when the bytes may be followed by more (backpressure), or at once if the caller is gone. */
   data(bytes: Uint8Array): Promise<void>;
+  /**
+   * The stream's last event, which then carries the stream's signature inside it rather than
+   * in an event of its own (what a Responses stream ends with: SDK helpers refuse unknown event
+   * types). Where absent, or for a stream that is not signed, it is sent as a plain event.
+   */
+  final?(event: object): Promise<void>;
 }
+
+/** Sends `event` as the stream's final event (ChunkSink.final), or as a plain one. */
+export const sendFinal = (sink: ChunkSink, event: object): Promise<void> => (sink.final ? sink.final(event) : sink.data(sseEvent(event)));
 
 export type StreamHandler = (request: ApiRequest, sink: ChunkSink, signal: AbortSignal, deadline?: number) => Promise<void>;
 /** What wrapStream wraps: told the place the stream holds in the work gate, when it holds one. */
@@ -66,6 +75,7 @@ export function wrapStream(handler: PlacedStreamHandler, options: StreamOptions)
       ? options.log.child({ route: 'Sealed (inner request)' })
       : options.log.child({ reqId: requestIdForLog(request.request_id), route, stream: true });
     let heldDone = false;
+    let signedInFinal = false;
     let status: number | undefined;
     let pendingHead: ApiReply | undefined;
     let signer: StreamSigner | undefined;
@@ -92,6 +102,11 @@ export function wrapStream(handler: PlacedStreamHandler, options: StreamOptions)
         }
         return sink.data(bytes);
       },
+      final(event) {
+        if (!signer || signedInFinal) return tracked.data(sseEvent(event));
+        signedInFinal = true;
+        return sink.data(signer.finishWith(JSON.stringify(event)));
+      },
     };
     // A stream holds its place in the gate while it runs: bound its life, so that no caller
     // (or host calling without a deadline) keeps one open for ever.
@@ -113,7 +128,7 @@ export function wrapStream(handler: PlacedStreamHandler, options: StreamOptions)
       }
     }
     if (signer && !signal.aborted) {
-      await sink.data(signer.finish());
+      if (!signedInFinal) await sink.data(signer.finish());
       if (heldDone) await sink.data(done);
     }
     if (options.inner) return;

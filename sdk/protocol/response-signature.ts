@@ -288,26 +288,47 @@ function ed25519Verify(publicKey: Uint8Array, message: Uint8Array, signature: Ui
  * constant: nothing to sign).
  */
 export function streamSignatureEvent(signature: ResponseSignature): string {
-  const tee_signature = {
+  return `data: ${JSON.stringify({ object: 'chat.completion.chunk', type: STREAM_SIGNATURE_EVENT, choices: [], tee_signature: signatureFields(signature) })}\n\n`;
+}
+
+function signatureFields(signature: ResponseSignature): Record<string, string> {
+  return {
     signature: signature.signature, timestamp: signature.timestamp, state: signature.state, store: signature.store,
     ...(signature.ancestor ? { ancestor: signature.ancestor } : {}), ...(signature.tenant ? { tenant: signature.tenant } : {}),
   };
-  return `data: ${JSON.stringify({ object: 'chat.completion.chunk', type: STREAM_SIGNATURE_EVENT, choices: [], tee_signature })}\n\n`;
+}
+
+/** The key a stream's final event carries its signature under, as its last member. */
+const EMBEDDED_SIGNATURE = ',"tee_signature":';
+
+/**
+ * A stream's final event as it is signed: `data: <json>\n\n`, the JSON without its signature.
+ * Responses streams end this way (response.completed), since the SDKs' Responses helpers
+ * refuse an event of a type they do not know; the signature then covers that event too.
+ */
+export const finalEventBytes = (json: string): string => `data: ${json}\n\n`;
+
+/** The final event as sent: its JSON with `tee_signature` added as the last member. */
+export function signedFinalEvent(json: string, signature: ResponseSignature): string {
+  if (!json.startsWith('{') || !json.endsWith('}') || json === '{}') throw new Error('a final event must be a non-empty JSON object');
+  return `data: ${json.slice(0, -1)}${EMBEDDED_SIGNATURE}${JSON.stringify(signatureFields(signature))}}\n\n`;
 }
 
 const DONE_EVENT = 'data: [DONE]\n\n';
 const SIGNATURE_MARKER = `data: {"object":"chat.completion.chunk","type":"${STREAM_SIGNATURE_EVENT}",`;
 
 /**
- * Splits a complete SSE transcript into the signed body and the signature event, which is
- * the last event (or the last before `data: [DONE]`). Returns undefined when the transcript
- * does not end that way.
+ * Splits a complete SSE transcript into the signed body and the signature: a signature event
+ * that is the last event (or the last before `data: [DONE]`), or a signature carried as the
+ * last member of the last event (signedFinalEvent), in which case that event without it is
+ * part of the signed body. Returns undefined when the transcript does not end either way.
  */
 export function splitSignedStream(transcript: Uint8Array): { body: Uint8Array; signature: ResponseSignature } | undefined {
   let text = Buffer.from(transcript).toString('latin1'); // 1 char per byte: indexes are byte offsets
   if (text.endsWith(DONE_EVENT)) text = text.slice(0, -DONE_EVENT.length);
   const at = text.lastIndexOf(SIGNATURE_MARKER);
-  if (at < 0 || (at > 0 && !text.slice(0, at).endsWith('\n\n'))) return undefined;
+  if (at < 0) return splitEmbedded(transcript, text);
+  if (at > 0 && !text.slice(0, at).endsWith('\n\n')) return undefined;
   const rest = text.slice(at + 'data: '.length);
   if (!rest.endsWith('\n\n') || rest.slice(0, -2).includes('\n')) return undefined;
   let data: unknown;
@@ -321,6 +342,32 @@ export function splitSignedStream(transcript: Uint8Array): { body: Uint8Array; s
   if (tenant !== undefined && typeof tenant !== 'string') return undefined;
   if (ancestor !== undefined && !isAncestry(ancestor)) return undefined;
   return { body: transcript.subarray(0, at), signature: { signature, timestamp, state, store, ...(ancestor ? { ancestor } : {}), ...(tenant ? { tenant } : {}) } };
+}
+
+function splitEmbedded(transcript: Uint8Array, text: string): { body: Uint8Array; signature: ResponseSignature } | undefined {
+  if (!text.endsWith('}\n\n')) return undefined;
+  const start = text.lastIndexOf('\n\ndata: ', text.length - 3);
+  const eventAt = start < 0 ? (text.startsWith('data: ') ? 0 : -1) : start + 2;
+  if (eventAt < 0) return undefined;
+  const line = text.slice(eventAt + 'data: '.length, -2);
+  const cut = line.lastIndexOf(EMBEDDED_SIGNATURE);
+  if (cut < 0 || line.includes('\n')) return undefined;
+  let fields: Record<string, unknown>;
+  try {
+    fields = JSON.parse(line.slice(cut + EMBEDDED_SIGNATURE.length, -1)) as Record<string, unknown>;
+  } catch {
+    return undefined;
+  }
+  const { signature, timestamp, state, store, ancestor, tenant } = fields;
+  if (typeof signature !== 'string' || typeof timestamp !== 'string' || typeof state !== 'string' || typeof store !== 'string') return undefined;
+  if (tenant !== undefined && typeof tenant !== 'string') return undefined;
+  if (ancestor !== undefined && !isAncestry(ancestor)) return undefined;
+  const parsed: ResponseSignature = { signature, timestamp, state, store, ...(ancestor ? { ancestor } : {}), ...(tenant ? { tenant } : {}) };
+  // Exactly as signedFinalEvent writes it, or it is not ours (nothing else may ride there).
+  const unsigned = `${line.slice(0, cut)}}`;
+  if (signedFinalEvent(unsigned, parsed) !== text.slice(eventAt)) return undefined;
+  const body = Buffer.concat([Buffer.from(transcript.subarray(0, eventAt)), Buffer.from(finalEventBytes(unsigned), 'latin1')]);
+  return { body: new Uint8Array(body), signature: parsed };
 }
 
 // ---------------------------------------------------------------------------------------

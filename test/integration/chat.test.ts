@@ -116,6 +116,21 @@ describe('the openai client works unchanged', () => {
     expect(() => tee.verifyStream(request, res.status, tampered)).toThrow(ResponseSignatureError);
   });
 
+  it('a streamed Responses answer carries its signature inside response.completed: the sdk verifies it and catches a changed byte there', async () => {
+    const tee = await connect({ insecureSkipPcrPinning: true, baseUrl: svc.baseUrl, rootPem: readFileSync(join(svc.dataDir, 'simulated-root.pem'), 'utf8') });
+    const body = JSON.stringify({ model: 'echo', stream: true, input: 'signed responses stream' });
+    const res = await fetch(`${svc.baseUrl}/v1/responses`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+    const transcript = new Uint8Array(await res.arrayBuffer());
+    const events = Buffer.from(transcript).toString().split('\n\n').filter(Boolean);
+    expect(events.at(-1)).toMatch(/^data: \{"type":"response\.completed",.*"tee_signature":\{"signature":"[A-Za-z0-9+/=]+"/);
+    expect(events.some((e) => e.includes('"type":"tee.signature"'))).toBe(false);
+    const request = { method: 'POST', target: '/v1/responses', organization: '', body: new Uint8Array(Buffer.from(body)) };
+    expect(Buffer.from(tee.verifyStream(request, res.status, transcript).body).toString()).toContain('"output_text":"echo: signed responses stream"');
+
+    const tampered = Buffer.from(Buffer.from(transcript).toString().replace('"output_text":"echo: signed', '"output_text":"ECHO: signed'));
+    expect(() => tee.verifyStream(request, res.status, new Uint8Array(tampered))).toThrow(ResponseSignatureError);
+  });
+
   it('the SDK\'s stream helper accumulates the answer', async () => {
     const runner = client().chat.completions.stream({ model: 'echo', messages: [{ role: 'user', content: 'accumulate' }] });
     const final = await runner.finalChatCompletion();

@@ -70,6 +70,31 @@ describe('openai', () => {
     expect(completion.choices[0].message.tool_calls?.[0]).toMatchObject({ type: 'function', function: { name: 'get_weather' } });
   });
 
+  it('the SDK\'s stream helpers: responses.stream().finalResponse(), chat.completions.stream().finalChatCompletion() and runTools (first hour, 5)', async () => {
+    const openai = new OpenAI({ baseURL: baseURL(), apiKey: 'any', organization: ORG });
+    const response = await openai.responses.stream({ model: 'echo', input: 'helpers please' }).finalResponse();
+    expect(response.output_text).toBe('echo: helpers please');
+    expect(response.status).toBe('completed');
+
+    const completion = await openai.chat.completions.stream({ model: 'echo', messages: [{ role: 'user', content: 'chat helper' }] }).finalChatCompletion();
+    expect(completion.choices[0].message.content).toBe('echo: chat helper');
+
+    const calls: string[] = [];
+    const runner = openai.chat.completions.runTools({
+      model: 'tool-client',
+      messages: [{ role: 'user', content: 'weather in Lisbon?' }],
+      tools: [{ type: 'function', function: { ...weather.function, function: (args: { city: string }) => { calls.push(args.city); return 'sunny'; }, parse: JSON.parse } }],
+      stream: true,
+    } as Parameters<typeof openai.chat.completions.runTools>[0], { maxChatCompletions: 2 });
+    // The stand-in model asks for the tool every time: the runner calls it, then stops at its limit.
+    const errors: unknown[] = [];
+    runner.on('error', (e) => errors.push(e));
+    await runner.done().catch(() => undefined);
+    expect(calls.length).toBeGreaterThan(0);
+    expect(new Set(calls)).toEqual(new Set(['Lisbon']));
+    expect(errors.map(String).join(' ')).not.toMatch(/Unhandled|tee\.signature/);
+  });
+
   it('models.list and models.retrieve: the configured models and the offline local-memory', async () => {
     const ids: string[] = [];
     for await (const m of client().models.list()) ids.push(m.id);

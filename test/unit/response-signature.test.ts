@@ -197,6 +197,29 @@ describe('the enclave side (enclave/api/signing.ts)', () => {
     expect(checkSignature(identity.publicKey, sent, answer, junk.sig).ok).toBe(true);
   });
 
+  it('streamSigner.finishWith puts the signature inside the final event, covering that event too (a Responses stream)', () => {
+    const chunks = ['data: {"type":"response.created"}\n\n', 'data: {"type":"response.output_text.delta","delta":"héllo"}\n\n'].map(utf8);
+    const signer = streamSigner(identity, 'POST', apiRequest, 200);
+    for (const chunk of chunks) signer.update(chunk);
+    const completed = JSON.stringify({ type: 'response.completed', response: { status: 'completed', output_text: 'héllo' }, sequence_number: 2 });
+    const finalEvent = signer.finishWith(completed);
+    expect(finalEvent.toString()).toMatch(/^data: \{"type":"response\.completed",.*,"sequence_number":2,"tee_signature":\{"signature":"[A-Za-z0-9+/=]+","timestamp":"\d+","state":"7:(ab){32}","store":"(5e){16}"\}\}\n\n$/);
+    expect(() => signer.finish()).toThrow(/already signed/);
+
+    const transcript = Buffer.concat([...chunks, finalEvent]);
+    const split = splitSignedStream(transcript)!;
+    // The signed body is the whole stream with the final event as it was before the signature went in.
+    expect(Buffer.from(split.body).toString()).toBe(Buffer.concat([...chunks, utf8(`data: ${completed}\n\n`)]).toString());
+    expect(checkSignature(identity.publicKey, sent, { status: 200, bodySha256: sha256Hex(split.body) }, split.signature).ok).toBe(true);
+
+    // The host changes the final event's text, which clients' helpers read: the signature fails.
+    const altered = Buffer.from(transcript.toString().replace('"output_text":"héllo"', '"output_text":"hallo"'));
+    const alteredSplit = splitSignedStream(altered)!;
+    expect(checkSignature(identity.publicKey, sent, { status: 200, bodySha256: sha256Hex(alteredSplit.body) }, alteredSplit.signature).ok).toBe(false);
+    // Anything after the signature member, or a second one smuggled in, is not ours.
+    expect(splitSignedStream(Buffer.from(transcript.toString().replace(/\}\}\n\n$/, '},"x":1}\n\n')))).toBeUndefined();
+  });
+
   it('signs plain Ed25519 (OpenSSL), which tweetnacl verifies too', () => {
     const message = utf8('any statement');
     const signature = identity.sign(message);
