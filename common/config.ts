@@ -143,7 +143,13 @@ export function logLevel(): Setting<string> {
 }
 
 export function logFormat(): Setting<'json' | 'pretty'> {
-  return oneOf('LOG_FORMAT', 'Log lines: JSON, or readable text for a terminal (the same redactions)', ['json', 'pretty'] as const, 'json');
+  // A person at a terminal reads lines; a collector (a pipe, a file, the journal) parses JSON.
+  const setting = oneOf('LOG_FORMAT', 'Log lines: JSON, or readable text (the same redactions); unset: readable in a terminal, JSON otherwise', ['json', 'pretty'] as const, 'json');
+  return {
+    ...setting,
+    defaultText: 'json (pretty when stdout is a terminal)',
+    parse: (raw) => (raw === undefined || raw === '' ? (process.stdout.isTTY === true ? 'pretty' : 'json') : setting.parse(raw)),
+  };
 }
 
 /** An on/off switch: 1/true/yes or 0/false/no (unset = off). */

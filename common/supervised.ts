@@ -13,7 +13,7 @@ export function stopWithSupervisor(): void {
 export const CONFIG_ERROR_EXIT = 2;
 
 /** What a supervised process tells its supervisor over the IPC channel. */
-export type SupervisorMessage = { ready: true } | { configError: string };
+export type SupervisorMessage = { ready: true; url?: string } | { configError: string };
 
 export function isSupervisorMessage(value: unknown): value is SupervisorMessage {
   if (typeof value !== 'object' || value === null) return false;
@@ -21,11 +21,12 @@ export function isSupervisorMessage(value: unknown): value is SupervisorMessage 
 }
 
 /**
- * Tells the supervisor this process listens. The supervisor waits for this message from
+ * Tells the supervisor this process listens (the proxy: at which URL, for the line that ends
+ * `npm start`'s start-up). The supervisor waits for this message from
  * its own child rather than probing the address, which another instance may be answering on.
  */
-export function tellSupervisorReady(): void {
-  process.send?.({ ready: true } satisfies SupervisorMessage);
+export function tellSupervisorReady(url?: string): void {
+  process.send?.((url === undefined ? { ready: true } : { ready: true, url }) satisfies SupervisorMessage);
 }
 
 /**

@@ -44,7 +44,8 @@ const address = await app.listen({ host: config.host, port: config.port }).catch
   return exitWithConfigError('proxy', line);
 });
 log.info({ address, enclave: config.enclaveAddr }, 'proxy listening');
-tellSupervisorReady();
+// `address` is where fastify listens (the port PORT=0 picked included), said as a URL to open.
+tellSupervisorReady(`${new URL(address).origin}/`);
 
 let stopping = false;
 const stop = async (signal: string) => {

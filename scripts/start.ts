@@ -32,7 +32,7 @@ interface Supervised {
   restarts: number;
   startedAt: number;
   /** Called at the next "ready" message from this process (a restarted one included). */
-  waiting: Array<() => void>;
+  waiting: Array<(url?: string) => void>;
   /** The one line of its last configuration error, sent before it exits with CONFIG_ERROR_EXIT. */
   configError?: string;
 }
@@ -62,7 +62,7 @@ function run(s: Supervised): void {
   child.on('message', (message) => {
     if (!isSupervisorMessage(message)) return;
     if ('configError' in message) s.configError = message.configError;
-    else for (const resolve of s.waiting.splice(0)) resolve();
+    else for (const resolve of s.waiting.splice(0)) resolve(message.url);
   });
   child.on('exit', (code, signal) => {
     s.child = undefined;
@@ -85,7 +85,7 @@ function run(s: Supervised): void {
 }
 
 /** Resolves once `s` listens (a restarted process counts): the next start waits for it. */
-function listening(s: Supervised): Promise<void> {
+function listening(s: Supervised): Promise<string | undefined> {
   return new Promise((resolve) => s.waiting.push(resolve));
 }
 
@@ -126,3 +126,5 @@ run(enclave);
 await listening(enclave);
 log.info('enclave ready; starting proxy');
 run(proxy);
+// The last line of a start: where to go (the console and the API).
+log.info(`ready: ${await listening(proxy) ?? 'the proxy listens'}`);

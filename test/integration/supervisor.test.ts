@@ -41,9 +41,19 @@ describe('the supervisor (npm start)', () => {
     s.child.kill('SIGKILL');
     await waitFor(async () => children.every((pid) => !alive(pid)), 20_000, () => `still running: ${children.filter(alive).join(' ')}`);
     // The same ports and folder again: nothing of the first holds them.
-    const again = await startSupervisor(folder.dir, sameInstance(s.env));
+    // Readable lines, as in a terminal (where they are the default).
+    const again = await startSupervisor(folder.dir, { ...sameInstance(s.env), LOG_FORMAT: 'pretty', LOG_LEVEL: 'info' });
     await again.ready();
     expect(again.children().length).toBe(3);
+    // Its start ends with one line saying where to go (first hour, 7).
+    await waitFor(async () => again.output().includes('ready: '), 60_000, () => `waiting for the line "ready: …"\n${again.output()}`);
+    const lines = again.output().trimEnd().split('\n');
+    const readyAt = lines.findIndex((l) => / INFO +supervisor ready: /.test(l));
+    expect(lines[readyAt]).toMatch(new RegExp(`^\\d\\d:\\d\\d:\\d\\d\\.\\d{3} INFO +supervisor ready: ${again.baseUrl.replace(/[.]/g, '\\.')}/$`));
+    // The last line of the start: after it, only the log of requests (this test's /healthz polls).
+    expect(readyAt).toBeGreaterThan(lines.findIndex((l) => / proxy +proxy listening /.test(l)));
+    expect(lines.slice(readyAt + 1).every((l) => / proxy +request /.test(l))).toBe(true);
+    expect(again.output()).not.toMatch(/^\{"level"/m);
   });
 
   it('restarts a process that keeps dying, with back-off, gives up after six fast failures, and the next start finds its ports and folder free', async () => {
