@@ -28,6 +28,9 @@ function peakRss(pid: number): number {
   return Number(kb) * 1024;
 }
 
+/** Its own budget: some 15 s alone, several times that with both cores busy (it waits on events, not time). */
+const UNDER_LOAD = 180_000;
+
 describe('a log segment the host pads with junk', () => {
   it('is read no further than its limit, in bounded memory: the enclave starts, keeps every memory and cuts the junk', async () => {
     svc = await startService({ DATA_DIR: dataDir, SNAPSHOT_LOG_BYTES: String(1024 * 1024) });
@@ -59,5 +62,5 @@ describe('a log segment the host pads with junk', () => {
     expect(statSync(path).size).toBe(validEnd);
     // Read whole, the junk alone would be more than this; streamed, memory stays near the baseline.
     expect(peak - baseline).toBeLessThan(128 * 1024 * 1024);
-  });
+  }, UNDER_LOAD);
 });
