@@ -1,4 +1,5 @@
 import { mkdtempSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -147,6 +148,22 @@ describe('/mcp of the HTTP gateway (streamable HTTP)', () => {
     } finally {
       await client.close();
     }
+  });
+
+  it('refuses a GET (stateless: no stream to open), a request without X-Tenant-Id, and a Host that is not loopback (DNS rebinding)', async () => {
+    const send = (method: string, headers: Record<string, string>) => new Promise<{ status: number; text: string }>((done, fail) => {
+      const req = httpRequest(`${http.url}/mcp`, { method, headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers } }, (res) => {
+        let text = '';
+        res.on('data', (d: Buffer) => { text += d.toString(); });
+        res.on('end', () => done({ status: res.statusCode!, text }));
+      });
+      req.on('error', fail);
+      req.end(method === 'POST' ? JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }) : undefined);
+    });
+    expect(await send('GET', { 'x-tenant-id': TENANT })).toMatchObject({ status: 405 });
+    expect(await send('POST', {})).toMatchObject({ status: 400, text: expect.stringMatching(/x-tenant-id/) });
+    expect(await send('POST', { 'x-tenant-id': TENANT, host: `attacker.example:${new URL(http.url).port}` })).toMatchObject({ status: 403 });
+    expect(await send('POST', { 'x-tenant-id': TENANT })).toMatchObject({ status: 200, text: expect.stringContaining('search_memory') });
   });
 
   it('an answer altered by the host: isError naming the failed check, never the altered content', async () => {
