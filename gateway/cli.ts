@@ -9,6 +9,7 @@ import { parseArgs as parseNodeArgs } from 'node:util';
 import { parseKey32, parsePcrs } from '../sdk/bin/trust-args.js';
 
 export const USAGE = `Usage: agent-gateway --service <base-url> [--port 8081] (--pcr … | --manifest … --operator-key … | --insecure-dev)
+       agent-gateway --service <base-url> (trust options) --mcp --tenant <id> [--api-key-file <path>]
 
 Runs on your machine, in front of an agent service whose host you do not trust. It verifies
 the service's attestation, then serves the whole API unchanged on http://127.0.0.1:<port>
@@ -17,6 +18,12 @@ attested enclave (streams included), every answer opened and checked (signature,
 API key, state head). An answer that fails a check becomes a 502 gateway_check_failed
 naming the check; nothing unverified is passed on. Your Authorization header travels only
 inside the sealed envelope.
+
+It also serves memory tools over the Model Context Protocol (add_memory, search_memory,
+list_memories, update_memory, delete_memory), through the same sealed, verified calls: at
+http://127.0.0.1:<port>/mcp (streamable HTTP; the tenant from each request's X-Tenant-Id
+header, the key from its Authorization header), or, with --mcp, on stdin/stdout for an MCP
+client that starts the gateway itself (Claude Desktop, Cursor). See docs/mcp.md.
 
 Options:
   --service <base-url>   the service, e.g. https://agents.example.com (required)
@@ -35,6 +42,12 @@ Options:
   --state-file <path>    where the newest state head seen is kept across restarts, so an
                          older or forked copy of the store is refused (default
                          ~/.agent-gateway/state-<hash of the service URL>.json)
+  --mcp                  serve the memory tools over MCP on stdin/stdout instead of HTTP;
+                         everything else the gateway prints goes to stderr
+  --tenant <id>          with --mcp: the tenant whose memory the tools act on (required)
+  --api-key-file <path>  with --mcp: a file holding your API key (default: the
+                         AGENT_API_KEY environment variable; none for a service
+                         without keys). Never on the command line, where ps shows it
   -h, --help             show this help
 
 It re-attests when the enclave's keys change (an answer signed by another key, or an
@@ -53,6 +66,8 @@ export interface GatewayCommand {
   allowDebug: boolean;
   insecureDev: boolean;
   stateFile: string;
+  /** With --mcp: serve the memory tools on stdio for this tenant, instead of HTTP. */
+  mcp?: { tenant: string; apiKeyFile?: string };
 }
 
 export type Command = GatewayCommand | { kind: 'help' } | { kind: 'usage-error'; message: string };
@@ -81,6 +96,9 @@ export function parseArgs(argv: string[]): Command {
         'allow-debug': { type: 'boolean', default: false },
         'insecure-dev': { type: 'boolean', default: false },
         'state-file': { type: 'string' },
+        mcp: { type: 'boolean', default: false },
+        tenant: { type: 'string' },
+        'api-key-file': { type: 'string' },
         help: { type: 'boolean', short: 'h', default: false },
       },
     }));
@@ -110,6 +128,10 @@ export function parseArgs(argv: string[]): Command {
     if (!operatorKey) return usageError('--manifest needs --operator-key: the operator key you trust to sign releases');
     if (Object.keys(pcrs).length > 0) return usageError('--manifest and --pcr exclude each other: the manifest says which PCRs to pin');
   }
+  if (values.mcp && !values.tenant) return usageError('--mcp needs --tenant <id>: the tenant whose memory the tools act on');
+  if (!values.mcp && (values.tenant !== undefined || values['api-key-file'] !== undefined)) {
+    return usageError('--tenant and --api-key-file go with --mcp (over HTTP, /mcp takes them from each request\'s X-Tenant-Id and Authorization headers)');
+  }
   // Without pinned code, the gateway would seal your data to whatever the root vouches for.
   if (Object.keys(pcrs).length === 0 && values.manifest === undefined && !values['insecure-dev']) {
     return usageError('refusing to start without --pcr or --manifest (--insecure-dev for a development run)');
@@ -125,5 +147,6 @@ export function parseArgs(argv: string[]): Command {
     allowDebug: values['allow-debug'],
     insecureDev: values['insecure-dev'],
     stateFile: values['state-file'] ?? defaultStateFile(service),
+    ...(values.mcp ? { mcp: { tenant: values.tenant!, ...(values['api-key-file'] !== undefined ? { apiKeyFile: values['api-key-file'] } : {}) } } : {}),
   };
 }

@@ -6,7 +6,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { once } from 'node:events';
-import type { TeeClient } from '../sdk/client.js';
+import type { TeeClient, TeeResponse } from '../sdk/client.js';
 import type { SealedStream } from '../sdk/sealed-stream.js';
 import { failureOf, failureReply } from './failures.js';
 import type { Trust } from './trust.js';
@@ -41,16 +41,26 @@ export function asksToStream(body: Uint8Array): boolean {
   }
 }
 
+const callOptions = (request: ClientRequest) => ({ authorization: request.authorization, organization: request.organization, signal: request.signal });
+const bodyOf = (request: ClientRequest) => (request.body.length > 0 ? request.body : undefined);
+
+/**
+ * One unary request sealed to the enclave, its answer opened and verified (signature,
+ * tenant, key, state head): the one way the gateway sends a call, for HTTP clients and for
+ * MCP tools (gateway/mcp.ts) alike. Throws what failures.ts turns into a named check.
+ */
+export function sealedCall(trust: Trust, request: ClientRequest): Promise<TeeResponse> {
+  return trust.run((tee: TeeClient) => tee.sealedCall(request.method, request.target, bodyOf(request), callOptions(request)));
+}
+
 export async function forward(trust: Trust, request: ClientRequest, res: ServerResponse): Promise<void> {
-  const options = { authorization: request.authorization, organization: request.organization, signal: request.signal };
-  const body = request.body.length > 0 ? request.body : undefined;
   try {
     if (!asksToStream(request.body)) {
-      const answer = await trust.run((tee: TeeClient) => tee.sealedCall(request.method, request.target, body, options));
+      const answer = await sealedCall(trust, request);
       res.writeHead(answer.status, answerHeaders(answer.headers)).end(answer.raw);
       return;
     }
-    const stream = await trust.run((tee: TeeClient) => tee.sealedStream(request.method, request.target, body, options));
+    const stream = await trust.run((tee: TeeClient) => tee.sealedStream(request.method, request.target, bodyOf(request), callOptions(request)));
     await relay(stream, res);
   } catch (error) {
     if (request.signal.aborted) return void res.destroy();

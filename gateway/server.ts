@@ -1,6 +1,7 @@
 /**
  * The gateway's HTTP server on 127.0.0.1: every /v1/ request goes through forward() (sealed,
- * verified); anything else is not the API and is answered here. After each request the
+ * verified); /mcp is the memory tools over MCP's streamable HTTP (mcp-transports.ts), through
+ * the same sealed call; anything else is not the API and is answered here. After each request the
  * newest state head is written to the state file (only when it moved).
  */
 import { createServer, type Server, type ServerResponse } from 'node:http';
@@ -9,6 +10,7 @@ import { ApiError, notFound, tooLarge } from '../common/errors.js';
 import { limits } from '../common/limits.js';
 import type { StateTracker } from '../sdk/protocol/response-signature.js';
 import { forward, readRequest } from './forward.js';
+import { handleMcpHttp } from './mcp-transports.js';
 import type { StateFile } from './state-file.js';
 import type { Trust } from './trust.js';
 
@@ -28,11 +30,13 @@ export async function startGateway(deps: { trust: Trust; tracker: StateTracker; 
       if (!res.writableFinished) client.abort();
     });
     void (async () => {
+      const afterCall = () => deps.stateFile.save(deps.tracker.current);
+      if ((req.url ?? '').split('?')[0] === '/mcp') return handleMcpHttp(req, res, { trust: deps.trust, afterCall }, client.signal);
       if (!(req.url ?? '').startsWith('/v1/')) return sendError(res, notFound(`agent-gateway serves the API under /v1/, not ${req.url?.split('?')[0]}`));
       const request = await readRequest(req, limits.maxBodyBytes, client.signal);
       if (request === 'too-large') return sendError(res, tooLarge(`the request body is larger than ${limits.maxBodyBytes} bytes`));
       await forward(deps.trust, request, res);
-      deps.stateFile.save(deps.tracker.current);
+      afterCall();
     })().catch((error: unknown) => {
       // Nothing of the request or its answer in the message: it may be the user's data.
       process.stderr.write(`agent-gateway: request failed: ${(error as Error)?.name ?? 'error'}\n`);

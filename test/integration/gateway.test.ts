@@ -78,7 +78,7 @@ describe('start', () => {
 
   it('--help documents every flag', () => {
     const help = execFileSync(process.execPath, [join(import.meta.dirname, '../../dist/gateway/main.js'), '--help'], { encoding: 'utf8' });
-    for (const flag of ['--service', '--port', '--root', '--pcr', '--manifest', '--operator-key', '--allow-debug', '--insecure-dev', '--state-file', '--help']) expect(help).toContain(flag);
+    for (const flag of ['--service', '--port', '--root', '--pcr', '--manifest', '--operator-key', '--allow-debug', '--insecure-dev', '--state-file', '--mcp', '--tenant', '--api-key-file', '--help']) expect(help).toContain(flag);
   });
 });
 

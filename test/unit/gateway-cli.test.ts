@@ -24,6 +24,15 @@ describe('agent-gateway arguments', () => {
     }
   });
 
+  it('--mcp needs --tenant; --tenant and --api-key-file only go with --mcp (over HTTP, /mcp reads them from headers)', () => {
+    const base = ['--service', 'http://h:1', '--insecure-dev'];
+    expect(parseArgs([...base, '--mcp', '--tenant', 't1', '--api-key-file', 'k'])).toMatchObject({ kind: 'run', mcp: { tenant: 't1', apiKeyFile: 'k' } });
+    expect(parseArgs([...base, '--mcp'])).toMatchObject({ kind: 'usage-error', message: expect.stringMatching(/--mcp needs --tenant/) });
+    expect(parseArgs([...base, '--tenant', 't1'])).toMatchObject({ kind: 'usage-error', message: expect.stringMatching(/X-Tenant-Id/) });
+    expect(parseArgs([...base, '--api-key-file', 'k'])).toMatchObject({ kind: 'usage-error' });
+    expect(parseArgs(base)).not.toHaveProperty('mcp');
+  });
+
   it('keeps one state file per service under the home folder by default', () => {
     const a = defaultStateFile(new URL('https://a.example'), '/home/u');
     expect(a).toMatch(/^\/home\/u\/\.agent-gateway\/state-[0-9a-f]{16}\.json$/);
