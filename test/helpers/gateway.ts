@@ -1,5 +1,6 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { join, resolve } from 'node:path';
+import { spawnCapturing } from './processes.js';
 import { waitFor } from './service.js';
 
 const root = resolve(import.meta.dirname, '../..');
@@ -16,14 +17,10 @@ export interface GatewayProcess {
 }
 
 export function spawnGateway(args: string[]): Omit<GatewayProcess, 'url'> {
-  const child = spawn(process.execPath, [join(root, 'dist/gateway/main.js'), ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, HOME: process.env.HOME } });
-  let out = '';
-  child.stdout!.on('data', (d: Buffer) => { out += d.toString(); });
-  child.stderr!.on('data', (d: Buffer) => { out += d.toString(); });
-  const exited = new Promise<number | null>((res) => child.once('exit', (code) => res(code)));
+  const { child, out, exited } = spawnCapturing([join(root, 'dist/gateway/main.js'), ...args], { ...process.env });
   return {
     child,
-    output: () => out,
+    output: out,
     exited,
     async stop() {
       if (child.exitCode === null && child.signalCode === null) {

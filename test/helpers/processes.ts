@@ -28,19 +28,25 @@ export interface Lone {
   stop(): Promise<void>;
 }
 
-/** Starts one built process (e.g. 'enclave/main.js') alone with exactly `env` added. */
-export function startLone(script: string, env: NodeJS.ProcessEnv): Lone {
-  const fullEnv = { ...process.env, LOG_LEVEL: 'info', ...env };
-  const child = spawn(process.execPath, nodeArgs(join(root, 'dist', script), fullEnv), { env: fullEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+/** Runs node with `args`, collecting stdout and stderr as one output; `exited` resolves with its exit code. */
+export function spawnCapturing(args: string[], env: NodeJS.ProcessEnv): { child: ChildProcess; out: () => string; exited: Promise<number | null> } {
+  const child = spawn(process.execPath, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   child.stdout!.on('data', (d: Buffer) => { out += d.toString(); });
   child.stderr!.on('data', (d: Buffer) => { out += d.toString(); });
   const exited = new Promise<number | null>((res) => child.once('exit', (code) => res(code)));
+  return { child, out: () => out, exited };
+}
+
+/** Starts one built process (e.g. 'enclave/main.js') alone with exactly `env` added. */
+export function startLone(script: string, env: NodeJS.ProcessEnv): Lone {
+  const fullEnv = { ...process.env, LOG_LEVEL: 'info', ...env };
+  const { child, out, exited } = spawnCapturing(nodeArgs(join(root, 'dist', script), fullEnv), fullEnv);
   return {
     child,
-    output: () => out,
+    output: out,
     exited,
-    waitForOutput: (text, timeoutMs = 60_000) => waitFor(async () => out.includes(text), timeoutMs, () => out),
+    waitForOutput: (text, timeoutMs = 60_000) => waitFor(async () => out().includes(text), timeoutMs, out),
     async stop() {
       if (child.exitCode === null && child.signalCode === null) {
         child.kill('SIGTERM');

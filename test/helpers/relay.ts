@@ -73,21 +73,30 @@ export interface TamperingRelay {
   close(): Promise<void>;
 }
 
+/** The request headers a relay passes on: all but those of the hop itself. */
+function forwardedHeaders(req: IncomingMessage): Record<string, string> {
+  const headers: Record<string, string> = {};
+  for (const [name, value] of Object.entries(req.headers)) {
+    if (typeof value === 'string' && !['host', 'connection', 'content-length', 'keep-alive'].includes(name)) headers[name] = value;
+  }
+  return headers;
+}
+
+/** The answer's headers a relay passes back: all but those it sets itself. */
+const answerHeaders = (answer: Response) =>
+  Object.fromEntries([...answer.headers].filter(([name]) => !['content-length', 'transfer-encoding', 'connection', 'keep-alive'].includes(name)));
+
 export async function startTamperingRelay(targetBaseUrl: string): Promise<TamperingRelay> {
   const relay: TamperingRelay = { baseUrl: '', tamperRequest: (request) => request, tamperHeaders: (headers) => headers, tamper: (exchange) => exchange, close: async () => {} };
   const server: HttpServer = createHttpServer(async (req, res) => {
     try {
       const { method, url, body } = relay.tamperRequest({ method: req.method!, url: req.url!, body: await readAll(req) });
-      const headers: Record<string, string> = {};
-      for (const [name, value] of Object.entries(req.headers)) {
-        if (typeof value === 'string' && !['host', 'connection', 'content-length', 'keep-alive'].includes(name)) headers[name] = value;
-      }
-      const answer = await fetch(targetBaseUrl + url, { method, headers: relay.tamperHeaders(headers), body: body.length > 0 ? body : undefined });
+      const answer = await fetch(targetBaseUrl + url, { method, headers: relay.tamperHeaders(forwardedHeaders(req)), body: body.length > 0 ? body : undefined });
       const exchange = relay.tamper({
         method,
         url,
         status: answer.status,
-        headers: Object.fromEntries([...answer.headers].filter(([name]) => !['content-length', 'transfer-encoding', 'connection', 'keep-alive'].includes(name))),
+        headers: answerHeaders(answer),
         body: Buffer.from(await answer.arrayBuffer()),
       });
       res.writeHead(exchange.status, { ...exchange.headers, 'content-length': String(exchange.body.length) });
@@ -96,10 +105,7 @@ export async function startTamperingRelay(targetBaseUrl: string): Promise<Tamper
       res.writeHead(599).end(String(error));
     }
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  relay.baseUrl = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
-  relay.close = () => new Promise((resolve) => { server.closeAllConnections(); server.close(() => resolve()); });
-  return relay;
+  return listenRelay(server, relay);
 }
 
 function readAll(req: IncomingMessage): Promise<Buffer> {
@@ -128,23 +134,23 @@ export async function startEventEditingRelay(targetBaseUrl: string): Promise<Eve
   const server: HttpServer = createHttpServer(async (req, res) => {
     try {
       const body = await readAll(req);
-      const headers: Record<string, string> = {};
-      for (const [name, value] of Object.entries(req.headers)) {
-        if (typeof value === 'string' && !['host', 'connection', 'content-length', 'keep-alive'].includes(name)) headers[name] = value;
-      }
-      const answer = await fetch(targetBaseUrl + req.url!, { method: req.method, headers, body: body.length > 0 ? body : undefined });
+      const answer = await fetch(targetBaseUrl + req.url!, { method: req.method, headers: forwardedHeaders(req), body: body.length > 0 ? body : undefined });
       let out = Buffer.from(await answer.arrayBuffer());
       if ((answer.headers.get('content-type') ?? '').startsWith('text/event-stream')) {
         const events = out.toString('latin1').split('\n\n').filter((e) => e !== '').map((e) => `${e}\n\n`);
         out = Buffer.from(relay.edit(events).join(''), 'latin1');
       }
-      const passed = Object.fromEntries([...answer.headers].filter(([name]) => !['content-length', 'transfer-encoding', 'connection', 'keep-alive'].includes(name)));
-      res.writeHead(answer.status, { ...passed, 'content-length': String(out.length) });
+      res.writeHead(answer.status, { ...answerHeaders(answer), 'content-length': String(out.length) });
       res.end(out);
     } catch (error) {
       res.writeHead(599).end(String(error));
     }
   });
+  return listenRelay(server, relay);
+}
+
+/** Listens on a free loopback port, and fills in the relay's baseUrl and close(). */
+async function listenRelay<R extends { baseUrl: string; close(): Promise<void> }>(server: HttpServer, relay: R): Promise<R> {
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   relay.baseUrl = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
   relay.close = () => new Promise((resolve) => { server.closeAllConnections(); server.close(() => resolve()); });
