@@ -7,6 +7,7 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs as parseNodeArgs } from 'node:util';
 import { parseKey32, parsePcrs } from '../sdk/bin/trust-args.js';
+import { normalizeOrigin } from '../sdk/protocol/upstream.js';
 
 export const USAGE = `Usage: agent-gateway --service <base-url> [--port 8081] (--pcr … | --manifest … --operator-key … | --insecure-dev)
 
@@ -32,6 +33,10 @@ Options:
                          the host can read. Development only
   --insecure-dev         start without pinned PCRs (any code the root vouches for).
                          Development only
+  --require-upstream <origin>
+                         refuse (502 gateway_check_failed, check "upstream") any answer
+                         whose signed statement says the enclave sent the prompt and
+                         memories to another chat model than <origin>
   --state-file <path>    where the newest state head seen is kept across restarts, so an
                          older or forked copy of the store is refused (default
                          ~/.agent-gateway/state-<hash of the service URL>.json)
@@ -53,6 +58,8 @@ export interface GatewayCommand {
   allowDebug: boolean;
   insecureDev: boolean;
   stateFile: string;
+  /** The only chat model origin answers may name (sdk requireUpstream). */
+  requireUpstream?: string;
 }
 
 export type Command = GatewayCommand | { kind: 'help' } | { kind: 'usage-error'; message: string };
@@ -81,6 +88,7 @@ export function parseArgs(argv: string[]): Command {
         'allow-debug': { type: 'boolean', default: false },
         'insecure-dev': { type: 'boolean', default: false },
         'state-file': { type: 'string' },
+        'require-upstream': { type: 'string' },
         help: { type: 'boolean', short: 'h', default: false },
       },
     }));
@@ -114,6 +122,14 @@ export function parseArgs(argv: string[]): Command {
   if (Object.keys(pcrs).length === 0 && values.manifest === undefined && !values['insecure-dev']) {
     return usageError('refusing to start without --pcr or --manifest (--insecure-dev for a development run)');
   }
+  let requireUpstream: string | undefined;
+  if (values['require-upstream'] !== undefined) {
+    try {
+      requireUpstream = normalizeOrigin(values['require-upstream']);
+    } catch {
+      return usageError(`--require-upstream must be an http(s) origin, got "${values['require-upstream']}"`);
+    }
+  }
   return {
     kind: 'run',
     service,
@@ -125,5 +141,6 @@ export function parseArgs(argv: string[]): Command {
     allowDebug: values['allow-debug'],
     insecureDev: values['insecure-dev'],
     stateFile: values['state-file'] ?? defaultStateFile(service),
+    ...(requireUpstream ? { requireUpstream } : {}),
   };
 }
