@@ -35,6 +35,28 @@ function optionalKmsKeyArn(name: string, description: string): Setting<string | 
   };
 }
 
+/**
+ * SHA-256 SPKI pins, comma-separated, each 32 bytes in base64 or hex; parsed to base64, the
+ * form answers name them in (sdk/protocol/upstream.ts).
+ */
+function spkiPins(name: string, description: string): Setting<string[]> {
+  return {
+    name, description, defaultText: '(empty)',
+    parse(raw) {
+      const items = (raw ?? '').split(',').map((item) => item.trim()).filter(Boolean);
+      const bad = items.filter((item) => pinBytes(item) === undefined);
+      if (bad.length > 0) throw new ConfigError([`${name}: each pin must be a SHA-256 (32 bytes) in base64 or hex, got ${bad.map((b) => JSON.stringify(b)).join(', ')}`]);
+      return [...new Set(items.map((item) => pinBytes(item)!.toString('base64')))].sort();
+    },
+  };
+}
+
+function pinBytes(text: string): Buffer | undefined {
+  if (/^[0-9a-fA-F]{64}$/.test(text)) return Buffer.from(text, 'hex');
+  const bytes = /^[A-Za-z0-9+/]{43}=$/.test(text) ? Buffer.from(text, 'base64') : undefined;
+  return bytes?.length === 32 ? bytes : undefined;
+}
+
 /** Every setting of the enclave process; `npm run start:enclave -- --help` prints this table. */
 export const enclaveSettings = {
   address: hostPort('ENCLAVE_ADDR', 'Address the enclave\'s gRPC server listens on', '127.0.0.1:50051'),
@@ -43,6 +65,8 @@ export const enclaveSettings = {
   teeMode: oneOf('TEE_MODE', 'Attestation provider', ['simulated', 'nitro'] as const, 'simulated'),
   operatorPubkey: optionalText('OPERATOR_PUBKEY', 'Operator Ed25519 public key, base64 or hex (default: a key pair kept in the host store)'),
   modelBaseUrl: optionalHttpUrl('MODEL_BASE_URL', 'OpenAI-compatible chat model base URL, e.g. https://api.openai.com/v1 (default: built-in offline responder)'),
+  modelTlsPins: spkiPins('MODEL_TLS_PINS', 'SHA-256 pins of the chat model\'s TLS certificate key (SPKI), base64 or hex, comma-separated: the enclave refuses any other certificate before sending anything; measured with the configuration (needs an https MODEL_BASE_URL)'),
+  memoryUpstream: oneOf('MEMORY_UPSTREAM', 'Whether the tenant\'s memories may go to MODEL_BASE_URL: send, or never (chat then sends the prompt without memories or memory tools, and answers say memories were withheld; the offline responder still uses them); measured with the configuration', ['send', 'never'] as const, 'send'),
   modelApiKey: optionalText('MODEL_API_KEY', 'API key for MODEL_BASE_URL; lives only in the enclave'),
   modelNames: list('MODEL_NAMES', 'Chat models GET /v1/models lists for MODEL_BASE_URL, comma-separated (chat passes any model name through)'),
   embeddingModel: text('EMBEDDING_MODEL', 'Embedding model name: static, or a transformer model installed by `npm run model:fetch -- <name>`', 'static'),

@@ -1,5 +1,5 @@
-import nacl from 'tweetnacl';
 import sodium from 'sodium-native';
+import { boxKeyPair } from '../sdk/protocol/box.js';
 import { openRequest, type OpenedRequest, type RequestEnvelope } from '../sdk/protocol/sealed.js';
 
 /**
@@ -43,7 +43,8 @@ export interface SealedRequestKey {
 }
 
 export function generateSealedRequestKey(): SealedRequestKey {
-  const { publicKey, secretKey } = nacl.box.keyPair();
+  // libsodium, like the signing key: its secret in guarded memory (sdk/protocol/box.ts says why not tweetnacl).
+  const { publicKey, secretKey } = boxKeyPair(true);
   return {
     publicKey,
     open: (envelope) => openRequest(envelope, secretKey),

@@ -94,8 +94,9 @@ const upstream = config.modelBaseUrl === undefined ? undefined : new UpstreamMod
   connectTimeoutMs: config.modelConnectTimeoutMs,
   responseTimeoutMs: config.modelTimeoutMs,
   connectRetries: config.modelConnectRetries,
+  tlsPins: config.modelTlsPins,
 });
-const chat = new ChatService(memory, upstream, { memoryTopK: config.chatMemoryTopK, toolRounds: config.chatToolRounds, toolMaxAdds: config.chatToolMaxAdds });
+const chat = new ChatService(memory, upstream, { memoryTopK: config.chatMemoryTopK, toolRounds: config.chatToolRounds, toolMaxAdds: config.chatToolMaxAdds, memoryUpstream: config.memoryUpstream });
 
 const api = createApi({
   memory,

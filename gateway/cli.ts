@@ -7,6 +7,7 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs as parseNodeArgs } from 'node:util';
 import { parseKey32, parsePcrs } from '../sdk/bin/trust-args.js';
+import { normalizeOrigin } from '../sdk/protocol/upstream.js';
 
 export const USAGE = `Usage: agent-gateway --service <base-url> [--port 8081] (--pcr … | --manifest … --operator-key … | --insecure-dev)
        agent-gateway --service <base-url> (trust options) --mcp --tenant <id> [--api-key-file <path>]
@@ -39,6 +40,10 @@ Options:
                          the host can read. Development only
   --insecure-dev         start without pinned PCRs (any code the root vouches for).
                          Development only
+  --require-upstream <origin>
+                         refuse (502 gateway_check_failed, check "upstream") any answer
+                         whose signed statement says the enclave sent the prompt and
+                         memories to another chat model than <origin>
   --state-file <path>    where the newest state head seen is kept across restarts, so an
                          older or forked copy of the store is refused (default
                          ~/.agent-gateway/state-<hash of the service URL>.json)
@@ -68,6 +73,8 @@ export interface GatewayCommand {
   stateFile: string;
   /** With --mcp: serve the memory tools on stdio for this tenant, instead of HTTP. */
   mcp?: { tenant: string; apiKeyFile?: string };
+  /** The only chat model origin answers may name (sdk requireUpstream). */
+  requireUpstream?: string;
 }
 
 export type Command = GatewayCommand | { kind: 'help' } | { kind: 'usage-error'; message: string };
@@ -99,6 +106,7 @@ export function parseArgs(argv: string[]): Command {
         mcp: { type: 'boolean', default: false },
         tenant: { type: 'string' },
         'api-key-file': { type: 'string' },
+        'require-upstream': { type: 'string' },
         help: { type: 'boolean', short: 'h', default: false },
       },
     }));
@@ -136,6 +144,14 @@ export function parseArgs(argv: string[]): Command {
   if (Object.keys(pcrs).length === 0 && values.manifest === undefined && !values['insecure-dev']) {
     return usageError('refusing to start without --pcr or --manifest (--insecure-dev for a development run)');
   }
+  let requireUpstream: string | undefined;
+  if (values['require-upstream'] !== undefined) {
+    try {
+      requireUpstream = normalizeOrigin(values['require-upstream']);
+    } catch {
+      return usageError(`--require-upstream must be an http(s) origin, got "${values['require-upstream']}"`);
+    }
+  }
   return {
     kind: 'run',
     service,
@@ -148,5 +164,6 @@ export function parseArgs(argv: string[]): Command {
     insecureDev: values['insecure-dev'],
     stateFile: values['state-file'] ?? defaultStateFile(service),
     ...(values.mcp ? { mcp: { tenant: values.tenant!, ...(values['api-key-file'] !== undefined ? { apiKeyFile: values['api-key-file'] } : {}) } } : {}),
+    ...(requireUpstream ? { requireUpstream } : {}),
   };
 }

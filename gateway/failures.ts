@@ -4,7 +4,7 @@
  * enclave itself refused (a signed 401, 413, 429…), that refusal unchanged.
  */
 import { ApiError } from '../common/errors.js';
-import { AttestationError, ResponseSignatureError, RollbackError, SealedCallError } from '../sdk/client.js';
+import { AttestationError, ResponseSignatureError, RollbackError, SealedCallError, UpstreamError } from '../sdk/client.js';
 
 export interface Failure {
   status: number;
@@ -21,6 +21,7 @@ const checkFailed = (check: string, reason: string) =>
 /** The check an error is the failure of, as an ApiError; undefined for a verified refusal. */
 export function failureOf(error: unknown): ApiError | undefined {
   if (error instanceof RollbackError) return checkFailed('state head', error.message);
+  if (error instanceof UpstreamError) return checkFailed('upstream', error.message);
   if (error instanceof ResponseSignatureError) {
     return checkFailed(/acted for tenant/.test(error.message) ? 'tenant' : 'signature', error.message);
   }

@@ -26,16 +26,17 @@ import { verifyAttestation } from './attestation/verify.js';
 import { verifyManifest, type VerifiedManifest } from './attestation/manifest.js';
 import {
   ANCESTOR_HEADER, checkSignature, DEFAULT_MAX_SKEW_MS, formatState, isAncestry, KNOWN_STATE_HEADER, sha256Hex, SIGNATURE_HEADER, STATE_HEADER,
-  StateTracker, splitSignedStream, STORE_HEADER, TENANT_HEADER, STREAM_SIGNATURE_EVENT, TIMESTAMP_HEADER, type Ancestry, type KnownState,
+  StateTracker, splitSignedStream, STORE_HEADER, TENANT_HEADER, STREAM_SIGNATURE_EVENT, TIMESTAMP_HEADER, UPSTREAM_HEADER, type Ancestry, type KnownState,
   type SignedRequest, type StateHead,
 } from './protocol/response-signature.js';
 import { decodeBase64, openReply, SEALED_PATH, sealRequest, SealedFormatError } from './protocol/sealed.js';
 import { SEALED_STREAM_PATH, sealedStreamKey } from './protocol/sealed-stream.js';
+import { normalizeOrigin, upstreamRefusal } from './protocol/upstream.js';
 import { parseUserData } from './protocol/user-data.js';
-import { AttestationError, ResponseSignatureError, RollbackError, SealedCallError } from './errors.js';
+import { AttestationError, ResponseSignatureError, RollbackError, SealedCallError, UpstreamError } from './errors.js';
 import { readSealedStream, type SealedStream } from './sealed-stream.js';
 
-export { AttestationError, ResponseSignatureError, RollbackError, SealedCallError, TrustError } from './errors.js';
+export { AttestationError, ResponseSignatureError, RollbackError, SealedCallError, TrustError, UpstreamError } from './errors.js';
 export type { SealedStream } from './sealed-stream.js';
 
 export interface ConnectOptions {
@@ -83,6 +84,12 @@ export interface ConnectOptions {
    * StateTracker()` to start over (e.g. to accept a store the operator deliberately replaced).
    */
   stateTracker?: StateTracker;
+  /**
+   * The chat model origin (e.g. https://api.openai.com) that alone may see prompts and
+   * memories: an answer whose signed upstream names another throws UpstreamError. Answers
+   * that used no model, or the enclave's own responder (`local`), are accepted.
+   */
+  requireUpstream?: string;
   fetch?: typeof fetch;
 }
 
@@ -110,6 +117,8 @@ export interface TeeResponse<T = unknown> {
   state: StateHead;
   /** The id of the sealed store that head belongs to. */
   store: string;
+  /** Where a chat's prompt and memories went (sdk/protocol/upstream.ts); "" when no model was used. */
+  upstream: string;
 }
 
 export interface VerifiedAttestation {
@@ -150,6 +159,7 @@ export async function connect(options: ConnectOptions): Promise<TeeClient> {
       'only for local development, `insecureSkipPcrPinning: true` accepts any code the root vouches for',
     );
   }
+  if (options.requireUpstream !== undefined) options = { ...options, requireUpstream: normalizeOrigin(options.requireUpstream) };
   const fetchImpl = options.fetch ?? globalThis.fetch;
   const tracker = options.stateTracker ?? stateTrackerFor(options.baseUrl);
   const nonce = randomBytes(32);
@@ -266,11 +276,11 @@ export class TeeClient {
     const response = await this.fetchImpl(url, { method, headers, body: bytes.length > 0 ? bytes : undefined, signal: options.signal });
     const raw = new Uint8Array(await response.arrayBuffer());
     const responseHeaders = headersOf(response.headers);
-    const { signedAt, state, store } = this.verify(
+    const { signedAt, state, store, upstream } = this.verify(
       { method, target, organization: options.organization, authorization, knownState: floor && formatState(floor), body: bytes },
       response.status, raw, responseHeaders, floor,
     );
-    return { status: response.status, body: parseJson(raw) as T, raw, headers: responseHeaders, signedAt, state, store };
+    return { status: response.status, body: parseJson(raw) as T, raw, headers: responseHeaders, signedAt, state, store, upstream };
   }
 
   /**
@@ -309,11 +319,11 @@ export class TeeClient {
       if (error instanceof SealedFormatError) throw new SealedCallError(error.message, outer.status, outer.body);
       throw error;
     }
-    const { signedAt, state, store } = this.verify(
+    const { signedAt, state, store, upstream } = this.verify(
       { method, target, organization: options.organization, authorization, knownState, body: bytes },
       reply.status, reply.body, reply.headers, floor,
     );
-    return { status: reply.status, body: parseJson(reply.body) as T, raw: reply.body, headers: reply.headers, signedAt, state, store };
+    return { status: reply.status, body: parseJson(reply.body) as T, raw: reply.body, headers: reply.headers, signedAt, state, store, upstream };
   }
 
   /**
@@ -360,10 +370,10 @@ export class TeeClient {
   /**
    * Checks an answer's signature, and that it continues `floor` (the newest head seen when
    * the request was sent, which `request.knownState` must name if the request carried it);
-   * returns when it was signed and the state it reports. Throws ResponseSignatureError or
-   * RollbackError.
+   * returns when it was signed and the state it reports. Throws ResponseSignatureError,
+   * RollbackError or (with requireUpstream) UpstreamError.
    */
-  verify(request: SignedRequest, status: number, body: Uint8Array, headers: Record<string, string>, floor: KnownState | undefined): { signedAt: Date; state: StateHead; store: string; tenant: string } {
+  verify(request: SignedRequest, status: number, body: Uint8Array, headers: Record<string, string>, floor: KnownState | undefined): { signedAt: Date; state: StateHead; store: string; tenant: string; upstream: string } {
     const ancestor = headers[ANCESTOR_HEADER];
     const result = checkSignature(
       this.attestation.teePublicKey,
@@ -371,7 +381,7 @@ export class TeeClient {
       { status, bodySha256: sha256Hex(body) },
       {
         signature: headers[SIGNATURE_HEADER], timestamp: headers[TIMESTAMP_HEADER], state: headers[STATE_HEADER], store: headers[STORE_HEADER],
-        ancestor: ancestor as Ancestry | undefined, tenant: headers[TENANT_HEADER],
+        ancestor: ancestor as Ancestry | undefined, tenant: headers[TENANT_HEADER], upstream: headers[UPSTREAM_HEADER],
       },
       { maxSkewMs: this.options.maxClockSkewMs ?? DEFAULT_MAX_SKEW_MS },
     );
@@ -384,9 +394,11 @@ export class TeeClient {
     if (asked !== undefined && result.tenant !== '' && !result.tenant.split(',').includes(asked)) {
       throw new ResponseSignatureError(`${request.method} ${request.target}: the enclave acted for tenant '${result.tenant}', not '${asked}'`, status, Buffer.from(body).toString('utf8'));
     }
+    const elsewhere = upstreamRefusal(result.upstream, this.options.requireUpstream);
+    if (elsewhere) throw new UpstreamError(`${request.method} ${request.target}: ${elsewhere}`, result.upstream);
     const refusal = this.state.observe({ state: result.state, store: result.store, ancestor: isAncestry(result.ancestor) ? result.ancestor : undefined }, floor);
     if (refusal) throw new RollbackError(`${request.method} ${request.target}: ${refusal}`, result.state, floor!, result.store);
-    return { signedAt: result.signedAt, state: result.state, store: result.store, tenant: result.tenant };
+    return { signedAt: result.signedAt, state: result.state, store: result.store, tenant: result.tenant, upstream: result.upstream };
   }
 
   /**
@@ -411,6 +423,7 @@ export class TeeClient {
       [STORE_HEADER]: split.signature.store,
       ...(split.signature.ancestor ? { [ANCESTOR_HEADER]: split.signature.ancestor } : {}),
       ...(split.signature.tenant ? { [TENANT_HEADER]: split.signature.tenant } : {}),
+      ...(split.signature.upstream ? { [UPSTREAM_HEADER]: split.signature.upstream } : {}),
     }, floor);
     return { body: split.body, signedAt, state };
   }

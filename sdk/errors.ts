@@ -51,3 +51,14 @@ export class SealedCallError extends TrustError {
     super(message);
   }
 }
+
+/**
+ * A validly signed answer whose prompt (and memories) the enclave sent to another upstream
+ * than the client requires (requireUpstream): the enclave says where they went, and it was not there.
+ */
+export class UpstreamError extends TrustError {
+  override name = 'UpstreamError';
+  constructor(message: string, readonly upstream: string) {
+    super(message);
+  }
+}

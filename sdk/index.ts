@@ -1,6 +1,6 @@
 /** The client-side sdk: verify attestation, make signed and sealed calls. */
 export {
-  AttestationError, connect, knownStateHeaders, ResponseSignatureError, RollbackError, SealedCallError, stateTrackerFor, TeeClient, TrustError,
+  AttestationError, connect, knownStateHeaders, ResponseSignatureError, RollbackError, SealedCallError, stateTrackerFor, TeeClient, TrustError, UpstreamError,
   type CallOptions, type ConnectOptions, type SealedStream, type TeeResponse, type VerifiedAttestation,
 } from './client.js';
 export { verifyAttestation, type Check, type DecodedDocument, type VerificationResult, type VerifyOptions } from './attestation/verify.js';
@@ -12,8 +12,10 @@ export {
 export {
   ANCESTOR_HEADER, checkSignature, formatState, KNOWN_STATE_HEADER, parseState, responseStatement, sha256Hex, splitSignedStream, streamSignatureEvent,
   SIGNATURE_HEADER, STATE_HEADER, STATEMENT_TAG, StateTracker, STORE_HEADER, STREAM_SIGNATURE_EVENT, TIMESTAMP_HEADER,
+  UPSTREAM_HEADER,
   type Ancestry, type KnownState, type ResponseSignature, type SavedState, type SignedRequest, type StateHead,
 } from './protocol/response-signature.js';
 export { openReply, sealRequest, SEALED_PATH, type SealedReply, type SealedRequest } from './protocol/sealed.js';
 export { SEALED_STREAM_PATH, SealedStreamError } from './protocol/sealed-stream.js';
 export { encodeUserData, parseUserData, type BoundKeys } from './protocol/user-data.js';
+export { formatUpstream, LOCAL_UPSTREAM, parseUpstream, type Upstream } from './protocol/upstream.js';

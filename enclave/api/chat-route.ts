@@ -3,6 +3,7 @@ import { badRequest } from '../../common/errors.js';
 import type { ApiReply, ApiRequest } from '../../common/proto.js';
 import { sseDone, sseEvent, sseHeaders } from '../../common/sse.js';
 import type { Authorizer } from '../auth/authorizer.js';
+import type { AnswerUpstream } from '../chat/answer-upstream.js';
 import type { ChatService } from '../chat/chat-service.js';
 import { normalizeChat } from '../chat/messages.js';
 import { TENANT_HEADER } from '../../sdk/protocol/response-signature.js';
@@ -14,9 +15,10 @@ import { sendReply, type ChunkSink } from './stream.js';
 
 /**
  * The memories the model was given, for audit (the body's `memory_ids` says the same), and
- * the tenant whose memories they are, which is signed with the answer.
+ * the tenant whose memories they are and where the prompt went, both signed with the answer.
  */
-export const memoryIdsHeader = (ids: readonly string[], tenant: string | undefined) => ({ 'x-memory-ids': ids.join(','), [TENANT_HEADER]: tenant ?? '' });
+export const memoryIdsHeader = (ids: readonly string[], tenant: string | undefined, upstream: AnswerUpstream) =>
+  ({ 'x-memory-ids': ids.join(','), [TENANT_HEADER]: tenant ?? '', ...upstream.headers() });
 
 /** POST /v1/chat/completions on the enclave's side: the inputs are validated; decide the tenant, answer. */
 export function chatRoutes(chat: ChatService, auth: Authorizer) {
@@ -24,8 +26,8 @@ export function chatRoutes(chat: ChatService, auth: Authorizer) {
     ({ input: normalizeChat(body), caller: chatCaller(request, auth) });
 
   const answer = async (input: ChatCompletionInput, caller: ChatCaller, signal: AbortSignal, meter?: MemoryMeter): Promise<ApiReply> => {
-    const { completion, memoryIds } = await chat.complete(input, { ...caller, signal, meter });
-    return jsonReply(200, completion, memoryIdsHeader(memoryIds, caller.tenant));
+    const { completion, memoryIds, upstream } = await chat.complete(input, { ...caller, signal, meter });
+    return jsonReply(200, completion, memoryIdsHeader(memoryIds, caller.tenant, upstream));
   };
 
   return {
@@ -42,7 +44,7 @@ export function chatRoutes(chat: ChatService, auth: Authorizer) {
       const meter = context?.meter;
       if (input.stream !== true) return sendReply(sink, await answer(input, caller, signal, meter));
       await chat.stream(input, { ...caller, signal, meter }, {
-        start: (ids) => sink.head({ status: 200, body: Buffer.alloc(0), headers: { ...sseHeaders, ...memoryIdsHeader(ids, caller.tenant) } }),
+        start: (ids, upstream) => sink.head({ status: 200, body: Buffer.alloc(0), headers: { ...sseHeaders, ...memoryIdsHeader(ids, caller.tenant, upstream) } }),
         chunk: (chunk) => sink.data(sseEvent(chunk)),
       });
       await sink.data(sseDone());

@@ -16,12 +16,12 @@ export function responsesRoutes(chat: ChatService, auth: Authorizer) {
   const complete = async ({ request, body }: RouteCall<'CreateResponse'>, signal: AbortSignal, meter?: MemoryMeter): Promise<ApiReply> => {
     const caller = chatCaller(request, auth);
     const { tenant } = caller;
-    const { completion, memoryIds } = await chat.complete(chatRequestOf(body, false), { ...caller, signal, meter });
+    const { completion, memoryIds, upstream } = await chat.complete(chatRequestOf(body, false), { ...caller, signal, meter });
     const response = responseFromCompletion(
       { id: newResponseId(), messageId: newMessageId(), createdAt: Math.floor(Date.now() / 1000), instructions: body.instructions ?? null },
       completion,
     );
-    return jsonReply(200, response, memoryIdsHeader(memoryIds, tenant));
+    return jsonReply(200, response, memoryIdsHeader(memoryIds, tenant, upstream));
   };
 
   return {
@@ -41,12 +41,12 @@ export function responsesRoutes(chat: ChatService, auth: Authorizer) {
       let usage: Usage | null = null;
       let finish: string | null = null;
       await chat.stream(chatRequest, { ...caller, signal, meter }, {
-        start: (ids) => {
+        start: (ids, upstream) => {
           parts = {
             id: newResponseId(), messageId: newMessageId(), model: call.body.model, createdAt: Math.floor(Date.now() / 1000),
             instructions: call.body.instructions ?? null, memoryIds: ids,
           };
-          sink.head({ status: 200, body: Buffer.alloc(0), headers: { ...sseHeaders, ...memoryIdsHeader(ids, tenant) } });
+          sink.head({ status: 200, body: Buffer.alloc(0), headers: { ...sseHeaders, ...memoryIdsHeader(ids, tenant, upstream) } });
         },
         chunk: async (chunk) => {
           const p = parts!;

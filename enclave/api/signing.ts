@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { ApiReply, ApiRequest } from '../../common/proto.js';
 import {
-  ANCESTOR_HEADER, SIGNATURE_HEADER, STATE_HEADER, STORE_HEADER, TENANT_HEADER, TIMESTAMP_HEADER, formatState, parseState, sha256Hex, signAnswer,
+  ANCESTOR_HEADER, SIGNATURE_HEADER, STATE_HEADER, STORE_HEADER, TENANT_HEADER, TIMESTAMP_HEADER, UPSTREAM_HEADER, formatState, parseState, sha256Hex, signAnswer,
   finalEventBytes, signedFinalEvent, streamSignatureEvent, type Ancestry, type SignedRequest, type StateHead,
 } from '../../sdk/protocol/response-signature.js';
 import type { EnclaveIdentity } from '../keys.js';
@@ -41,13 +41,13 @@ function answerState(state: SignedState, known: StateHead | undefined): { state:
 /**
  * Adds x-tee-signature, x-tee-timestamp, x-tee-state, x-tee-store and (when the request
  * named a known state) x-tee-ancestor to a reply: the enclave's Ed25519 signature over
- * (method, target, organization, key id, tenant, request body hash, status, response body
+ * (method, target, organization, key id, tenant, upstream, request body hash, status, response body
  * hash, timestamp, state head, store id, known state, ancestry).
  */
 export function signReply(signer: ResponseSigner, method: string, request: ApiRequest, reply: ApiReply): ApiReply {
   const body = reply.body ?? new Uint8Array();
   const known = parseState(request.known_state);
-  const answer = Object.assign(answerState(signer.state, known), { status: reply.status ?? 200, bodySha256: sha256Hex(body as Uint8Array), tenant: reply.headers?.[TENANT_HEADER] ?? '' });
+  const answer = Object.assign(answerState(signer.state, known), { status: reply.status ?? 200, bodySha256: sha256Hex(body as Uint8Array), tenant: reply.headers?.[TENANT_HEADER] ?? '', upstream: reply.headers?.[UPSTREAM_HEADER] ?? '' });
   const { signature, timestamp, state, store, ancestor } = signAnswer((message) => signer.sign(message), signedRequest(method, request, known), answer);
   // Object.assign, not a literal spreading `reply` and adding to it: V8 (Node 20) promoted
   // what such literals made to the old generation, on every reply (docs/performance.md).
@@ -70,7 +70,7 @@ export interface StreamSigner {
  * ends with a tee.signature event (sdk/protocol/response-signature.ts) over the same
  * statement as signReply, whose response body is the concatenation of the streamed bytes.
  */
-export function streamSigner(signer: ResponseSigner, method: string, request: ApiRequest, status: number, tenant = ''): StreamSigner {
+export function streamSigner(signer: ResponseSigner, method: string, request: ApiRequest, status: number, tenant = '', upstream = ''): StreamSigner {
   const hash = createHash('sha256');
   let finished = false;
   const sign = () => {
@@ -78,7 +78,7 @@ export function streamSigner(signer: ResponseSigner, method: string, request: Ap
     finished = true;
     // The head at the end: after any memory the stream's tool calls added.
     const known = parseState(request.known_state);
-    const answer = Object.assign(answerState(signer.state, known), { status, bodySha256: hash.digest('hex'), tenant });
+    const answer = Object.assign(answerState(signer.state, known), { status, bodySha256: hash.digest('hex'), tenant, upstream });
     return signAnswer((m) => signer.sign(m), signedRequest(method, request, known), answer);
   };
   return {

@@ -4,7 +4,7 @@ import type { ApiReply, ApiRequest } from '../../common/proto.js';
 import { routeLabel } from '../../common/routes.js';
 import { sseDone, sseEvent } from '../../common/sse.js';
 import { requestIdForLog } from './request.js';
-import { TENANT_HEADER } from '../../sdk/protocol/response-signature.js';
+import { TENANT_HEADER, UPSTREAM_HEADER } from '../../sdk/protocol/response-signature.js';
 import { signReply, streamSigner, type ResponseSigner, type StreamSigner } from './signing.js';
 import type { Place } from './work-gate.js';
 
@@ -83,7 +83,7 @@ export function wrapStream(handler: PlacedStreamHandler, options: StreamOptions)
       head(reply) {
         status = reply.status;
         if (String(reply.headers?.['content-type'] ?? '').startsWith('text/event-stream')) {
-          signer = streamSigner(options.signer, method, request, reply.status ?? 200, reply.headers?.[TENANT_HEADER] ?? '');
+          signer = streamSigner(options.signer, method, request, reply.status ?? 200, reply.headers?.[TENANT_HEADER] ?? '', reply.headers?.[UPSTREAM_HEADER] ?? '');
           sink.head(reply);
         } else {
           pendingHead = reply; // signed once its body, the next piece, is known

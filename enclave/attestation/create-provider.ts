@@ -8,7 +8,10 @@ import type { AttestationProvider } from './provider.js';
 import { SimulatedNitroProvider } from './simulated-nsm.js';
 
 export interface ProviderInputs {
-  config: { teeMode: 'simulated' | 'nitro'; modelBaseUrl?: string; embeddingModel: string; nsmHelper: string; kmsKeyId?: string };
+  config: {
+    teeMode: 'simulated' | 'nitro'; modelBaseUrl?: string; embeddingModel: string; nsmHelper: string; kmsKeyId?: string;
+    modelTlsPins: readonly string[]; memoryUpstream: 'send' | 'never';
+  };
   /** The host store: the simulated CA is kept there. */
   blobs: BlobStore;
   embedder: Embedder;
@@ -25,6 +28,10 @@ export function measuredConfig(inputs: Pick<ProviderInputs, 'config' | 'embedder
   return {
     tee_mode: config.teeMode,
     model_base_url: config.modelBaseUrl ?? null,
+    // Which server may see prompts and memories (its certificate keys), and whether memories
+    // may leave at all: a client pinning PCR1 pins both. On Nitro they are ENVs of the image.
+    model_tls_pins: config.modelTlsPins.join(','),
+    memory_upstream: config.memoryUpstream,
     embedding_model: inputs.embedder.id,
     operator_pubkey: Buffer.from(inputs.operatorKey).toString('base64'),
     // The key that seals data at rest is trust-relevant: pinning PCR1 pins it. On Nitro

@@ -1,6 +1,7 @@
 import type { ChatCompletionInput } from '../../common/chat-schema.js';
 import type { MemoryMeter } from '../memory/meter.js';
 import type { MemoryService } from '../memory/memory-service.js';
+import { AnswerUpstream } from './answer-upstream.js';
 import { retrieveMemories, withMemories } from './memory-context.js';
 import { MemoryToolRunner, memoryToolsToOffer } from './memory-tools.js';
 import { OFFLINE_MODEL, offlineChunks, offlineCompletion, offlineRefusal } from './offline-responder.js';
@@ -17,6 +18,8 @@ export interface ChatSettings {
   toolRounds: number;
   /** Memories the model may save with add_memory in one request. */
   toolMaxAdds: number;
+  /** never: no memory (nor memory tool) ever goes to the upstream model, only to the offline responder. */
+  memoryUpstream?: 'send' | 'never';
 }
 
 export interface ChatCall {
@@ -31,8 +34,8 @@ export interface ChatCall {
 }
 
 export interface ChatStreamOutput {
-  /** The answer is about to start; `memoryIds` are the memories added to the request. */
-  start(memoryIds: string[]): void;
+  /** The answer is about to start; `memoryIds` are the memories added to the request, `upstream` where it went. */
+  start(memoryIds: string[], upstream: AnswerUpstream): void;
   chunk(chunk: CompletionChunk): Promise<void>;
 }
 
@@ -40,7 +43,9 @@ export interface ChatStreamOutput {
  * Chat completions inside the enclave: add the tenant's relevant memories to the
  * conversation, then answer with the upstream model (running the memory tools it calls)
  * or, with no model configured, with the offline responder. Every answer lists in
- * `memory_ids` the memories whose content reached the model.
+ * `memory_ids` the memories whose content reached the model, and names where they went
+ * (AnswerUpstream, signed). With MEMORY_UPSTREAM=never, memories are not even looked up
+ * for the upstream model: it gets the prompt alone, and the answer says memories were withheld.
  */
 export class ChatService {
   constructor(
@@ -49,22 +54,22 @@ export class ChatService {
     private readonly settings: ChatSettings,
   ) {}
 
-  async complete(request: ChatCompletionInput, call: ChatCall): Promise<{ completion: Completion; memoryIds: string[] }> {
+  async complete(request: ChatCompletionInput, call: ChatCall): Promise<{ completion: Completion; memoryIds: string[]; upstream: AnswerUpstream }> {
     const plan = await this.plan(request, call);
     if (plan.offline) {
       const completion = offlineCompletion({ request, tenant: call.tenant, memories: plan.memories });
-      return { completion: { ...completion, memory_ids: plan.injected }, memoryIds: plan.injected };
+      return { completion: { ...completion, memory_ids: plan.injected }, memoryIds: plan.injected, upstream: plan.upstream };
     }
     const upstream = this.upstream!;
-    const completion = await completeWithMemoryTools((r) => upstream.complete(r, call.signal), plan.request, plan.loop);
+    const completion = await completeWithMemoryTools((r) => upstream.complete(r, call.signal, plan.upstream.seen), plan.request, plan.loop);
     const memoryIds = plan.allIds();
-    return { completion: { ...completion, memory_ids: memoryIds }, memoryIds };
+    return { completion: { ...completion, memory_ids: memoryIds }, memoryIds, upstream: plan.upstream };
   }
 
   async stream(request: ChatCompletionInput, call: ChatCall, out: ChatStreamOutput): Promise<void> {
     const plan = await this.plan(request, call);
     if (plan.offline) {
-      out.start(plan.injected);
+      out.start(plan.injected, plan.upstream);
       const chunks = offlineChunks({ request, tenant: call.tenant, memories: plan.memories });
       chunks[0].memory_ids = plan.injected;
       for (const chunk of chunks) {
@@ -76,21 +81,25 @@ export class ChatService {
     }
     const upstream = this.upstream!;
     await streamWithMemoryTools(
-      (r) => upstream.openStream(r, call.signal),
+      (r) => upstream.openStream(r, call.signal, plan.upstream.seen),
       plan.request,
       plan.loop,
       { injected: plan.injected, all: plan.allIds },
-      { start: () => out.start(plan.injected), chunk: (c) => out.chunk(c) },
+      { start: () => out.start(plan.injected, plan.upstream), chunk: (c) => out.chunk(c) },
     );
   }
 
   private async plan(request: ChatCompletionInput, { tenant, keyTenants, meter }: ChatCall) {
-    const memories = await retrieveMemories(this.memory, tenant, request.messages, this.settings.memoryTopK, meter);
-    const injected = memories.map((m) => m.id);
     const offline = !this.upstream || request.model === OFFLINE_MODEL;
     const refusal = offline ? offlineRefusal(request) : undefined;
     if (refusal) throw badRequest(refusal.message, refusal.param, 'unsupported_by_offline_model');
-    const runner = tenant && !offline ? new MemoryToolRunner(this.memory, { tenant, keyTenants, meter, topK: this.settings.memoryTopK, maxAdds: this.settings.toolMaxAdds }) : undefined;
+    // The trust decision of MEMORY_UPSTREAM=never: for the upstream model, no memory is looked
+    // up and no memory tool is offered, so no memory content can be in what it is sent.
+    const withheld = !offline && this.settings.memoryUpstream === 'never';
+    const memories = withheld ? [] : await retrieveMemories(this.memory, tenant, request.messages, this.settings.memoryTopK, meter);
+    const injected = memories.map((m) => m.id);
+    const upstream = offline ? AnswerUpstream.local() : AnswerUpstream.remote(this.upstream!.origin, withheld);
+    const runner = tenant && !offline && !withheld ? new MemoryToolRunner(this.memory, { tenant, keyTenants, meter, topK: this.settings.memoryTopK, maxAdds: this.settings.toolMaxAdds }) : undefined;
     const loop: MemoryToolLoop = {
       offered: memoryToolsToOffer(request, runner !== undefined && this.settings.toolRounds > 0),
       runner,
@@ -100,6 +109,7 @@ export class ChatService {
       memories,
       injected,
       offline,
+      upstream,
       loop,
       request: { ...request, messages: withMemories(request.messages, memories) },
       allIds: () => [...new Set([...injected, ...(runner?.shownIds ?? [])])],

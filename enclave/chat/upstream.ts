@@ -1,7 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Pool, type Dispatcher } from 'undici';
+import { type Dispatcher, type Pool } from 'undici';
 import type { ChatCompletionInput } from '../../common/chat-schema.js';
 import { SseParser } from './sse-parser.js';
+import { pinnedPool, pinRefused, PinMismatchError, type PeerNote } from './upstream-tls.js';
 import type { Completion, CompletionChunk } from './types.js';
 import {
   isConnectFailure, modelBadAnswer, transportError, upstreamStatusError, upstreamStreamError,
@@ -18,7 +19,12 @@ export interface UpstreamConfig {
   connectRetries: number;
   /** Keep-alive connections kept open to the model server. */
   connections?: number;
+  /** base64 SHA-256 SPKI pins (MODEL_TLS_PINS): connections presenting another key are refused. */
+  tlsPins?: readonly string[];
 }
+
+/** Told, for each request sent upstream, the certificate key (base64 SPKI hash) of the connection that carried it. */
+export type PeerSeen = (spkiSha256: string | undefined) => void;
 
 /** Largest non-streamed answer read from the model (it must fit a gRPC message back). */
 const MAX_ANSWER_BYTES = 6 * 1024 * 1024;
@@ -34,12 +40,17 @@ const MAX_ERROR_BYTES = 64 * 1024;
 export class UpstreamModel {
   private readonly pool: Pool;
   private readonly path: string;
+  /** What answers name as their upstream (sdk/protocol/upstream.ts). */
+  readonly origin: string;
 
   constructor(private readonly config: UpstreamConfig) {
     const url = new URL(config.baseUrl);
     if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new Error(`MODEL_BASE_URL must be http(s), got ${url.protocol}`);
     this.path = `${url.pathname.replace(/\/+$/, '')}/chat/completions${url.search}`;
-    this.pool = new Pool(url.origin, {
+    if ((config.tlsPins?.length ?? 0) > 0 && url.protocol !== 'https:') throw new Error('MODEL_TLS_PINS needs an https MODEL_BASE_URL');
+    this.origin = url.origin;
+    this.pool = pinnedPool(url.origin, {
+      pins: config.tlsPins ?? [],
       connections: config.connections ?? 32,
       connectTimeout: config.connectTimeoutMs,
       headersTimeout: config.responseTimeoutMs,
@@ -49,8 +60,8 @@ export class UpstreamModel {
   }
 
   /** A non-streamed completion. */
-  async complete(request: ChatCompletionInput, signal: AbortSignal): Promise<Completion> {
-    const response = await this.send(request, signal);
+  async complete(request: ChatCompletionInput, signal: AbortSignal, seen?: PeerSeen): Promise<Completion> {
+    const response = await this.send(request, signal, seen);
     const text = await readText(response.body, MAX_ANSWER_BYTES).catch((err: unknown) => {
       throw transportError(err);
     });
@@ -69,8 +80,8 @@ export class UpstreamModel {
    * is still a plain error reply), then yields its chunks as they arrive. A stream that
    * breaks, stalls past the response timeout, or ends without `[DONE]` throws.
    */
-  async openStream(request: ChatCompletionInput, signal: AbortSignal): Promise<AsyncGenerator<CompletionChunk>> {
-    const response = await this.send(request, signal);
+  async openStream(request: ChatCompletionInput, signal: AbortSignal, seen?: PeerSeen): Promise<AsyncGenerator<CompletionChunk>> {
+    const response = await this.send(request, signal, seen);
     const type = String(response.headers['content-type'] ?? '');
     if (!type.includes('text/event-stream')) {
       response.body.destroy();
@@ -120,7 +131,7 @@ export class UpstreamModel {
     return { ...(value as CompletionChunk), choices: (choices ?? []) as CompletionChunk['choices'] };
   }
 
-  private async send(request: ChatCompletionInput, signal: AbortSignal): Promise<Dispatcher.ResponseData> {
+  private async send(request: ChatCompletionInput, signal: AbortSignal, seen?: PeerSeen): Promise<Dispatcher.ResponseData> {
     const body = JSON.stringify(request);
     const headers: Record<string, string> = {
       'content-type': 'application/json',
@@ -131,14 +142,22 @@ export class UpstreamModel {
 
     for (let attempt = 0; ; attempt++) {
       let response: Dispatcher.ResponseData;
+      const note: PeerNote = {};
       try {
-        response = await this.pool.request({ method: 'POST', path: this.path, headers, body, signal });
+        response = await this.pool.request(Object.assign({ method: 'POST' as const, path: this.path, headers, body, signal }, { peerNote: note }));
       } catch (err) {
+        if (err instanceof PinMismatchError) throw pinRefused(err);
         if (!signal.aborted && isConnectFailure(err) && attempt < this.config.connectRetries) {
           await sleep(100 * 2 ** attempt, undefined, { signal }).catch(() => undefined);
           continue;
         }
         throw signal.aborted ? err : transportError(err);
+      }
+      try {
+        seen?.(note.connection?.spkiSha256);
+      } catch (err) {
+        response.body.destroy();
+        throw err;
       }
       if (response.statusCode >= 200 && response.statusCode < 300) return response;
       const text = await readText(response.body, MAX_ERROR_BYTES).catch(() => '');

@@ -3,14 +3,16 @@
  * checks. The enclave (enclave/api/signing.ts) and the sdk (sdk/client.ts) both build the
  * statement here, so the two cannot drift apart.
  *
- * The statement is UTF-8 text, fourteen lines joined by a single "\n" (no trailing newline):
+ * The statement is UTF-8 text, fifteen lines joined by a single "\n" (no trailing newline):
  *
- *   agent-service/response-signature/v3
+ *   agent-service/response-signature/v4
  *   method <HTTP method>                         e.g. method GET
  *   target <JSON string of the request target>  e.g. target "/v1/memory?query=dogs&tenant_id=t1"
  *   organization <JSON string>                   the organization_id header, "" when absent
  *   key-id <32 lowercase hex, or nothing>        keyId(Authorization header): whose key the enclave acted for
  *   tenant <JSON string>                         = the x-tee-tenant header: the tenant(s) the enclave acted for
+ *   upstream <JSON string>                       = the x-tee-upstream header: where a chat's prompt and memories went
+ *                                                (upstream.ts: `local`, or origin + certificate key hashes); "" when none
  *   request-body-sha256 <64 lowercase hex>       of the exact request body bytes (empty → e3b0c442…)
  *   status <decimal HTTP status>
  *   response-body-sha256 <64 lowercase hex>      of the exact response body bytes
@@ -31,10 +33,15 @@
  * the head belongs to, so a wiped or replaced store is not mistaken for the one the client
  * knew. The known state and the enclave's answer about it (is that head an ancestor of, or
  * equal to, its own?) catch a fork: an older copy of the store that other writes have pushed
- * past the sequence number the client saw. The target and organization are written as
+ * past the sequence number the client saw. The upstream (v4) names the chat model that saw
+ * the prompt and the tenant's memories, as the enclave's TLS saw it, so a client can refuse an
+ * answer whose memories went anywhere else (requireUpstream). The target and organization are written as
  * JSON strings so that no value can contain a line break and shift the other fields.
  */
-import { createPublicKey, hash, verify as verifyEd25519 } from 'node:crypto';
+import { createPublicKey, hash, verify as verifyEd25519, type KeyObject } from 'node:crypto';
+import { parseUpstream } from './upstream.js';
+
+export { UPSTREAM_HEADER } from './upstream.js';
 
 export const SIGNATURE_HEADER = 'x-tee-signature';
 export const TIMESTAMP_HEADER = 'x-tee-timestamp';
@@ -47,7 +54,7 @@ export const STORE_HEADER = 'x-tee-store';
 export const KNOWN_STATE_HEADER = 'x-tee-known-state';
 /** Whether the known state is on the enclave's chain of heads: yes, no or unknown (absent when none was sent). */
 export const ANCESTOR_HEADER = 'x-tee-ancestor';
-export const STATEMENT_TAG = 'agent-service/response-signature/v3';
+export const STATEMENT_TAG = 'agent-service/response-signature/v4';
 /** The name of the final Server-Sent Event that signs a streamed answer. */
 export const STREAM_SIGNATURE_EVENT = 'tee.signature';
 
@@ -106,6 +113,8 @@ export interface SignedAnswer {
   ancestor?: Ancestry | '';
   /** The x-tee-tenant header; "" when the answer acted for no tenant. */
   tenant?: string;
+  /** The x-tee-upstream header (upstream.ts); "" when no chat model was used. */
+  upstream?: string;
 }
 
 export interface ResponseSignature {
@@ -121,6 +130,8 @@ export interface ResponseSignature {
   ancestor?: Ancestry;
   /** The x-tee-tenant header (absent = ""). */
   tenant?: string;
+  /** The x-tee-upstream header (absent = ""). */
+  upstream?: string;
 }
 
 /**
@@ -159,6 +170,8 @@ export function responseStatement(request: SignedRequest, answer: SignedAnswer):
   if (known !== '' && !parseState(known)) throw new Error(`not a known state head: ${JSON.stringify(known)}`);
   const ancestor = answer.ancestor ?? '';
   if (ancestor !== '' && !isAncestry(ancestor)) throw new Error(`not an ancestry: ${JSON.stringify(ancestor)}`);
+  const upstream = answer.upstream ?? '';
+  if (upstream !== '' && !parseUpstream(upstream)) throw new Error(`not an upstream: ${JSON.stringify(upstream.slice(0, 200))}`);
   return [
     STATEMENT_TAG,
     `method ${request.method}`,
@@ -166,6 +179,7 @@ export function responseStatement(request: SignedRequest, answer: SignedAnswer):
     `organization ${JSON.stringify(request.organization ?? '')}`,
     `key-id ${keyId(request.authorization)}`,
     `tenant ${JSON.stringify(answer.tenant ?? '')}`,
+    `upstream ${JSON.stringify(upstream)}`,
     `request-body-sha256 ${sha256Hex(request.body)}`,
     `status ${answer.status}`,
     `response-body-sha256 ${answer.bodySha256}`,
@@ -181,7 +195,7 @@ export function responseStatement(request: SignedRequest, answer: SignedAnswer):
 export function signAnswer(
   sign: (message: Uint8Array) => Uint8Array,
   request: SignedRequest,
-  answer: { status: number; bodySha256: string; state: string; store: string; ancestor?: Ancestry; tenant?: string },
+  answer: { status: number; bodySha256: string; state: string; store: string; ancestor?: Ancestry; tenant?: string; upstream?: string },
   now: number = Date.now(),
 ): ResponseSignature {
   const timestamp = String(Math.floor(now));
@@ -193,11 +207,12 @@ export function signAnswer(
   const signature: ResponseSignature = { signature: Buffer.from(signed.buffer, signed.byteOffset, signed.byteLength).toString('base64'), timestamp, state: answer.state, store: answer.store };
   if (answer.ancestor) signature.ancestor = answer.ancestor;
   if (answer.tenant) signature.tenant = answer.tenant;
+  if (answer.upstream) signature.upstream = answer.upstream;
   return signature;
 }
 
 export type SignatureCheck =
-  | { ok: true; signedAt: Date; state: StateHead; store: string; ancestor?: Ancestry; tenant: string }
+  | { ok: true; signedAt: Date; state: StateHead; store: string; ancestor?: Ancestry; tenant: string; upstream: string }
   | { ok: false; reason: string };
 
 export interface CheckOptions {
@@ -234,7 +249,7 @@ export function checkSignature(
   }
   let statement: string;
   try {
-    statement = responseStatement(request, { ...answer, timestamp: signature.timestamp, state: signature.state!, store: signature.store, ancestor, tenant: signature.tenant ?? '' });
+    statement = responseStatement(request, { ...answer, timestamp: signature.timestamp, state: signature.state!, store: signature.store, ancestor, tenant: signature.tenant ?? '', upstream: signature.upstream ?? '' });
   } catch (error) {
     return { ok: false, reason: (error as Error).message };
   }
@@ -256,17 +271,23 @@ export function checkSignature(
         `(${new Date(now).toISOString()}): a replayed or stale reply`,
     };
   }
-  return { ok: true, signedAt: new Date(signedAt), state, store: signature.store, ...(ancestor ? { ancestor } : {}), tenant: signature.tenant ?? '' };
+  return { ok: true, signedAt: new Date(signedAt), state, store: signature.store, ...(ancestor ? { ancestor } : {}), tenant: signature.tenant ?? '', upstream: signature.upstream ?? '' };
 }
 
 /** DER prefix of an SPKI Ed25519 public key; the 32-byte key follows. */
 const SPKI_ED25519_PREFIX = Buffer.from('302a300506032b6570032100', 'hex');
 
+/** The last key verified with: createPublicKey cost more than the verification itself (~0.4 ms), and a client checks one key's answers. */
+let lastKey: { bytes: Buffer; key: KeyObject } | undefined;
+
 /** Ed25519 verification by OpenSSL (tweetnacl's JavaScript is far slower). */
 function ed25519Verify(publicKey: Uint8Array, message: Uint8Array, signature: Uint8Array): boolean {
   if (publicKey.length !== 32) return false;
-  const key = createPublicKey({ key: Buffer.concat([SPKI_ED25519_PREFIX, publicKey]), format: 'der', type: 'spki' });
-  return verifyEd25519(null, message, key, signature);
+  if (!lastKey?.bytes.equals(publicKey)) {
+    const bytes = Buffer.from(publicKey);
+    lastKey = { bytes, key: createPublicKey({ key: Buffer.concat([SPKI_ED25519_PREFIX, bytes]), format: 'der', type: 'spki' }) };
+  }
+  return verifyEd25519(null, message, lastKey.key, signature);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -280,7 +301,7 @@ function ed25519Verify(publicKey: Uint8Array, message: Uint8Array, signature: Ui
  *
  *   data: {"object":"chat.completion.chunk","type":"tee.signature","choices":[],"tee_signature":{"signature":"<base64>","timestamp":"<ms>","state":"<seq>:<hex>","store":"<hex>"}}\n\n
  *
- * (with "ancestor" and "tenant" too when the answer has them).
+ * (with "ancestor", "tenant" and "upstream" too when the answer has them).
  *
  * It signs the same statement as a unary answer, where the response body is every byte
  * streamed before that event and the status is the stream's HTTP status. A chat stream's
@@ -295,6 +316,7 @@ function signatureFields(signature: ResponseSignature): Record<string, string> {
   return {
     signature: signature.signature, timestamp: signature.timestamp, state: signature.state, store: signature.store,
     ...(signature.ancestor ? { ancestor: signature.ancestor } : {}), ...(signature.tenant ? { tenant: signature.tenant } : {}),
+    ...(signature.upstream ? { upstream: signature.upstream } : {}),
   };
 }
 
@@ -337,11 +359,12 @@ export function splitSignedStream(transcript: Uint8Array): { body: Uint8Array; s
   } catch {
     return undefined;
   }
-  const { signature, timestamp, state, store, ancestor, tenant } = (data ?? {}) as Record<string, unknown>;
+  const { signature, timestamp, state, store, ancestor, tenant, upstream } = (data ?? {}) as Record<string, unknown>;
   if (typeof signature !== 'string' || typeof timestamp !== 'string' || typeof state !== 'string' || typeof store !== 'string') return undefined;
   if (tenant !== undefined && typeof tenant !== 'string') return undefined;
+  if (upstream !== undefined && typeof upstream !== 'string') return undefined;
   if (ancestor !== undefined && !isAncestry(ancestor)) return undefined;
-  return { body: transcript.subarray(0, at), signature: { signature, timestamp, state, store, ...(ancestor ? { ancestor } : {}), ...(tenant ? { tenant } : {}) } };
+  return { body: transcript.subarray(0, at), signature: { signature, timestamp, state, store, ...(ancestor ? { ancestor } : {}), ...(tenant ? { tenant } : {}), ...(upstream ? { upstream } : {}) } };
 }
 
 function splitEmbedded(transcript: Uint8Array, text: string): { body: Uint8Array; signature: ResponseSignature } | undefined {

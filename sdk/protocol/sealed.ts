@@ -28,7 +28,7 @@
  * opened only by the request's sender, and never as the answer to another request.
  */
 import { createHash } from 'node:crypto';
-import nacl from 'tweetnacl';
+import { boxAfter, boxBefore, boxKeyPair, boxOpenAfter, NONCE_BYTES, PUBLIC_KEY_BYTES, randomNonce, type BoxKeyPair } from './box.js';
 
 export const SEALED_PATH = '/v1/sealed';
 export const SEALED_REQUEST_TYPE = 'agent-service/sealed-request/v1';
@@ -114,7 +114,7 @@ const utf8 = (value: Record<string, unknown>) => {
 export function sealRequest(
   enclaveBoxKey: Uint8Array,
   request: SealedRequest,
-  ephemeral: nacl.BoxKeyPair = nacl.box.keyPair(),
+  ephemeral: BoxKeyPair = boxKeyPair(),
 ): { envelope: RequestEnvelope; replyKey: Uint8Array } {
   const plaintext: SealedRequestPlaintext = {
     type: SEALED_REQUEST_TYPE,
@@ -126,10 +126,10 @@ export function sealRequest(
     ...(request.knownState ? { known_state: request.knownState } : {}),
     timestamp: request.timestamp,
   };
-  // One X25519 multiplication serves both directions (tweetnacl's are slow).
-  const sharedKey = nacl.box.before(enclaveBoxKey, ephemeral.secretKey);
-  const nonce = nacl.randomBytes(nacl.box.nonceLength);
-  const ciphertext = nacl.box.after(utf8(plaintext as unknown as Record<string, unknown>), nonce, sharedKey);
+  // One X25519 multiplication serves both directions.
+  const sharedKey = boxBefore(enclaveBoxKey, ephemeral.secretKey);
+  const nonce = randomNonce();
+  const ciphertext = boxAfter(utf8(plaintext as unknown as Record<string, unknown>), nonce, sharedKey);
   return {
     envelope: { client_public_key: b64(ephemeral.publicKey), nonce: b64(nonce), ciphertext: b64(ciphertext) },
     replyKey: sharedKey,
@@ -139,9 +139,9 @@ export function sealRequest(
 /** Opens the enclave's sealed reply with the call's replyKey; throws SealedFormatError when it cannot. */
 export function openReply(envelope: unknown, replyKey: Uint8Array): SealedReply {
   const { nonce, ciphertext } = (typeof envelope === 'object' && envelope !== null ? envelope : {}) as Record<string, unknown>;
-  const nonceBytes = decodeBase64(nonce, 'nonce', nacl.box.nonceLength);
+  const nonceBytes = decodeBase64(nonce, 'nonce', NONCE_BYTES);
   const boxed = decodeBase64(ciphertext, 'ciphertext');
-  const opened = nacl.box.open.after(boxed, nonceBytes, replyKey);
+  const opened = boxOpenAfter(boxed, nonceBytes, replyKey);
   if (!opened) throw new SealedFormatError('the sealed reply does not open with the enclave\'s box key: it was altered or not made by the enclave');
   let reply: Record<string, unknown>;
   try {
@@ -204,11 +204,11 @@ export function isAcceptableX25519Key(key: Uint8Array): boolean {
  * altered or sealed to another key.
  */
 export function openRequest(envelope: RequestEnvelope, boxSecretKey: Uint8Array): OpenedRequest | undefined {
-  const clientPublicKey = decodeBase64(envelope.client_public_key, 'client_public_key', nacl.box.publicKeyLength);
-  const nonce = decodeBase64(envelope.nonce, 'nonce', nacl.box.nonceLength);
+  const clientPublicKey = decodeBase64(envelope.client_public_key, 'client_public_key', PUBLIC_KEY_BYTES);
+  const nonce = decodeBase64(envelope.nonce, 'nonce', NONCE_BYTES);
   if (!isAcceptableX25519Key(clientPublicKey)) throw new SealedFormatError('client_public_key is not a canonical X25519 key of large order');
-  const sharedKey = nacl.box.before(clientPublicKey, boxSecretKey);
-  const opened = nacl.box.open.after(decodeBase64(envelope.ciphertext, 'ciphertext'), nonce, sharedKey);
+  const sharedKey = boxBefore(clientPublicKey, boxSecretKey);
+  const opened = boxOpenAfter(decodeBase64(envelope.ciphertext, 'ciphertext'), nonce, sharedKey);
   if (!opened) return undefined;
   let plaintext: unknown;
   try {
@@ -223,8 +223,8 @@ export function openRequest(envelope: RequestEnvelope, boxSecretKey: Uint8Array)
 /** Seals the reply to the client, with the key shared when its request was opened. */
 export function sealReply(reply: SealedReply, sharedKey: Uint8Array): ReplyEnvelope {
   const plaintext = { type: SEALED_REPLY_TYPE, status: reply.status, headers: reply.headers, body: b64(reply.body) };
-  const nonce = nacl.randomBytes(nacl.box.nonceLength);
-  return { nonce: b64(nonce), ciphertext: b64(nacl.box.after(utf8(plaintext), nonce, sharedKey)) };
+  const nonce = randomNonce();
+  return { nonce: b64(nonce), ciphertext: b64(boxAfter(utf8(plaintext), nonce, sharedKey)) };
 }
 
 /** Strict base64 (Buffer.from skips junk); optionally of an exact decoded length. */

@@ -1,6 +1,6 @@
 /**
  * The part of sodium-native (libsodium's binding; it ships no types) that this package uses:
- * NaCl secretbox and Ed25519 signatures (the enclave), and secretstream (sealed streams, both
+ * NaCl secretbox and Ed25519 signatures (the enclave), NaCl box (sealed requests, both ends: box.ts), and secretstream (sealed streams, both
  * ends: sdk/protocol/sealed-stream.ts). Here, beside the protocol, since the sdk uses it too.
  */
 declare module 'sodium-native' {
@@ -32,6 +32,15 @@ declare module 'sodium-native' {
     crypto_secretstream_xchacha20poly1305_init_pull(state: Uint8Array, header: Uint8Array, key: Uint8Array): void;
     /** Decrypts the next message and its tag (1 byte); throws when it does not authenticate in this place of the stream. */
     crypto_secretstream_xchacha20poly1305_pull(state: Uint8Array, message: Uint8Array, tag: Uint8Array, ciphertext: Uint8Array, ad: Uint8Array | null): number;
+    crypto_box_PUBLICKEYBYTES: number;
+    crypto_box_SECRETKEYBYTES: number;
+    crypto_box_NONCEBYTES: number;
+    /** A fresh X25519 key pair (nacl.box.keyPair). */
+    crypto_box_keypair(publicKey: Uint8Array, secretKey: Uint8Array): void;
+    crypto_scalarmult_BYTES: number;
+    /** X25519: writes secretKey · publicKey into `shared`; throws when the result is all zeros (a small-order key). */
+    crypto_scalarmult(shared: Uint8Array, secretKey: Uint8Array, publicKey: Uint8Array): void;
+    randombytes_buf(buffer: Uint8Array): void;
     /** A buffer in guarded memory: locked (never swapped), between guard pages, wiped when freed. */
     sodium_malloc(size: number): Buffer;
   };

@@ -1,4 +1,5 @@
-import { createServer, type IncomingHttpHeaders, type Server, type ServerResponse } from 'node:http';
+import { createServer, type IncomingHttpHeaders, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 
 /**
@@ -40,12 +41,17 @@ export interface ModelServer {
 
 export const API_KEY_IN_ERRORS = 'sk-test-secret-model-key-0123456789';
 
-export async function startModelServer(): Promise<ModelServer> {
+export interface ModelServerOptions {
+  /** Serve HTTPS with this certificate and key (PEM), e.g. from test/helpers/certs.ts. */
+  tls?: { cert: string; key: string };
+}
+
+export async function startModelServer(options: ModelServerOptions = {}): Promise<ModelServer> {
   const requests: RecordedRequest[] = [];
   const abandoned: RecordedRequest[] = [];
   const waiters: Array<{ n: number; resolve: () => void }> = [];
 
-  const server: Server = createServer((req, res) => {
+  const handle = (req: IncomingMessage, res: ServerResponse) => {
     let raw = '';
     req.setEncoding('utf8');
     req.on('data', (d: string) => { raw += d; });
@@ -65,11 +71,12 @@ export async function startModelServer(): Promise<ModelServer> {
       });
       behave(body, res);
     });
-  });
+  };
+  const server: Server = options.tls ? createHttpsServer(options.tls, handle) : createServer(handle);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
   return {
-    url: `http://127.0.0.1:${port}/v1`,
+    url: `${options.tls ? 'https' : 'http'}://127.0.0.1:${port}/v1`,
     requests,
     abandoned,
     waitForAbandoned: (n) => new Promise((resolve) => {

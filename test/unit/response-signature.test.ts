@@ -27,18 +27,19 @@ const STATE = `7:${'ab'.repeat(32)}`;
 const STORE = '5e'.repeat(16);
 
 describe('the signed statement', () => {
-  it('is exactly the documented fourteen lines', () => {
+  it('is exactly the documented fifteen lines', () => {
     const text = responseStatement(
       { method: 'GET', target: '/v1/memory?query=dogs&tenant_id=t1', body: new Uint8Array(), knownState: `5:${'cd'.repeat(32)}` },
       { status: 404, bodySha256: sha256Hex(utf8('{}')), timestamp: '1731000000000', state: STATE, store: STORE, ancestor: 'no' },
     );
     expect(text).toBe([
-      'agent-service/response-signature/v3',
+      'agent-service/response-signature/v4',
       'method GET',
       'target "/v1/memory?query=dogs&tenant_id=t1"',
       'organization ""',
       'key-id ',
       'tenant ""',
+      'upstream ""',
       `request-body-sha256 ${EMPTY_SHA256}`,
       'status 404',
       'response-body-sha256 44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a',
@@ -58,9 +59,24 @@ describe('the signed statement', () => {
       { method: 'GET', target: '/v1/x\nstatus 200', organization: 'a"\nb', body: new Uint8Array() },
       { status: 500, bodySha256: EMPTY_SHA256, timestamp: '1', state: STATE, store: STORE },
     );
-    expect(text.split('\n')).toHaveLength(14);
+    expect(text.split('\n')).toHaveLength(15);
     expect(text).toContain('target "/v1/x\\nstatus 200"');
     expect(text).toContain('organization "a\\"\\nb"');
+  });
+
+  it('names where a chat went (x-tee-upstream), so an answer cannot be passed off as having gone elsewhere', () => {
+    const keys = nacl.sign.keyPair();
+    const upstream = `https://model.example:8443 sha256/${Buffer.alloc(32, 7).toString('base64')}`;
+    const signed = signAnswer((m) => nacl.sign.detached(m, keys.secretKey), request, { ...answer, state: STATE, store: STORE, upstream }, NOW);
+    expect(signed.upstream).toBe(upstream);
+    expect(checkSignature(keys.publicKey, request, answer, signed, { now: NOW })).toMatchObject({ ok: true, upstream });
+    const other = `https://elsewhere.example sha256/${Buffer.alloc(32, 7).toString('base64')}`;
+    expect(checkSignature(keys.publicKey, request, answer, { ...signed, upstream: other }, { now: NOW }).ok).toBe(false);
+    expect(checkSignature(keys.publicKey, request, answer, { ...signed, upstream: undefined }, { now: NOW }).ok).toBe(false);
+    expect(checkSignature(keys.publicKey, request, answer, { ...signed, upstream: `${upstream} memories-withheld` }, { now: NOW }).ok).toBe(false);
+    expect(() => responseStatement(request, { ...answer, timestamp: '1', state: STATE, store: STORE, upstream: 'anywhere\nstatus 200' })).toThrow(/not an upstream/);
+    const split = splitSignedStream(Buffer.from(`data: {}\n\n${streamSignatureEvent(signed)}data: [DONE]\n\n`));
+    expect(split?.signature.upstream).toBe(upstream);
   });
 
   it('refuses values that have no place in it', () => {
@@ -83,7 +99,7 @@ describe('signing and checking', () => {
 
   it('verifies what was signed, within the allowed clock skew', () => {
     expect(signature.timestamp).toBe(String(NOW));
-    expect(checkSignature(keys.publicKey, request, answer, signature, { now: NOW + 1000 })).toEqual({ ok: true, signedAt: new Date(NOW), state: HEAD, store: STORE, tenant: '' });
+    expect(checkSignature(keys.publicKey, request, answer, signature, { now: NOW + 1000 })).toEqual({ ok: true, signedAt: new Date(NOW), state: HEAD, store: STORE, tenant: '', upstream: '' });
   });
 
   it('names the API key by its id: the answer to a request sent with one key does not verify for another (finding 3)', () => {

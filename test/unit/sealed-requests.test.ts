@@ -33,6 +33,20 @@ function flip(b64: string, index = 3): string {
 }
 
 describe('sealed envelopes (sdk/protocol/sealed.ts)', () => {
+  it('keeps tweetnacl\'s wire format: libsodium seals what nacl.box opens, and opens what nacl.box seals', () => {
+    const { envelope, replyKey } = sealRequest(enclave.publicKey, inner);
+    const client = Buffer.from(envelope.client_public_key, 'base64');
+    const opened = nacl.box.open(Buffer.from(envelope.ciphertext, 'base64'), Buffer.from(envelope.nonce, 'base64'), client, enclave.secretKey);
+    expect(JSON.parse(Buffer.from(opened!).toString('utf8'))).toMatchObject({ target: '/v1/memory', organization: 'org-1' });
+    expect(replyKey).toEqual(nacl.box.before(client, enclave.secretKey));
+    const tweetnaclClient = nacl.box.keyPair();
+    const fromTweetnacl = sealRequest(enclave.publicKey, inner, tweetnaclClient);
+    const nonce = Buffer.from(fromTweetnacl.envelope.nonce, 'base64');
+    const boxedByNacl = nacl.box(Buffer.from('{"type":"agent-service/sealed-request/v1"}'), nonce, enclave.publicKey, tweetnaclClient.secretKey);
+    const byNacl = openRequest({ ...fromTweetnacl.envelope, ciphertext: Buffer.from(boxedByNacl).toString('base64') }, enclave.secretKey);
+    expect(byNacl?.plaintext).toEqual({ type: 'agent-service/sealed-request/v1' });
+  });
+
   it('round-trip: the enclave opens what the client sealed, the client opens the sealed reply', () => {
     const { envelope, replyKey } = sealRequest(enclave.publicKey, inner);
     expect(JSON.stringify(envelope)).not.toContain('secret');

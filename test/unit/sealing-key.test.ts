@@ -164,7 +164,7 @@ describe('KMS_KEY_ID accepts only a key ARN', () => {
 
 describe('the measured configuration (simulated PCR1)', () => {
   const inputs = (kmsKeyId?: string) => ({
-    config: { teeMode: 'simulated' as const, embeddingModel: 'static', nsmHelper: '/x', kmsKeyId },
+    config: { teeMode: 'simulated' as const, embeddingModel: 'static', nsmHelper: '/x', kmsKeyId, modelTlsPins: [], memoryUpstream: 'send' as const },
     embedder: { id: 'static' } as Embedder,
     operatorKey: new Uint8Array(32).fill(1),
   });

@@ -1,0 +1,69 @@
+/**
+ * NaCl box (X25519, HSalsa20, XSalsa20-Poly1305) for sealed requests on both ends
+ * (sealed.ts), with libsodium doing the costly parts. The wire format is tweetnacl's
+ * nacl.box: `before` is nacl.box.before (libsodium's X25519, then HSalsa20, which
+ * sodium-native does not expose, from tweetnacl: microseconds), a box is MAC ‖ ciphertext
+ * under that key (nacl.box.after = secretbox), and either library opens what the other
+ * sealed (test/unit/sealed-requests.test.ts checks it).
+ *
+ * Why not tweetnacl: its pure-JavaScript X25519 cost about 1.4 ms a multiplication here, and a
+ * sealed call makes three (the client's fresh key pair and shared key, the enclave's shared
+ * key), the largest part of what sealing added to a query (docs/performance.md). The sdk's
+ * sealing already needs Node (node:crypto, Buffer, and sodium-native for sealed streams);
+ * the console's browser bundle does not include it.
+ */
+import sodium from 'sodium-native';
+import nacl from 'tweetnacl';
+
+/** tweetnacl's low-level HSalsa20 (untyped in its .d.ts). */
+const hsalsa20 = (nacl as unknown as { lowlevel: { crypto_core_hsalsa20(out: Uint8Array, input: Uint8Array, key: Uint8Array, constant: Uint8Array): void } })
+  .lowlevel.crypto_core_hsalsa20;
+const SIGMA = new Uint8Array(Buffer.from('expand 32-byte k', 'latin1'));
+const ZERO16 = new Uint8Array(16);
+
+export const PUBLIC_KEY_BYTES = sodium.crypto_box_PUBLICKEYBYTES;
+export const NONCE_BYTES = sodium.crypto_box_NONCEBYTES;
+const MAC_BYTES = sodium.crypto_secretbox_MACBYTES;
+
+export interface BoxKeyPair {
+  publicKey: Uint8Array;
+  secretKey: Uint8Array;
+}
+
+/** A fresh key pair; with `guarded`, the secret key is in libsodium's guarded memory (a long-lived key). */
+export function boxKeyPair(guarded = false): BoxKeyPair {
+  const publicKey = new Uint8Array(sodium.crypto_box_PUBLICKEYBYTES);
+  const secretKey = guarded ? sodium.sodium_malloc(sodium.crypto_box_SECRETKEYBYTES) : new Uint8Array(sodium.crypto_box_SECRETKEYBYTES);
+  sodium.crypto_box_keypair(publicKey, secretKey);
+  return { publicKey, secretKey };
+}
+
+/** The key `theirPublic` and `mySecret` share: nacl.box.before. Throws on a small-order public key. */
+export function boxBefore(theirPublic: Uint8Array, mySecret: Uint8Array): Uint8Array {
+  const point = new Uint8Array(sodium.crypto_scalarmult_BYTES);
+  sodium.crypto_scalarmult(point, mySecret, theirPublic);
+  const shared = new Uint8Array(32);
+  hsalsa20(shared, ZERO16, point, SIGMA);
+  point.fill(0);
+  return shared;
+}
+
+export function randomNonce(): Uint8Array {
+  const nonce = new Uint8Array(NONCE_BYTES);
+  sodium.randombytes_buf(nonce);
+  return nonce;
+}
+
+/** nacl.box.after (= secretbox under the shared key): MAC ‖ ciphertext. */
+export function boxAfter(message: Uint8Array, nonce: Uint8Array, shared: Uint8Array): Uint8Array {
+  const box = new Uint8Array(message.length + MAC_BYTES);
+  sodium.crypto_secretbox_easy(box, message, nonce, shared);
+  return box;
+}
+
+/** nacl.box.open.after: the message, or undefined when the box does not authenticate. */
+export function boxOpenAfter(box: Uint8Array, nonce: Uint8Array, shared: Uint8Array): Uint8Array | undefined {
+  if (box.length < MAC_BYTES) return undefined;
+  const message = new Uint8Array(box.length - MAC_BYTES);
+  return sodium.crypto_secretbox_open_easy(message, box, nonce, shared) ? message : undefined;
+}
