@@ -359,12 +359,18 @@ export function splitSignedStream(transcript: Uint8Array): { body: Uint8Array; s
   } catch {
     return undefined;
   }
+  const signature = signatureOf(data);
+  return signature && { body: transcript.subarray(0, at), signature };
+}
+
+/** The signature fields a stream carries (signatureFields' output), or undefined when they are not that. */
+function signatureOf(data: unknown): ResponseSignature | undefined {
   const { signature, timestamp, state, store, ancestor, tenant, upstream } = (data ?? {}) as Record<string, unknown>;
   if (typeof signature !== 'string' || typeof timestamp !== 'string' || typeof state !== 'string' || typeof store !== 'string') return undefined;
   if (tenant !== undefined && typeof tenant !== 'string') return undefined;
   if (upstream !== undefined && typeof upstream !== 'string') return undefined;
   if (ancestor !== undefined && !isAncestry(ancestor)) return undefined;
-  return { body: transcript.subarray(0, at), signature: { signature, timestamp, state, store, ...(ancestor ? { ancestor } : {}), ...(tenant ? { tenant } : {}), ...(upstream ? { upstream } : {}) } };
+  return { signature, timestamp, state, store, ...(ancestor ? { ancestor } : {}), ...(tenant ? { tenant } : {}), ...(upstream ? { upstream } : {}) };
 }
 
 function splitEmbedded(transcript: Uint8Array, text: string): { body: Uint8Array; signature: ResponseSignature } | undefined {
@@ -375,17 +381,13 @@ function splitEmbedded(transcript: Uint8Array, text: string): { body: Uint8Array
   const line = text.slice(eventAt + 'data: '.length, -2);
   const cut = line.lastIndexOf(EMBEDDED_SIGNATURE);
   if (cut < 0 || line.includes('\n')) return undefined;
-  let fields: Record<string, unknown>;
+  let parsed: ResponseSignature | undefined;
   try {
-    fields = JSON.parse(line.slice(cut + EMBEDDED_SIGNATURE.length, -1)) as Record<string, unknown>;
+    parsed = signatureOf(JSON.parse(line.slice(cut + EMBEDDED_SIGNATURE.length, -1)));
   } catch {
     return undefined;
   }
-  const { signature, timestamp, state, store, ancestor, tenant } = fields;
-  if (typeof signature !== 'string' || typeof timestamp !== 'string' || typeof state !== 'string' || typeof store !== 'string') return undefined;
-  if (tenant !== undefined && typeof tenant !== 'string') return undefined;
-  if (ancestor !== undefined && !isAncestry(ancestor)) return undefined;
-  const parsed: ResponseSignature = { signature, timestamp, state, store, ...(ancestor ? { ancestor } : {}), ...(tenant ? { tenant } : {}) };
+  if (!parsed) return undefined;
   // Exactly as signedFinalEvent writes it, or it is not ours (nothing else may ride there).
   const unsigned = `${line.slice(0, cut)}}`;
   if (signedFinalEvent(unsigned, parsed) !== text.slice(eventAt)) return undefined;
