@@ -1,0 +1,89 @@
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { repoRoot } from '../../common/paths.js';
+import { startService, type RunningService } from '../helpers/service.js';
+
+// docs/api.md's memory examples are one sequence a reader runs in order on a fresh
+// service. Every ```sh block after a `<!-- docs-test: run -->` line runs here, in the
+// order of the page, as one bash script (so $REX and $SEATS carry over), and each prints
+// what the block shown right after it says: same shape, same stable values (content,
+// tenant, metadata, counts, order); timestamps and scores are compared by kind only, and
+// ids by the order they first appear in (so a GET, PATCH or DELETE must name the memory
+// the docs say it names).
+
+const MARKER = '<!-- docs-test: run -->';
+const SEPARATOR = '@@docs-test: next block@@';
+
+interface Example { line: number; script: string; shown: string; lang: string }
+
+function examples(markdown: string): Example[] {
+  const lines = markdown.split('\n');
+  const found: Example[] = [];
+  for (let i = 0; i < lines.length; i++) {
+    if (lines[i].trim() !== MARKER) continue;
+    const fence = (at: number, lang?: string) => {
+      const open = lines[at] ?? '';
+      if (!open.startsWith('```') || (lang !== undefined && open !== '```' + lang)) throw new Error(`docs/api.md:${at + 1}: expected a \`\`\`${lang ?? ''} block, found ${JSON.stringify(open)}`);
+      const close = lines.indexOf('```', at + 1);
+      return { lang: open.slice(3), body: lines.slice(at + 1, close).join('\n'), end: close };
+    };
+    const script = fence(i + 1, 'sh');
+    const shown = fence(script.end + 1);
+    found.push({ line: i + 2, script: script.body, shown: shown.body, lang: shown.lang });
+  }
+  return found;
+}
+
+const ID = /^(mem|resp|msg|chatcmpl)_[0-9a-f]+$/;
+const VARYING = new Set(['created_at', 'updated_at', 'created', 'score', 'vector', 'lexical', 'fused']);
+
+/** The parts of an answer that do not change from run to run; `ids` numbers the ids seen so far. */
+function stable(value: unknown, ids: Map<string, string>, key = ''): unknown {
+  if (VARYING.has(key)) return value === null ? null : `<${typeof value}>`;
+  if (typeof value === 'string' && ID.test(value)) {
+    if (!ids.has(value)) ids.set(value, `<${value.split('_')[0]} #${ids.size + 1}>`);
+    return ids.get(value);
+  }
+  if (Array.isArray(value)) return value.map((v) => stable(v, ids));
+  if (value && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, stable(v, ids, k)]));
+  return value;
+}
+
+/** `curl -si` output: the status line, the x-tee-* header names, and the JSON body. */
+function withHeaders(text: string, ids: Map<string, string>) {
+  const [head, body] = text.replace(/\r/g, '').split('\n\n');
+  const lines = head.split('\n');
+  const tee = lines.slice(1).map((l) => l.split(':')[0].toLowerCase()).filter((name) => name.startsWith('x-tee-')).sort();
+  return { status: lines[0], tee, body: stable(JSON.parse(body.trim()), ids) };
+}
+
+const compare = (lang: string, text: string, ids: Map<string, string>) => (lang === 'json' ? stable(JSON.parse(text.trim()), ids) : withHeaders(text, ids));
+
+describe('docs/api.md: the memory examples, run in order on a fresh service', () => {
+  let service: RunningService;
+  beforeAll(async () => { service = await startService(); });
+  afterAll(async () => { await service?.stop(); });
+
+  it('print what the docs show after each of them', () => {
+    const page = readFileSync(join(repoRoot, 'docs/api.md'), 'utf8');
+    const steps = examples(page);
+    expect(steps.length, 'marked examples in docs/api.md').toBeGreaterThanOrEqual(10);
+    const script = ['set -eo pipefail', ...steps.map((s) => `${s.script.replaceAll('http://127.0.0.1:8080', service.baseUrl)}\necho; echo '${SEPARATOR}'`)].join('\n');
+    let output: string;
+    try {
+      output = execFileSync('bash', ['-c', script], { encoding: 'utf8', timeout: 20_000, cwd: repoRoot });
+    } catch (err) {
+      const e = err as { stdout?: string; stderr?: string };
+      throw new Error(`the docs' examples failed as a script:\n${e.stdout ?? ''}\n${e.stderr ?? ''}`);
+    }
+    const printed = output.split(`${SEPARATOR}\n`).slice(0, steps.length);
+    expect(printed.length).toBe(steps.length);
+    const printedIds = new Map<string, string>();
+    const shownIds = new Map<string, string>();
+    steps.forEach((step, i) => {
+      expect(compare(step.lang, printed[i], printedIds), `docs/api.md:${step.line}: ${step.script.split('\n')[0]}\nprinted: ${printed[i]}`).toEqual(compare(step.lang, step.shown, shownIds));
+    });
+  });
+});
