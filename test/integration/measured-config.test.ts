@@ -7,9 +7,10 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import nacl from 'tweetnacl';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { measureCode } from '../../enclave/attestation/pcrs.js';
 import type { ModelPin } from '../../enclave/embedding/transformer-pins.js';
 import { importModel } from '../../scripts/fetch-model.js';
 import { attestLoneEnclave } from '../helpers/lone-attestation.js';
@@ -92,6 +93,12 @@ describe('what the running enclave measures (simulated PCR1)', () => {
   it('another embedding model also gives another PCR2 (the model\'s bytes)', () => {
     expect(measured.embedding_model[2]).not.toBe(measured.baseline[2]);
     expect(measured.model_base_url[2]).toBe(measured.baseline[2]);
+  });
+
+  it('PCR0 is the enclave\'s built code: every .js file of dist/enclave, dist/common and dist/sdk', async () => {
+    const dist = resolve(import.meta.dirname, '../../dist');
+    const code = await measureCode(['enclave', 'common', 'sdk'].map((d) => join(dist, d)));
+    expect(measured.baseline[0]).toBe(Buffer.from(code).toString('hex'));
   });
 
   it('settings that do not change what the enclave is (log level, port, folder, tuning) leave every PCR as it was', () => {
