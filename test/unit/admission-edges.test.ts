@@ -4,8 +4,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { ApiError } from '../../common/errors.js';
-import { admit, type Capacity, type Usage } from '../../enclave/memory/admission.js';
-import { checkTenantTerms, memoryTerms } from '../../enclave/memory/term-admission.js';
+import { admit, storedBytes, type Capacity, type Usage } from '../../enclave/memory/admission.js';
+import { checkTenantTerms, memoryTerms, newTermCount } from '../../enclave/memory/term-admission.js';
 
 const capacity: Capacity = { maxTenants: 3, maxMemories: 10, maxStoredBytes: 1000, maxTerms: 50 };
 const usage = (over: Partial<Usage> = {}): Usage => ({ tenants: 1, memories: 1, storedBytes: 100, terms: 10, ...over });
@@ -36,10 +36,31 @@ describe('enclave capacity at its edges', () => {
     expect(refusal(() => admit(usage({ terms: 80 }), adding({ terms: 1 }), capacity)).message).toContain('distinct words');
   });
 
+  it('adds what is held to what comes, for every limit', () => {
+    expect(() => admit(usage({ memories: 9 }), adding({ memories: 1 }), capacity)).not.toThrow();
+    expect(refusal(() => admit(usage({ memories: 9 }), adding({ memories: 2 }), capacity)).message)
+      .toBe('the enclave holds 9 memories and cannot take 2 more (its capacity is 10); delete some, or ask the operator to raise it');
+    expect(refusal(() => admit(usage({ tenants: 2 }), adding({ tenants: 2 }), capacity)).message).toContain('holds 2 tenants');
+    expect(refusal(() => admit(usage({ terms: 40 }), adding({ terms: 11 }), capacity)).message).toContain('holds 40 distinct words');
+  });
+
+  it('counts a memory\'s content and metadata in UTF-8 bytes, no metadata as {}', () => {
+    expect(storedBytes('héllo', { a: 1 })).toBe(6 + 7);
+    expect(storedBytes('x', undefined)).toBe(1 + 2);
+  });
+
+  it('counts the new words of a batch once each, leaving out those the tenant holds', () => {
+    expect(newTermCount([['alpha', 'bravo'], ['bravo', 'charlie'], ['alpha']], (t) => t === 'alpha')).toBe(2);
+    expect(newTermCount([], () => false)).toBe(0);
+  });
+
   it('a tenant past its words may still add memories of words it holds', () => {
     expect(() => checkTenantTerms('t', 10, 0, 5)).not.toThrow();
     expect(() => checkTenantTerms('t', 3, 2, 5)).not.toThrow();
-    expect(refusal(() => checkTenantTerms('t', 3, 3, 5)).code).toBe('term_limit_reached');
+    const refused = refusal(() => checkTenantTerms('t', 3, 3, 5));
+    expect(refused.code).toBe('term_limit_reached');
+    expect(refused.param).toBe('tenant_id');
+    expect(refused.message).toBe('tenant \'t\' holds 3 distinct words; this would add 3 new ones, past its maximum of 5; delete some memories before adding more');
   });
 });
 
@@ -52,5 +73,7 @@ describe('a memory with too many distinct words', () => {
     expect(inBatch.message).toMatch(/^memory 4's content holds 3 distinct words/);
     expect(inBatch.param).toBe('memories[4].content');
     expect(memoryTerms('alpha alpha alpha', 2)).toHaveLength(3);
+    // Exactly the maximum of distinct words, in more words than that, is allowed.
+    expect(memoryTerms('alpha bravo alpha', 2)).toHaveLength(3);
   });
 });

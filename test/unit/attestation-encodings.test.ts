@@ -4,7 +4,7 @@
  */
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { createAttestationProvider } from '../../enclave/attestation/create-provider.js';
+import { createAttestationProvider, measuredConfig } from '../../enclave/attestation/create-provider.js';
 import { NitroProvider } from '../../enclave/attestation/nitro-provider.js';
 import { advanceHead, describeHead, genesisHead, sameHead } from '../../enclave/storage/state-head.js';
 import { ed25519KeyFromSpki, ed25519SpkiDer, publicKeyMatches } from '../../sdk/protocol/public-key.js';
@@ -64,6 +64,7 @@ describe('state head', () => {
     expect(sameHead(a, undefined)).toBe(false);
     expect(sameHead(undefined, undefined)).toBe(false);
     expect(sameHead(a, { seq: a.seq, hash: genesisHead('s').hash })).toBe(false);
+    expect(sameHead(a, { seq: a.seq + 1, hash: a.hash })).toBe(false);
   });
 
   it('is described by its seq and the first 16 hex digits of its hash', () => {
@@ -82,5 +83,18 @@ describe('the attestation provider', () => {
     });
     expect(provider).toBeInstanceOf(NitroProvider);
     await expect(provider.attest({ publicKey: key(1), userData: new Uint8Array(), nonce: undefined })).rejects.toThrow('/nonexistent/nsm-helper-for-test');
+  });
+
+  it('simulated PCR1 measures these five settings (the running enclave: test/integration/measured-config.test.ts)', () => {
+    const inputs = {
+      config: { teeMode: 'simulated' as const, modelBaseUrl: 'http://model.example/v1', embeddingModel: 'static', nsmHelper: '/unused', kmsKeyId: undefined },
+      embedder: { id: 'static-test', dimension: 3, sha256: 'ab'.repeat(32) } as never,
+      operatorKey: key(1),
+    };
+    expect(measuredConfig(inputs)).toEqual({
+      tee_mode: 'simulated', model_base_url: 'http://model.example/v1', embedding_model: 'static-test',
+      operator_pubkey: Buffer.from(key(1)).toString('base64'), kms_key_id: null,
+    });
+    expect(measuredConfig({ ...inputs, config: { ...inputs.config, modelBaseUrl: undefined, kmsKeyId: 'arn:k' } })).toMatchObject({ model_base_url: null, kms_key_id: 'arn:k' });
   });
 });
