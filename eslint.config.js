@@ -5,7 +5,7 @@ import importX from 'eslint-plugin-import-x';
 import { createTypeScriptImportResolver } from 'eslint-import-resolver-typescript';
 
 export default tseslint.config(
-  { ignores: ['eslint.config.js', 'dist/', 'node_modules/', 'models/', 'data/', 'coverage/', 'common/generated/', '.tmp/'] },
+  { ignores: ['eslint.config.js', 'dist/', 'node_modules/', 'models/', 'data/', 'coverage/', 'common/generated/', '.tmp/', '.stryker-tmp*/', 'reports/'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

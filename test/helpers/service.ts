@@ -103,7 +103,10 @@ export async function startService(extraEnv: NodeJS.ProcessEnv = {}, options: St
     },
     async startHostStore() {
       service.hostStore = launch('host-store/main.js');
-      await waitFor(async () => logs.includes('host store listening') && service.hostStore.exitCode === null, 30_000, () => logs);
+      const listening = logs.split('host store listening').length;
+      // Its own budget, and a message that names what was awaited.
+      await waitFor(async () => logs.split('host store listening').length > listening && service.hostStore.exitCode === null, 30_000,
+        () => `waiting for the restarted host store to log "host store listening"\n${logs}`);
     },
     async stop() {
       await Promise.all([stopChild(service.proxy, 'SIGTERM'), stopChild(service.enclave, 'SIGTERM')]);

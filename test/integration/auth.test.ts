@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectError, request } from '../helpers/http.js';
 import { agentKeys, issueKey } from '../helpers/processes.js';
 import { startService, waitFor, type RunningService } from '../helpers/service.js';
+import { logsCaughtUp } from '../helpers/log-barrier.js';
 
 let svc: RunningService;
 let dir: string;
@@ -93,7 +94,7 @@ describe('API keys, checked by the enclave', () => {
   });
 
   it('keys never reach the logs', async () => {
-    await new Promise((r) => setTimeout(r, 200));
+    await logsCaughtUp(svc.baseUrl, svc.output);
     expect(svc.output()).not.toContain(keyA);
     expect(svc.output()).not.toContain(keyB);
     expect(svc.output()).toContain('API keys loaded');

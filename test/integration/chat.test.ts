@@ -6,6 +6,7 @@ import { connect, ResponseSignatureError } from '../../sdk/client.js';
 import { expectError, request } from '../helpers/http.js';
 import { startModelServer, type ModelServer } from '../helpers/model-server.js';
 import { startService, waitFor, type RunningService } from '../helpers/service.js';
+import { logsCaughtUp } from '../helpers/log-barrier.js';
 
 /**
  * Chat completions through both real processes, with a real HTTP server on loopback as the
@@ -395,7 +396,7 @@ describe('secrets and logs', () => {
     const marker = 'Quetzalcoatl-private-question';
     await client('org-a').chat.completions.create({ model: 'echo', messages: [{ role: 'user', content: marker }] });
     await client('org-a').chat.completions.create({ model: 'tool-search', messages: [{ role: 'user', content: marker }] });
-    await new Promise((r) => setTimeout(r, 200));
+    await logsCaughtUp(svc.baseUrl, svc.output);
     expect(svc.output()).toContain('"route":"ChatCompletion"');
     expect(svc.output()).not.toContain(MODEL_KEY);
     expect(svc.output()).not.toContain(marker);

@@ -14,6 +14,7 @@ import { channelOptions, enclaveProto, type ApiReplyIn, type EnclaveClient } fro
 import { request } from '../helpers/http.js';
 import { issueKey } from '../helpers/processes.js';
 import { startService, type RunningService } from '../helpers/service.js';
+import { logsCaughtUp } from '../helpers/log-barrier.js';
 
 /** Every API request travels on one RPC (Call); the HTTP method and path pick the route. */
 type Method = 'GET' | 'POST' | 'PATCH' | 'DELETE' | 'PUT' | '';
@@ -162,7 +163,7 @@ describe('the enclave, called directly over gRPC', () => {
     const marker = `INJECTED-${'z'.repeat(100_000)}`;
     const ok = await call('POST', { target: '/v1/memory', body, authorization: auth(), request_id: `x\n{"level":60,"msg":"${marker}"}`, organization: '\uFFFF'.repeat(10_000) });
     expect(ok.reply!.status).toBe(200);
-    await new Promise((r) => setTimeout(r, 200));
+    await logsCaughtUp(svc.baseUrl, svc.output);
     expect(svc.output()).not.toContain('INJECTED-');
     expect(svc.output()).toContain('"reqId":"invalid"');
   });

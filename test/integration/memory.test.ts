@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { limits } from '../../common/limits.js';
 import { expectError, request } from '../helpers/http.js';
 import { startService, type RunningService } from '../helpers/service.js';
+import { logsCaughtUp } from '../helpers/log-barrier.js';
 
 let svc: RunningService;
 const api = (method: string, path: string, body?: unknown, headers?: Record<string, string>) =>
@@ -160,7 +161,7 @@ describe('logs', () => {
     const res = await api('POST', '/v1/memory', { content: marker, tenant_id: 'logs' }, { 'x-request-id': 'req-trace-42' });
     expect(res.headers.get('x-request-id')).toBe('req-trace-42');
     await query('logs', marker);
-    await new Promise((r) => setTimeout(r, 200));
+    await logsCaughtUp(svc.baseUrl, svc.output);
     const lines = svc.output().split('\n').filter((l) => l.includes('req-trace-42'));
     expect(lines.some((l) => l.includes('"process":"proxy"'))).toBe(true);
     expect(lines.some((l) => l.includes('"process":"enclave"'))).toBe(true);

@@ -7,6 +7,7 @@ import { connect } from '../../sdk/client.js';
 import { issueKey } from '../helpers/processes.js';
 import { has, parseExposition, total } from '../helpers/prometheus.js';
 import { startService, type RunningService } from '../helpers/service.js';
+import { logsCaughtUp } from '../helpers/log-barrier.js';
 
 const TENANT = 'tenant-obs-7c1e';
 const CONTENT = 'The pelican codeword is zanzibar-4471';
@@ -171,7 +172,7 @@ describe('LOG_FORMAT=pretty', () => {
     expect((await request(pretty.baseUrl, 'POST', '/v1/memory', { content: CONTENT, tenant_id: TENANT }, auth)).status).toBe(200);
     expect((await request(pretty.baseUrl, 'GET', `/v1/memory?tenant_id=${TENANT}&query=pelican`, undefined, auth)).status).toBe(200);
     expect((await request(pretty.baseUrl, 'POST', '/v1/memory', { content: CONTENT, tenant_id: TENANT }, { authorization: 'Bearer sk-wrong-key-zq9' })).status).toBe(401);
-    await new Promise((r) => setTimeout(r, 200));
+    await logsCaughtUp(pretty.baseUrl, pretty.output);
     const lines = pretty.output().split('\n').filter((l) => l.trim() !== '');
     const logLines = lines.filter((l) => /^\d\d:\d\d:\d\d\.\d\d\d (TRACE|DEBUG|INFO |WARN |ERROR|FATAL) /.test(l));
     expect(logLines.length).toBeGreaterThan(5);

@@ -7,6 +7,7 @@ import { openReply, SEALED_MAX_AGE_MS, sealRequest } from '../../sdk/protocol/se
 import { expectError, request } from '../helpers/http.js';
 import { startRecordingRelay, type RecordingRelay } from '../helpers/relay.js';
 import { startService, type RunningService } from '../helpers/service.js';
+import { logsCaughtUp } from '../helpers/log-barrier.js';
 
 /**
  * Sealed requests against the real two processes, with a recording TCP relay on each
@@ -183,7 +184,7 @@ describe('replayed, altered and malformed envelopes fail cleanly (4xx, OpenAI er
     await recorder('short');
     await recorder(`a somewhat longer memory about the lighthouse keeper and the harbour ${'x'.repeat(200)}`);
     await tee.sealedCall('GET', `/v1/memory?tenant_id=${SECRET.tenant}&query=lighthouse`);
-    await new Promise((r) => setTimeout(r, 200));
+    await logsCaughtUp(svc.baseUrl, svc.output);
     expect(inLog('AddMemory')).toBe(added);
     expect(inLog('ListMemories')).toBe(queried);
     expect(inLog('Sealed')).toBeGreaterThanOrEqual(sealed + 3);

@@ -229,35 +229,57 @@ describe('a host that tampers with answers (an HTTP relay in front of the proxy)
     );
     expect(check).toEqual({ ok: false, reason: expect.stringMatching(/replayed or stale/) });
   });
+});
 
-  it('a rolled-back store: the host restarts the enclave on an older copy of DATA_DIR; a client that saw the newer state refuses it', async () => {
-    const tracker = new StateTracker();
+/**
+ * A rolled-back store, in steps with their own budgets (restarting the host store and the
+ * enclave takes seconds alone and much longer with both cores busy): the host restarts the
+ * enclave on an older copy of DATA_DIR; a client that saw the newer state refuses it.
+ */
+describe('a rolled-back store', () => {
+  const RESTART_BUDGET = 180_000;
+  const tracker = new StateTracker();
+  let deletedId: string;
+  let older: string;
+  let newestSeq: number;
+
+  afterAll(() => {
+    if (older) rmSync(older, { recursive: true, force: true });
+  });
+
+  it('a client writes, the host copies DATA_DIR, then the client deletes a memory', async () => {
     const client = await connect({ insecureSkipPcrPinning: true, baseUrl: svc.baseUrl, rootPem, stateTracker: tracker });
-    await client.call('POST', '/v1/memory', { tenant_id: 'sig-rb', content: 'The first thing I said.' });
+    expect((await client.call('POST', '/v1/memory', { tenant_id: 'sig-rb', content: 'The first thing I said.' })).status).toBe(200);
     const deleted = await client.call<{ id: string }>('POST', '/v1/memory', { tenant_id: 'sig-rb', content: 'Delete this secret later.' });
-    const older = copyDir(svc.dataDir);
-    await client.call('DELETE', `/v1/memory/${deleted.body.id}?tenant_id=sig-rb`);
-    const newest = tracker.current!;
+    deletedId = deleted.body.id;
+    older = copyDir(svc.dataDir);
+    expect((await client.call('DELETE', `/v1/memory/${deletedId}?tenant_id=sig-rb`)).status).toBe(200);
+    newestSeq = tracker.current!.seq;
+  });
 
-    // The host swaps in the older copy and restarts everything: the enclave recovers it happily.
+  it('the host swaps in the older copy and restarts the host store and the enclave, which recovers it happily', async () => {
     await svc.killEnclave('SIGKILL');
     await svc.killHostStore('SIGKILL');
     rmSync(svc.dataDir, { recursive: true, force: true });
     cpSync(older, svc.dataDir, { recursive: true });
     await svc.startHostStore();
     await svc.startEnclave();
+  }, RESTART_BUDGET);
 
-    // A plain client sees the deleted memory again...
-    const plain = await request(svc.baseUrl, 'GET', `/v1/memory/${deleted.body.id}?tenant_id=sig-rb`);
+  it('a plain client sees the deleted memory again, at an older state', async () => {
+    const plain = await request(svc.baseUrl, 'GET', `/v1/memory/${deletedId}?tenant_id=sig-rb`);
     expect(plain.status).toBe(200);
-    expect(Number(plain.headers.get(STATE_HEADER)!.split(':')[0])).toBeLessThan(newest.seq);
-    // ...but a client that remembers the newer head refuses the older state, from attestation on.
+    expect(Number(plain.headers.get(STATE_HEADER)!.split(':')[0])).toBeLessThan(newestSeq);
+  });
+
+  it('a client that remembers the newer head refuses the older state, from attestation on', async () => {
     const err = await connect({ insecureSkipPcrPinning: true, baseUrl: svc.baseUrl, rootPem, stateTracker: tracker }).then(() => undefined, (e: unknown) => e);
     expect(err).toBeInstanceOf(RollbackError);
     expect((err as RollbackError).message).toMatch(/older than state \d+ this client has already seen/);
-    // A client that never saw the newer state (a new tracker) cannot know (documented).
+  });
+
+  it('a client that never saw the newer state (a new tracker) cannot know (documented)', async () => {
     const naive = await connect({ insecureSkipPcrPinning: true, baseUrl: svc.baseUrl, rootPem, stateTracker: new StateTracker() });
-    expect((await naive.call('GET', `/v1/memory/${deleted.body.id}?tenant_id=sig-rb`)).status).toBe(200);
-    rmSync(older, { recursive: true, force: true });
+    expect((await naive.call('GET', `/v1/memory/${deletedId}?tenant_id=sig-rb`)).status).toBe(200);
   });
 });

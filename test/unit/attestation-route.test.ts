@@ -1,5 +1,5 @@
 import { pino } from 'pino';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { ApiError } from '../../common/errors.js';
 import { attestationRoute } from '../../enclave/api/attestation-route.js';
 import { resolveCall, type RouteCall } from '../../enclave/api/routes.js';
@@ -60,5 +60,42 @@ describe('GET /v1/attestation in the enclave', () => {
     await new Promise((r) => setTimeout(r, 0));
     for (const release of releases.splice(0)) release();
     expect((await again).status).toBe(200);
+  });
+});
+
+describe('the cached document (no nonce)', () => {
+  it('is reused within its five minutes and made anew after them', async () => {
+    vi.useFakeTimers({ toFake: ['Date'] });
+    try {
+      vi.setSystemTime(new Date('2026-11-21T08:00:00Z'));
+      let made = 0;
+      const route = attestationRoute({
+        provider: { teeName: 'simulated', attest: async () => new Uint8Array([++made]) },
+        identity: generateIdentity(),
+        operatorKey: new Uint8Array(32),
+        boxPublicKey: new Uint8Array(32),
+        userData: new Uint8Array(),
+        log: pino({ level: 'silent' }),
+      });
+      const served = async () => JSON.parse(Buffer.from((await route(request('/v1/attestation'))).body as Uint8Array).toString()).code_attestation as string;
+      const first = await served();
+      vi.setSystemTime(new Date('2026-11-21T08:04:59Z'));
+      expect(await served()).toBe(first);
+      // A nonce'd document is made fresh and does not replace the cached one.
+      await route(request('/v1/attestation?nonce=ab'));
+      expect(await served()).toBe(first);
+      expect(made).toBe(2);
+      vi.setSystemTime(new Date('2026-11-21T08:05:01Z'));
+      const renewed = await served();
+      expect(renewed).not.toBe(first);
+      expect(made).toBe(3);
+      // The new one is kept for its own five minutes, from when it was made.
+      vi.setSystemTime(new Date('2026-11-21T08:10:00Z'));
+      expect(await served()).toBe(renewed);
+      vi.setSystemTime(new Date('2026-11-21T08:10:02Z'));
+      expect(await served()).not.toBe(renewed);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });

@@ -1,0 +1,42 @@
+/* global process */
+// Mutation testing of the trust-critical code (npm run test:mutation; docs/testing.md).
+// Slow, so not part of npm test. One module: npm run test:mutation -- --mutate sdk/protocol/public-key.ts
+/** @type {import('@stryker-mutator/api/core').PartialStrykerOptions} */
+export default {
+  testRunner: 'vitest',
+  // related: vitest runs only the tests that import the mutated files, in the dry run too.
+  vitest: { configFile: 'vitest.mutation.config.ts', related: true },
+  checkers: ['typescript'],
+  tsconfigFile: 'tsconfig.json',
+  typescriptChecker: { prioritizePerformanceOverAccuracy: true },
+  coverageAnalysis: 'perTest',
+  mutate: [
+    'sdk/attestation/verify.ts',
+    'sdk/attestation/cose.ts',
+    'sdk/attestation/manifest.ts',
+    'sdk/protocol/sealed.ts',
+    'sdk/protocol/response-signature.ts',
+    'sdk/protocol/user-data.ts',
+    'sdk/protocol/public-key.ts',
+    'enclave/storage/sealed-file.ts',
+    'enclave/storage/state-head.ts',
+    'enclave/storage/store.ts',
+    'enclave/storage/payloads.ts',
+    'enclave/attestation/create-provider.ts',
+    'enclave/memory/admission.ts',
+    'enclave/memory/term-admission.ts',
+    'enclave/auth/authorizer.ts',
+  ],
+  // Two shared cores: one runner and the checker.
+  concurrency: 1,
+  timeoutMS: 20_000,
+  incremental: true,
+  incrementalFile: process.env.STRYKER_INCREMENTAL ?? 'reports/stryker-incremental.json',
+  reporters: ['clear-text', 'progress', 'html', 'json'],
+  htmlReporter: { fileName: process.env.STRYKER_HTML ?? 'reports/mutation/index.html' },
+  jsonReporter: { fileName: process.env.STRYKER_JSON ?? 'reports/mutation/mutation.json' },
+  thresholds: { high: 90, low: 80, break: null },
+  // dist/ is left out: the unit tests that run the built CLIs skip without it.
+  ignorePatterns: ['dist', 'reports', 'test-artifacts', 'models', 'data'],
+  tempDirName: '.stryker-tmp',
+};
