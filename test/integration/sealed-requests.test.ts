@@ -100,6 +100,15 @@ describe('the host relays sealed calls without seeing their plaintext', () => {
     expect(seen('memory_not_found')).toEqual([]);
   });
 
+  it('a streamed chat sent as a unary sealed call: 400 stream_mismatch, sealed, naming the sealed stream route', async () => {
+    const mismatch = await tee.sealedCall<{ error: { code: string; message: string; param: string } }>('POST', '/v1/chat/completions',
+      { model: 'local-memory', stream: true, messages: [{ role: 'user', content: 'hello' }] });
+    expect(mismatch.status).toBe(400);
+    expect(mismatch.body.error).toMatchObject({ code: 'stream_mismatch', param: 'stream' });
+    expect(mismatch.body.error.message).toContain('/v1/sealed/stream');
+    expect(seen('stream_mismatch')).toEqual([]);
+  });
+
   it('a sealed body up to the 1 MiB request limit fits through the proxy (the envelope is about 1.8 times larger)', async () => {
     const body = JSON.stringify({ tenant_id: SECRET.tenant, content: 'x'.repeat(1024 * 1024 - 60) });
     expect(body.length).toBeLessThanOrEqual(1024 * 1024);
