@@ -85,15 +85,18 @@ describe('the attestation provider', () => {
     await expect(provider.attest({ publicKey: key(1), userData: new Uint8Array(), nonce: undefined })).rejects.toThrow('/nonexistent/nsm-helper-for-test');
   });
 
-  it('simulated PCR1 measures these five settings (the running enclave: test/integration/measured-config.test.ts)', () => {
+  it('simulated PCR1 measures these seven settings (the running enclave: test/integration/measured-config.test.ts)', () => {
     const inputs = {
-      config: { teeMode: 'simulated' as const, modelBaseUrl: 'http://model.example/v1', embeddingModel: 'static', nsmHelper: '/unused', kmsKeyId: undefined },
+      config: {
+        teeMode: 'simulated' as const, modelBaseUrl: 'http://model.example/v1', embeddingModel: 'static', nsmHelper: '/unused', kmsKeyId: undefined,
+        modelTlsPins: [] as string[], memoryUpstream: 'send' as const,
+      },
       embedder: { id: 'static-test', dimension: 3, sha256: 'ab'.repeat(32) } as never,
       operatorKey: key(1),
     };
     expect(measuredConfig(inputs)).toEqual({
       tee_mode: 'simulated', model_base_url: 'http://model.example/v1', embedding_model: 'static-test',
-      operator_pubkey: Buffer.from(key(1)).toString('base64'), kms_key_id: null,
+      operator_pubkey: Buffer.from(key(1)).toString('base64'), kms_key_id: null, model_tls_pins: '', memory_upstream: 'send',
     });
     expect(measuredConfig({ ...inputs, config: { ...inputs.config, modelBaseUrl: undefined, kmsKeyId: 'arn:k' } })).toMatchObject({ model_base_url: null, kms_key_id: 'arn:k' });
   });
