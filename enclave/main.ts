@@ -88,6 +88,10 @@ const store = await openMemoryStore({
 const provider = await createAttestationProvider({ config, blobs, embedder, operatorKey });
 const userData = encodeUserData({ operatorKey, boxPublicKey: requestKey.publicKey });
 
+// Pins say which model may see prompts and memories: without an https model to pin, they are a mistake, not a no-op.
+if (config.modelTlsPins.length > 0 && !config.modelBaseUrl?.startsWith('https:')) {
+  await exitWithConfigError('enclave', `MODEL_TLS_PINS needs an https MODEL_BASE_URL (it is ${config.modelBaseUrl === undefined ? 'unset' : `"${config.modelBaseUrl}"`}); set one, or unset MODEL_TLS_PINS`);
+}
 const upstream = config.modelBaseUrl === undefined ? undefined : new UpstreamModel({
   baseUrl: config.modelBaseUrl,
   apiKey: config.modelApiKey,

@@ -7,7 +7,8 @@ import { UPSTREAM_HEADER } from '../../sdk/protocol/upstream.js';
 import { selfSignedCert, spkiPin } from '../helpers/certs.js';
 import { startGateway, type GatewayProcess } from '../helpers/gateway.js';
 import { startModelServer, type ModelServer } from '../helpers/model-server.js';
-import { startService, type RunningService } from '../helpers/service.js';
+import { startLoneEnclave } from '../helpers/processes.js';
+import { freePort, startService, type RunningService } from '../helpers/service.js';
 
 /**
  * Where memories go (issue 34 item 4), with real TLS to a loopback model server whose
@@ -126,6 +127,17 @@ describe('MODEL_TLS_PINS', () => {
     expect(answer.body.error.code).toBe('model_tls_pin_mismatch');
     expect(answer.body.error.message).toContain(`sha256/${pin}`);
     expect(wrongPin.model.requests).toHaveLength(0);
+  });
+
+  it('without an https MODEL_BASE_URL to pin is a configuration error: one line and exit 2', async () => {
+    for (const modelBaseUrl of [undefined, 'http://127.0.0.1:9/v1']) {
+      const dataDir = mkdtempSync(join(tmpdir(), 'agent-pins-'));
+      const enclave = await startLoneEnclave({ DATA_DIR: dataDir, ENCLAVE_ADDR: `127.0.0.1:${await freePort()}`, MODEL_TLS_PINS: pin, ...(modelBaseUrl ? { MODEL_BASE_URL: modelBaseUrl } : {}) });
+      expect(await enclave.exited).toBe(2);
+      expect(enclave.output()).toMatch(/MODEL_TLS_PINS needs an https MODEL_BASE_URL/);
+      await enclave.stop();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
   });
 });
 
