@@ -3,23 +3,13 @@
  * passed, at its maximum; a limit that is already past refuses only adds that bring more.
  */
 import { describe, expect, it } from 'vitest';
-import { ApiError } from '../../common/errors.js';
 import { admit, storedBytes, type Capacity, type Usage } from '../../enclave/memory/admission.js';
 import { checkTenantTerms, memoryTerms, newTermCount } from '../../enclave/memory/term-admission.js';
+import { refusal } from '../helpers/refusal.js';
 
 const capacity: Capacity = { maxTenants: 3, maxMemories: 10, maxStoredBytes: 1000, maxTerms: 50 };
 const usage = (over: Partial<Usage> = {}): Usage => ({ tenants: 1, memories: 1, storedBytes: 100, terms: 10, ...over });
 const adding = (over: Partial<Usage> = {}): Usage => ({ tenants: 0, memories: 1, storedBytes: 10, terms: 0, ...over });
-
-function refusal(fn: () => unknown): ApiError {
-  try {
-    fn();
-  } catch (err) {
-    if (err instanceof ApiError) return err;
-    throw err;
-  }
-  throw new Error('expected a refusal');
-}
 
 describe('enclave capacity at its edges', () => {
   it('admits an add that fills a limit exactly, refuses one byte more', () => {

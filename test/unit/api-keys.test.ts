@@ -1,5 +1,4 @@
 import { describe, expect, it } from 'vitest';
-import { ApiError } from '../../common/errors.js';
 import { isLoopbackHost } from '../../common/loopback.js';
 import { bearerToken } from '../../common/bearer.js';
 import { KeyRing, keyAuthorizer, openAuthorizer } from '../../enclave/auth/authorizer.js';
@@ -7,20 +6,11 @@ import {
   entryId, formatKeysFile, generateApiKey, hashApiKey, KeysFileError, parseKeysFile,
 } from '../../enclave/auth/keys-file.js';
 import { openModeProblem } from '../../enclave/auth/setup.js';
+import { refusal } from '../helpers/refusal.js';
 
 const keyA = 'key-a-0123456789abcdef';
 const keyB = generateApiKey();
 const file = JSON.stringify({ [keyA]: ['t1'], [`sha256:${hashApiKey(keyB).toString('hex')}`]: ['t2', 't3'] });
-
-function refusal(fn: () => unknown): ApiError {
-  try {
-    fn();
-  } catch (err) {
-    if (err instanceof ApiError) return err;
-    throw err;
-  }
-  throw new Error('expected a refusal');
-}
 
 describe('keys file', () => {
   it('reads plaintext and hashed entries, keeping only hashes', () => {

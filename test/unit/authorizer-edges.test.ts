@@ -3,24 +3,14 @@
  * mutants of npm run test:mutation).
  */
 import { describe, expect, it } from 'vitest';
-import { ApiError } from '../../common/errors.js';
 import { KeyRing, keyAuthorizer } from '../../enclave/auth/authorizer.js';
 import { hashApiKey } from '../../enclave/auth/keys-file.js';
+import { refusal } from '../helpers/refusal.js';
 
 const one = 'key-one-0123456789abcdef';
 const two = 'key-two-0123456789abcdef';
 const ring = new KeyRing([{ hash: hashApiKey(one), tenants: ['t1'], plaintext: true }, { hash: hashApiKey(two), tenants: ['t2', 't3'], plaintext: false }]);
 const auth = keyAuthorizer(() => ring);
-
-function refusal(fn: () => unknown): ApiError {
-  try {
-    fn();
-  } catch (err) {
-    if (err instanceof ApiError) return err;
-    throw err;
-  }
-  throw new Error('expected a refusal');
-}
 
 describe('key authorizer', () => {
   it('is required, and authenticates known keys only', () => {
