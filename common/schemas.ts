@@ -93,6 +93,7 @@ export const metadataFilterSchema = {
   maxProperties: limits.maxMetadataKeys,
   propertyNames: { minLength: 1, maxLength: limits.maxMetadataKeyChars },
   additionalProperties: {
+    description: `must be a string, number, boolean or null (equal to the metadata value), or {"$in": [...]} with 1 to ${limits.maxFilterValues} of those (one of them); no other operators`,
     anyOf: [
       filterScalar,
       {
