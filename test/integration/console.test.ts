@@ -236,8 +236,27 @@ describe('the console at GET /', () => {
     expect(replayed.checks).toEqual([expect.stringMatching(/^nonce: /)]);
   });
 
+  it('offers only chat models, lists a tenant\'s memories as soon as it is named, and has an icon', async () => {
+    await page.waitForSelector('#model option', { state: 'attached' });
+    const offered = await page.$$eval('#model option', (options) => options.map((o) => (o as HTMLOptionElement).value));
+    const health = (await request(svc.baseUrl, 'GET', '/healthz')).body;
+    expect(offered).toContain('local-memory');
+    expect(offered).not.toContain(health.enclave.embedding_model);
+    // A tenant that already holds memories: they show without pressing Refresh.
+    await request(svc.baseUrl, 'POST', '/v1/memory', { tenant_id: 'console-listed', content: 'The heron nests by the mill pond' });
+    await page.fill('#tenant', 'console-listed');
+    await page.dispatchEvent('#tenant', 'change');
+    await page.waitForSelector('#memory-list li:has-text("heron")');
+    const icon = await page.getAttribute('link[rel="icon"]', 'href');
+    const res = await fetch(new URL(icon!, svc.baseUrl));
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toBe('image/svg+xml');
+    expect(await res.text()).toMatch(/^<svg /);
+  });
+
   it('adds a memory, finds it by meaning, chats with it streamed, and deletes it', async () => {
     await page.fill('#tenant', TENANT);
+    await page.dispatchEvent('#tenant', 'change');
     await page.fill('#memory-content', 'My cat is called Miso and she loves sardines');
     await page.click('#add-memory');
     await page.waitForSelector('#memory-list li:has-text("Miso")');
