@@ -254,6 +254,26 @@ describe('the console at GET /', () => {
     expect(await res.text()).toMatch(/^<svg /);
   });
 
+  it('shows a memory holding hostile HTML as text: nothing in it runs or becomes an element', async () => {
+    const hostile = '<img src=x onerror="window.__pwned = 1"><script>window.__pwned = 2</script><b id="injected">bold</b> heron';
+    await request(svc.baseUrl, 'POST', '/v1/memory', { tenant_id: 'console-hostile', content: hostile });
+    await page.fill('#tenant', 'console-hostile');
+    await page.dispatchEvent('#tenant', 'change');
+    await page.waitForSelector('#memory-list li:has-text("heron")');
+    await page.fill('#search-query', 'heron');
+    await page.click('#search');
+    await page.waitForSelector('#search-results li:has-text("heron")');
+    await page.fill('#chat-input', 'Tell me about the heron');
+    await page.click('#chat-send');
+    await page.waitForSelector('#chat-status[data-state]');
+    // The markup is there, character for character, as text in the list, the results and the chat.
+    expect(await page.textContent('#memory-list li .content')).toBe(hostile);
+    expect(await page.textContent('#search-results li .content')).toBe(hostile);
+    expect(await page.textContent('#chat-output')).toContain('<img src=x onerror=');
+    expect(await page.evaluate(() => (window as unknown as { __pwned?: number }).__pwned)).toBeUndefined();
+    expect(await page.$$('#injected, main img, main script')).toEqual([]);
+  });
+
   it('adds a memory, finds it by meaning, chats with it streamed, and deletes it', async () => {
     await page.fill('#tenant', TENANT);
     await page.dispatchEvent('#tenant', 'change');
