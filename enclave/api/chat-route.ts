@@ -6,7 +6,7 @@ import type { Authorizer } from '../auth/authorizer.js';
 import type { AnswerUpstream } from '../chat/answer-upstream.js';
 import type { ChatService } from '../chat/chat-service.js';
 import { normalizeChat } from '../chat/messages.js';
-import { TENANT_HEADER } from '../../sdk/protocol/response-signature.js';
+import { TENANT_HEADER } from '../../protocol/response-signature.js';
 import { chatCaller, type ChatCaller } from './chat-tenant.js';
 import { jsonReply } from './request.js';
 import type { CallContext, RouteCall } from './routes.js';

@@ -18,7 +18,7 @@ import { resolveCall, streams, type CallContext, type RouteCall, type RouteHandl
 import { sealedRoute } from './sealed-route.js';
 import { sealedStreamRoute, sealedStreamUnary } from './sealed-stream-route.js';
 import { signReply, type ResponseSigner, type SignedState } from './signing.js';
-import { HTTP_METHOD } from '../../sdk/protocol/response-signature.js';
+import { HTTP_METHOD } from '../../protocol/response-signature.js';
 import { WorkGate, type Place, type WorkLimits } from './work-gate.js';
 import { NO_METER } from '../memory/meter.js';
 import { sendReply, wrapStream, type ChunkSink, type StreamHandler } from './stream.js';

@@ -3,11 +3,11 @@ import { limits } from '../../common/limits.js';
 import type { ApiReply, ApiRequest } from '../../common/proto.js';
 import type { Authorizer } from '../auth/authorizer.js';
 import type { MemoryRecord, MemoryService, ScoredMemory } from '../memory/memory-service.js';
-import { TENANT_HEADER } from '../../sdk/protocol/response-signature.js';
+import { TENANT_HEADER } from '../../protocol/response-signature.js';
 import { jsonReply } from './request.js';
 import type { CallContext, RouteCall, RouteHandler } from './routes.js';
 
-/** Names the tenant an answer acted for; it is signed with the answer (sdk/protocol/response-signature.ts). */
+/** Names the tenant an answer acted for; it is signed with the answer (protocol/response-signature.ts). */
 const forTenant = (...tenants: string[]) => ({ [TENANT_HEADER]: [...new Set(tenants)].sort().join(',') });
 
 /**

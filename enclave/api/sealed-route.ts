@@ -3,7 +3,7 @@ import { limits } from '../../common/limits.js';
 import type { ApiReply, ApiRequest } from '../../common/proto.js';
 import { sealedPayloadSchema } from '../../common/schemas.js';
 import { validator } from '../../common/validation.js';
-import { decodeBase64, SealedFormatError, sealReply, type RequestEnvelope, type SealedRequestPlaintext } from '../../sdk/protocol/sealed.js';
+import { decodeBase64, SealedFormatError, sealReply, type RequestEnvelope, type SealedRequestPlaintext } from '../../protocol/sealed.js';
 import type { SealedRequestKey } from '../keys.js';
 import type { ReplayGuard } from './replay-guard.js';
 import { jsonReply } from './request.js';

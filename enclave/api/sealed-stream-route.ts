@@ -1,7 +1,7 @@
 import { badRequest } from '../../common/errors.js';
 import type { ApiReply, ApiRequest } from '../../common/proto.js';
 import { sseHeaders } from '../../common/sse.js';
-import { FrameSealer, frameEvent, sealedStreamKey } from '../../sdk/protocol/sealed-stream.js';
+import { FrameSealer, frameEvent, sealedStreamKey } from '../../protocol/sealed-stream.js';
 import type { RouteCall } from './routes.js';
 import { admitSealed, type SealedDeps } from './sealed-route.js';
 import type { ChunkSink } from './stream.js';
@@ -24,7 +24,7 @@ export const sealedStreamUnary = async (): Promise<ApiReply> => {
  * POST /v1/sealed/stream: admits the envelope exactly as POST /v1/sealed does (refusals are
  * plain errors, before any frame), then runs the inner request and seals whatever it
  * answers, head, data and end, as frames of one secretstream under the call's key
- * (sdk/protocol/sealed-stream.ts). The inner answer is signed as a plain one would be, so
+ * (protocol/sealed-stream.ts). The inner answer is signed as a plain one would be, so
  * its signature (headers, or the stream's last event) travels inside the frames.
  */
 export function sealedStreamRoute(deps: SealedStreamDeps) {

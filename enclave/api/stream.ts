@@ -4,7 +4,7 @@ import type { ApiReply, ApiRequest } from '../../common/proto.js';
 import { routeLabel } from '../../common/routes.js';
 import { sseDone, sseEvent } from '../../common/sse.js';
 import { requestIdForLog } from './request.js';
-import { TENANT_HEADER, UPSTREAM_HEADER } from '../../sdk/protocol/response-signature.js';
+import { TENANT_HEADER, UPSTREAM_HEADER } from '../../protocol/response-signature.js';
 import { signReply, streamSigner, type ResponseSigner, type StreamSigner } from './signing.js';
 import type { Place } from './work-gate.js';
 
@@ -62,7 +62,7 @@ export async function sendReply(sink: ChunkSink, reply: ApiReply): Promise<void>
  *
  * Signing: a JSON answer (one piece after its head) gets x-tee-signature headers like a
  * unary reply; an event stream ends with a signature event over every byte streamed
- * before it (sdk/protocol/response-signature.ts). A chat stream's `data: [DONE]` is held
+ * before it (protocol/response-signature.ts). A chat stream's `data: [DONE]` is held
  * back and sent after the signature, so that it stays the last thing clients read.
  */
 export function wrapStream(handler: PlacedStreamHandler, options: StreamOptions): StreamHandler {

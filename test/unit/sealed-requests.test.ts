@@ -8,8 +8,8 @@ import { sealedRoute } from '../../enclave/api/sealed-route.js';
 import { generateSealedRequestKey } from '../../enclave/keys.js';
 import {
   openReply, openRequest, paddedSize, sealReply, sealRequest, SEALED_MAX_AGE_MS, SealedFormatError, type RequestEnvelope,
-} from '../../sdk/protocol/sealed.js';
-import { encodeUserData, parseUserData } from '../../sdk/protocol/user-data.js';
+} from '../../protocol/sealed.js';
+import { encodeUserData, parseUserData } from '../../protocol/user-data.js';
 
 const utf8 = (text: string) => new Uint8Array(Buffer.from(text, 'utf8'));
 /** POST /v1/sealed as the enclave's router hands it to the route: resolved and validated. */
@@ -32,7 +32,7 @@ function flip(b64: string, index = 3): string {
   return bytes.toString('base64');
 }
 
-describe('sealed envelopes (sdk/protocol/sealed.ts)', () => {
+describe('sealed envelopes (protocol/sealed.ts)', () => {
   it('keeps tweetnacl\'s wire format: libsodium seals what nacl.box opens, and opens what nacl.box seals', () => {
     const { envelope, replyKey } = sealRequest(enclave.publicKey, inner);
     const client = Buffer.from(envelope.client_public_key, 'base64');
@@ -254,7 +254,7 @@ describe('POST /v1/sealed in the enclave (enclave/api/sealed-route.ts)', () => {
   });
 });
 
-describe('user_data (sdk/protocol/user-data.ts)', () => {
+describe('user_data (protocol/user-data.ts)', () => {
   const keys = { operatorKey: new Uint8Array(32).fill(1), boxPublicKey: new Uint8Array(32).fill(2) };
 
   it('binds the operator key and the box key, in a fixed encoding', () => {
