@@ -26,6 +26,7 @@ export default {
     'enclave/memory/admission.ts',
     'enclave/memory/term-admission.ts',
     'enclave/auth/authorizer.ts',
+    'enclave/auth/caller.ts',
   ],
   // Two shared cores: one runner and the checker.
   concurrency: 1,

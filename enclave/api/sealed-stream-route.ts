@@ -2,6 +2,7 @@ import { badRequest } from '../../common/errors.js';
 import type { ApiReply, ApiRequest } from '../../common/proto.js';
 import { sseHeaders } from '../../common/sse.js';
 import { FrameSealer, frameEvent, sealedStreamKey } from '../../protocol/sealed-stream.js';
+import type { Caller } from '../auth/caller.js';
 import type { RouteCall } from './routes.js';
 import { admitSealed, type SealedDeps } from './sealed-route.js';
 import type { ChunkSink } from './stream.js';
@@ -9,10 +10,10 @@ import type { Place } from './work-gate.js';
 
 export interface SealedStreamDeps extends Omit<SealedDeps, 'dispatch'> {
   /**
-   * Runs the inner request as the plain streaming call would (validated, signed, errors as
-   * replies), within the outer call's place, writing its answer to `sink`.
+   * Runs the inner request, as `caller`, as the plain streaming call would (validated,
+   * signed, errors as replies), within the outer call's place, writing its answer to `sink`.
    */
-  dispatch: (request: ApiRequest, sink: ChunkSink, signal: AbortSignal, place?: Place) => Promise<void>;
+  dispatch: (request: ApiRequest, caller: Caller, sink: ChunkSink, signal: AbortSignal, place?: Place) => Promise<void>;
 }
 
 /** The unary call cannot carry a sealed stream (the proxy always streams it). */
@@ -28,14 +29,14 @@ export const sealedStreamUnary = async (): Promise<ApiReply> => {
  * its signature (headers, or the stream's last event) travels inside the frames.
  */
 export function sealedStreamRoute(deps: SealedStreamDeps) {
-  return async ({ request, body: envelope }: RouteCall<'SealedStream'>, sink: ChunkSink, signal: AbortSignal, context?: { place?: Place }): Promise<void> => {
-    const { inner, sharedKey, nonce } = admitSealed(deps, request, envelope);
+  return async (call: RouteCall<'SealedStream'>, sink: ChunkSink, signal: AbortSignal, context?: { place?: Place }): Promise<void> => {
+    const { inner, caller, sharedKey, nonce } = admitSealed(deps, call, call.body);
     const sealer = new FrameSealer(sealedStreamKey(sharedKey, nonce));
     sink.head({ status: 200, body: Buffer.alloc(0), headers: { ...sseHeaders } });
     await sink.data(frameEvent(sealer.header));
     // Frames must be sealed in the order they are sent: the head is written (not awaited)
     // at once, and the gRPC sink writes in call order.
-    await deps.dispatch(inner, {
+    await deps.dispatch(inner, caller, {
       head: (reply) => void sink.data(frameEvent(sealer.head(reply.status ?? 200, reply.headers ?? {}))),
       data: (bytes) => sink.data(frameEvent(sealer.data(bytes))),
     }, signal, context?.place);

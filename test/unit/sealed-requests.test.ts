@@ -5,6 +5,8 @@ import type { ApiReply, ApiRequest } from '../../common/proto.js';
 import { ReplayGuard } from '../../enclave/api/replay-guard.js';
 import { resolveCall, type RouteCall } from '../../enclave/api/routes.js';
 import { sealedRoute } from '../../enclave/api/sealed-route.js';
+import { KeyRing, keyAuthorizer, openAuthorizer } from '../../enclave/auth/authorizer.js';
+import { hashApiKey } from '../../enclave/auth/keys-file.js';
 import { generateSealedRequestKey } from '../../enclave/keys.js';
 import {
   openReply, openRequest, paddedSize, sealReply, sealRequest, SEALED_MAX_AGE_MS, SealedFormatError, type RequestEnvelope,
@@ -14,7 +16,7 @@ import { encodeUserData, parseUserData } from '../../protocol/user-data.js';
 const utf8 = (text: string) => new Uint8Array(Buffer.from(text, 'utf8'));
 /** POST /v1/sealed as the enclave's router hands it to the route: resolved and validated. */
 const sealedCall = async (request: Omit<ApiRequest, 'method' | 'target'>) =>
-  resolveCall({ ...request, method: 'POST', target: '/v1/sealed' }).call as RouteCall<'Sealed'>;
+  resolveCall({ ...request, method: 'POST', target: '/v1/sealed' }, openAuthorizer.identify(request.authorization)).call as RouteCall<'Sealed'>;
 const enclave = nacl.box.keyPair();
 const inner = {
   method: 'POST',
@@ -137,7 +139,7 @@ describe('POST /v1/sealed in the enclave (enclave/api/sealed-route.ts)', () => {
   const route = sealedRoute({
     key,
     replay: new ReplayGuard(SEALED_MAX_AGE_MS),
-    authenticate: () => {},
+    identify: openAuthorizer.identify,
     dispatch: async ({ method, ...request }): Promise<ApiReply> => {
       dispatched.push({ method, request: request as ApiRequest });
       return { status: 201, headers: { 'x-inner': 'yes' }, body: Buffer.from('{"id":"mem_1"}') };
@@ -283,9 +285,7 @@ describe('the replay guard cannot be filled by traffic without a valid API key (
     const route = sealedRoute({
       key,
       replay,
-      authenticate: (authorization) => {
-        if (authorization !== 'Bearer good') throw new ApiError('invalid_api_key', 'invalid API key');
-      },
+      identify: keyAuthorizer(() => new KeyRing([{ hash: hashApiKey('good'), tenants: ['t1'], plaintext: true }])).identify,
       dispatch: async (): Promise<ApiReply> => ({ status: 200, headers: {}, body: Buffer.from('{}') }),
     });
     const send = async (authorization: string | undefined) => route(await sealedCall({
