@@ -13,8 +13,7 @@ export interface EnclaveIdentity {
 }
 
 export function generateIdentity(): EnclaveIdentity {
-  // Every reply is signed, so this is on every request's path: libsodium signs in about 21 µs
-  // on this machine, OpenSSL (node:crypto) in 42, tweetnacl's JavaScript in about 2 ms.
+  // Every reply is signed, so libsodium: about twice as fast as node:crypto (docs/performance-log.md#ranking-in-the-worker-2026-11-25-evening).
   // Ed25519 is deterministic: the same key gives the same signatures by any of them.
   // The secret key lives in libsodium's guarded memory (locked, fenced by guard pages,
   // wiped when freed) and never in a JavaScript string or ordinary buffer.

@@ -12,8 +12,8 @@ const forTenant = (...tenants: string[]) => ({ [TENANT_HEADER]: [...new Set(tena
 
 /**
  * A search's answer: the list shape, each memory with its scores. Object.assign, not
- * `{ ...record, score, scores }`: V8 (Node 20) promoted what such literals made to the old
- * generation, about 4 KB a search (docs/performance.md).
+ * `{ ...record, score, scores }`: V8 (Node 20) promoted what such literals made
+ * (docs/performance-log.md#collections-again-2026-11-25-afternoon).
  */
 const searchReply = (tenantId: string, query: string, topK: number, results: ScoredMemory[]) => jsonReply(200, {
   object: 'list',

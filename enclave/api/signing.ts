@@ -50,7 +50,7 @@ export function signReply(signer: ResponseSigner, method: string, request: ApiRe
   const answer = Object.assign(answerState(signer.state, known), { status: reply.status ?? 200, bodySha256: sha256Hex(body as Uint8Array), tenant: reply.headers?.[TENANT_HEADER] ?? '', upstream: reply.headers?.[UPSTREAM_HEADER] ?? '' });
   const { signature, timestamp, state, store, ancestor } = signAnswer((message) => signer.sign(message), signedRequest(method, request, known), answer);
   // Object.assign, not a literal spreading `reply` and adding to it: V8 (Node 20) promoted
-  // what such literals made to the old generation, on every reply (docs/performance.md).
+  // what such literals made, on every reply (docs/performance-log.md#collections-again-2026-11-25-afternoon).
   const headers = Object.assign({}, reply.headers, { [SIGNATURE_HEADER]: signature, [TIMESTAMP_HEADER]: timestamp, [STATE_HEADER]: state, [STORE_HEADER]: store });
   if (ancestor) headers[ANCESTOR_HEADER] = ancestor;
   return Object.assign({}, reply, { headers });
