@@ -28,11 +28,11 @@ import {
   ANCESTOR_HEADER, checkSignature, DEFAULT_MAX_SKEW_MS, formatState, isAncestry, KNOWN_STATE_HEADER, sha256Hex, SIGNATURE_HEADER, STATE_HEADER,
   StateTracker, splitSignedStream, STORE_HEADER, TENANT_HEADER, STREAM_SIGNATURE_EVENT, TIMESTAMP_HEADER, UPSTREAM_HEADER, type Ancestry, type KnownState,
   type SignedRequest, type StateHead,
-} from './protocol/response-signature.js';
-import { decodeBase64, openReply, SEALED_PATH, sealRequest, SealedFormatError } from './protocol/sealed.js';
-import { SEALED_STREAM_PATH, sealedStreamKey } from './protocol/sealed-stream.js';
-import { normalizeOrigin, upstreamRefusal } from './protocol/upstream.js';
-import { parseUserData } from './protocol/user-data.js';
+} from '../protocol/response-signature.js';
+import { decodeBase64, openReply, SEALED_PATH, sealRequest, SealedFormatError } from '../protocol/sealed.js';
+import { SEALED_STREAM_PATH, sealedStreamKey } from '../protocol/sealed-stream.js';
+import { normalizeOrigin, upstreamRefusal } from '../protocol/upstream.js';
+import { parseUserData } from '../protocol/user-data.js';
 import { AttestationError, ResponseSignatureError, RollbackError, SealedCallError, UpstreamError } from './errors.js';
 import { readSealedStream, type SealedStream } from './sealed-stream.js';
 
@@ -117,7 +117,7 @@ export interface TeeResponse<T = unknown> {
   state: StateHead;
   /** The id of the sealed store that head belongs to. */
   store: string;
-  /** Where a chat's prompt and memories went (sdk/protocol/upstream.ts); "" when no model was used. */
+  /** Where a chat's prompt and memories went (protocol/upstream.ts); "" when no model was used. */
   upstream: string;
 }
 

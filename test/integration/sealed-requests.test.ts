@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import nacl from 'tweetnacl';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect, ResponseSignatureError, SealedCallError, type TeeClient } from '../../sdk/client.js';
-import { openReply, SEALED_MAX_AGE_MS, sealRequest } from '../../sdk/protocol/sealed.js';
+import { openReply, SEALED_MAX_AGE_MS, sealRequest } from '../../protocol/sealed.js';
 import { expectError, request } from '../helpers/http.js';
 import { startRecordingRelay, startTamperingRelay, type RecordingRelay } from '../helpers/relay.js';
 import { startService, type RunningService } from '../helpers/service.js';
