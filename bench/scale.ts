@@ -20,7 +20,8 @@ import { FlatIndex } from '../enclave/vectors/flat-index.js';
 import { DEFAULT_TIERS, TieredIndex } from '../enclave/vectors/tiered-index.js';
 import { rssMiB, startService, untilIdle, type Service } from '../scripts/lib/run-service.js';
 import { memoryText, questionText } from './corpus.js';
-import { LoadClient, type LoadRequest } from './load-client.js';
+import { LoadClient } from './load-client.js';
+import { addBatch, load, measure, query, round } from './http-load.js';
 import { cpuIdentity, describeSpeed, machineSpeed } from './machine-speed.js';
 import { percentile } from './stats.js';
 
@@ -44,74 +45,6 @@ const QUERIES_16 = quick ? 400 : 8_000;
  * sometimes measured the 1-client query while the worker still indexed on the other core.
  */
 const SETTLE_MAX_MS = quick ? 10_000 : 120_000;
-
-interface Load {
-  perSecond: number;
-  p50: number;
-  p99: number;
-  errors: number;
-  /** CPU the load generator (this process) spent a request, in us: taken from the service's two cores. */
-  clientCpuUs: number;
-}
-
-type Make = (i: number) => LoadRequest;
-
-/** Sends requests from `concurrency` clients (keep-alive connections) while `more(sent)` holds, and times each. */
-async function send(client: LoadClient, concurrency: number, more: (sent: number) => boolean, make: Make): Promise<{ latencies: number[]; errors: number }> {
-  const latencies: number[] = [];
-  let next = 0;
-  let errors = 0;
-  await Promise.all(Array.from({ length: concurrency }, async () => {
-    while (more(next)) {
-      const request = make(next++);
-      const t = performance.now();
-      const { status } = await client.request(request);
-      latencies.push(performance.now() - t);
-      if (status !== 200) errors++;
-    }
-  }));
-  return { latencies, errors };
-}
-
-/** Sends `total` requests from `concurrency` clients and times each. */
-async function load(client: LoadClient, concurrency: number, total: number, make: Make): Promise<Load> {
-  const cpu = process.cpuUsage();
-  const started = performance.now();
-  const { latencies, errors } = await send(client, concurrency, (sent) => sent < total, make);
-  const seconds = (performance.now() - started) / 1000;
-  const { user, system } = process.cpuUsage(cpu);
-  latencies.sort((a, b) => a - b);
-  return {
-    perSecond: Math.round(total / seconds), p50: round(percentile(latencies, 50)), p99: round(percentile(latencies, 99)), errors,
-    clientCpuUs: Math.round((user + system) / total),
-  };
-}
-
-/**
- * How long requests are sent, untimed, before each measured load at the same concurrency,
- * so the figures are for a service in use, not one still compiling its code. After a bulk
- * load every process gets cheaper per request for several seconds: of two 3,000-query rounds
- * at 16 clients after 3 s of warm-up, the second was faster in each of six runs (by 14-42%),
- * and in the first V8's helper threads (compilation, garbage collection) used 40-110 us a
- * query more; the rounds after the second held level. 10 s reaches that level. The questions
- * repeat (242 texts in 2,000, 836 in 8,000), but nothing in the service keeps an answer or an embedding.
- */
-const WARM_UP_MS = quick ? 500 : 10_000;
-
-/** load(), after WARM_UP_MS of requests made the same way (numbered after the measured ones). */
-async function measure(client: LoadClient, concurrency: number, total: number, make: Make): Promise<Load> {
-  const until = performance.now() + WARM_UP_MS;
-  await send(client, concurrency, () => performance.now() < until, (i) => make(total + i));
-  return load(client, concurrency, total, make);
-}
-
-const round = (x: number, digits = 2) => Number(x.toFixed(digits));
-const addBatch = (tenant: string, from: number, count: number) => ({
-  method: 'POST' as const,
-  path: '/v1/memory',
-  body: JSON.stringify({ memories: Array.from({ length: count }, (_, i) => ({ tenant_id: tenant, content: memoryText(from + i) })) }),
-});
-const query = (tenant: string) => (i: number) => ({ method: 'GET' as const, path: `/v1/memory?tenant_id=${tenant}&top_k=10&query=${encodeURIComponent(questionText(i))}` });
 
 async function service(name: string): Promise<{ svc: Service; client: LoadClient; dir: string }> {
   const dir = mkdtempSync(join(tmpdir(), `bench-scale-${name}-`));

@@ -57,7 +57,8 @@ export async function forward(trust: Trust, request: ClientRequest, res: ServerR
   try {
     if (!asksToStream(request.body)) {
       const answer = await sealedCall(trust, request);
-      res.writeHead(answer.status, answerHeaders(answer.headers)).end(answer.raw);
+      // Whole and verified: its length is known, so no chunked encoding.
+      res.writeHead(answer.status, { ...answerHeaders(answer.headers), 'content-length': String(answer.raw.length) }).end(answer.raw);
       return;
     }
     const stream = await trust.run((tee: TeeClient) => tee.sealedStream(request.method, request.target, bodyOf(request), callOptions(request)));
@@ -76,7 +77,8 @@ async function relay(stream: SealedStream, res: ServerResponse): Promise<void> {
     // A JSON answer (e.g. a refusal) is yielded whole, once verified: only then is anything sent.
     const parts: Uint8Array[] = [];
     for await (const chunk of stream) parts.push(chunk);
-    res.writeHead(stream.status, answerHeaders(stream.headers)).end(Buffer.concat(parts));
+    const whole = Buffer.concat(parts);
+    res.writeHead(stream.status, { ...answerHeaders(stream.headers), 'content-length': String(whole.length) }).end(whole);
     return;
   }
   res.writeHead(stream.status, answerHeaders(stream.headers));

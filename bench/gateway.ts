@@ -1,0 +1,160 @@
+/**
+ * What privacy costs: a query of a 100k-memory tenant and a streamed chat, each sent four
+ * ways to the same service in the same run, from one client (p50) and from 16 (throughput):
+ *
+ *   plain          HTTP straight to the proxy, nothing checked (the limit)
+ *   sdk, plain     the sdk's call(): the answer's signature checked
+ *   sdk, sealed    the sdk's sealedCall() / sealedStream(): sealed both ways, checked inside
+ *   gateway        HTTP to agent-gateway (its own process), which seals and checks
+ *
+ * Sealing's cost is "sdk, sealed" against "sdk, plain" (the same client doing the same
+ * checks); the gateway's is against "plain", since its users would otherwise call the
+ * service directly. Targets (issue 34): sealing adds at most 0.3 ms to the query's p50 and
+ * costs at most 15% of the 16-client throughput. Adds its figures to bench/results.json.
+ *
+ *   npm run bench -- gateway            (BENCH_QUICK=1 / --quick: a 10k tenant, fewer requests)
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpus, tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { repoRoot } from '../common/paths.js';
+import { startService, untilIdle } from '../scripts/lib/run-service.js';
+import { connect, type TeeClient } from '../sdk/client.js';
+import { questionText } from './corpus.js';
+import { addBatch, load, measureEach, over, query, type Load, type Perform } from './http-load.js';
+import { LoadClient } from './load-client.js';
+import { cpuIdentity } from './machine-speed.js';
+
+const quick = process.env.BENCH_QUICK === '1';
+const MEMORIES = quick ? 10_000 : 100_000;
+const QUERIES_1 = quick ? 300 : 1_000;
+const QUERIES_16 = quick ? 800 : 4_000;
+const CHATS_1 = quick ? 100 : 300;
+const CHATS_16 = quick ? 300 : 1_000;
+const TENANT = 'big';
+
+type Way = 'plain' | 'sdk, plain' | 'sdk, sealed' | 'gateway';
+const WAYS: Way[] = ['plain', 'sdk, plain', 'sdk, sealed', 'gateway'];
+
+/** Starts agent-gateway as a user does, in its own process, and waits for the line that says where it serves. */
+async function startGatewayProcess(service: string, rootPem: string, stateFile: string): Promise<{ child: ChildProcess; url: string }> {
+  const child = spawn(process.execPath, [resolve(repoRoot, 'dist/gateway/main.js'), '--service', service, '--root', rootPem, '--insecure-dev', '--port', '0', '--state-file', stateFile], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  const url = await new Promise<string>((resolveUrl, reject) => {
+    const seen = (chunk: Buffer) => {
+      output += chunk.toString('utf8');
+      const found = /sealed and verified on (http:\/\/127\.0\.0\.1:\d+)/.exec(output);
+      if (found) resolveUrl(found[1]);
+    };
+    child.stdout!.on('data', seen);
+    child.stderr!.on('data', seen);
+    child.once('exit', (code) => reject(new Error(`agent-gateway exited (${code}): ${output}`)));
+  });
+  return { child, url };
+}
+
+/** A streamed chat read to its end with fetch; the status, or 599 when the stream did not end with [DONE]. */
+async function streamedChat(baseUrl: string, i: number): Promise<number> {
+  const res = await fetch(`${baseUrl}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', organization_id: TENANT },
+    body: JSON.stringify(chatBody(i)),
+  });
+  const text = await res.text();
+  return res.status === 200 && !text.includes('data: [DONE]') ? 599 : res.status;
+}
+
+const chatBody = (i: number) => ({ model: 'local-memory', stream: true, messages: [{ role: 'user', content: questionText(i) }] });
+
+async function sealedChat(tee: TeeClient, i: number): Promise<number> {
+  const stream = await tee.sealedStream('POST', '/v1/chat/completions', chatBody(i), { organization: TENANT });
+  for await (const chunk of stream) void chunk;
+  return stream.verified ? stream.status : 599;
+}
+
+/** A streamed chat over fetch, its transcript checked by the sdk (verifyStream: the signature event at its end). */
+async function plainSdkChat(tee: TeeClient, baseUrl: string, i: number): Promise<number> {
+  const body = new Uint8Array(Buffer.from(JSON.stringify(chatBody(i))));
+  const floor = tee.state.floor();
+  const res = await fetch(`${baseUrl}/v1/chat/completions`, {
+    method: 'POST', headers: { 'content-type': 'application/json', organization_id: TENANT, ...tee.stateHeaders(floor) }, body,
+  });
+  const transcript = new Uint8Array(await res.arrayBuffer());
+  tee.verifyStream({ method: 'POST', target: '/v1/chat/completions', organization: TENANT, knownState: tee.stateHeaders(floor)['x-tee-known-state'], body }, res.status, transcript, floor);
+  return res.status;
+}
+
+export async function run(): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), 'bench-gateway-'));
+  const dataDir = join(dir, 'data');
+  const svc = await startService({ DATA_DIR: dataDir, LOG_LEVEL: 'warn', RATE_LIMIT_MAX: '0', RATE_LIMIT_IP_MAX: '0' }, join(dir, 'service.log'));
+  const direct = new LoadClient(svc.baseUrl, 16);
+  let gateway: { child: ChildProcess; url: string } | undefined;
+  let viaGateway: LoadClient | undefined;
+  try {
+    const filled = await load(direct, 4, MEMORIES / 100, (b) => addBatch(TENANT, b * 100, 100));
+    if (filled.errors > 0) throw new Error(`${filled.errors} batch adds failed`);
+    await untilIdle(svc.enclave.pid, quick ? 10_000 : 120_000);
+    const rootPem = join(dataDir, 'simulated-root.pem');
+    const tee = await connect({ baseUrl: svc.baseUrl, rootPem: readFileSync(rootPem, 'utf8'), insecureSkipPcrPinning: true });
+    gateway = await startGatewayProcess(svc.baseUrl, rootPem, join(dir, 'gateway-state.json'));
+    viaGateway = new LoadClient(gateway.url, 16);
+
+    const target = (i: number) => query(TENANT)(i).path;
+    const queries: Record<Way, Perform> = {
+      plain: over(direct, query(TENANT)),
+      'sdk, plain': async (i) => (await tee.call('GET', target(i))).status,
+      'sdk, sealed': async (i) => (await tee.sealedCall('GET', target(i))).status,
+      gateway: over(viaGateway, query(TENANT)),
+    };
+    const gatewayUrl = gateway.url;
+    const chats: Record<Way, Perform> = {
+      plain: (i) => streamedChat(svc.baseUrl, i),
+      'sdk, plain': (i) => plainSdkChat(tee, svc.baseUrl, i),
+      'sdk, sealed': (i) => sealedChat(tee, i),
+      gateway: (i) => streamedChat(gatewayUrl, i),
+    };
+
+    const results: Record<'query' | 'chat', Record<Way, { c1: Load; c16: Load }>> = { query: {} as never, chat: {} as never };
+    console.log(`machine: ${cpus().length} × ${cpuIdentity()}; one tenant of ${MEMORIES.toLocaleString('en')} memories; the gateway and the service on the same cores`);
+    for (const [kind, performs, n1, n16] of [['query', queries, QUERIES_1, QUERIES_16], ['chat', chats, CHATS_1, CHATS_16]] as const) {
+      for (const way of WAYS) {
+        const c1 = await measureEach(1, n1, performs[way]);
+        const c16 = await measureEach(16, n16, performs[way]);
+        if (c1.errors + c16.errors > 0) throw new Error(`${kind} ${way}: ${c1.errors + c16.errors} requests failed`);
+        results[kind][way] = { c1, c16 };
+        console.log(`${kind.padEnd(5)} ${way.padEnd(11)}: 1 client p50 ${c1.p50} ms; 16 clients ${c16.perSecond}/s (p50 ${c16.p50} ms, p99 ${c16.p99} ms; this process ${c16.clientCpuUs} us CPU a request)`);
+      }
+    }
+
+    const cost = (kind: 'query' | 'chat', way: Way, base: Way) => ({
+      addsP50Ms: Number((results[kind][way].c1.p50 - results[kind][base].c1.p50).toFixed(2)),
+      throughputLoss: Number((1 - results[kind][way].c16.perSecond / results[kind][base].c16.perSecond).toFixed(3)),
+    });
+    const summary = {
+      sealing: { query: cost('query', 'sdk, sealed', 'sdk, plain'), chat: cost('chat', 'sdk, sealed', 'sdk, plain') },
+      gateway: { query: cost('query', 'gateway', 'plain'), chat: cost('chat', 'gateway', 'plain') },
+    };
+    console.log('\n| cost | query p50 added | query 16-client throughput lost | chat p50 added | chat throughput lost |\n|---|---|---|---|---|');
+    for (const [name, c] of [['sealing (sdk sealed vs sdk plain)', summary.sealing], ['gateway (vs plain HTTP)', summary.gateway]] as const) {
+      console.log(`| ${name} | ${c.query.addsP50Ms} ms | ${(c.query.throughputLoss * 100).toFixed(1)}% | ${c.chat.addsP50Ms} ms | ${(c.chat.throughputLoss * 100).toFixed(1)}% |`);
+    }
+    const met = { p50: summary.sealing.query.addsP50Ms <= 0.3, throughput: summary.sealing.query.throughputLoss <= 0.15 };
+    console.log(`targets: sealing adds ≤ 0.3 ms to the query p50: ${met.p50 ? 'yes' : '**no**'}; costs ≤ 15% of the 16-client throughput: ${met.throughput ? 'yes' : '**no**'}`);
+
+    const file = resolve(repoRoot, 'bench/results.json');
+    const all = existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>) : {};
+    all.gateway = { date: new Date().toISOString(), quick, memories: MEMORIES, ...results, summary, met };
+    writeFileSync(file, `${JSON.stringify(all, null, 2)}\n`);
+    console.log(`\nadded "gateway" to ${file}`);
+  } finally {
+    viaGateway?.close();
+    direct.close();
+    gateway?.child.kill('SIGTERM');
+    await svc.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
