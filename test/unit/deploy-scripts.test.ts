@@ -28,7 +28,7 @@ function sh(script: string, args: string[], env: NodeJS.ProcessEnv = {}, cwd = r
 describe('shellcheck', () => {
   it('passes on every script in deploy/', async () => {
     const shellcheck = ensureCommand('shellcheck', 'shellcheck');
-    const scripts = (await readdir(deploy)).filter((f) => f.endsWith('.sh')).map((f) => join(deploy, f));
+    const scripts = [...(await readdir(deploy)).filter((f) => f.endsWith('.sh')).map((f) => join(deploy, f)), join(deploy, 'kmstool/build.sh')];
     expect(scripts.length).toBeGreaterThanOrEqual(9);
     const result = spawnSync(shellcheck, scripts, { encoding: 'utf8' });
     expect(result.stdout).toBe('');
@@ -236,15 +236,20 @@ describe('host-setup.sh --dry-run', () => {
 describe('release.sh --dry-run', () => {
   const digest = `sha256:${'ab'.repeat(32)}`;
   const goodLock = `NODE_BUILD_IMAGE=node:20-bookworm@${digest}\nNODE_RUN_IMAGE=node:20-bookworm-slim@${digest}\nRUST_IMAGE=rust:1-bookworm@${digest}\nDEBIAN_SNAPSHOT=20251101T000000Z\n`;
+  const keyArn = 'arn:aws:kms:eu-west-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab';
+  const goodEnv = `KMS_KEY_ID=${keyArn}\nAWS_REGION=eu-west-1\nOPERATOR_PUBKEY=${'A'.repeat(43)}=\n`;
   async function release(name: string, files: { lock?: string; cargo?: boolean; imageEnv?: string }, extra: string[] = []) {
     const root = join(dir, `release-${name}`);
     spawnSync('mkdir', ['-p', root]);
     await writeFile(join(root, 'base-images.lock'), files.lock ?? goodLock);
     if (files.cargo !== false) await writeFile(join(root, 'Cargo.lock'), '# lock\n');
-    await writeFile(join(root, 'image.env'), files.imageEnv ?? 'KMS_KEY_ID=alias/agent-sealing\nAWS_REGION=eu-west-1\n');
+    await writeFile(join(root, 'sources.lock'), `aws-lc https://github.com/aws/aws-lc.git v1.0.2 ${'c'.repeat(40)}\n`);
+    await writeFile(join(root, 'image.env'), files.imageEnv ?? goodEnv);
     await writeFile(join(root, 'operator.pem'), '');
+    await writeFile(join(root, 'nitro-cli'), '#!/bin/sh\necho "Nitro CLI 1.4.2"\n');
+    await chmod(join(root, 'nitro-cli'), 0o755);
     return sh('release.sh', ['--tag', 'v1.0.0', '--key', 'operator.pem', '--image-env', 'image.env', '--out-dir', 'out', '--dry-run', ...extra], {
-      BASE_IMAGES_LOCK: join(root, 'base-images.lock'), CARGO_LOCK: join(root, 'Cargo.lock'),
+      BASE_IMAGES_LOCK: join(root, 'base-images.lock'), CARGO_LOCK: join(root, 'Cargo.lock'), KMSTOOL_LOCK: join(root, 'sources.lock'), NITRO_CLI: join(root, 'nitro-cli'),
     }, root);
   }
 
@@ -256,19 +261,23 @@ describe('release.sh --dry-run', () => {
     expect(docker).toContain(`--build-arg NODE_RUN_IMAGE=node:20-bookworm-slim@${digest}`);
     expect(docker).toContain('--build-arg DEBIAN_SNAPSHOT=20251101T000000Z');
     expect(docker).toMatch(/--build-arg SOURCE_DATE_EPOCH=\d+ /);
-    expect(docker).toContain('--build-arg KMS_KEY_ID=alias/agent-sealing --build-arg AWS_REGION=eu-west-1');
+    expect(docker).toContain(`--build-arg KMS_KEY_ID=${keyArn} --build-arg AWS_REGION=eu-west-1`);
     expect(docker).toContain('--output type=docker,name=agent-enclave:v1.0.0,rewrite-timestamp=true .');
-    expect(result.stdout).toMatch(/^\+ nitro-cli build-enclave .* --signing-certificate \/.*cert\.pem --private-key \/.*key\.pem > .*measurements-v1\.0\.0\.json$/m);
+    expect(result.stdout).toMatch(/^\+ \S*nitro-cli build-enclave .* --signing-certificate \/.*cert\.pem --private-key \/.*key\.pem > .*measurements-v1\.0\.0\.json$/m);
     const manifest = result.stdout.split('\n').find((line) => line.includes('release-manifest.js'))!;
     expect(manifest).toMatch(/--source commit=[0-9a-f]{40} /);
     expect(manifest).toMatch(/--source package_lock_sha256=[0-9a-f]{64} /);
     expect(manifest).toContain('--image signed=yes');
+    expect(manifest).toContain('--image nitro_cli_version=Nitro CLI 1.4.2');
+    expect(manifest).not.toContain('eif_sha384');
   });
 
   it.each([
     ['a base image by tag only', { lock: goodLock.replace(`node:20-bookworm-slim@${digest}`, 'node:20-bookworm-slim') }, 'NODE_RUN_IMAGE must be <image>[:tag]@sha256:<digest>'],
     ['no Debian snapshot', { lock: goodLock.replace(/DEBIAN_SNAPSHOT=.*\n/, '') }, 'DEBIAN_SNAPSHOT must be like'],
-    ['no Cargo.lock', { cargo: false }, 'run deploy/release.sh --lock-crates'],
+    ['no Cargo.lock', { cargo: false }, 'run deploy/release.sh --lock'],
+    ['a KMS key alias (the Dockerfile\'s own check, deploy/check-image-config.sh)', { imageEnv: goodEnv.replace(keyArn, 'alias/agent-sealing') }, 'KMS_KEY_ID must be the key\'s ARN, not an alias'],
+    ['no operator key', { imageEnv: goodEnv.replace(/OPERATOR_PUBKEY=.*\n/, '') }, 'OPERATOR_PUBKEY is required'],
     ['a secret in the image settings', { imageEnv: 'MODEL_API_KEY=sk-live\n' }, 'is not one of the image\'s settings'],
   ])('refuses %s', async (name, files, message) => {
     const result = await release(name.replace(/\W+/g, '-'), files);
@@ -281,6 +290,19 @@ describe('release.sh --dry-run', () => {
     const noTag = sh('release.sh', ['--key', 'k.pem', '--dry-run']);
     expect(noTag.stderr).toContain('--tag is required');
     expect(noTag.status).toBe(2);
+  });
+});
+
+describe('check-image-config.sh', () => {
+  it('is what the Dockerfile runs on its build arguments, and refuses an alias there too', async () => {
+    const dockerfile = await readFile(join(deploy, 'enclave.Dockerfile'), 'utf8');
+    expect(dockerfile).toMatch(/KMS_KEY_ID="\$KMS_KEY_ID" .*\n.*\n.*sh \/usr\/local\/bin\/check-image-config\.sh --files;/);
+    const env = { KMS_KEY_ID: 'alias/agent-sealing', AWS_REGION: 'eu-west-1', OPERATOR_PUBKEY: 'x' };
+    const alias = sh('check-image-config.sh', ['--files'], env);
+    expect(alias.stderr).toContain("KMS_KEY_ID must be the key's ARN, not an alias or a bare id");
+    expect(alias.status).toBe(1);
+    const arn = sh('check-image-config.sh', [], { ...env, KMS_KEY_ID: 'arn:aws:kms:eu-west-1:111122223333:key/k' });
+    expect(arn.status).toBe(0);
   });
 });
 
