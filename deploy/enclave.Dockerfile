@@ -15,9 +15,9 @@
 # whoever runs the host (MODEL_API_KEY travels KMS-encrypted, see MODEL_API_KEY_CIPHERTEXT_FILE).
 #
 # kmstool_enclave_cli and libnsm.so are built below from the commits of
-# deploy/kmstool/sources.lock. deploy/build/ (git-ignored) must hold, before the build:
-#   api-keys.json                    from `npx agent-keys issue --file deploy/build/api-keys.json` (hashes only)
-# and may hold:
+# deploy/kmstool/sources.lock. The API keys are not in the image: the enclave reads them,
+# signed by the operator key, from the host store (API_KEYS_BLOB). deploy/build/ (git-ignored)
+# may hold:
 #   model-api-key.kms                MODEL_API_KEY encrypted with KMS (deploy/README.md, "The model's API key")
 #   models/<name>/                   a transformer embedding model installed with `npm run model:fetch`
 
@@ -136,7 +136,9 @@ ARG AWS_REGION=""
 ARG OPERATOR_PUBKEY=""
 ARG MODEL_BASE_URL=""
 ARG EMBEDDING_MODEL=static
-ARG API_KEYS_FILE=/opt/agent/api-keys.json
+ARG API_KEYS_BLOB=api-keys.signed.json
+ARG API_KEYS_POLL_SECONDS=10
+ARG API_KEYS_FILE=""
 ARG ALLOW_OPEN=0
 ARG MODEL_API_KEY_CIPHERTEXT_FILE=""
 ARG LOG_LEVEL=info
@@ -146,7 +148,7 @@ ARG LOG_LEVEL=info
 # checks on image.env before it builds (test/unit/deploy-scripts.test.ts).
 RUN set -eu; \
     KMS_KEY_ID="$KMS_KEY_ID" AWS_REGION="$AWS_REGION" OPERATOR_PUBKEY="$OPERATOR_PUBKEY" \
-      API_KEYS_FILE="$API_KEYS_FILE" MODEL_API_KEY_CIPHERTEXT_FILE="$MODEL_API_KEY_CIPHERTEXT_FILE" \
+      API_KEYS_BLOB="$API_KEYS_BLOB" API_KEYS_FILE="$API_KEYS_FILE" ALLOW_OPEN="$ALLOW_OPEN" MODEL_API_KEY_CIPHERTEXT_FILE="$MODEL_API_KEY_CIPHERTEXT_FILE" \
       EMBEDDING_MODEL="$EMBEDDING_MODEL" sh /usr/local/bin/check-image-config.sh --files; \
     rm /usr/local/bin/check-image-config.sh; \
     ldconfig; \
@@ -164,6 +166,8 @@ ENV TEE_MODE=nitro \
     OPERATOR_PUBKEY=${OPERATOR_PUBKEY} \
     MODEL_BASE_URL=${MODEL_BASE_URL} \
     EMBEDDING_MODEL=${EMBEDDING_MODEL} \
+    API_KEYS_BLOB=${API_KEYS_BLOB} \
+    API_KEYS_POLL_SECONDS=${API_KEYS_POLL_SECONDS} \
     API_KEYS_FILE=${API_KEYS_FILE} \
     ALLOW_OPEN=${ALLOW_OPEN} \
     MODEL_API_KEY_CIPHERTEXT_FILE=${MODEL_API_KEY_CIPHERTEXT_FILE} \

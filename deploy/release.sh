@@ -24,7 +24,8 @@
 # the manifest's; what still differs between two builds is listed in deploy/README.md.
 #
 # --image-env holds the image's configuration (build arguments, measured, never secret):
-# KMS_KEY_ID, AWS_REGION, OPERATOR_PUBKEY, MODEL_BASE_URL, EMBEDDING_MODEL, API_KEYS_FILE,
+# KMS_KEY_ID, AWS_REGION, OPERATOR_PUBKEY, MODEL_BASE_URL, EMBEDDING_MODEL, API_KEYS_BLOB,
+# API_KEYS_POLL_SECONDS, API_KEYS_FILE,
 # ALLOW_OPEN, MODEL_API_KEY_CIPHERTEXT_FILE, LOG_LEVEL, as NAME=value lines.
 # --dry-run checks everything and prints the commands instead of running them.
 set -euo pipefail
@@ -153,7 +154,7 @@ read_lock
 build_args=() settings=()
 while IFS= read -r line || [[ -n "$line" ]]; do
   [[ -z "$line" || "$line" == \#* ]] && continue
-  [[ "$line" =~ ^(KMS_KEY_ID|AWS_REGION|OPERATOR_PUBKEY|MODEL_BASE_URL|EMBEDDING_MODEL|API_KEYS_FILE|ALLOW_OPEN|MODEL_API_KEY_CIPHERTEXT_FILE|LOG_LEVEL)=(.*)$ ]] \
+  [[ "$line" =~ ^(KMS_KEY_ID|AWS_REGION|OPERATOR_PUBKEY|MODEL_BASE_URL|EMBEDDING_MODEL|API_KEYS_BLOB|API_KEYS_POLL_SECONDS|API_KEYS_FILE|ALLOW_OPEN|MODEL_API_KEY_CIPHERTEXT_FILE|LOG_LEVEL)=(.*)$ ]] \
     || die "$image_env: '$line' is not one of the image's settings (a secret never goes here: MODEL_API_KEY travels KMS-encrypted)"
   build_args+=(--build-arg "$line")
   settings+=("$line")

@@ -73,6 +73,8 @@ export const enclaveSettings = {
   onModelChange: oneOf('ON_MODEL_CHANGE', 'When the stored memories were embedded with another model than EMBEDDING_MODEL: re-embed them all at start (progress in the log), or refuse to start', ['reembed', 'refuse'] as const, 'reembed'),
   modelsDir: optionalText('MODELS_DIR', 'Folder holding the embedding models (default: models/ of the installation)'),
   apiKeysFile: optionalText('API_KEYS_FILE', 'JSON file {"<key or sha256:hex>": ["<tenant>", ...]} read at start and on SIGHUP; set = every memory and chat request needs a key (manage with agent-keys)'),
+  apiKeysBlob: optionalText('API_KEYS_BLOB', 'Name of the API keys file in the host store, signed by the operator key (agent-keys sign); needs OPERATOR_PUBKEY; re-read every API_KEYS_POLL_SECONDS: a newer version replaces the keys, and a file unsigned, signed by another key or older than the loaded one is refused (instead of API_KEYS_FILE)'),
+  apiKeysPollSeconds: integer('API_KEYS_POLL_SECONDS', 'With API_KEYS_BLOB: how often the enclave reads it for a new version', 10, 1, 3600),
   allowOpen: flag('ALLOW_OPEN', 'Without API_KEYS_FILE, run open even where not loopback-only (non-loopback ENCLAVE_ADDR or TEE_MODE=nitro)'),
   maxInFlight: integer('ENCLAVE_MAX_IN_FLIGHT', 'Requests the enclave handles at once; beyond, 503 enclave_overloaded', 64, 1, 100_000),
   maxInFlightPerKey: integer('ENCLAVE_MAX_IN_FLIGHT_PER_KEY', 'Requests one API key may have in the enclave at once, open streams included (its fair share); beyond, 429 too_many_concurrent_requests', 16, 1, 100_000),

@@ -5,7 +5,8 @@ import { modelsDir } from '../common/paths.js';
 import { createApi } from './api/index.js';
 import { ReplayGuard } from './api/replay-guard.js';
 import { createAttestationProvider } from './attestation/create-provider.js';
-import { setUpAuth } from './auth/setup.js';
+import { hostStoreKeysProblem, setUpAuth, type AuthSetup } from './auth/setup.js';
+import { startHostStoreKeys } from './auth/host-store-keys.js';
 import { ChatService } from './chat/chat-service.js';
 import { OFFLINE_MODEL } from './chat/offline-responder.js';
 import { UpstreamModel } from './chat/upstream.js';
@@ -40,9 +41,17 @@ const metrics = new EnclaveMetrics({
 const blobs = new GrpcBlobStore(config.hostStoreAddr, { callTimeoutMs: config.hostStoreTimeoutMs });
 await blobs.ready(config.hostStoreTimeoutMs).catch((err: unknown) => refuseToStart(log, err));
 
-let auth: ReturnType<typeof setUpAuth>;
+const identity = generateIdentity();
+const requestKey = generateSealedRequestKey();
+const operatorKey = await resolveOperatorKey(config.operatorPubkey, blobs).catch((err: unknown) => refuseToStart(log, err));
+
+let auth: AuthSetup;
 try {
-  auth = setUpAuth(config, log);
+  const problem = hostStoreKeysProblem(config);
+  if (problem) throw new Error(problem);
+  auth = config.apiKeysBlob === undefined
+    ? setUpAuth(config, log)
+    : await startHostStoreKeys({ blobs, name: config.apiKeysBlob, operatorKey, pollMs: config.apiKeysPollSeconds * 1000, log });
 } catch (err) {
   // A bad keys file or a forbidden open mode stops the enclave, with the reason.
   log.fatal({ problem: (err as Error).message }, 'cannot start');
@@ -50,10 +59,6 @@ try {
   process.exit(2);
 }
 process.on('SIGHUP', () => auth.reload());
-
-const identity = generateIdentity();
-const requestKey = generateSealedRequestKey();
-const operatorKey = await resolveOperatorKey(config.operatorPubkey, blobs).catch((err: unknown) => refuseToStart(log, err));
 const embedder = await loadEmbedder({ name: config.embeddingModel, modelsDir: config.modelsDir ? resolve(config.modelsDir) : modelsDir }).catch((err: unknown) => {
   // A model that is not installed is configuration, not a crash: one line, and no restart loop.
   log.fatal({ problem: (err as Error).message }, 'cannot load the embedding model');

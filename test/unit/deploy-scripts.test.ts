@@ -278,6 +278,8 @@ describe('release.sh --dry-run', () => {
     ['no Cargo.lock', { cargo: false }, 'run deploy/release.sh --lock'],
     ['a KMS key alias (the Dockerfile\'s own check, deploy/check-image-config.sh)', { imageEnv: goodEnv.replace(keyArn, 'alias/agent-sealing') }, 'KMS_KEY_ID must be the key\'s ARN, not an alias'],
     ['no operator key', { imageEnv: goodEnv.replace(/OPERATOR_PUBKEY=.*\n/, '') }, 'OPERATOR_PUBKEY is required'],
+    ['no API keys and no ALLOW_OPEN', { imageEnv: `${goodEnv}API_KEYS_BLOB=\n` }, 'no API keys: keep API_KEYS_BLOB=api-keys.signed.json'],
+    ['keys in the image beside the signed ones', { imageEnv: `${goodEnv}API_KEYS_FILE=/opt/agent/api-keys.json\n` }, 'two sources of keys'],
     ['a secret in the image settings', { imageEnv: 'MODEL_API_KEY=sk-live\n' }, 'is not one of the image\'s settings'],
   ])('refuses %s', async (name, files, message) => {
     const result = await release(name.replace(/\W+/g, '-'), files);
