@@ -126,6 +126,7 @@ COPY --from=kmstool /out/kmstool_enclave_cli /usr/local/bin/kmstool_enclave_cli
 COPY --from=kmstool /out/libnsm.so /usr/local/lib/libnsm.so
 COPY deploy/check-image-config.sh /usr/local/bin/check-image-config.sh
 COPY deploy/enclave-entrypoint.sh /usr/local/bin/enclave-entrypoint.sh
+COPY deploy/boot-log.sh /usr/local/bin/boot-log.sh
 COPY deploy/build/ /opt/agent/
 
 # Configuration. Build arguments become ENV, so they are part of the measured image;
@@ -174,7 +175,8 @@ ENV TEE_MODE=nitro \
     LOG_LEVEL=${LOG_LEVEL} \
     ENCLAVE_VSOCK_PORT=5000 \
     MODEL_VSOCK_PORT=8001 \
-    CREDENTIALS_VSOCK_PORT=8002
+    CREDENTIALS_VSOCK_PORT=8002 \
+    LOG_VSOCK_PORT=8004
 
 # Nitro's init runs ENTRYPOINT/CMD but does not apply WORKDIR; the entrypoint cds itself.
 WORKDIR /app

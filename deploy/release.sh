@@ -141,6 +141,10 @@ if [[ $mode == lock ]]; then
   exit 0
 fi
 
+# shellcheck source=deploy/require-x86_64.sh
+source "$repo/deploy/require-x86_64.sh"
+require_x86_64 release
+
 [[ -n "$tag" ]] || usage "--tag is required"
 [[ "$tag" =~ ^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$ ]] || usage "--tag must be letters, digits, . _ - (got '$tag')"
 [[ -n "$key" ]] || usage "--key is required: the operator's private key, whose public half is OPERATOR_PUBKEY"

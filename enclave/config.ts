@@ -88,6 +88,7 @@ export const enclaveSettings = {
   chatToolRounds: integer('CHAT_TOOL_ROUNDS', 'Rounds in which the chat model may call search_memory/add_memory (0 = tools not offered)', 4, 0, 16),
   chatToolMaxAdds: integer('CHAT_TOOL_MAX_ADDS', 'Most memories the chat model may save with add_memory in one request; later calls get an error the model can read', 10, 0, 1000),
   logLevel: logLevel(),
+  logSinkFd: integer('LOG_SINK_FD', 'File descriptor (opened by whoever starts the enclave: on Nitro the entrypoint\'s pipe to the host\'s journal) that also gets the log lines and boot stages, redacted to closed-set values and numbers; 0 = none', 0, 0, 1024),
   logFormat: logFormat(),
   nsmHelper: text('NSM_HELPER', 'With TEE_MODE=nitro: the helper that asks /dev/nsm for documents', '/usr/local/bin/nsm-attest'),
   maxTenants: integer('MAX_TENANTS', 'Most tenants the enclave holds; an add for a new tenant past it answers 503 enclave_capacity_reached', 100_000, 1, 100_000_000),
