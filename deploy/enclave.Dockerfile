@@ -58,12 +58,13 @@ RUN set -eu; \
 # kmstool_enclave_cli and libnsm.so, from the exact commits of deploy/kmstool/sources.lock
 # (deploy/kmstool/build.sh checks each checkout against it), with the pinned Rust image's
 # compilers: built by whoever builds the image, never copied in from someone's disk.
+# (golang-go: aws-lc generates some of its sources with Go, as the SDK's own Dockerfiles install it.)
 FROM ${RUST_IMAGE} AS kmstool
 ARG DEBIAN_SNAPSHOT
 COPY deploy/debian-snapshot.sh /usr/local/bin/debian-snapshot.sh
 RUN sh /usr/local/bin/debian-snapshot.sh "$DEBIAN_SNAPSHOT" \
  && apt-get update \
- && apt-get install -y --no-install-recommends cmake ninja-build git ca-certificates \
+ && apt-get install -y --no-install-recommends cmake ninja-build golang-go git ca-certificates \
  && rm -rf /var/lib/apt/lists/*
 COPY deploy/kmstool/ /kmstool/
 RUN sh /kmstool/build.sh /kmstool/sources.lock
