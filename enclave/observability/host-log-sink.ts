@@ -18,8 +18,13 @@ export interface HostLogSink extends DestinationStream {
   serving(): void;
 }
 
+/** Held while the host does not read; beyond it lines are dropped, never the enclave's memory. */
+const MAX_BUFFERED_BYTES = 1024 * 1024;
+
 export function hostLogSink(fd: number): HostLogSink {
-  const out = pino.destination({ dest: fd, sync: false });
+  const out = pino.destination({ dest: fd, sync: false, maxLength: MAX_BUFFERED_BYTES });
+  // A reader gone for good (EPIPE) ends this channel, not the enclave.
+  out.on('error', () => {});
   let booting = true;
   return {
     write(line: string) {
