@@ -11,7 +11,7 @@ export type LogFormat = 'json' | 'pretty';
  * pretty one formats the redacted JSON); the code's rule is simpler: never pass them to
  * the logger at all.
  */
-export function createLogger(name: string, level: string, format: LogFormat = 'json', how: { sync?: boolean } = {}): Logger {
+export function createLogger(name: string, level: string, format: LogFormat = 'json', how: { sync?: boolean; sink?: DestinationStream } = {}): Logger {
   const options = {
     name,
     level,
@@ -21,10 +21,16 @@ export function createLogger(name: string, level: string, format: LogFormat = 'j
       censor: '[redacted]',
     },
   };
-  if (format === 'pretty') return pino(options, prettyStdout());
+  // A second destination (the enclave's host log receiver) gets the same JSON lines, and
+  // does its own, stricter redaction before anything leaves.
+  const withSink = (stdout: DestinationStream) => (how.sink && level !== 'silent'
+    ? pino.multistream([{ level: level as pino.Level, stream: stdout }, { level: level as pino.Level, stream: how.sink }])
+    : stdout);
+  if (format === 'pretty') return pino(options, withSink(prettyStdout()));
   // pino's default stdout writes asynchronously (fast under load); `sync` is for a process
   // whose own last line must come after its log lines (npm start's supervisor).
-  return how.sync ? pino(options, pino.destination({ dest: 1, sync: true })) : pino(options);
+  if (how.sync) return pino(options, withSink(pino.destination({ dest: 1, sync: true })));
+  return how.sink ? pino(options, withSink(pino.destination({ dest: 1, sync: false }))) : pino(options);
 }
 
 /** pino's own synchronous stdout, fed formatted lines instead of JSON. */

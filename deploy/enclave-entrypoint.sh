@@ -4,8 +4,10 @@
 # cannot do for itself in an enclave, which has no network, no disk and no environment
 # from outside, then runs the enclave process:
 #
-#   1. brings up the loopback interface, which the gRPC server and the bridges use, and
-#      synchronises the clock with the hypervisor's KVM PTP clock (/dev/ptp0) through chronyd;
+#   0. opens the way out for boot stages and log lines, to the host's journal (boot-log.sh);
+#   1. brings up the loopback interface, which the gRPC server and the bridges use, seeds
+#      the kernel's entropy pool from the NSM, and synchronises the clock with the
+#      hypervisor's KVM PTP clock (/dev/ptp0) through chronyd;
 #   2. fetches the parent role's AWS credentials over vsock (for KMS; not secret from the
 #      host, which has them already: the KMS key policy's PCR conditions guard the key);
 #   3. decrypts MODEL_API_KEY with KMS, if the image carries it encrypted;
@@ -22,8 +24,15 @@
 # credentials of step 2, which come from the untrusted host and are parsed strictly.
 set -euo pipefail
 
-log() { printf 'enclave-entrypoint: %s\n' "$*" >&2; }
-die() { log "$*"; exit 1; }
+# shellcheck source=deploy/boot-log.sh
+source "${BOOT_LOG_SH:-/usr/local/bin/boot-log.sh}"
+log() { printf 'enclave-entrypoint: %s\n' "$*" >&2; boot_log 30 "$*"; }
+die() { printf 'enclave-entrypoint: %s\n' "$*" >&2; boot_log 50 "$*"; boot_stage failed; boot_log_close; exit 1; }
+
+# 0. Before anything can fail: the journal on the host is the only place an operator can
+#    read why a production enclave did not come up.
+boot_log_open
+boot_stage entrypoint
 
 # From inside an enclave the parent instance is always CID 3.
 readonly PARENT_CID=3
@@ -55,8 +64,21 @@ store_port="${HOST_STORE_ADDR##*:}"
 [[ "$store_host" == 127.0.0.1 && "$store_port" =~ ^[0-9]+$ && "$store_port" != "$grpc_port" ]] \
   || die "HOST_STORE_ADDR must be 127.0.0.1:<port> inside the enclave, not the gRPC server's (got '$HOST_STORE_ADDR')"
 
-# 1. Loopback. An enclave boots with lo down; bringing it up also gives it 127.0.0.1/8.
+# 1. Loopback. An enclave boots with lo down. The address is given explicitly: on the 4.14
+#    enclave kernel `ip link set lo up` alone left connect() to 127.0.0.1 failing with
+#    ENETUNREACH. (Already there on newer kernels: "File exists" is fine.)
 ip link set dev lo up
+ip addr add 127.0.0.1/8 dev lo 2>/dev/null || ip addr show dev lo | grep -q 'inet 127\.0\.0\.1/8' \
+  || die "cannot give lo the address 127.0.0.1/8"
+boot_stage loopback
+
+# Entropy. The enclave makes its keys at start, with no disk, network or devices to gather
+# entropy from: seed the kernel's pool from the NSM's GetRandom first, as nitriding does.
+if "${NSM_HELPER:-/usr/local/bin/nsm-attest}" --seed-entropy 512; then
+  boot_stage entropy
+else
+  log "warning: could not seed the entropy pool from the NSM; the kernel's own sources only"
+fi
 
 # The clock. An enclave's clock is set at boot and then drifts (seconds a week) with nothing
 # to correct it: no network, no NTP. What depends on it (deploy/README.md, "Time"): the
@@ -84,7 +106,7 @@ fi
 #    three lines NAME=value. Retry for a while: the host may start it after the enclave.
 fetch_credentials() {
   local attempt raw
-  for attempt in $(seq 1 60); do
+  for attempt in $(seq 1 "${CREDENTIALS_ATTEMPTS:-60}"); do
     if raw="$(timeout 5 socat -u "VSOCK-CONNECT:${PARENT_CID}:${CREDENTIALS_VSOCK_PORT}" STDOUT 2>/dev/null)" && [[ -n "$raw" ]]; then
       printf '%s\n' "$raw"
       return 0
@@ -118,6 +140,7 @@ credentials="$(fetch_credentials)" || die "no credentials from the parent on vso
 parse_credentials <<<"$credentials"
 unset credentials
 log "credentials received from the parent"
+boot_stage credentials
 
 # 3. The model's API key, KMS-encrypted in the image. KMS decrypts it only for an enclave
 #    whose attestation matches the key policy (deploy/README.md, "The model's API key").
@@ -133,6 +156,7 @@ if [[ -n "${MODEL_API_KEY_CIPHERTEXT_FILE:-}" ]]; then
   export MODEL_API_KEY
   unset ciphertext kms_out plaintext_b64
   log "model API key decrypted with KMS"
+  boot_stage model-key
 fi
 
 pids=()
@@ -177,17 +201,21 @@ cd "$APP_DIR"
 # The flags are common/node-flags.ts's, and the heap the capacity settings need
 # (enclave/heap-flag.ts; test/unit/deploy-scripts.test.ts checks).
 heap_flag="$(node dist/enclave/heap-flag.js)"
-node --max-semi-space-size=32 --heap-growing-percent=100 "$heap_flag" dist/enclave/main.js &
+boot_stage node
+# fd 3 is the way out for its redacted log lines and boot stages (LOG_SINK_FD=3).
+LOG_SINK_FD=3 node --max-semi-space-size=32 --heap-growing-percent=100 "$heap_flag" dist/enclave/main.js 3>&"$BOOT_LOG_FD" &
 pids+=("$!")
 
 stop_all() { kill -TERM "${pids[@]}" 2>/dev/null || true; }
 trap stop_all TERM INT
 
 set +e
-wait -n
+wait -n "${pids[@]}"
 status=$?
 set -e
 log "a process of the enclave exited (status $status); stopping the others"
+boot_stage stopped
 stop_all
-wait || true
+wait "${pids[@]}" 2>/dev/null || true
+boot_log_close
 exit "$status"

@@ -14,10 +14,10 @@
 # ENV below. Nothing secret may be put here: the .eif sits on the host's disk, readable by
 # whoever runs the host (MODEL_API_KEY travels KMS-encrypted, see MODEL_API_KEY_CIPHERTEXT_FILE).
 #
-# deploy/build/ (git-ignored) must hold, before the build:
-#   kmstool_enclave_cli, libnsm.so   from aws-nitro-enclaves-sdk-c (bin/kmstool-enclave-cli/build.sh)
-#   api-keys.json                    from `npx agent-keys issue --file deploy/build/api-keys.json` (hashes only)
-# and may hold:
+# kmstool_enclave_cli and libnsm.so are built below from the commits of
+# deploy/kmstool/sources.lock. The API keys are not in the image: the enclave reads them,
+# signed by the operator key, from the host store (API_KEYS_BLOB). deploy/build/ (git-ignored)
+# may hold:
 #   model-api-key.kms                MODEL_API_KEY encrypted with KMS (deploy/README.md, "The model's API key")
 #   models/<name>/                   a transformer embedding model installed with `npm run model:fetch`
 
@@ -53,6 +53,21 @@ RUN set -eu; \
     RUSTFLAGS="--remap-path-prefix=$PWD=/src --remap-path-prefix=$CARGO_HOME=/cargo" \
       cargo build --release $locked --target "$target"; \
     install -m 0755 "target/$target/release/nsm-attest" /nsm-attest
+
+# ---------------------------------------------------------------------------------------
+# kmstool_enclave_cli and libnsm.so, from the exact commits of deploy/kmstool/sources.lock
+# (deploy/kmstool/build.sh checks each checkout against it), with the pinned Rust image's
+# compilers: built by whoever builds the image, never copied in from someone's disk.
+# (golang-go: aws-lc generates some of its sources with Go, as the SDK's own Dockerfiles install it.)
+FROM ${RUST_IMAGE} AS kmstool
+ARG DEBIAN_SNAPSHOT
+COPY deploy/debian-snapshot.sh /usr/local/bin/debian-snapshot.sh
+RUN sh /usr/local/bin/debian-snapshot.sh "$DEBIAN_SNAPSHOT" \
+ && apt-get update \
+ && apt-get install -y --no-install-recommends cmake ninja-build golang-go git ca-certificates \
+ && rm -rf /var/lib/apt/lists/*
+COPY deploy/kmstool/ /kmstool/
+RUN sh /kmstool/build.sh /kmstool/sources.lock
 
 # ---------------------------------------------------------------------------------------
 # The application: `npm ci` compiles the TypeScript and builds the embedding model into
@@ -109,7 +124,11 @@ COPY deploy/chrony-enclave.conf /etc/chrony/enclave.conf
 
 COPY --from=app /app /app
 COPY --from=nsm-attest /nsm-attest /usr/local/bin/nsm-attest
+COPY --from=kmstool /out/kmstool_enclave_cli /usr/local/bin/kmstool_enclave_cli
+COPY --from=kmstool /out/libnsm.so /usr/local/lib/libnsm.so
+COPY deploy/check-image-config.sh /usr/local/bin/check-image-config.sh
 COPY deploy/enclave-entrypoint.sh /usr/local/bin/enclave-entrypoint.sh
+COPY deploy/boot-log.sh /usr/local/bin/boot-log.sh
 COPY deploy/build/ /opt/agent/
 
 # Configuration. Build arguments become ENV, so they are part of the measured image;
@@ -120,29 +139,23 @@ ARG AWS_REGION=""
 ARG OPERATOR_PUBKEY=""
 ARG MODEL_BASE_URL=""
 ARG EMBEDDING_MODEL=static
-ARG API_KEYS_FILE=/opt/agent/api-keys.json
+ARG API_KEYS_BLOB=api-keys.signed.json
+ARG API_KEYS_POLL_SECONDS=10
+ARG API_KEYS_FILE=""
 ARG ALLOW_OPEN=0
 ARG MODEL_API_KEY_CIPHERTEXT_FILE=""
 ARG LOG_LEVEL=info
 
 # Fail the build, not the enclave: a production enclave's console cannot be read, so a
-# start-up error would show only as an enclave that exits.
+# start-up error would show only as an enclave that exits. deploy/release.sh runs the same
+# checks on image.env before it builds (test/unit/deploy-scripts.test.ts).
 RUN set -eu; \
-    die() { echo "enclave.Dockerfile: $*" >&2; exit 1; }; \
-    [ -n "$KMS_KEY_ID" ] || die "--build-arg KMS_KEY_ID is required (deploy/sealing.md)"; \
-    case "$KMS_KEY_ID" in arn:aws*:kms:*:key/*) ;; *) die "KMS_KEY_ID must be the key's ARN, not an alias or a bare id (deploy/sealing.md)";; esac; \
-    [ -n "$AWS_REGION" ] || die "--build-arg AWS_REGION is required (the region of KMS_KEY_ID)"; \
-    [ -n "$OPERATOR_PUBKEY" ] || die "--build-arg OPERATOR_PUBKEY is required: without it the enclave would make an operator key pair and keep it on the host"; \
-    if [ -n "$API_KEYS_FILE" ]; then [ -f "$API_KEYS_FILE" ] || die "$API_KEYS_FILE missing: npx agent-keys issue --tenant <t> --file deploy/build/api-keys.json (or --build-arg API_KEYS_FILE= --build-arg ALLOW_OPEN=1 to run without keys)"; fi; \
-    if [ -n "$MODEL_API_KEY_CIPHERTEXT_FILE" ]; then [ -f "$MODEL_API_KEY_CIPHERTEXT_FILE" ] || die "$MODEL_API_KEY_CIPHERTEXT_FILE missing"; fi; \
-    [ -f /opt/agent/kmstool_enclave_cli ] || die "deploy/build/kmstool_enclave_cli missing (aws-nitro-enclaves-sdk-c, bin/kmstool-enclave-cli/build.sh)"; \
-    [ -f /opt/agent/libnsm.so ] || die "deploy/build/libnsm.so missing (built with kmstool_enclave_cli)"; \
-    [ "$EMBEDDING_MODEL" = static ] || [ -f "/opt/agent/models/$EMBEDDING_MODEL/model.json" ] || die "EMBEDDING_MODEL=$EMBEDDING_MODEL: no deploy/build/models/$EMBEDDING_MODEL/model.json"; \
-    install -m 0755 /opt/agent/kmstool_enclave_cli /usr/local/bin/kmstool_enclave_cli; \
-    install -m 0644 /opt/agent/libnsm.so /usr/local/lib/libnsm.so; \
-    rm /opt/agent/kmstool_enclave_cli /opt/agent/libnsm.so; \
+    KMS_KEY_ID="$KMS_KEY_ID" AWS_REGION="$AWS_REGION" OPERATOR_PUBKEY="$OPERATOR_PUBKEY" \
+      API_KEYS_BLOB="$API_KEYS_BLOB" API_KEYS_FILE="$API_KEYS_FILE" ALLOW_OPEN="$ALLOW_OPEN" MODEL_API_KEY_CIPHERTEXT_FILE="$MODEL_API_KEY_CIPHERTEXT_FILE" \
+      EMBEDDING_MODEL="$EMBEDDING_MODEL" sh /usr/local/bin/check-image-config.sh --files; \
+    rm /usr/local/bin/check-image-config.sh; \
     ldconfig; \
-    if ldd /usr/local/bin/kmstool_enclave_cli | grep 'not found'; then die "kmstool_enclave_cli lacks the libraries above"; fi; \
+    if ldd /usr/local/bin/kmstool_enclave_cli | grep 'not found'; then echo "enclave.Dockerfile: kmstool_enclave_cli lacks the libraries above" >&2; exit 1; fi; \
     if [ -d /opt/agent/models ]; then cp -a /opt/agent/models/. /app/models/ && rm -rf /opt/agent/models; fi; \
     chmod 0755 /usr/local/bin/enclave-entrypoint.sh
 
@@ -156,13 +169,16 @@ ENV TEE_MODE=nitro \
     OPERATOR_PUBKEY=${OPERATOR_PUBKEY} \
     MODEL_BASE_URL=${MODEL_BASE_URL} \
     EMBEDDING_MODEL=${EMBEDDING_MODEL} \
+    API_KEYS_BLOB=${API_KEYS_BLOB} \
+    API_KEYS_POLL_SECONDS=${API_KEYS_POLL_SECONDS} \
     API_KEYS_FILE=${API_KEYS_FILE} \
     ALLOW_OPEN=${ALLOW_OPEN} \
     MODEL_API_KEY_CIPHERTEXT_FILE=${MODEL_API_KEY_CIPHERTEXT_FILE} \
     LOG_LEVEL=${LOG_LEVEL} \
     ENCLAVE_VSOCK_PORT=5000 \
     MODEL_VSOCK_PORT=8001 \
-    CREDENTIALS_VSOCK_PORT=8002
+    CREDENTIALS_VSOCK_PORT=8002 \
+    LOG_VSOCK_PORT=8004
 
 # Nitro's init runs ENTRYPOINT/CMD but does not apply WORKDIR; the entrypoint cds itself.
 WORKDIR /app

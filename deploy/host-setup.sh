@@ -32,6 +32,9 @@ done
 [[ "$cpus" =~ ^[0-9]+$ && "$cpus" -ge 2 && $((cpus % 2)) -eq 0 ]] || die "--cpus must be an even number of at least 2 (whole cores)"
 [[ "$memory_mib" =~ ^[0-9]+$ && "$memory_mib" -ge 1024 ]] || die "--memory-mib must be a number of at least 1024"
 [[ "$user" =~ ^[a-z_][a-z0-9_-]{0,31}$ ]] || die "--user must be a plain user name"
+# shellcheck source=deploy/require-x86_64.sh
+source "$(dirname "${BASH_SOURCE[0]}")/require-x86_64.sh"
+require_x86_64 host-setup
 
 run() {
   if [[ $dry_run -eq 1 ]]; then printf '+ %s\n' "$*"; else "$@"; fi

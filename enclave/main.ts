@@ -5,7 +5,8 @@ import { modelsDir } from '../common/paths.js';
 import { createApi } from './api/index.js';
 import { ReplayGuard } from './api/replay-guard.js';
 import { createAttestationProvider } from './attestation/create-provider.js';
-import { setUpAuth } from './auth/setup.js';
+import { hostStoreKeysProblem, setUpAuth, type AuthSetup } from './auth/setup.js';
+import { startHostStoreKeys } from './auth/host-store-keys.js';
 import { ChatService } from './chat/chat-service.js';
 import { OFFLINE_MODEL } from './chat/offline-responder.js';
 import { UpstreamModel } from './chat/upstream.js';
@@ -16,6 +17,7 @@ import { listen } from '../common/grpc-listen.js';
 import { createGrpcServer } from './grpc-server.js';
 import { generateIdentity, generateSealedRequestKey } from './keys.js';
 import { EnclaveMetrics } from './observability/metrics.js';
+import { hostLogSink } from './observability/host-log-sink.js';
 import { SearchReplicas } from './retrieval/search-replicas.js';
 import { DEFAULT_TIERS } from './vectors/tiered-index.js';
 import { resolveOperatorKey } from './operator-key.js';
@@ -28,7 +30,12 @@ import { CONFIG_ERROR_EXIT, exitWithConfigError, stopWithSupervisor, tellSupervi
 import { addressTarget, listenErrorLine } from '../common/listen-error.js';
 
 const config = configFromCli('agent-service enclave: the trusted process holding keys, memory, embeddings and attestation.', enclaveSettings);
-const log = createLogger('enclave', config.logLevel, config.logFormat);
+// On Nitro the only way out for logs: redacted lines to the host's journal (host-log-sink.ts).
+const sink = config.logSinkFd > 0 ? hostLogSink(config.logSinkFd) : undefined;
+const log = createLogger('enclave', config.logLevel, config.logFormat, { sink });
+/** Where start-up got to: what an operator reads in the journal when an enclave will not come up. */
+const bootStage = (stage: string) => log.info({ stage }, 'boot stage');
+bootStage('started');
 // The gauges read memory and api when scraped, which can only happen once the server below listens.
 const metrics = new EnclaveMetrics({
   usage: (): { tenants: number; memories: number } => memory.usage,
@@ -39,10 +46,19 @@ const metrics = new EnclaveMetrics({
 // The enclave has no disk: everything durable goes, sealed, to the host store.
 const blobs = new GrpcBlobStore(config.hostStoreAddr, { callTimeoutMs: config.hostStoreTimeoutMs });
 await blobs.ready(config.hostStoreTimeoutMs).catch((err: unknown) => refuseToStart(log, err));
+bootStage('host-store');
 
-let auth: ReturnType<typeof setUpAuth>;
+const identity = generateIdentity();
+const requestKey = generateSealedRequestKey();
+const operatorKey = await resolveOperatorKey(config.operatorPubkey, blobs).catch((err: unknown) => refuseToStart(log, err));
+
+let auth: AuthSetup;
 try {
-  auth = setUpAuth(config, log);
+  const problem = hostStoreKeysProblem(config);
+  if (problem) throw new Error(problem);
+  auth = config.apiKeysBlob === undefined
+    ? setUpAuth(config, log)
+    : await startHostStoreKeys({ blobs, name: config.apiKeysBlob, operatorKey, pollMs: config.apiKeysPollSeconds * 1000, log });
 } catch (err) {
   // A bad keys file or a forbidden open mode stops the enclave, with the reason.
   log.fatal({ problem: (err as Error).message }, 'cannot start');
@@ -50,10 +66,7 @@ try {
   process.exit(2);
 }
 process.on('SIGHUP', () => auth.reload());
-
-const identity = generateIdentity();
-const requestKey = generateSealedRequestKey();
-const operatorKey = await resolveOperatorKey(config.operatorPubkey, blobs).catch((err: unknown) => refuseToStart(log, err));
+bootStage('api-keys');
 const embedder = await loadEmbedder({ name: config.embeddingModel, modelsDir: config.modelsDir ? resolve(config.modelsDir) : modelsDir }).catch((err: unknown) => {
   // A model that is not installed is configuration, not a crash: one line, and no restart loop.
   log.fatal({ problem: (err as Error).message }, 'cannot load the embedding model');
@@ -85,6 +98,7 @@ const memory: MemoryService = new MemoryService(embedder, {
 const store = await openMemoryStore({
   config, blobs, embedder, memory, log, onCommit: (entries, seconds) => metrics.committed(entries, seconds),
 }).catch((err: unknown) => refuseToStart(log, err));
+bootStage('store');
 const provider = await createAttestationProvider({ config, blobs, embedder, operatorKey });
 const userData = encodeUserData({ operatorKey, boxPublicKey: requestKey.publicKey });
 
@@ -134,6 +148,8 @@ log.info({
   address: config.address, port, tee: provider.teeName, embedding: embedder.id, dim: embedder.dimension,
   chatModel: upstream ? new URL(config.modelBaseUrl!).origin : 'local-memory (offline)',
 }, 'enclave listening');
+bootStage('serving');
+sink?.serving();
 tellSupervisorReady();
 
 let stopping = false;

@@ -14,15 +14,25 @@ import { parseArgs } from 'node:util';
 import {
   entryId, formatKeysFile, generateApiKey, hashApiKey, HASH_PREFIX, KeysFileError, parseKeysFile,
 } from '../enclave/auth/keys-file.js';
+import { formatSignedKeys, SIGNED_KEYS_TYPE, verifySignedKeys } from '../enclave/auth/signed-keys.js';
+import { parseOperatorSigningKey } from './lib/operator-signing-key.js';
 
 export const USAGE = `Usage:
   agent-keys issue --tenant <id> [--tenant <id> ...] [--file <path>]
   agent-keys revoke (--key <key> | --id <sha256:hex-prefix>) [--file <path>]
   agent-keys list [--file <path>]
+  agent-keys sign --key <operator key> --out <signed file> [--version <n>] [--file <path>]
 
 --file defaults to $API_KEYS_FILE. "issue" prints the new key on stdout, once: the file
 keeps only its SHA-256. The enclave reads the file at start; after a change, restart it
-or send it SIGHUP (kill -HUP <enclave pid>).`;
+or send it SIGHUP (kill -HUP <enclave pid>).
+
+"sign" turns the file into the signed file an enclave with OPERATOR_PUBKEY and
+API_KEYS_BLOB reads from the host store (deploy/README.md, "API keys"): --key is the
+operator's private key (the PEM whose public half is OPERATOR_PUBKEY); the version is
+--version, or the current time in seconds, and always above the one already in --out.
+Copy the result into the host store's folder; the enclave loads it within
+API_KEYS_POLL_SECONDS, without a restart, and refuses any older version.`;
 
 class Refused extends Error {}
 class Usage extends Error {}
@@ -39,6 +49,8 @@ export async function main(argv: string[], out = process.stdout, err = process.s
         tenant: { type: 'string', multiple: true },
         key: { type: 'string' },
         id: { type: 'string' },
+        out: { type: 'string' },
+        version: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     });
@@ -86,6 +98,18 @@ export async function main(argv: string[], out = process.stdout, err = process.s
         }
         return 0;
       }
+      case 'sign': {
+        if (!values.key || !values.out) throw new Usage('sign needs --key <operator key> and --out <signed file>');
+        if (!existsSync(path)) throw new Refused(`${path} does not exist`);
+        const operator = parseOperatorSigningKey(readFileSync(values.key, 'utf8'), values.key);
+        const version = signedVersion(values.out, values.version, operator.publicKey);
+        const text = formatSignedKeys({ type: SIGNED_KEYS_TYPE, version, keys: readMap(path) }, operator.sign);
+        verifySignedKeys(text, operator.publicKey); // what the enclave will check, before anything is written
+        writeAtomically(resolve(values.out), text);
+        err.write(`signed ${path} as version ${version} into ${values.out} (operator key ${Buffer.from(operator.publicKey).toString('base64')})\n`
+          + 'Copy it into the host store\'s folder as API_KEYS_BLOB; the enclave loads it within API_KEYS_POLL_SECONDS.\n');
+        return 0;
+      }
       default:
         throw new Usage(command ? `unknown command: ${command}` : 'missing command');
     }
@@ -119,6 +143,27 @@ function matchId(entries: [string, string[]][], id: string): [string, string[]][
   return found;
 }
 
+/**
+ * The next version: --version or the time in seconds, refused unless above the version of
+ * the file already at `out`. That file counts only if this operator key signed it: `out` may
+ * be in the host's folder, and a version the host wrote must not steer ours.
+ */
+function signedVersion(out: string, given: string | undefined, operatorKey: Uint8Array): number {
+  let previous = 0;
+  if (existsSync(out)) {
+    try {
+      previous = verifySignedKeys(readFileSync(out, 'utf8'), operatorKey).version;
+    } catch {
+      previous = 0; // not ours: the enclave will refuse it too
+    }
+  }
+  if (given === undefined) return Math.max(Math.floor(Date.now() / 1000), previous + 1);
+  if (!/^[1-9]\d{0,15}$/.test(given)) throw new Usage('--version must be a positive integer');
+  const version = Number(given);
+  if (version <= previous) throw new Refused(`--version ${version} is not above version ${previous} of ${out}: the enclave would refuse it`);
+  return version;
+}
+
 /** Reads and checks the file exactly as the enclave will; an invalid file is not edited. */
 function readMap(path: string): KeysMap {
   const text = readFileSync(path, 'utf8');
@@ -146,30 +191,35 @@ function edit(path: string, change: (map: KeysMap) => KeysMap, create: boolean):
     const next = change(existsSync(path) ? readMap(path) : {});
     const text = formatKeysFile(next);
     parseKeysFile(text); // never write a file the enclave would refuse
-    const tmp = join(dirname(path), `.${basename(path)}.${randomBytes(6).toString('hex')}.tmp`);
-    const fd = openSync(tmp, 'wx', 0o600);
-    try {
-      writeSync(fd, text);
-      fsyncSync(fd);
-    } finally {
-      closeSync(fd);
-    }
-    try {
-      renameSync(tmp, path);
-    } catch (e) {
-      unlinkSync(tmp);
-      throw e;
-    }
-    // Make the rename itself durable.
-    const dirFd = openSync(dirname(path), 'r');
-    try {
-      fsyncSync(dirFd);
-    } finally {
-      closeSync(dirFd);
-    }
+    writeAtomically(path, text);
   } finally {
     closeSync(lockFd);
     unlinkSync(lock);
+  }
+}
+
+/** Temporary file, fsync, rename, fsync of the folder: a reader sees the old file or the new one. */
+function writeAtomically(path: string, text: string): void {
+  const tmp = join(dirname(path), `.${basename(path)}.${randomBytes(6).toString('hex')}.tmp`);
+  const fd = openSync(tmp, 'wx', 0o600);
+  try {
+    writeSync(fd, text);
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+  try {
+    renameSync(tmp, path);
+  } catch (e) {
+    unlinkSync(tmp);
+    throw e;
+  }
+  // Make the rename itself durable.
+  const dirFd = openSync(dirname(path), 'r');
+  try {
+    fsyncSync(dirFd);
+  } finally {
+    closeSync(dirFd);
   }
 }
 

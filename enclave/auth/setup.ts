@@ -40,6 +40,18 @@ export function openModeProblem(config: AuthConfig): string | undefined {
   return undefined;
 }
 
+/**
+ * Why API_KEYS_BLOB cannot be used as configured, or undefined. The signed file is only as
+ * good as the key that checks it: the local key pair the enclave makes without
+ * OPERATOR_PUBKEY lives in the host store, so the host could sign with it.
+ */
+export function hostStoreKeysProblem(config: { apiKeysBlob?: string; apiKeysFile?: string; operatorPubkey?: string }): string | undefined {
+  if (config.apiKeysBlob === undefined) return undefined;
+  if (config.apiKeysFile !== undefined) return 'API_KEYS_BLOB and API_KEYS_FILE are two sources of keys: set one';
+  if (!config.operatorPubkey) return 'API_KEYS_BLOB needs OPERATOR_PUBKEY: the signed keys file is checked against it (without it the operator key pair would be kept by the host, which could then sign keys)';
+  return undefined;
+}
+
 /** Builds the authorizer for the configuration; throws (with a message for the operator) when it may not start. */
 export function setUpAuth(config: AuthConfig, log: Logger): AuthSetup {
   const file = config.apiKeysFile;

@@ -6,6 +6,7 @@ import { errorCatalogue } from '../../common/errors.js';
 import { limits } from '../../common/limits.js';
 import { enclaveSettings } from '../../enclave/config.js';
 import { hostStoreSettings } from '../../host-store/config.js';
+import { hostLogSettings } from '../../host-log/config.js';
 import { proxySettings } from '../../proxy/config.js';
 
 // The README is the front door; the reference lives in docs/ (each page a few ## sections).
@@ -21,7 +22,7 @@ const section = (file: string, heading: string) => {
 describe('the docs stay true to the code', () => {
   it('lists every setting of every process, with its default', () => {
     const table = section('docs/configuration.md', 'Configuration');
-    for (const setting of [...Object.values(enclaveSettings), ...Object.values(proxySettings), ...Object.values(hostStoreSettings)]) {
+    for (const setting of [...Object.values(enclaveSettings), ...Object.values(proxySettings), ...Object.values(hostStoreSettings), ...Object.values(hostLogSettings)]) {
       const row = table.split('\n').find((line) => line.startsWith(`| \`${setting.name}\` |`));
       expect(row, `${setting.name} is missing from the configuration table (docs/configuration.md)`).toBeDefined();
       if (setting.defaultText !== undefined) expect(row).toContain(`\`${setting.defaultText.replace(/\|/g, '\\|')}\``);
@@ -29,7 +30,7 @@ describe('the docs stay true to the code', () => {
   });
 
   it('names no setting the code does not have', () => {
-    const known = new Set([...Object.values(enclaveSettings), ...Object.values(proxySettings), ...Object.values(hostStoreSettings)].map((s) => s.name));
+    const known = new Set([...Object.values(enclaveSettings), ...Object.values(proxySettings), ...Object.values(hostStoreSettings), ...Object.values(hostLogSettings)].map((s) => s.name));
     const named = [...section('docs/configuration.md', 'Configuration').matchAll(/^\| `([A-Z_]+)` \|/gm)].map((m) => m[1]);
     expect(named.filter((name) => !known.has(name))).toEqual([]);
   });
