@@ -1,8 +1,8 @@
 import { ApiError } from '../../common/errors.js';
 import type { AddMemoryInput, QueryMemoryInput, UpdateMemoryInput } from '../../common/schemas.js';
 import type { Embedder } from '../embedding/types.js';
-import type { MemoryEvent, MemoryJournal, RestoredEvent } from './journal.js';
-import type { EmbeddingModelId } from './model-change.js';
+import type { MemoryJournal } from './journal.js';
+import type { EmbeddingModelId, MemoryEvent, MemoryRecord, RestoredEvent, ScoredMemory } from './types.js';
 import { TieredLexical } from '../retrieval/tiered-lexical.js';
 import { TermDictionary } from '../retrieval/term-dictionary.js';
 import { FUSION_DEPTH, rankHybrid, type Candidate, type Ranker } from '../retrieval/hybrid.js';
@@ -18,32 +18,6 @@ import type { Replica, SearchReplicas } from '../retrieval/search-replicas.js';
 import { candidatesOf, searchTenant, searchTenantWith, similaritiesById, type RankedHit, type TenantSearch } from '../retrieval/tenant-search.js';
 import type { LexicalHit } from '../retrieval/bm25.js';
 import { pooledRandomBytes } from '../random-bytes.js';
-
-export type Metadata = Record<string, string | number | boolean | null>;
-
-export interface MemoryRecord {
-  id: string;
-  object: 'memory';
-  tenant_id: string;
-  content: string;
-  metadata: Metadata;
-  /** Unix seconds, as OpenAI's `created` fields. */
-  created_at: number;
-  /** Unix seconds of the last change by PATCH; absent until then. */
-  updated_at?: number;
-}
-
-export interface ScoredMemory {
-  record: MemoryRecord;
-  /** The ranking score: results are in decreasing order of it (= scores.fused). */
-  score: number;
-  /**
-   * What it is made of: `vector` the cosine similarity of query and memory (0 when either has
-   * no vector), `lexical` the BM25 score (null when no query term matched), `fused` their
-   * combination (see retrieval/hybrid.ts).
-   */
-  scores: { vector: number; lexical: number | null; fused: number };
-}
 
 interface Tenant {
   /**

@@ -11,8 +11,7 @@
  * Vectors are stored, so recovery rebuilds the indexes without running the model again.
  */
 import { endianness } from 'node:os';
-import type { MemoryEvent } from '../memory/journal.js';
-import type { MemoryRecord } from '../memory/memory-service.js';
+import type { MemoryEvent, MemoryRecord } from '../memory/types.js';
 import { CorruptStoreError } from './errors.js';
 import type { StateHead } from './state-head.js';
 

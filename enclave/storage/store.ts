@@ -1,8 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import type { BlobStore } from '../../common/blob-store.js';
 import type { Logger } from '../../common/logger.js';
-import type { MemoryEvent, MemoryJournal, RestoredEvent } from '../memory/journal.js';
-import { describeModel, sameEmbeddingModel, type EmbeddingModelId } from '../memory/model-change.js';
+import type { MemoryJournal } from '../memory/journal.js';
+import type { EmbeddingModelId, MemoryEvent, RestoredEvent } from '../memory/types.js';
+import { describeModel, sameEmbeddingModel } from '../memory/model-change.js';
 import { CorruptStoreError, EmbeddingModelChangedError } from './errors.js';
 import { GroupCommitLog, type CommitStats } from './group-commit.js';
 import { logGeneration, logName, SealedLog, type LogFile } from './log-file.js';

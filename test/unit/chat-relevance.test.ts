@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { CHAT_RELEVANCE, relevantMemories, type RelevanceCut } from '../../enclave/chat/relevance.js';
-import type { ScoredMemory } from '../../enclave/memory/memory-service.js';
+import type { ScoredMemory } from '../../enclave/memory/types.js';
 
 /** A found memory with the given fused score and cosine (the lexical part is implied). */
 function found(id: string, { score, cosine }: { score: number; cosine: number }): ScoredMemory {
