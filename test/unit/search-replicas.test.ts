@@ -1,7 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { modelsDir } from '../../common/paths.js';
 import { loadEmbedder, type Embedder } from '../../enclave/embedding/embedder.js';
-import { MemoryService, RANKING_SPARE, REPLICATE_AFTER_QUERIES } from '../../enclave/memory/memory-service.js';
+import { MemoryService } from '../../enclave/memory/memory-service.js';
+import { RANKING_SPARE } from '../../enclave/memory/tenant-query.js';
+import { REPLICATE_AFTER_QUERIES } from '../../enclave/memory/tenant-memories.js';
 import type { MemoryRecord, ScoredMemory } from '../../enclave/memory/types.js';
 import type { QueryMemoryInput } from '../../common/schemas.js';
 import { MAX_UNAPPLIED_CHANGES, Replica, SearchReplicas } from '../../enclave/retrieval/search-replicas.js';
