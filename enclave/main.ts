@@ -16,7 +16,7 @@ import { listen } from '../common/grpc-listen.js';
 import { createGrpcServer } from './grpc-server.js';
 import { generateIdentity, generateSealedRequestKey } from './keys.js';
 import { EnclaveMetrics } from './observability/metrics.js';
-import { SearchReplicas } from './retrieval/search-replicas.js';
+import { SearchReplicas } from './search-worker/search-replicas.js';
 import { DEFAULT_TIERS } from './vectors/tiered-index.js';
 import { resolveOperatorKey } from './operator-key.js';
 import { GrpcBlobStore } from './storage/grpc-blob-store.js';

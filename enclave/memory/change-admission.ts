@@ -1,5 +1,5 @@
 import type { AddMemoryInput, UpdateMemoryInput } from '../../common/schemas.js';
-import type { TermDictionary } from '../retrieval/term-dictionary.js';
+import type { TermDictionary } from '../lexical/term-dictionary.js';
 import { admit, admitMemories, storedBytes, type Capacity, type MemoryMaxima, type Usage } from './admission.js';
 import { checkTenantTerms, memoryTerms, newTermCount, type TermLimits } from './term-admission.js';
 import { Reservations } from './reservations.js';

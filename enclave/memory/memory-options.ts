@@ -1,4 +1,4 @@
-import type { SearchReplicas } from '../retrieval/search-replicas.js';
+import type { SearchReplicas } from '../search-worker/search-replicas.js';
 import type { TieredOptions } from '../vectors/tiered-index.js';
 import { DEFAULT_CAPACITY, type Capacity } from './admission.js';
 import type { ChangeLimits } from './change-admission.js';
@@ -16,7 +16,7 @@ export interface MemoryServiceOptions {
   capacity?: Partial<Capacity>;
   /** Distinct words per memory and per tenant (memory/term-admission.ts). */
   termLimits?: Partial<TermLimits>;
-  /** Where large tenants' searches run off the event loop (retrieval/search-replicas.ts); without it, on it. */
+  /** Where large tenants' searches run off the event loop (search-worker/search-replicas.ts); without it, on it. */
   searchReplicas?: SearchReplicas;
   /** Told of every embed and search of a call that passes no meter of its own (GET /metrics). */
   meter?: MemoryMeter;

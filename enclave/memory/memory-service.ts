@@ -2,7 +2,7 @@ import type { AddMemoryInput, QueryMemoryInput, UpdateMemoryInput } from '../../
 import type { Embedder } from '../embedding/types.js';
 import type { MemoryJournal } from './journal.js';
 import type { EmbeddingModelId, MemoryEvent, MemoryRecord, RestoredEvent, ScoredMemory } from './types.js';
-import { TermDictionary } from '../retrieval/term-dictionary.js';
+import { TermDictionary } from '../lexical/term-dictionary.js';
 import { rankHybrid, type Ranker } from '../retrieval/hybrid.js';
 import { DEFAULT_TIERS } from '../vectors/tiered-index.js';
 import { NO_METER, type MemoryMeter } from './meter.js';
@@ -21,7 +21,7 @@ import { unreachable } from '../unreachable.js';
  */
 export class MemoryService {
   private readonly tenants = new Map<string, TenantMemories>();
-  /** The words small tenants' lexical indexes hold, each once for all of them (retrieval/term-dictionary.ts). */
+  /** The words small tenants' lexical indexes hold, each once for all of them (lexical/term-dictionary.ts). */
   private readonly terms = new TermDictionary();
   private readonly admission: ChangeAdmission;
   private readonly newTenant: () => TenantMemories;

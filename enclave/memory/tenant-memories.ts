@@ -1,9 +1,9 @@
-import { TieredLexical } from '../retrieval/tiered-lexical.js';
-import type { TermDictionary } from '../retrieval/term-dictionary.js';
-import { lexicalTerms } from '../retrieval/lexical-terms.js';
-import type { Replica, SearchReplicas } from '../retrieval/search-replicas.js';
+import { TieredLexical } from '../lexical/tiered-lexical.js';
+import type { TermDictionary } from '../lexical/term-dictionary.js';
+import { lexicalTerms } from '../lexical/lexical-terms.js';
+import type { Replica, SearchReplicas } from '../search-worker/search-replicas.js';
 import type { RankedHit } from '../retrieval/tenant-search.js';
-import type { LexicalHit } from '../retrieval/bm25.js';
+import type { LexicalHit } from '../lexical/lexical-index.js';
 import { TenantCentre } from '../retrieval/tenant-centre.js';
 import { TieredIndex, type TieredOptions } from '../vectors/tiered-index.js';
 import { isZero } from '../vectors/vector-index.js';
@@ -11,7 +11,7 @@ import { storedBytes, type Usage } from './admission.js';
 import type { Embedder } from '../embedding/types.js';
 import type { MemoryRecord } from './types.js';
 
-/** A large tenant's queries before it gets a copy in the search worker (retrieval/search-replicas.ts). */
+/** A large tenant's queries before it gets a copy in the search worker (search-worker/search-replicas.ts). */
 export const REPLICATE_AFTER_QUERIES = 50;
 
 /** What a change did to the enclave's usage (tenants are counted by the service). */

@@ -6,7 +6,7 @@ import { RANKING_SPARE } from '../../enclave/memory/tenant-query.js';
 import { REPLICATE_AFTER_QUERIES } from '../../enclave/memory/tenant-memories.js';
 import type { MemoryRecord, ScoredMemory } from '../../enclave/memory/types.js';
 import type { QueryMemoryInput } from '../../common/schemas.js';
-import { MAX_UNAPPLIED_CHANGES, Replica, SearchReplicas } from '../../enclave/retrieval/search-replicas.js';
+import { MAX_UNAPPLIED_CHANGES, Replica, SearchReplicas } from '../../enclave/search-worker/search-replicas.js';
 import { DEFAULT_TIERS } from '../../enclave/vectors/tiered-index.js';
 import { memoryText, questionText } from '../../bench/corpus.js';
 import { buildStaticSifModel } from '../../scripts/build-model.js';
