@@ -2,7 +2,7 @@ import * as grpc from '@grpc/grpc-js';
 import type { Logger } from '../common/logger.js';
 import { PendingTable } from '../common/pending-table.js';
 import { channelOptions, enclaveProto, type ApiChunk, type ApiRequest, type ExchangeReply, type ExchangeRequestIn, type HealthReply, type MetricsReply } from '../common/proto.js';
-import type { EnclaveApi, Handler, StreamHandler } from './api/index.js';
+import type { EnclaveApi, Handler, StreamHandler } from './api/create-api.js';
 
 /**
  * The gRPC adapter: decodes calls, hands them to the API and sends its replies back.

@@ -2,7 +2,7 @@ import { resolve } from 'node:path';
 import { configFromCli } from '../common/config.js';
 import { createLogger } from '../common/logger.js';
 import { modelsDir } from '../common/paths.js';
-import { createApi } from './api/index.js';
+import { createApi } from './api/create-api.js';
 import { ReplayGuard } from './api/replay-guard.js';
 import { createAttestationProvider } from './attestation/create-provider.js';
 import { setUpAuth } from './auth/setup.js';

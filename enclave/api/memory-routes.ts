@@ -6,7 +6,7 @@ import type { MemoryService } from '../memory/memory-service.js';
 import type { MemoryRecord, ScoredMemory } from '../memory/types.js';
 import { TENANT_HEADER } from '../../sdk/protocol/response-signature.js';
 import { jsonReply } from './request.js';
-import type { CallContext, RouteCall, RouteHandler } from './routes.js';
+import type { CallContext, RouteCall, RouteHandler } from './resolve-call.js';
 
 /** Names the tenant an answer acted for; it is signed with the answer (sdk/protocol/response-signature.ts). */
 const forTenant = (...tenants: string[]) => ({ [TENANT_HEADER]: [...new Set(tenants)].sort().join(',') });

@@ -1,7 +1,7 @@
 import { ApiError } from '../../common/errors.js';
 import type { ApiReply } from '../../common/proto.js';
 import { jsonReply } from './request.js';
-import type { RouteHandler } from './routes.js';
+import type { RouteHandler } from './resolve-call.js';
 
 export interface ModelsDeps {
   /** Throws unless the Authorization header holds a valid key (when keys are configured). */

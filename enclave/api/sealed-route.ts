@@ -7,7 +7,7 @@ import { decodeBase64, SealedFormatError, sealReply, type RequestEnvelope, type 
 import type { SealedRequestKey } from '../keys.js';
 import type { ReplayGuard } from './replay-guard.js';
 import { jsonReply } from './request.js';
-import type { CallContext, RouteCall } from './routes.js';
+import type { CallContext, RouteCall } from './resolve-call.js';
 
 const validPayload = validator<SealedRequestPlaintext>(sealedPayloadSchema, 'body');
 

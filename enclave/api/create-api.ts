@@ -14,7 +14,7 @@ import { modelRoutes, type ModelsDeps } from './models-route.js';
 import type { ReplayGuard } from './replay-guard.js';
 import { errorReply, requestIdForLog } from './request.js';
 import { responsesRoutes } from './responses-route.js';
-import { resolveCall, streams, type CallContext, type RouteCall, type RouteHandler, type RouteHandlers, type StreamHandlers } from './routes.js';
+import { resolveCall, streams, type CallContext, type RouteCall, type RouteHandler, type RouteHandlers, type StreamHandlers } from './resolve-call.js';
 import { sealedRoute } from './sealed-route.js';
 import { sealedStreamRoute, sealedStreamUnary } from './sealed-stream-route.js';
 import { signReply, type ResponseSigner, type SignedState } from './signing.js';
