@@ -27,8 +27,9 @@ export type { CallContext };
 export type Handler = (request: ApiRequest, context?: CallContext) => Promise<ApiReply>;
 export type { StreamHandler };
 
-/** The two RPCs of protos/enclave.proto that carry API requests. */
+/** What the two RPCs of protos/enclave.proto that carry API requests hand their requests to. */
 export interface EnclaveApi {
+  /** A request whose answer does not stream (each request of the Exchange stream). */
   Call: Handler;
   CallStream: StreamHandler;
   /** Requests holding a place in the work gate now (metrics). */
