@@ -47,7 +47,7 @@ export class SmallBm25 implements LexicalIndex {
 
   /**
    * Adds a memory given its lexical terms. A term the caller already holds in the dictionary
-   * (memory-service.ts numbers an add's terms before logging it) is only counted here, so
+   * (memory/change-admission.ts numbers an add's terms before logging it) is only counted here, so
    * applying a logged add adds no entry to the dictionary's map.
    */
   addTerms(id: string, terms: readonly string[]): void {

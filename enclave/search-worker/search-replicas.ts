@@ -155,7 +155,7 @@ export class SearchReplicas {
 
   /**
    * BM25's top `depth` hits for a query, from the copy: a query alone sends its lexical search
-   * here and does the rest on the event loop meanwhile (memory/memory-service.ts). Undefined
+   * here and does the rest on the event loop meanwhile (memory/tenant-query.ts, the split path). Undefined
    * when the worker cannot take it now, as search().
    */
   match(replica: Replica, query: string, depth: number): Promise<LexicalHit[]> | undefined {

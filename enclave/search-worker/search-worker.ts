@@ -109,7 +109,7 @@ function handle(message: ToWorker): void {
       return;
     case 'search': {
       const replica = queried(message.replica);
-      // The same steps as the event loop's (memory/memory-service.ts rankHere), on the copy.
+      // The same steps as the event loop's (memory/tenant-query.ts rankHere), on the copy.
       const { dimension } = setup;
       const vector = message.vectors.subarray(0, dimension);
       const mean = message.vectors.subarray(dimension, 2 * dimension);
