@@ -18,6 +18,22 @@ export default tseslint.config(
     rules: {
       // Layers stay layered: a cycle is how a 2,000-line class starts.
       'import-x/no-cycle': ['error', { ignoreExternal: true }],
+      // Rooms: which folder may import which (type-only imports count too). protocol/ is the
+      // wire format both ends share, so it depends on no room; the sdk ships to clients, so it
+      // carries no server code; the proxy is untrusted and the enclave trusts none of it.
+      'import-x/no-restricted-paths': ['error', {
+        zones: [
+          { target: './common', from: ['./sdk', './enclave'], message: 'common/ is shared by every process: move what both need to common/ or protocol/.' },
+          {
+            target: './protocol',
+            from: ['./sdk', './enclave', './proxy', './host-store', './gateway', './common', './scripts', './bench'],
+            message: 'protocol/ is the wire format both ends share and imports no other room.',
+          },
+          { target: './sdk', from: ['./enclave', './proxy', './host-store'], message: 'the sdk is client code: it imports protocol/, never server code.' },
+          { target: './proxy', from: ['./enclave'], message: 'the proxy talks to the enclave over gRPC only (protos/enclave.proto).' },
+          { target: './enclave', from: ['./proxy', './sdk', './gateway'], message: 'the enclave imports common/ and protocol/, never the proxy, the sdk or the gateway.' },
+        ],
+      }],
       // A new union member (journal event, payload kind) must not fall through silently.
       '@typescript-eslint/switch-exhaustiveness-check': ['error', { considerDefaultExhaustiveForUnions: true }],
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrors: 'none' }],

@@ -1,6 +1,6 @@
 /* global process */
 // Mutation testing of the trust-critical code (npm run test:mutation; docs/testing.md).
-// Slow, so not part of npm test. One module: npm run test:mutation -- --mutate sdk/protocol/public-key.ts
+// Slow, so not part of npm test. One module: npm run test:mutation -- --mutate protocol/public-key.ts
 /** @type {import('@stryker-mutator/api/core').PartialStrykerOptions} */
 export default {
   testRunner: 'vitest',
@@ -12,12 +12,12 @@ export default {
   coverageAnalysis: 'perTest',
   mutate: [
     'sdk/attestation/verify.ts',
-    'sdk/attestation/cose.ts',
+    'protocol/cose.ts',
     'sdk/attestation/manifest.ts',
-    'sdk/protocol/sealed.ts',
-    'sdk/protocol/response-signature.ts',
-    'sdk/protocol/user-data.ts',
-    'sdk/protocol/public-key.ts',
+    'protocol/sealed.ts',
+    'protocol/response-signature.ts',
+    'protocol/user-data.ts',
+    'protocol/public-key.ts',
     'enclave/storage/sealed-file.ts',
     'enclave/storage/state-head.ts',
     'enclave/storage/store.ts',
@@ -26,6 +26,7 @@ export default {
     'enclave/memory/admission.ts',
     'enclave/memory/term-admission.ts',
     'enclave/auth/authorizer.ts',
+    'enclave/auth/caller.ts',
   ],
   // Two shared cores: one runner and the checker.
   concurrency: 1,

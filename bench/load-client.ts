@@ -1,10 +1,8 @@
 /**
  * The benchmark's HTTP client: keep-alive HTTP/1.1 connections, one request at a time on
  * each, and nothing else. The load generator runs on the same two cores as the service, so
- * what it spends a request is taken from the service: undici (a general client: pooling,
- * dispatchers, body streams) took 150-275 us of CPU a request at ~1,600 requests/s against a
- * loopback server, this client 57-76 us (docs/performance.md, "The load generator, and a
- * longer warm-up").
+ * what it spends a request is taken from the service: less than half of undici's
+ * (docs/performance-log.md#the-load-generator-and-a-longer-warm-up-2026-11-26-morning).
  *
  * It speaks only what the proxy answers with: a status line, headers and a Content-Length
  * body (a response without one, e.g. chunked, fails the request). A connection the server

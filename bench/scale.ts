@@ -31,11 +31,9 @@ const PER_TENANT = 100;
 /** Queries in each measured 1-client load. */
 const QUERIES_1 = quick ? 400 : 1_000;
 /**
- * Queries in each measured 16-client load. Its p99 is the 1% slowest, and a pause of a few
- * tens of ms (a full garbage collection in any of the three processes) holds up all 16 queries
- * then in flight: with 2,000 queries, half a second on a machine that answers 3,500 a second,
- * whether one such pause fell in the window moved the p99 from 8 to 24 ms between rounds of
- * the same run. 8,000 spans several of the service's periodic events.
+ * Queries in each measured 16-client load: enough to span several of the service's pauses,
+ * so that whether one fell in the window does not decide the p99
+ * (docs/performance-log.md#a-newer-machine-and-a-full-gc-every-few-seconds-2026-11-27-night).
  */
 const QUERIES_16 = quick ? 400 : 8_000;
 /**

@@ -1,10 +1,8 @@
 /**
- * What waits on work in flight (a request's reply, its cancel handle), by number. Not a Map
- * of the entries themselves: a long-lived Map that sees a set and a delete per request
- * makes V8 promote the entries, and all they reach, to the old generation, where only a
- * full collection frees them (measured with --trace-gc-nvp, 16 requests in flight: ~520
- * bytes of a 1.3 KB entry promoted per request, against ~11 here). So the entries sit in an
- * array whose slot is cleared on delete, and the Map holds slot numbers only.
+ * What waits on work in flight (a request's reply, its cancel handle), by number. The entries
+ * sit in an array whose slot is cleared on delete, and the Map holds slot numbers only: a Map
+ * that sees a set and a delete per request makes V8 promote what its entries reach
+ * (docs/performance-log.md#a-second-thread-for-large-tenants-2026-11-25-last-stop).
  */
 export class PendingTable<T> {
   private readonly slotOf = new Map<number, number>();

@@ -132,7 +132,7 @@ export const apiRoutes = {
     schema: { body: sealedEnvelopeSchema, headers: knownStateHeadersSchema },
   }),
   // Its own path rather than a flag in the envelope: the proxy must pick the streaming call
-  // before it could read any flag, and the envelope stays one shape (sdk/protocol/sealed-stream.ts).
+  // before it could read any flag, and the envelope stays one shape (protocol/sealed-stream.ts).
   SealedStream: route<SealedEnvelopeInput>()({
     method: 'POST', path: '/v1/sealed/stream', tag: 'sealed', budget: 'model', sealable: false, streams: 'always',
     bodyLimit: limits.maxSealedEnvelopeBytes,

@@ -1,4 +1,4 @@
-import { SEALED_REQUEST_TYPE } from '../sdk/protocol/sealed.js';
+import { SEALED_REQUEST_TYPE } from '../protocol/sealed.js';
 import { MAX_AUTHORIZATION_CHARS } from './bearer.js';
 import { limits } from './limits.js';
 
@@ -93,6 +93,7 @@ export const metadataFilterSchema = {
   maxProperties: limits.maxMetadataKeys,
   propertyNames: { minLength: 1, maxLength: limits.maxMetadataKeyChars },
   additionalProperties: {
+    description: `must be a string, number, boolean or null (equal to the metadata value), or {"$in": [...]} with 1 to ${limits.maxFilterValues} of those (one of them); no other operators`,
     anyOf: [
       filterScalar,
       {
@@ -199,7 +200,7 @@ export interface AttestationQuery {
   nonce?: string;
 }
 
-// Sealed requests (sdk/protocol/sealed.ts describes the envelopes).
+// Sealed requests (protocol/sealed.ts describes the envelopes).
 
 const base64 = (description: string, minLength: number, maxLength: number) => ({
   type: 'string', minLength, maxLength, pattern: '^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$', description,
@@ -219,7 +220,7 @@ export const sealedEnvelopeSchema = {
 } as const;
 
 /** The decrypted request inside a sealed envelope; only the enclave ever sees it. */
-/** A state head as `<seq>:<sha256 hex>` (sdk/protocol/response-signature.ts parseState). */
+/** A state head as `<seq>:<sha256 hex>` (protocol/response-signature.ts parseState). */
 const stateHead = { type: 'string', pattern: '^[0-9]{1,15}:[0-9a-f]{64}$', maxLength: 80 } as const;
 
 /**
@@ -248,7 +249,7 @@ export const sealedPayloadSchema = {
     /** The x-tee-known-state header of a plain call. */
     known_state: stateHead,
     timestamp: { type: 'integer', minimum: 0 },
-    /** Spaces that round the plaintext's size up to a bucket (sdk/protocol/sealed.ts paddedSize). */
+    /** Spaces that round the plaintext's size up to a bucket (protocol/sealed.ts paddedSize). */
     pad: { type: 'string', maxLength: 65536, pattern: '^ *$' },
   },
 } as const;

@@ -7,10 +7,23 @@ import { badRequest, type ApiError } from './errors.js';
  * their refusals the same way.
  */
 export function schemaError(errors: ErrorObject[] | null | undefined, where: 'body' | 'querystring' | 'params'): ApiError {
-  const e = errors?.[0];
+  // A value that matches none of several forms: unless one form failed on a limit (too long,
+  // empty), the first form's complaint would mislead ("expected string" for a filter that may
+  // also be a number or {"$in": [...]}), so say what the schema allows, in its own words.
+  const limit = errors?.find((x) => !SHAPE_KEYWORDS.has(x.keyword));
+  const choice = errors?.filter((x) => x.keyword === 'anyOf' && describedBy(x)).sort((a, b) => a.instancePath.length - b.instancePath.length)[0];
+  const e = choice ? (limit ?? choice) : errors?.[0];
   if (!e) return badRequest(`invalid request ${where}`);
   const path = e.instancePath.replace(/^\//, '').replace(/\//g, '.');
   switch (e.keyword) {
+    case 'anyOf':
+      return badRequest(`invalid value for '${path || where}': ${describedBy(e)}`, path || null, 'invalid_value');
+    case 'minProperties': {
+      const names = Object.keys((e.parentSchema as { properties?: object } | undefined)?.properties ?? {});
+      return names.length > 0 && e.params.limit === 1
+        ? badRequest(`nothing to do: ${path ? `'${path}'` : `the request ${where}`} must have at least one of ${names.map((n) => `'${n}'`).join(', ')}`, path || null, 'invalid_value')
+        : badRequest(`'${path || where}' must have at least ${e.params.limit} keys`, path || null, 'invalid_value');
+    }
     case 'required': {
       const field = String(e.params.missingProperty);
       return badRequest(`missing required parameter: '${path ? `${path}.` : ''}${field}'`, path ? `${path}.${field}` : field, 'missing_required_parameter');
@@ -48,6 +61,14 @@ export function schemaError(errors: ErrorObject[] | null | undefined, where: 'bo
     default:
       return badRequest(`invalid '${path || where}': ${e.message ?? 'does not match the schema'}`, path || null);
   }
+}
+
+/** Keywords that say a value has the wrong shape, rather than breaking a limit of the right one. */
+const SHAPE_KEYWORDS = new Set(['type', 'anyOf', 'oneOf', 'required', 'additionalProperties', 'enum', 'const']);
+
+/** What a schema says it accepts, in words (its `description`), when it says so. */
+function describedBy(e: ErrorObject): string | undefined {
+  return (e.parentSchema as { description?: string } | undefined)?.description;
 }
 
 export type HttpPart = 'body' | 'querystring' | 'params' | 'headers';

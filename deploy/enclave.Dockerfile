@@ -70,6 +70,7 @@ COPY protos/ protos/
 COPY common/ common/
 COPY enclave/ enclave/
 COPY proxy/ proxy/
+COPY protocol/ protocol/
 COPY sdk/ sdk/
 COPY scripts/ scripts/
 COPY bench/ bench/
@@ -86,7 +87,7 @@ RUN set -eu; \
     find "$ort" -mindepth 1 -maxdepth 1 ! -name linux -exec rm -rf {} +; \
     find "$ort/linux" -mindepth 1 -maxdepth 1 ! -name "$arch" -exec rm -rf {} +; \
     find node_modules/sodium-native/prebuilds -mindepth 1 -maxdepth 1 ! -name "linux-$arch" -exec rm -rf {} +; \
-    rm -rf common enclave proxy sdk scripts bench tsconfig.json; \
+    rm -rf common enclave proxy protocol sdk scripts bench tsconfig.json; \
     find dist -name '*.map' -delete; \
     test -f models/static-sif-100d/model.json
 

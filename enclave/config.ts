@@ -37,7 +37,7 @@ function optionalKmsKeyArn(name: string, description: string): Setting<string | 
 
 /**
  * SHA-256 SPKI pins, comma-separated, each 32 bytes in base64 or hex; parsed to base64, the
- * form answers name them in (sdk/protocol/upstream.ts).
+ * form answers name them in (protocol/upstream.ts).
  */
 function spkiPins(name: string, description: string): Setting<string[]> {
   return {

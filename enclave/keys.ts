@@ -1,6 +1,6 @@
 import sodium from 'sodium-native';
-import { boxKeyPair } from '../sdk/protocol/box.js';
-import { openRequest, type OpenedRequest, type RequestEnvelope } from '../sdk/protocol/sealed.js';
+import { boxKeyPair } from '../protocol/box.js';
+import { openRequest, type OpenedRequest, type RequestEnvelope } from '../protocol/sealed.js';
 
 /**
  * The enclave's identity: an Ed25519 key pair generated at start-up, inside the
@@ -13,8 +13,7 @@ export interface EnclaveIdentity {
 }
 
 export function generateIdentity(): EnclaveIdentity {
-  // Every reply is signed, so this is on every request's path: libsodium signs in about 21 µs
-  // on this machine, OpenSSL (node:crypto) in 42, tweetnacl's JavaScript in about 2 ms.
+  // Every reply is signed, so libsodium: about twice as fast as node:crypto (docs/performance-log.md#ranking-in-the-worker-2026-11-25-evening).
   // Ed25519 is deterministic: the same key gives the same signatures by any of them.
   // The secret key lives in libsodium's guarded memory (locked, fenced by guard pages,
   // wiped when freed) and never in a JavaScript string or ordinary buffer.
@@ -35,7 +34,7 @@ export function generateIdentity(): EnclaveIdentity {
  * The enclave's X25519 key pair for sealed requests (nacl.box), generated at start-up
  * like the identity and bound into attestation (user_data). The secret key stays in this
  * closure: callers can only open requests with it (and seal each reply with the key
- * shared with that request's sender, sdk/protocol/sealed.ts sealReply).
+ * shared with that request's sender, protocol/sealed.ts sealReply).
  */
 export interface SealedRequestKey {
   readonly publicKey: Uint8Array;
@@ -43,7 +42,7 @@ export interface SealedRequestKey {
 }
 
 export function generateSealedRequestKey(): SealedRequestKey {
-  // libsodium, like the signing key: its secret in guarded memory (sdk/protocol/box.ts says why not tweetnacl).
+  // libsodium, like the signing key: its secret in guarded memory (protocol/box.ts says why not tweetnacl).
   const { publicKey, secretKey } = boxKeyPair(true);
   return {
     publicKey,

@@ -22,8 +22,8 @@ import { resolveOperatorKey } from './operator-key.js';
 import { GrpcBlobStore } from './storage/grpc-blob-store.js';
 import { openMemoryStore, refuseToStart } from './storage/open-memory-store.js';
 import { heapShortfall } from './memory/heap-budget.js';
-import { SEALED_MAX_AGE_MS } from '../sdk/protocol/sealed.js';
-import { encodeUserData } from '../sdk/protocol/user-data.js';
+import { SEALED_MAX_AGE_MS } from '../protocol/sealed.js';
+import { encodeUserData } from '../protocol/user-data.js';
 import { CONFIG_ERROR_EXIT, exitWithConfigError, stopWithSupervisor, tellSupervisorReady } from '../common/supervised.js';
 import { addressTarget, listenErrorLine } from '../common/listen-error.js';
 

@@ -1,11 +1,10 @@
 import { randomFillSync } from 'node:crypto';
 
 /**
- * Random bytes for nonces and ids, taken from a buffer filled 4 KiB at a time. Each call to
- * node:crypto's randomBytes is a native job and, through OpenSSL's fork check, a getpid()
- * system call: 3-6 us a call on this machine, two calls a stored memory (its id and the
- * journal frame's nonce). Node's randomUUID keeps such a buffer for the same reason. The
- * bytes are the same CSPRNG's; only when they are drawn differs. Keys do not come from here.
+ * Random bytes for nonces and ids, taken from a buffer filled 4 KiB at a time, as Node's
+ * randomUUID does: each randomBytes call is a native job and a getpid() system call
+ * (docs/performance-log.md#the-load-generator-and-a-longer-warm-up-2026-11-26-morning). The bytes are the same
+ * CSPRNG's; only when they are drawn differs. Keys do not come from here.
  */
 const POOL_BYTES = 4096;
 let pool = Buffer.alloc(0);

@@ -7,7 +7,7 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs as parseNodeArgs } from 'node:util';
 import { parseKey32, parsePcrs } from '../sdk/bin/trust-args.js';
-import { normalizeOrigin } from '../sdk/protocol/upstream.js';
+import { normalizeOrigin } from '../protocol/upstream.js';
 
 export const USAGE = `Usage: agent-gateway --service <base-url> [--port 8081] (--pcr … | --manifest … --operator-key … | --insecure-dev)
        agent-gateway --service <base-url> (trust options) --mcp --tenant <id> [--api-key-file <path>]

@@ -9,7 +9,7 @@ import { readFile } from 'node:fs/promises';
 import { bearerToken } from '../common/bearer.js';
 import { invokedDirectly } from '../sdk/bin/invoked-directly.js';
 import { readManifestText } from '../sdk/bin/trust-args.js';
-import { formatState, StateTracker } from '../sdk/protocol/response-signature.js';
+import { formatState, StateTracker } from '../protocol/response-signature.js';
 import { parseArgs, USAGE, type GatewayCommand } from './cli.js';
 import { serveMcpStdio } from './mcp-transports.js';
 import { startGateway } from './server.js';

@@ -8,7 +8,7 @@ import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { ApiError, notFound, tooLarge } from '../common/errors.js';
 import { limits } from '../common/limits.js';
-import type { StateTracker } from '../sdk/protocol/response-signature.js';
+import type { StateTracker } from '../protocol/response-signature.js';
 import { forward, readRequest } from './forward.js';
 import { handleMcpHttp } from './mcp-transports.js';
 import type { StateFile } from './state-file.js';

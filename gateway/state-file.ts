@@ -6,7 +6,7 @@
  */
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { formatState, parseState, type KnownState } from '../sdk/protocol/response-signature.js';
+import { formatState, parseState, type KnownState } from '../protocol/response-signature.js';
 
 interface StateFileJson {
   v: 1;

@@ -6,7 +6,7 @@
  * request that noticed at the same time.
  */
 import { connect, ResponseSignatureError, SealedCallError, type ConnectOptions, type TeeClient } from '../sdk/client.js';
-import type { StateTracker } from '../sdk/protocol/response-signature.js';
+import type { StateTracker } from '../protocol/response-signature.js';
 
 export class Trust {
   private refreshing: Promise<void> | undefined;

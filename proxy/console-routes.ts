@@ -20,6 +20,7 @@ const FILES: Record<string, { path: string; type: string }> = {
   'pins.js': { path: join(consoleDir, 'pins.js'), type: JS },
   'verifier.js': { path: join(repoRoot, 'dist', 'console', 'verifier.js'), type: JS },
   'style.css': { path: join(consoleDir, 'style.css'), type: 'text/css; charset=utf-8' },
+  'favicon.svg': { path: join(consoleDir, 'favicon.svg'), type: 'image/svg+xml' },
 };
 
 function readConsoleFile(path: string): Buffer {

@@ -28,11 +28,11 @@ import {
   ANCESTOR_HEADER, checkSignature, DEFAULT_MAX_SKEW_MS, formatState, isAncestry, KNOWN_STATE_HEADER, sha256Hex, SIGNATURE_HEADER, STATE_HEADER,
   StateTracker, splitSignedStream, STORE_HEADER, TENANT_HEADER, STREAM_SIGNATURE_EVENT, TIMESTAMP_HEADER, UPSTREAM_HEADER, type Ancestry, type KnownState,
   type SignedRequest, type StateHead,
-} from './protocol/response-signature.js';
-import { decodeBase64, openReply, SEALED_PATH, sealRequest, SealedFormatError } from './protocol/sealed.js';
-import { SEALED_STREAM_PATH, sealedStreamKey } from './protocol/sealed-stream.js';
-import { normalizeOrigin, upstreamRefusal } from './protocol/upstream.js';
-import { parseUserData } from './protocol/user-data.js';
+} from '../protocol/response-signature.js';
+import { decodeBase64, openReply, SEALED_PATH, sealRequest, SealedFormatError } from '../protocol/sealed.js';
+import { SEALED_STREAM_PATH, sealedStreamKey } from '../protocol/sealed-stream.js';
+import { normalizeOrigin, upstreamRefusal } from '../protocol/upstream.js';
+import { parseUserData } from '../protocol/user-data.js';
 import { AttestationError, ResponseSignatureError, RollbackError, SealedCallError, UpstreamError } from './errors.js';
 import { readSealedStream, type SealedStream } from './sealed-stream.js';
 
@@ -117,7 +117,7 @@ export interface TeeResponse<T = unknown> {
   state: StateHead;
   /** The id of the sealed store that head belongs to. */
   store: string;
-  /** Where a chat's prompt and memories went (sdk/protocol/upstream.ts); "" when no model was used. */
+  /** Where a chat's prompt and memories went (protocol/upstream.ts); "" when no model was used. */
   upstream: string;
 }
 
@@ -267,6 +267,12 @@ export class TeeClient {
 
   /** Sends one plain request with `authorization` (or none) and checks the signed answer. */
   private async send<T>(method: string, path: string, bytes: Uint8Array, authorization: string | undefined, options: CallOptions): Promise<TeeResponse<T>> {
+    const sent = await this.fetchRaw(method, path, bytes, authorization, options);
+    return this.checked<T>(sent);
+  }
+
+  /** One HTTP exchange, not yet verified. */
+  private async fetchRaw(method: string, path: string, bytes: Uint8Array, authorization: string | undefined, options: CallOptions): Promise<RawExchange> {
     const { url, target } = this.resolve(path);
     const floor = this.stateFloor();
     const headers: Record<string, string> = { ...options.headers, ...knownStateHeaders(floor) };
@@ -275,12 +281,16 @@ export class TeeClient {
     if (options.organization) headers.organization_id = options.organization;
     const response = await this.fetchImpl(url, { method, headers, body: bytes.length > 0 ? bytes : undefined, signal: options.signal });
     const raw = new Uint8Array(await response.arrayBuffer());
-    const responseHeaders = headersOf(response.headers);
-    const { signedAt, state, store, upstream } = this.verify(
-      { method, target, organization: options.organization, authorization, knownState: floor && formatState(floor), body: bytes },
-      response.status, raw, responseHeaders, floor,
-    );
-    return { status: response.status, body: parseJson(raw) as T, raw, headers: responseHeaders, signedAt, state, store, upstream };
+    return {
+      request: { method, target, organization: options.organization, authorization, knownState: floor && formatState(floor), body: bytes },
+      status: response.status, raw, headers: headersOf(response.headers), floor,
+    };
+  }
+
+  /** An exchange whose signature checks out (ResponseSignatureError, RollbackError or UpstreamError when not). */
+  private checked<T>({ request, status, raw, headers, floor }: RawExchange): TeeResponse<T> {
+    const { signedAt, state, store, upstream } = this.verify(request, status, raw, headers, floor);
+    return { status, body: parseJson(raw) as T, raw, headers, signedAt, state, store, upstream };
   }
 
   /**
@@ -307,16 +317,21 @@ export class TeeClient {
     // The outer request is itself a signed plain call, and carries no key: the host reads
     // every outer header, and the key travels only inside the envelope.
     const extra = Object.fromEntries(Object.entries(options.headers ?? {}).filter(([name]) => name.toLowerCase() !== 'authorization'));
-    const outer = await this.send<unknown>('POST', SEALED_PATH, encodeBody(envelope), undefined, { headers: extra, signal: options.signal });
-    if (outer.status !== 200) {
+    const exchange = await this.fetchRaw('POST', SEALED_PATH, encodeBody(envelope), undefined, { headers: extra, signal: options.signal });
+    if (exchange.status !== 200) {
+      // A refusal is the enclave's plain, signed answer (or the host's, which does not verify).
+      const outer = this.checked<unknown>(exchange);
       const message = describeError(outer.body) ?? `HTTP ${outer.status}`;
       throw new SealedCallError(`the enclave refused the sealed request: ${message}`, outer.status, outer.body);
     }
+    // A 200 is not signed outside: the box authenticates it (only the enclave holds the other
+    // half of this call's key), and the answer inside carries the enclave's signature.
+    const outerBody = parseJson(exchange.raw);
     let reply;
     try {
-      reply = openReply(outer.body, replyKey);
+      reply = openReply(outerBody, replyKey);
     } catch (error) {
-      if (error instanceof SealedFormatError) throw new SealedCallError(error.message, outer.status, outer.body);
+      if (error instanceof SealedFormatError) throw new SealedCallError(error.message, exchange.status, outerBody);
       throw error;
     }
     const { signedAt, state, store, upstream } = this.verify(
@@ -452,6 +467,14 @@ function tenantInBody(body: Uint8Array): string | undefined {
   if (body.length === 0 || body[0] !== 0x7b /* { */ || !Buffer.from(body).includes('"tenant_id"')) return undefined;
   const parsed = parseJson(body) as { tenant_id?: unknown } | string;
   return typeof parsed === 'object' && parsed !== null && typeof parsed.tenant_id === 'string' ? parsed.tenant_id : undefined;
+}
+
+interface RawExchange {
+  request: SignedRequest;
+  status: number;
+  raw: Uint8Array;
+  headers: Record<string, string>;
+  floor: KnownState | undefined;
 }
 
 function encodeBody(body: Body): Uint8Array {

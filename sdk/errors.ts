@@ -1,6 +1,6 @@
 /** What the sdk throws when it cannot verify something (client.ts, sealed-stream.ts). */
 import type { Check } from './attestation/verify.js';
-import type { KnownState, StateHead } from './protocol/response-signature.js';
+import type { KnownState, StateHead } from '../protocol/response-signature.js';
 
 /** Base class: something the client could not verify. */
 export class TrustError extends Error {

@@ -14,8 +14,8 @@ export {
   SIGNATURE_HEADER, STATE_HEADER, STATEMENT_TAG, StateTracker, STORE_HEADER, STREAM_SIGNATURE_EVENT, TIMESTAMP_HEADER,
   UPSTREAM_HEADER,
   type Ancestry, type KnownState, type ResponseSignature, type SavedState, type SignedRequest, type StateHead,
-} from './protocol/response-signature.js';
-export { openReply, sealRequest, SEALED_PATH, type SealedReply, type SealedRequest } from './protocol/sealed.js';
-export { SEALED_STREAM_PATH, SealedStreamError } from './protocol/sealed-stream.js';
-export { encodeUserData, parseUserData, type BoundKeys } from './protocol/user-data.js';
-export { formatUpstream, LOCAL_UPSTREAM, parseUpstream, type Upstream } from './protocol/upstream.js';
+} from '../protocol/response-signature.js';
+export { openReply, sealRequest, SEALED_PATH, type SealedReply, type SealedRequest } from '../protocol/sealed.js';
+export { SEALED_STREAM_PATH, SealedStreamError } from '../protocol/sealed-stream.js';
+export { encodeUserData, parseUserData, type BoundKeys } from '../protocol/user-data.js';
+export { formatUpstream, LOCAL_UPSTREAM, parseUpstream, type Upstream } from '../protocol/upstream.js';

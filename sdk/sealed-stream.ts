@@ -1,5 +1,5 @@
 /**
- * Reading a sealed stream (sdk/protocol/sealed-stream.ts) on the client: TeeClient.sealedStream
+ * Reading a sealed stream (protocol/sealed-stream.ts) on the client: TeeClient.sealedStream
  * sends the request; this opens the frames as they arrive and checks the inner answer's
  * signature once the enclave's final frame has come.
  *
@@ -8,8 +8,8 @@
  * the enclave signed exactly these bytes for this request, tenant, key and state head. A JSON
  * (non-streamed) answer is yielded only after that end check.
  */
-import type { StateHead } from './protocol/response-signature.js';
-import { FrameOpener, outerEvents, SealedStreamError, type OpenedFrame } from './protocol/sealed-stream.js';
+import type { StateHead } from '../protocol/response-signature.js';
+import { FrameOpener, outerEvents, SealedStreamError, type OpenedFrame } from '../protocol/sealed-stream.js';
 import { SealedCallError, TrustError } from './errors.js';
 
 export interface SealedStream extends AsyncIterable<Uint8Array> {

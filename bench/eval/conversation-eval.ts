@@ -38,8 +38,8 @@ export interface StoredConversations {
   turnId: Map<string, string>;
 }
 
-export async function storeConversations(embedder: Embedder): Promise<StoredConversations> {
-  const set = await loadConversations();
+export async function storeConversations(embedder: Embedder, set?: ConversationSet): Promise<StoredConversations> {
+  set ??= await loadConversations();
   const memory = new MemoryService(embedder);
   const turnId = new Map<string, string>();
   for (const conversation of set.conversations) {
@@ -90,12 +90,15 @@ function mean(values: number[]): number {
 
 const f3 = (x: number) => x.toFixed(3);
 
-export function formatConversationReport(report: ConversationReport): string {
+export const SYNTHETIC_HALVES = { tune: 'conversations 0-5', test: 'conversations 6-11' };
+
+/** `halves` names each half's conversations, e.g. { test: 'conversations 6-11', tune: 'conversations 0-5' }. */
+export function formatConversationReport(report: ConversationReport, name = 'long conversations', halves = SYNTHETIC_HALVES): string {
   const lines: string[] = [];
   for (const half of ['test', 'tune'] as const) {
     const modes = Object.keys(report[half]);
     const kinds = Object.keys(report[half][modes[0]]);
-    lines.push(`long conversations, ${half === 'test' ? 'HELD-BACK half (conversations 6-11)' : 'tuning half (conversations 0-5)'}: recall@5 / recall@10 / MRR`);
+    lines.push(`${name}, ${half === 'test' ? 'HELD-BACK' : 'tuning'} half (${halves[half]}): recall@5 / recall@10 / MRR`);
     lines.push(`| method     | ${kinds.map((k) => `${k} (${report[half][modes[0]][k].questions})`).join(' | ')} |`);
     lines.push(`|------------|${kinds.map(() => '---').join('|')}|`);
     for (const mode of modes) {

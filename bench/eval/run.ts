@@ -14,6 +14,7 @@ import { MemoryService } from '../../enclave/memory/memory-service.js';
 import { FUSION_DEPTH } from '../../enclave/retrieval/hybrid.js';
 import { calibrateChatRelevance, formatRelevanceReport, type RelevanceReport } from './chat-relevance.js';
 import { evaluateConversations, formatConversationReport, storeConversations, type ConversationReport } from './conversation-eval.js';
+import { LOCOMO_FILE, loadLocomo } from './locomo.js';
 import { loadRetrievalSet, loadSimilarityPairs, type QuestionKind } from './datasets.js';
 import { recallAt, reciprocalRank, spearman } from './metrics.js';
 import { RANKERS, type RankerName } from './rankers.js';
@@ -32,6 +33,9 @@ export interface EvalReport {
   retrieval: Record<RankerName, Scores & { byKind: Record<string, Scores> }>;
   similarity: { dev: number; test: number; devPairs: number; testPairs: number };
   conversations: ConversationReport;
+  /** The same on the LoCoMo development set; absent when its file is not on this machine. */
+  locomo?: ConversationReport;
+  locomoHalves?: { tune: string; test: string };
   chatRelevance: RelevanceReport;
 }
 
@@ -73,6 +77,8 @@ export async function evaluate(embedder: Embedder): Promise<EvalReport> {
 
   const [dev, test] = await Promise.all([loadSimilarityPairs('dev'), loadSimilarityPairs('test')]);
   const conversations = await storeConversations(embedder);
+  const locomoSet = await loadLocomo();
+  const locomo = locomoSet && (await storeConversations(embedder, locomoSet));
   return {
     model: embedder.id,
     retrieval,
@@ -83,7 +89,12 @@ export async function evaluate(embedder: Embedder): Promise<EvalReport> {
       testPairs: test.length,
     },
     conversations: await evaluateConversations(conversations),
-    chatRelevance: await calibrateChatRelevance(conversations),
+    locomo: locomo && (await evaluateConversations(locomo)),
+    locomoHalves: locomoSet && {
+      tune: locomoSet.conversations.filter((c) => c.half === 'tune').map((c) => c.id).join(', '),
+      test: locomoSet.conversations.filter((c) => c.half === 'test').map((c) => c.id).join(', '),
+    },
+    chatRelevance: await calibrateChatRelevance([{ name: 'synthetic', stored: conversations }, ...(locomo ? [{ name: 'LoCoMo', stored: locomo }] : [])]),
   };
 }
 
@@ -120,6 +131,11 @@ export function formatReport(report: EvalReport): string {
   }
   const { similarity } = report;
   lines.push('', formatConversationReport(report.conversations));
+  lines.push(
+    report.locomo
+      ? formatConversationReport(report.locomo, 'LoCoMo development set', report.locomoHalves!)
+      : `LoCoMo development set: not found at ${LOCOMO_FILE} (set LOCOMO_FILE), skipped\n`,
+  );
   lines.push(formatRelevanceReport(report.chatRelevance), '');
   lines.push(`semantic similarity, Spearman's rho: dev ${f3(similarity.dev)} (${similarity.devPairs} pairs), held-out test ${f3(similarity.test)} (${similarity.testPairs} pairs)`);
   return lines.join('\n');

@@ -1,12 +1,11 @@
 import type { ChatCompletionInput } from '../../common/chat-schema.js';
 import { badRequest } from '../../common/errors.js';
-import type { ApiReply, ApiRequest } from '../../common/proto.js';
+import type { ApiReply } from '../../common/proto.js';
 import { sseDone, sseEvent, sseHeaders } from '../../common/sse.js';
-import type { Authorizer } from '../auth/authorizer.js';
 import type { AnswerUpstream } from '../chat/answer-upstream.js';
 import type { ChatService } from '../chat/chat-service.js';
 import { normalizeChat } from '../chat/messages.js';
-import { TENANT_HEADER } from '../../sdk/protocol/response-signature.js';
+import { TENANT_HEADER } from '../../protocol/response-signature.js';
 import { chatCaller, type ChatCaller } from './chat-tenant.js';
 import { jsonReply } from './request.js';
 import type { CallContext, RouteCall } from './resolve-call.js';
@@ -21,9 +20,9 @@ export const memoryIdsHeader = (ids: readonly string[], tenant: string | undefin
   ({ 'x-memory-ids': ids.join(','), [TENANT_HEADER]: tenant ?? '', ...upstream.headers() });
 
 /** POST /v1/chat/completions on the enclave's side: the inputs are validated; decide the tenant, answer. */
-export function chatRoutes(chat: ChatService, auth: Authorizer) {
-  const parse = ({ request, body }: { request: ApiRequest; body: ChatCompletionInput }) =>
-    ({ input: normalizeChat(body), caller: chatCaller(request, auth) });
+export function chatRoutes(chat: ChatService) {
+  const parse = ({ request, caller, body }: RouteCall<'ChatCompletion'>) =>
+    ({ input: normalizeChat(body), caller: chatCaller(request, caller) });
 
   const answer = async (input: ChatCompletionInput, caller: ChatCaller, signal: AbortSignal, meter?: MemoryMeter): Promise<ApiReply> => {
     const { completion, memoryIds, upstream } = await chat.complete(input, { ...caller, signal, meter });

@@ -1,7 +1,6 @@
 import { chatHeadersSchema } from '../../common/chat-schema.js';
-import type { ApiRequest } from '../../common/proto.js';
 import { validator } from '../../common/validation.js';
-import type { Authorizer } from '../auth/authorizer.js';
+import { chatTenant as tenantFor, type Caller } from '../auth/caller.js';
 
 const validHeaders = validator<{ organization_id?: string }>(chatHeadersSchema, 'params');
 
@@ -13,11 +12,11 @@ const validHeaders = validator<{ organization_id?: string }>(chatHeadersSchema, 
  * a key holding one tenant uses it without the header. Open, no organization means no
  * tenant: the request gets no memories.
  */
-export function chatTenant(request: ApiRequest, auth: Authorizer): string | undefined {
+export function chatTenant(request: { organization: string }, caller: Caller): string | undefined {
   const organization = request.organization
     ? validHeaders({ organization_id: request.organization }).organization_id
     : undefined;
-  return auth.chatTenant(request.authorization, organization);
+  return tenantFor(caller, organization);
 }
 
 /** Who a chat acts as: its tenant, and every tenant of its key (memories the model saves count against the key's share). */
@@ -26,7 +25,6 @@ export interface ChatCaller {
   keyTenants: ReadonlySet<string> | undefined;
 }
 
-export function chatCaller(request: ApiRequest, auth: Authorizer): ChatCaller {
-  const tenant = chatTenant(request, auth);
-  return { tenant, keyTenants: auth.tenantsOf(request.authorization) };
+export function chatCaller(request: { organization: string }, caller: Caller): ChatCaller {
+  return { tenant: chatTenant(request, caller), keyTenants: caller.tenants };
 }

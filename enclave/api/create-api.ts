@@ -3,6 +3,7 @@ import type { Logger } from '../../common/logger.js';
 import type { ApiReply, ApiRequest } from '../../common/proto.js';
 import { apiRoutes, routeLabel, type RouteName } from '../../common/routes.js';
 import type { Authorizer } from '../auth/authorizer.js';
+import type { Caller } from '../auth/caller.js';
 import type { EnclaveIdentity, SealedRequestKey } from '../keys.js';
 import type { ChatService } from '../chat/chat-service.js';
 import type { MemoryService } from '../memory/memory-service.js';
@@ -18,7 +19,7 @@ import { resolveCall, streams, type CallContext, type RouteCall, type RouteHandl
 import { sealedRoute } from './sealed-route.js';
 import { sealedStreamRoute, sealedStreamUnary } from './sealed-stream-route.js';
 import { signReply, type ResponseSigner, type SignedState } from './signing.js';
-import { HTTP_METHOD } from '../../sdk/protocol/response-signature.js';
+import { HTTP_METHOD } from '../../protocol/response-signature.js';
 import { WorkGate, type Place, type WorkLimits } from './work-gate.js';
 import { NO_METER } from '../memory/meter.js';
 import { sendReply, wrapStream, type ChunkSink, type StreamHandler } from './stream.js';
@@ -71,23 +72,23 @@ export interface ApiDeps {
  */
 export function createApi(deps: ApiDeps): EnclaveApi {
   const gate = new WorkGate(deps.work);
-  const shareOf = (authorization: string | undefined) => gate.shareOf(deps.auth.keyOf(authorization ?? ''), deps.auth.required);
+  const shareOf = (caller: Caller) => gate.shareOf(caller.keyId, deps.auth.required);
   const signer: ResponseSigner = { ...deps.identity, state: deps.state };
   const sign = (request: ApiRequest, reply: ApiReply) => signReply(signer, request.method, request, reply);
   // Routes that wait on the model are bounded by its own timeouts and the caller's deadline;
   // ENCLAVE_TIMEOUT_MS bounds the enclave's own work.
   const timeLimit = (name: RouteName | undefined) => (name && apiRoutes[name].budget === 'model' ? Infinity : undefined);
 
-  const memory = memoryRoutes(deps.memory, deps.auth);
-  const chat = chatRoutes(deps.chat, deps.auth);
-  const responses = responsesRoutes(deps.chat, deps.auth);
+  const memory = memoryRoutes(deps.memory);
+  const chat = chatRoutes(deps.chat);
+  const responses = responsesRoutes(deps.chat);
   const handlers: RouteHandlers = {
     ...memory,
-    ...modelRoutes({ ...deps.models, authenticate: (a) => deps.auth.authenticate(a), embeddingModel: () => deps.memory.embeddingModel.id }),
+    ...modelRoutes({ ...deps.models, embeddingModel: () => deps.memory.embeddingModel.id }),
     GetAttestation: attestationRoute(deps.attestation),
     ChatCompletion: chat.complete,
     CreateResponse: responses.complete,
-    CreateEmbeddings: embeddingsRoute({ auth: deps.auth, model: () => deps.memory.embeddingModel, embed: (texts, meter) => deps.memory.embed(texts, meter) }),
+    CreateEmbeddings: embeddingsRoute({ model: () => deps.memory.embeddingModel, embed: (texts, meter) => deps.memory.embed(texts, meter) }),
     // A sealed request cannot nest another sealed request.
     Sealed: (call, context) => sealed(call, context),
     SealedStream: sealedStreamUnary,
@@ -117,23 +118,25 @@ export function createApi(deps: ApiDeps): EnclaveApi {
    */
   const withMethod = (request: ApiRequest): ApiRequest => (HTTP_METHOD.test(request.method) ? request : { ...request, method: 'INVALID' });
 
-  const serve = (inner: boolean): Handler => async (given, context) => {
+  const serve = (inner: boolean) => async (given: ApiRequest, context?: CallContext, known?: Caller): Promise<ApiReply> => {
     const started = performance.now();
     const request = withMethod(given);
+    // The request's one key lookup (the inner request of a sealed call: the one its envelope's admission made).
+    const caller = known ?? deps.auth.identify(request.authorization);
     let name: RouteName | undefined;
     let reply: ApiReply;
     let cancelled = false;
     try {
-      const resolved = resolveCall(request, inner ? sealableOnly : undefined);
+      const resolved = resolveCall(request, caller, inner ? sealableOnly : undefined);
       name = resolved.name;
       if (inner) {
         // The sealed call's place now counts for the key inside the envelope (429 when that key is at its share).
-        context?.place?.moveTo(shareOf(request.authorization));
+        context?.place?.moveTo(shareOf(caller));
         // Its embeds and searches are counted nowhere: /metrics must not show what it did.
         reply = await run(resolved.name, resolved.call, { ...context, meter: NO_METER });
       } else {
         // Each API key gets a fair share of the gate, counted by the key it matched.
-        reply = await gate.run((place) => run(resolved.name, resolved.call, { ...context, place }), context?.deadline, timeLimit(name), shareOf(request.authorization));
+        reply = await gate.run((place) => run(resolved.name, resolved.call, { ...context, place }), context?.deadline, timeLimit(name), shareOf(caller));
       }
     } catch (err) {
       if (err instanceof ApiError) {
@@ -157,13 +160,16 @@ export function createApi(deps: ApiDeps): EnclaveApi {
       }
       deps.observer?.handled(route, reply.status ?? 0, (performance.now() - started) / 1000, false);
     }
+    // A sealed call's 200 is the boxed answer, authenticated by the box and signed inside:
+    // a second signature outside would only cost time. Its refusals are signed like any reply.
+    if (name === 'Sealed' && reply.status === 200) return reply;
     return sign(request, reply);
   };
 
   const sealed = sealedRoute({
     ...deps.sealed,
-    authenticate: (a) => deps.auth.authenticate(a),
-    dispatch: serve(true),
+    identify: (a) => deps.auth.identify(a),
+    dispatch: (request, caller, context) => serve(true)(request, context, caller),
   });
 
   type AnyStreamHandler = (c: RouteCall<RouteName>, s: ChunkSink, a: AbortSignal, context?: CallContext) => Promise<void>;
@@ -173,28 +179,29 @@ export function createApi(deps: ApiDeps): EnclaveApi {
    * plainly (signed; refusals as replies), within the sealed call's place, which now counts
    * for the key inside. Not logged and not metered, like a sealed call's inner request.
    */
-  const innerStream = (request: ApiRequest, sink: ChunkSink, signal: AbortSignal, place?: Place) => wrapStream(async (inner, s, sig) => {
-    const { name, call } = resolveCall(withMethod(inner), sealableOnly);
-    place?.moveTo(shareOf(inner.authorization));
+  const innerStream = (request: ApiRequest, caller: Caller, sink: ChunkSink, signal: AbortSignal, place?: Place) => wrapStream(async (inner, c, s, sig) => {
+    const { name, call } = resolveCall(withMethod(inner), c, sealableOnly);
+    place?.moveTo(shareOf(c));
     const context: CallContext = { signal: sig, place, meter: NO_METER };
     if (streams(name)) await (streamHandlers[name] as AnyStreamHandler)(call, s, sig, context);
     else await sendReply(s, await run(name, call, context));
-  }, { log: deps.log, signer, gate: (work) => work(), inner: true, maxStreamMs: deps.work.maxStreamMs })(request, sink, signal);
+  }, { log: deps.log, signer, identify: () => caller, gate: (work) => work(), inner: true, maxStreamMs: deps.work.maxStreamMs })(request, sink, signal);
 
   const sealedStream = sealedStreamRoute({
     ...deps.sealed,
-    authenticate: (a) => deps.auth.authenticate(a),
+    identify: (a) => deps.auth.identify(a),
     dispatch: innerStream,
   });
 
-  const streamed = wrapStream(async (request, sink, signal, place) => {
-    const { name, call } = resolveCall(request);
+  const streamed = wrapStream(async (request, caller, sink, signal, place) => {
+    const { name, call } = resolveCall(request, caller);
     if (streams(name)) await (streamHandlers[name] as AnyStreamHandler)(call, sink, signal, { signal, place });
     else await sendReply(sink, await run(name, call, { signal }));
   }, {
     log: deps.log,
     signer,
-    gate: (work, deadline, authorization) => gate.run((place) => work(place), deadline, Infinity, shareOf(authorization)),
+    identify: (request) => deps.auth.identify(request.authorization),
+    gate: (work, deadline, caller) => gate.run((place) => work(place), deadline, Infinity, shareOf(caller)),
     maxStreamMs: deps.work.maxStreamMs,
     observe: (route, status, seconds) => deps.observer?.handled(route, status, seconds, true),
   });

@@ -1,12 +1,11 @@
 import { badRequest } from '../../common/errors.js';
 import type { ApiReply } from '../../common/proto.js';
-import type { Authorizer } from '../auth/authorizer.js';
+import { authenticate } from '../auth/caller.js';
 import { jsonReply } from './request.js';
 import type { CallContext, RouteCall } from './resolve-call.js';
 import type { MemoryMeter } from '../memory/meter.js';
 
 export interface EmbeddingsDeps {
-  auth: Authorizer;
   /** The model memories are embedded with: its name, dimension, and one vector per text. */
   model: () => { id: string; dimension: number };
   embed: (texts: string[], meter?: MemoryMeter) => Promise<Float32Array[]>;
@@ -21,8 +20,8 @@ const words = (text: string) => text.split(/\s+/).filter(Boolean).length;
  * keys are configured.
  */
 export function embeddingsRoute(deps: EmbeddingsDeps) {
-  return async ({ request, body }: RouteCall<'CreateEmbeddings'>, context?: CallContext): Promise<ApiReply> => {
-    deps.auth.authenticate(request.authorization);
+  return async ({ caller, body }: RouteCall<'CreateEmbeddings'>, context?: CallContext): Promise<ApiReply> => {
+    authenticate(caller);
     const { id, dimension } = deps.model();
     if (body.dimensions !== undefined && body.dimensions !== dimension) {
       throw badRequest(`the embedding model '${id}' gives ${dimension} dimensions; it cannot give ${body.dimensions}`, 'dimensions');

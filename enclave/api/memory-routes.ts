@@ -1,20 +1,20 @@
 import { badRequest, notFound } from '../../common/errors.js';
 import { limits } from '../../common/limits.js';
-import type { ApiReply, ApiRequest } from '../../common/proto.js';
-import type { Authorizer } from '../auth/authorizer.js';
+import type { ApiReply } from '../../common/proto.js';
+import { authorize, type Caller } from '../auth/caller.js';
 import type { MemoryService } from '../memory/memory-service.js';
 import type { MemoryRecord, ScoredMemory } from '../memory/types.js';
-import { TENANT_HEADER } from '../../sdk/protocol/response-signature.js';
+import { TENANT_HEADER } from '../../protocol/response-signature.js';
 import { jsonReply } from './request.js';
 import type { CallContext, RouteCall, RouteHandler } from './resolve-call.js';
 
-/** Names the tenant an answer acted for; it is signed with the answer (sdk/protocol/response-signature.ts). */
+/** Names the tenant an answer acted for; it is signed with the answer (protocol/response-signature.ts). */
 const forTenant = (...tenants: string[]) => ({ [TENANT_HEADER]: [...new Set(tenants)].sort().join(',') });
 
 /**
  * A search's answer: the list shape, each memory with its scores. Object.assign, not
- * `{ ...record, score, scores }`: V8 (Node 20) promoted what such literals made to the old
- * generation, about 4 KB a search (docs/performance.md).
+ * `{ ...record, score, scores }`: V8 (Node 20) promoted what such literals made
+ * (docs/performance-log.md#collections-again-2026-11-25-afternoon).
  */
 const searchReply = (tenantId: string, query: string, topK: number, results: ScoredMemory[]) => jsonReply(200, {
   object: 'list',
@@ -29,11 +29,11 @@ const searchReply = (tenantId: string, query: string, topK: number, results: Sco
  * table): check the caller's key holds the tenant, act, answer. The key is checked before
  * any lookup, so a refused caller learns nothing about what exists.
  */
-export function memoryRoutes(memory: MemoryService, auth: Authorizer): {
+export function memoryRoutes(memory: MemoryService): {
   [N in 'AddMemory' | 'ListMemories' | 'DeleteMemories' | 'SearchMemory' | 'GetMemory' | 'UpdateMemory' | 'DeleteMemory']: RouteHandler<N>
 } {
-  const lookup = (request: ApiRequest, tenantId: string, id: string): MemoryRecord => {
-    auth.authorize(request.authorization, tenantId);
+  const lookup = (caller: Caller, tenantId: string, id: string): MemoryRecord => {
+    authorize(caller, tenantId);
     const record = memory.get(tenantId, id);
     // The same answer whether the id does not exist or belongs to another tenant.
     if (!record) throw notFound(`no memory '${id}' for tenant '${tenantId}'`, 'memory_not_found');
@@ -41,19 +41,19 @@ export function memoryRoutes(memory: MemoryService, auth: Authorizer): {
   };
 
   return {
-    async AddMemory({ request, body: input }, context) {
+    async AddMemory({ caller, body: input }, context) {
       // A batch is validated whole, and every tenant in it authorized, before anything is stored.
       if ('memories' in input) {
-        for (const item of input.memories) auth.authorize(request.authorization, item.tenant_id);
-        const data = await memory.addMany(input.memories, auth.tenantsOf(request.authorization), context?.meter);
+        for (const item of input.memories) authorize(caller, item.tenant_id);
+        const data = await memory.addMany(input.memories, caller.tenants, context?.meter);
         return jsonReply(200, { object: 'list', data }, forTenant(...input.memories.map((m) => m.tenant_id)));
       }
-      auth.authorize(request.authorization, input.tenant_id);
-      return jsonReply(200, await memory.add(input, auth.tenantsOf(request.authorization), context?.meter), forTenant(input.tenant_id));
+      authorize(caller, input.tenant_id);
+      return jsonReply(200, await memory.add(input, caller.tenants, context?.meter), forTenant(input.tenant_id));
     },
 
-    async ListMemories({ request, query: input }: RouteCall<'ListMemories'>, context?: CallContext): Promise<ApiReply> {
-      auth.authorize(request.authorization, input.tenant_id);
+    async ListMemories({ caller, query: input }: RouteCall<'ListMemories'>, context?: CallContext): Promise<ApiReply> {
+      authorize(caller, input.tenant_id);
       if (input.query !== undefined) {
         if (input.limit !== undefined || input.after !== undefined) {
           throw badRequest('limit and after page a list; a query takes top_k', input.limit !== undefined ? 'limit' : 'after', 'invalid_value');
@@ -74,30 +74,30 @@ export function memoryRoutes(memory: MemoryService, auth: Authorizer): {
       }, forTenant(input.tenant_id));
     },
 
-    async DeleteMemories({ request, query: { tenant_id } }) {
-      auth.authorize(request.authorization, tenant_id);
+    async DeleteMemories({ caller, query: { tenant_id } }) {
+      authorize(caller, tenant_id);
       const count = await memory.deleteAll(tenant_id);
       return jsonReply(200, { object: 'memory.deleted', deleted: true, count }, forTenant(tenant_id));
     },
 
-    async SearchMemory({ request, body: input }, context) {
-      auth.authorize(request.authorization, input.tenant_id);
+    async SearchMemory({ caller, body: input }, context) {
+      authorize(caller, input.tenant_id);
       return searchReply(input.tenant_id, input.query, input.top_k, await memory.query(input, undefined, context?.meter));
     },
 
-    async GetMemory({ request, query: { tenant_id }, params: { id } }) {
-      return jsonReply(200, lookup(request, tenant_id, id), forTenant(tenant_id));
+    async GetMemory({ caller, query: { tenant_id }, params: { id } }) {
+      return jsonReply(200, lookup(caller, tenant_id, id), forTenant(tenant_id));
     },
 
-    async UpdateMemory({ request, query: { tenant_id }, params: { id }, body }, context) {
-      lookup(request, tenant_id, id);
+    async UpdateMemory({ caller, query: { tenant_id }, params: { id }, body }, context) {
+      lookup(caller, tenant_id, id);
       const updated = await memory.update(tenant_id, id, body, context?.meter);
       if (!updated) throw notFound(`no memory '${id}' for tenant '${tenant_id}'`, 'memory_not_found');
       return jsonReply(200, updated, forTenant(tenant_id));
     },
 
-    async DeleteMemory({ request, query: { tenant_id }, params: { id } }) {
-      const record = lookup(request, tenant_id, id);
+    async DeleteMemory({ caller, query: { tenant_id }, params: { id } }) {
+      const record = lookup(caller, tenant_id, id);
       await memory.delete(tenant_id, record.id);
       return jsonReply(200, { id: record.id, object: 'memory.deleted', deleted: true }, forTenant(tenant_id));
     },

@@ -1,11 +1,10 @@
 import { ApiError } from '../../common/errors.js';
 import type { ApiReply } from '../../common/proto.js';
+import { authenticate } from '../auth/caller.js';
 import { jsonReply } from './request.js';
 import type { RouteHandler } from './resolve-call.js';
 
 export interface ModelsDeps {
-  /** Throws unless the Authorization header holds a valid key (when keys are configured). */
-  authenticate: (authorization: string) => void;
   /** The upstream chat models the operator lists (MODEL_NAMES); chat passes any name through. */
   chatModels: readonly string[];
   /** The offline responder (local-memory): it answers chat without MODEL_BASE_URL, and whenever a request names it. */
@@ -26,12 +25,12 @@ export function modelRoutes(deps: ModelsDeps): { ListModels: RouteHandler<'ListM
     return list;
   };
   return {
-    async ListModels({ request }): Promise<ApiReply> {
-      deps.authenticate(request.authorization);
+    async ListModels({ caller }): Promise<ApiReply> {
+      authenticate(caller);
       return jsonReply(200, { object: 'list', data: models() });
     },
-    async GetModel({ request, params: { id } }): Promise<ApiReply> {
-      deps.authenticate(request.authorization);
+    async GetModel({ caller, params: { id } }): Promise<ApiReply> {
+      authenticate(caller);
       const found = models().find((m) => m.id === id);
       if (!found) throw new ApiError('model_not_found', `the model '${id}' does not exist`, { param: 'model' });
       return jsonReply(200, found);

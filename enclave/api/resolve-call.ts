@@ -8,6 +8,7 @@ import { parseJsonBody, parseTarget } from './request.js';
 import type { ChunkSink } from './stream.js';
 import type { Place } from './work-gate.js';
 import type { MemoryMeter } from '../memory/meter.js';
+import type { Caller } from '../auth/caller.js';
 
 /** What the transport knows about a call: its deadline (epoch ms), and a signal that fires when the caller cancels it. */
 export interface CallContext {
@@ -21,7 +22,10 @@ export interface CallContext {
 
 /** A request resolved to its route, its inputs validated against the route table's schemas. */
 export interface RouteCall<N extends RouteName> {
-  request: ApiRequest;
+  /** The request without its Authorization header: handlers act on `caller`, never on the header. */
+  request: Omit<ApiRequest, 'authorization'>;
+  /** Who sent it, identified once where the request entered (enclave/auth/caller.ts). */
+  caller: Caller;
   body: BodyOf<N>;
   query: QueryOf<N>;
   params: ParamsOf<N>;
@@ -61,7 +65,7 @@ function validate(name: RouteName, part: 'body' | 'querystring' | 'params', valu
  * checks. Unknown paths are 404, known paths with another method 405 (with Allow);
  * `admit` may refuse the route before its inputs are validated.
  */
-export function resolveCall(request: ApiRequest, admit?: (name: RouteName) => void): ResolvedCall {
+export function resolveCall(request: ApiRequest, caller: Caller, admit?: (name: RouteName) => void): ResolvedCall {
   const target = parseTarget(request.target);
   const match = matchRoute(request.method, target.path);
   if (match.kind === 'none') throw notFound(`no route for ${request.method || '(no method)'} ${target.path}`, 'unknown_route');
@@ -75,6 +79,7 @@ export function resolveCall(request: ApiRequest, admit?: (name: RouteName) => vo
   const hasBody = 'body' in spec.schema;
   const call = {
     request,
+    caller,
     params: validate(name, 'params', params),
     query: validate(name, 'querystring', { ...target.query }),
     body: hasBody ? validate(name, 'body', parseJsonBody(request.body, 'bodyLimit' in spec ? spec.bodyLimit : undefined)) : undefined,

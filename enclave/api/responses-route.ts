@@ -1,6 +1,5 @@
 import type { ApiReply } from '../../common/proto.js';
 import { sseEvent, sseHeaders } from '../../common/sse.js';
-import type { Authorizer } from '../auth/authorizer.js';
 import type { ChatService } from '../chat/chat-service.js';
 import { chatRequestOf, newMessageId, newResponseId, outputMessage, responseFromCompletion, responseObject, type ResponseParts } from '../chat/responses.js';
 import type { Usage } from '../chat/types.js';
@@ -12,9 +11,9 @@ import { sendFinal, sendReply, type ChunkSink } from './stream.js';
 import type { MemoryMeter } from '../memory/meter.js';
 
 /** POST /v1/responses: text in, text out, with the tenant's memories as chat gets them. */
-export function responsesRoutes(chat: ChatService, auth: Authorizer) {
-  const complete = async ({ request, body }: RouteCall<'CreateResponse'>, signal: AbortSignal, meter?: MemoryMeter): Promise<ApiReply> => {
-    const caller = chatCaller(request, auth);
+export function responsesRoutes(chat: ChatService) {
+  const complete = async ({ request, caller: from, body }: RouteCall<'CreateResponse'>, signal: AbortSignal, meter?: MemoryMeter): Promise<ApiReply> => {
+    const caller = chatCaller(request, from);
     const { tenant } = caller;
     const { completion, memoryIds, upstream } = await chat.complete(chatRequestOf(body, false), { ...caller, signal, meter });
     const response = responseFromCompletion(
@@ -31,7 +30,7 @@ export function responsesRoutes(chat: ChatService, auth: Authorizer) {
     async stream(call: RouteCall<'CreateResponse'>, sink: ChunkSink, signal: AbortSignal, context?: CallContext): Promise<void> {
       const meter = context?.meter;
       if (call.body.stream !== true) return sendReply(sink, await complete(call, signal, meter));
-      const caller = chatCaller(call.request, auth);
+      const caller = chatCaller(call.request, call.caller);
       const { tenant } = caller;
       const chatRequest = chatRequestOf(call.body, true);
       let sequence = 0;

@@ -3,7 +3,8 @@ import { limits } from '../../common/limits.js';
 import type { ApiReply, ApiRequest } from '../../common/proto.js';
 import { sealedPayloadSchema } from '../../common/schemas.js';
 import { validator } from '../../common/validation.js';
-import { decodeBase64, SealedFormatError, sealReply, type RequestEnvelope, type SealedRequestPlaintext } from '../../sdk/protocol/sealed.js';
+import { decodeBase64, SealedFormatError, sealReply, type RequestEnvelope, type SealedRequestPlaintext } from '../../protocol/sealed.js';
+import { authenticate, type Caller } from '../auth/caller.js';
 import type { SealedRequestKey } from '../keys.js';
 import type { ReplayGuard } from './replay-guard.js';
 import { jsonReply } from './request.js';
@@ -15,12 +16,13 @@ export interface SealedDeps {
   key: SealedRequestKey;
   replay: ReplayGuard;
   /**
-   * Checks the sealed Authorization before the envelope takes a place in the replay guard,
+   * Identifies the caller by the sealed Authorization (Authorizer.identify): the inner
+   * request's one key lookup. Checked before the envelope takes a place in the replay guard,
    * so traffic without a valid API key cannot fill it (401; nothing in open mode).
    */
-  authenticate: (authorization: string) => void;
-  /** Handles a decrypted request exactly as the plain route would (and signs its reply). */
-  dispatch: (request: ApiRequest, context?: CallContext) => Promise<ApiReply>;
+  identify: (authorization: string) => Caller;
+  /** Handles a decrypted request, as `caller`, exactly as the plain route would (and signs its reply). */
+  dispatch: (request: ApiRequest, caller: Caller, context?: CallContext) => Promise<ApiReply>;
 }
 
 const cannotOpen = () => badRequest(
@@ -38,6 +40,8 @@ const outerAuthorization = () => badRequest(
 /** A sealed request opened and admitted: the inner request, and what the answer is sealed with. */
 export interface AdmittedSealed {
   inner: ApiRequest;
+  /** Who the inner request comes from: the key inside the envelope. */
+  caller: Caller;
   sharedKey: Uint8Array;
   /** The envelope's nonce (a sealed stream's key is derived from it). */
   nonce: Uint8Array;
@@ -48,10 +52,11 @@ export interface AdmittedSealed {
  * everything both sealed routes do before the inner request runs. Refusals are plain
  * errors: they reveal nothing the host does not already see.
  */
-export function admitSealed(deps: Omit<SealedDeps, 'dispatch'>, request: ApiRequest, envelope: RequestEnvelope): AdmittedSealed {
+export function admitSealed(deps: Omit<SealedDeps, 'dispatch'>, outer: Pick<RouteCall<'Sealed'>, 'request' | 'caller'>, envelope: RequestEnvelope): AdmittedSealed {
+  const { request } = outer;
   // The key belongs inside the envelope only: one sent outside has passed the host in the
   // clear. Refusing it tells the client at once, instead of quietly working while leaking.
-  if (request.authorization) throw outerAuthorization();
+  if (outer.caller.sentHeader) throw outerAuthorization();
   let opened;
   try {
     opened = deps.key.open(envelope);
@@ -78,7 +83,8 @@ export function admitSealed(deps: Omit<SealedDeps, 'dispatch'>, request: ApiRequ
   }
   if (body.length > limits.maxBodyBytes) throw tooLarge(`the sealed request body is larger than ${limits.maxBodyBytes} bytes`);
 
-  deps.authenticate(payload.authorization ?? '');
+  const caller = deps.identify(payload.authorization ?? '');
+  authenticate(caller);
   switch (deps.replay.admit(opened.replayId, payload.timestamp)) {
     case 'stale':
       throw badRequest('the sealed request\'s timestamp is too far from the enclave\'s clock (seal it again)', null, 'sealed_request_expired');
@@ -100,7 +106,7 @@ export function admitSealed(deps: Omit<SealedDeps, 'dispatch'>, request: ApiRequ
     // The known state travels inside the envelope; the outer call's header is the outer answer's.
     known_state: payload.known_state ?? '',
   };
-  return { inner, sharedKey: opened.sharedKey, nonce: opened.nonce };
+  return { inner, caller, sharedKey: opened.sharedKey, nonce: opened.nonce };
 }
 
 /**
@@ -108,9 +114,9 @@ export function admitSealed(deps: Omit<SealedDeps, 'dispatch'>, request: ApiRequ
  * plain route, and seals the whole reply (status, headers, body) to the client's key.
  */
 export function sealedRoute(deps: SealedDeps) {
-  return async ({ request, body: envelope }: RouteCall<'Sealed'>, context?: CallContext): Promise<ApiReply> => {
-    const { inner, sharedKey } = admitSealed(deps, request, envelope);
-    const reply = await deps.dispatch(inner, context);
+  return async (call: RouteCall<'Sealed'>, context?: CallContext): Promise<ApiReply> => {
+    const { inner, caller, sharedKey } = admitSealed(deps, call, call.body);
+    const reply = await deps.dispatch(inner, caller, context);
     const sealed = sealReply(
       { status: reply.status ?? 200, headers: reply.headers ?? {}, body: (reply.body ?? new Uint8Array()) as Uint8Array },
       sharedKey,

@@ -1,7 +1,8 @@
 import { badRequest } from '../../common/errors.js';
 import type { ApiReply, ApiRequest } from '../../common/proto.js';
 import { sseHeaders } from '../../common/sse.js';
-import { FrameSealer, frameEvent, sealedStreamKey } from '../../sdk/protocol/sealed-stream.js';
+import { FrameSealer, frameEvent, sealedStreamKey } from '../../protocol/sealed-stream.js';
+import type { Caller } from '../auth/caller.js';
 import type { RouteCall } from './resolve-call.js';
 import { admitSealed, type SealedDeps } from './sealed-route.js';
 import type { ChunkSink } from './stream.js';
@@ -9,10 +10,10 @@ import type { Place } from './work-gate.js';
 
 export interface SealedStreamDeps extends Omit<SealedDeps, 'dispatch'> {
   /**
-   * Runs the inner request as the plain streaming call would (validated, signed, errors as
-   * replies), within the outer call's place, writing its answer to `sink`.
+   * Runs the inner request, as `caller`, as the plain streaming call would (validated,
+   * signed, errors as replies), within the outer call's place, writing its answer to `sink`.
    */
-  dispatch: (request: ApiRequest, sink: ChunkSink, signal: AbortSignal, place?: Place) => Promise<void>;
+  dispatch: (request: ApiRequest, caller: Caller, sink: ChunkSink, signal: AbortSignal, place?: Place) => Promise<void>;
 }
 
 /** The unary call cannot carry a sealed stream (the proxy always streams it). */
@@ -24,18 +25,18 @@ export const sealedStreamUnary = async (): Promise<ApiReply> => {
  * POST /v1/sealed/stream: admits the envelope exactly as POST /v1/sealed does (refusals are
  * plain errors, before any frame), then runs the inner request and seals whatever it
  * answers, head, data and end, as frames of one secretstream under the call's key
- * (sdk/protocol/sealed-stream.ts). The inner answer is signed as a plain one would be, so
+ * (protocol/sealed-stream.ts). The inner answer is signed as a plain one would be, so
  * its signature (headers, or the stream's last event) travels inside the frames.
  */
 export function sealedStreamRoute(deps: SealedStreamDeps) {
-  return async ({ request, body: envelope }: RouteCall<'SealedStream'>, sink: ChunkSink, signal: AbortSignal, context?: { place?: Place }): Promise<void> => {
-    const { inner, sharedKey, nonce } = admitSealed(deps, request, envelope);
+  return async (call: RouteCall<'SealedStream'>, sink: ChunkSink, signal: AbortSignal, context?: { place?: Place }): Promise<void> => {
+    const { inner, caller, sharedKey, nonce } = admitSealed(deps, call, call.body);
     const sealer = new FrameSealer(sealedStreamKey(sharedKey, nonce));
     sink.head({ status: 200, body: Buffer.alloc(0), headers: { ...sseHeaders } });
     await sink.data(frameEvent(sealer.header));
     // Frames must be sealed in the order they are sent: the head is written (not awaited)
     // at once, and the gRPC sink writes in call order.
-    await deps.dispatch(inner, {
+    await deps.dispatch(inner, caller, {
       head: (reply) => void sink.data(frameEvent(sealer.head(reply.status ?? 200, reply.headers ?? {}))),
       data: (bytes) => sink.data(frameEvent(sealer.data(bytes))),
     }, signal, context?.place);

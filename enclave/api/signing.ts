@@ -3,7 +3,7 @@ import type { ApiReply, ApiRequest } from '../../common/proto.js';
 import {
   ANCESTOR_HEADER, SIGNATURE_HEADER, STATE_HEADER, STORE_HEADER, TENANT_HEADER, TIMESTAMP_HEADER, UPSTREAM_HEADER, formatState, parseState, sha256Hex, signAnswer,
   finalEventBytes, signedFinalEvent, streamSignatureEvent, type Ancestry, type SignedRequest, type StateHead,
-} from '../../sdk/protocol/response-signature.js';
+} from '../../protocol/response-signature.js';
 import type { EnclaveIdentity } from '../keys.js';
 
 /** The store's state as signed answers report it: its head (after any change made), its id, and its chain of heads. */
@@ -20,7 +20,7 @@ export interface ResponseSigner extends EnclaveIdentity {
 }
 
 /**
- * The request as the statement names it (sdk/protocol/response-signature.ts). The known
+ * The request as the statement names it (protocol/response-signature.ts). The known
  * state is the client's claim, relayed by the host: a value that is not a head is signed as
  * none, and the client, who sent a head, then refuses the answer.
  */
@@ -50,7 +50,7 @@ export function signReply(signer: ResponseSigner, method: string, request: ApiRe
   const answer = Object.assign(answerState(signer.state, known), { status: reply.status ?? 200, bodySha256: sha256Hex(body as Uint8Array), tenant: reply.headers?.[TENANT_HEADER] ?? '', upstream: reply.headers?.[UPSTREAM_HEADER] ?? '' });
   const { signature, timestamp, state, store, ancestor } = signAnswer((message) => signer.sign(message), signedRequest(method, request, known), answer);
   // Object.assign, not a literal spreading `reply` and adding to it: V8 (Node 20) promoted
-  // what such literals made to the old generation, on every reply (docs/performance.md).
+  // what such literals made, on every reply (docs/performance-log.md#collections-again-2026-11-25-afternoon).
   const headers = Object.assign({}, reply.headers, { [SIGNATURE_HEADER]: signature, [TIMESTAMP_HEADER]: timestamp, [STATE_HEADER]: state, [STORE_HEADER]: store });
   if (ancestor) headers[ANCESTOR_HEADER] = ancestor;
   return Object.assign({}, reply, { headers });
@@ -67,7 +67,7 @@ export interface StreamSigner {
 
 /**
  * Signs a streamed answer (server-stream RPC): hashes the streamed bytes as they go and
- * ends with a tee.signature event (sdk/protocol/response-signature.ts) over the same
+ * ends with a tee.signature event (protocol/response-signature.ts) over the same
  * statement as signReply, whose response body is the concatenation of the streamed bytes.
  */
 export function streamSigner(signer: ResponseSigner, method: string, request: ApiRequest, status: number, tenant = '', upstream = ''): StreamSigner {

@@ -4,8 +4,9 @@ import type { ApiReply, ApiRequest } from '../../common/proto.js';
 import { routeLabel } from '../../common/routes.js';
 import { sseDone, sseEvent } from '../../common/sse.js';
 import { requestIdForLog } from './request.js';
-import { TENANT_HEADER, UPSTREAM_HEADER } from '../../sdk/protocol/response-signature.js';
+import { TENANT_HEADER, UPSTREAM_HEADER } from '../../protocol/response-signature.js';
 import { signReply, streamSigner, type ResponseSigner, type StreamSigner } from './signing.js';
+import type { Caller } from '../auth/caller.js';
 import type { Place } from './work-gate.js';
 
 /** Where a streamed RPC writes: the head (status and headers) once, then bytes. */
@@ -25,8 +26,8 @@ export interface ChunkSink {
 export const sendFinal = (sink: ChunkSink, event: object): Promise<void> => (sink.final ? sink.final(event) : sink.data(sseEvent(event)));
 
 export type StreamHandler = (request: ApiRequest, sink: ChunkSink, signal: AbortSignal, deadline?: number) => Promise<void>;
-/** What wrapStream wraps: told the place the stream holds in the work gate, when it holds one. */
-export type PlacedStreamHandler = (request: ApiRequest, sink: ChunkSink, signal: AbortSignal, place?: Place) => Promise<void>;
+/** What wrapStream wraps: told who the caller is, and the place the stream holds in the work gate, when it holds one. */
+export type PlacedStreamHandler = (request: ApiRequest, caller: Caller, sink: ChunkSink, signal: AbortSignal, place?: Place) => Promise<void>;
 
 /** Ten minutes: longer than any chat the proxy allows (CHAT_TIMEOUT_MS, 5 minutes by default). */
 export const DEFAULT_MAX_STREAM_MS = 600_000;
@@ -37,8 +38,10 @@ export interface StreamOptions {
   signer: ResponseSigner;
   /** Longest a stream may run, whatever deadline its caller gave (or none): then it is ended with an error event. */
   maxStreamMs?: number;
-  /** Admission and time limit (the enclave's WorkGate). */
-  gate: (work: (place?: Place) => Promise<void>, deadline?: number, authorization?: string) => Promise<void>;
+  /** Who sends the request: identified once, before the gate (a sealed stream's inner request: the caller its envelope named). */
+  identify: (request: ApiRequest) => Caller;
+  /** Admission and time limit (the enclave's WorkGate), in the caller's share. */
+  gate: (work: (place?: Place) => Promise<void>, deadline: number | undefined, caller: Caller) => Promise<void>;
   /**
    * The request inside a sealed stream: neither logged nor observed, since its route and
    * status would tell the host (which reads the log and /metrics) what the sealed call did.
@@ -62,7 +65,7 @@ export async function sendReply(sink: ChunkSink, reply: ApiReply): Promise<void>
  *
  * Signing: a JSON answer (one piece after its head) gets x-tee-signature headers like a
  * unary reply; an event stream ends with a signature event over every byte streamed
- * before it (sdk/protocol/response-signature.ts). A chat stream's `data: [DONE]` is held
+ * before it (protocol/response-signature.ts). A chat stream's `data: [DONE]` is held
  * back and sent after the signature, so that it stays the last thing clients read.
  */
 export function wrapStream(handler: PlacedStreamHandler, options: StreamOptions): StreamHandler {
@@ -113,7 +116,8 @@ export function wrapStream(handler: PlacedStreamHandler, options: StreamOptions)
     const lifetime = AbortSignal.timeout(options.maxStreamMs ?? DEFAULT_MAX_STREAM_MS);
     const ended = () => timedOut(`the stream ran longer than ${options.maxStreamMs ?? DEFAULT_MAX_STREAM_MS} ms and was ended`, 'stream_time_limit');
     try {
-      await options.gate((place) => handler(request, tracked, AbortSignal.any([signal, lifetime]), place), deadline, request.authorization);
+      const caller = options.identify(request);
+      await options.gate((place) => handler(request, caller, tracked, AbortSignal.any([signal, lifetime]), place), deadline, caller);
       if (lifetime.aborted && !signal.aborted && status !== undefined) await tracked.data(sseEvent(ended().toBody()));
     } catch (err) {
       if (!signal.aborted) {

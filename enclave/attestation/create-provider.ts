@@ -18,9 +18,10 @@ export interface ProviderInputs {
   operatorKey: Uint8Array;
 }
 
-// The enclave's own compiled code: dist/enclave and the dist/common and dist/sdk it imports.
+// The enclave's own compiled code: dist/enclave and the dist/common and dist/protocol it
+// imports (lint keeps the enclave from importing any other folder: eslint.config.js).
 const enclaveDir = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-const codeDirs = [enclaveDir, resolve(enclaveDir, '../common'), resolve(enclaveDir, '../sdk')];
+const codeDirs = [enclaveDir, resolve(enclaveDir, '../common'), resolve(enclaveDir, '../protocol')];
 
 /** The trust-relevant configuration that simulated PCR1 measures (docs/trust-model.md lists its keys). */
 export function measuredConfig(inputs: Pick<ProviderInputs, 'config' | 'embedder' | 'operatorKey'>): Record<string, ConfigValue> {

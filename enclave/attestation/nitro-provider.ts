@@ -7,7 +7,7 @@
  */
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { ed25519SpkiDer } from '../../sdk/protocol/public-key.js';
+import { ed25519SpkiDer } from '../../protocol/public-key.js';
 import type { AttestationProvider, AttestationRequest } from './provider.js';
 
 const execFileAsync = promisify(execFile);

@@ -16,8 +16,8 @@ import { join } from 'node:path';
 // metadata polyfill loaded first.
 import 'reflect-metadata';
 import * as x509 from '@peculiar/x509';
-import { signNitroDocument } from '../../sdk/attestation/cose.js';
-import { ed25519SpkiDer } from '../../sdk/protocol/public-key.js';
+import { signNitroDocument } from '../../protocol/cose.js';
+import { ed25519SpkiDer } from '../../protocol/public-key.js';
 import { readWhole, type BlobStore } from '../../common/blob-store.js';
 import type { AttestationProvider, AttestationRequest } from './provider.js';
 

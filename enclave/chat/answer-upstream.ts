@@ -1,5 +1,5 @@
 import { ApiError } from '../../common/errors.js';
-import { formatUpstream, LOCAL_UPSTREAM, UPSTREAM_HEADER } from '../../sdk/protocol/upstream.js';
+import { formatUpstream, LOCAL_UPSTREAM, UPSTREAM_HEADER } from '../../protocol/upstream.js';
 
 /**
  * What one chat answer says about where its prompt and memories went (the signed

@@ -40,7 +40,7 @@ const MAX_ERROR_BYTES = 64 * 1024;
 export class UpstreamModel {
   private readonly pool: Pool;
   private readonly path: string;
-  /** What answers name as their upstream (sdk/protocol/upstream.ts). */
+  /** What answers name as their upstream (protocol/upstream.ts). */
   readonly origin: string;
 
   constructor(private readonly config: UpstreamConfig) {

@@ -1,4 +1,4 @@
-import type { Ancestry } from '../../sdk/protocol/response-signature.js';
+import type { Ancestry } from '../../protocol/response-signature.js';
 import type { StateHead } from './state-head.js';
 
 /** Heads per chunk: 64 Ki heads, 512 KiB. Chunks are never copied or resized, only added. */

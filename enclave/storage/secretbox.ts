@@ -3,10 +3,8 @@ import sodium from 'sodium-native';
 /**
  * NaCl's secretbox (XSalsa20-Poly1305) for the sealed files, by libsodium. The bytes are
  * exactly tweetnacl's (test/unit/storage-sealed-file.test.ts checks both ways), so files
- * sealed either way open either way; libsodium does it natively, which is what a restart
- * spends much of its time on: opening every frame of the snapshot and the log. With
- * tweetnacl, opening was 30% of the recovery of 1M memories (a --cpu-prof of the enclave);
- * one 700-byte frame, a memory, opens in about 2.4 µs against 13.
+ * sealed either way open either way; libsodium opens every frame of a recovery about five
+ * times faster (docs/performance-log.md#ranking-in-the-worker-2026-11-25-evening).
  */
 export const SECRETBOX = {
   keyLength: sodium.crypto_secretbox_KEYBYTES,

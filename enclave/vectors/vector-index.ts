@@ -149,10 +149,8 @@ export function dot3(a: Float32Array, c: Float32Array, b: Float32Array, bOffset:
  *
  * From an origin (the tenant's mean) it is expanded, (q - m)·(v - m) = q·v - q·m - v·m + m·m
  * and |v - m|² = v·v - 2 v·m + m·m, and a row's three products are taken in one pass over it
- * (dot3). v·v and v·m used to be kept per row (20 bytes a memory and a cache per origin): a
- * query's candidates are scattered over the tenant, so reading a kept value is a cache miss,
- * and scoring 60 candidates with cold caches took the same time either way within a few
- * percent (in process, 100k vectors: kept 155-165 µs, computed 167-179).
+ * (dot3), not kept per row: a kept value was a cache miss too, so no faster
+ * (docs/performance-log.md#ranking-in-the-worker-2026-11-25-evening).
  */
 export function rowScorer(data: Float32Array, dimension: number, query: Float32Array, origin?: Float32Array): (row: number) => number {
   if (!origin) return (row) => dot(query, data, row * dimension);

@@ -185,8 +185,10 @@ $('search').addEventListener('click', async () => {
 
 async function loadModels() {
   try {
-    const models = await api('GET', '/v1/models');
-    $('model').replaceChildren(...models.data.map((m) => { const o = el('option', m.id); o.value = m.id; return o; }));
+    // /v1/models lists the embedding model too; /healthz names it, so chat offers only the others.
+    const [models, health] = await Promise.all([api('GET', '/v1/models'), fetch('/healthz').then((r) => r.json()).catch(() => undefined)]);
+    const chatModels = models.data.filter((m) => m.id !== health?.enclave?.embedding_model);
+    $('model').replaceChildren(...chatModels.map((m) => { const o = el('option', m.id); o.value = m.id; return o; }));
   } catch {
     // Shown in the status line already (e.g. a key is needed); chat can still be tried.
   }
@@ -237,8 +239,12 @@ $('chat-send').addEventListener('click', async () => {
   }
   status.textContent = done && signed ? 'complete; the stream ended with the enclave\'s signature event' : 'the stream ended early';
   status.dataset.state = done && signed ? 'done' : 'broken';
+  // The model may have stored a memory (add_memory): show the list as it is now.
+  void listMemories().catch(() => {});
 });
 
+// The list is the tenant's: another tenant, another list.
+$('tenant').addEventListener('change', () => { lastId = null; void listMemories().catch(() => {}); });
 // With keys on, the models and the list need the key: load them again once it is entered.
 $('api-key').addEventListener('change', () => { void loadModels(); void listMemories().catch(() => {}); });
 void loadModels();

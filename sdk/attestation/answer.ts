@@ -12,7 +12,7 @@
  */
 import { ManifestError, verifyManifest } from './manifest.js';
 import { verifyAttestation, type Check, type VerificationResult } from './verify.js';
-import { fromBase64, fromHex } from '../protocol/bytes.js';
+import { fromBase64, fromHex } from '../../protocol/bytes.js';
 
 /** What the user typed: PCR lines, or a signed manifest's JSON and the operator key (base64 or hex). */
 export interface Pins {

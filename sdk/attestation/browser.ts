@@ -5,4 +5,4 @@
  */
 export { checkAttestationAnswer, parsePcrLines, type AnswerCheckOptions, type AnswerVerification, type Pins } from './answer.js';
 export { verifyAttestation } from './verify.js';
-export { toHex } from '../protocol/bytes.js';
+export { toHex } from '../../protocol/bytes.js';

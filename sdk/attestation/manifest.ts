@@ -17,7 +17,7 @@
  * operator's machine, which is where the private key is.
  */
 import nacl from 'tweetnacl';
-import { bytesEqual, fromBase64, fromHex, toBase64, utf8 } from '../protocol/bytes.js';
+import { bytesEqual, fromBase64, fromHex, toBase64, utf8 } from '../../protocol/bytes.js';
 
 export const MANIFEST_TYPE = 'agent-service/release-manifest/v1';
 /** Domain separation: an operator signature over a manifest can never pass for one over anything else. */

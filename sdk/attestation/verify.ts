@@ -19,10 +19,10 @@
  */
 import { AWS_NITRO_ROOT_G1_PEM, AWS_NITRO_ROOT_G1_SHA256 } from './aws-root.js';
 import { ecdsaKey, fingerprint256, mayHaveIssued, parseCertificate, pemToDer, signedBy, type Certificate } from './certificate.js';
-import { decodeCoseSign1, decodeNitroDocument, sigStructure, type CoseSign1, type NitroDocument } from './cose.js';
-import { bytesEqual, toHex } from '../protocol/bytes.js';
-import { ed25519KeyFromSpki, publicKeyMatches } from '../protocol/public-key.js';
-import { parseUserData } from '../protocol/user-data.js';
+import { decodeCoseSign1, decodeNitroDocument, sigStructure, type CoseSign1, type NitroDocument } from '../../protocol/cose.js';
+import { bytesEqual, toHex } from '../../protocol/bytes.js';
+import { ed25519KeyFromSpki, publicKeyMatches } from '../../protocol/public-key.js';
+import { parseUserData } from '../../protocol/user-data.js';
 
 export interface VerifyOptions {
   /** PEM of the root to pin; defaults to the AWS Nitro Enclaves Root G1. */
@@ -33,7 +33,7 @@ export interface VerifyOptions {
   /** Expected PCR values by index; PCRs not listed are not compared. */
   pcrs?: Record<number, Uint8Array>;
   publicKey?: Uint8Array;
-  /** Expected operator key in user_data (this service's format, sdk/protocol/user-data.ts). */
+  /** Expected operator key in user_data (this service's format, protocol/user-data.ts). */
   operatorKey?: Uint8Array;
   /** Expected X25519 sealing key in user_data. */
   boxPublicKey?: Uint8Array;
@@ -304,7 +304,7 @@ function compareBytes(name: string, expected: Uint8Array, actual: Uint8Array | n
   return pass(name, `matches ${hex(expected)}`);
 }
 
-/** The document's public_key is a DER SubjectPublicKeyInfo (sdk/protocol/public-key.ts) or, from older enclaves, the raw key. */
+/** The document's public_key is a DER SubjectPublicKeyInfo (protocol/public-key.ts) or, from older enclaves, the raw key. */
 function comparePublicKey(expected: Uint8Array, actual: Uint8Array | null): Check {
   if (actual === null) return fail('public key', `the document has no public key (expected ${hex(expected)})`);
   if (!publicKeyMatches(expected, actual)) {

@@ -9,7 +9,7 @@ import { readFile } from 'node:fs/promises';
 import { parseArgs as parseNodeArgs } from 'node:util';
 import { ManifestError, verifyManifest, type VerifiedManifest } from '../attestation/manifest.js';
 import { verifyAttestation, type Check, type VerificationResult } from '../attestation/verify.js';
-import { checkSignature, sha256Hex, SIGNATURE_HEADER, STATE_HEADER, STORE_HEADER, TIMESTAMP_HEADER, type SignedRequest } from '../protocol/response-signature.js';
+import { checkSignature, sha256Hex, SIGNATURE_HEADER, STATE_HEADER, STORE_HEADER, TIMESTAMP_HEADER, type SignedRequest } from '../../protocol/response-signature.js';
 import { invokedDirectly } from './invoked-directly.js';
 import { parseHex, parseKey32, parsePcrs, readManifestText } from './trust-args.js';
 
@@ -313,7 +313,16 @@ function formatResult(result: VerificationResult, command: VerifyCommand): strin
   }
   lines.push('');
   if (result.ok && Object.keys(command.pcrs).length === 0 && command.manifest === undefined) {
-    lines.push('note: no --pcr given, so the document is authentic but nothing pins which code it attests');
+    lines.push(
+      'note: no --pcr or --manifest given, so the document is authentic but nothing pins which code it attests;',
+      '      pin a release with --manifest <file|url> (the operator\'s signed release manifest, deploy/README.md)',
+    );
+  }
+  if (result.ok && command.rootFile !== undefined && doc?.moduleId.startsWith('simulated-')) {
+    lines.push(
+      'note: a simulated TEE: its root (--root) was made by the service itself, so this proves nothing against',
+      '      the host running it; only an AWS Nitro document checked against the AWS root (the default) does',
+    );
   }
   const failed = result.checks.filter((c) => !c.ok).length;
   const total = result.checks.length;

@@ -65,6 +65,10 @@ describe('GET /v1/attestation', () => {
     expect(ok.stdout).toContain('✓ box key');
     expect(ok.stdout).toMatch(/OK: all 11 checks passed/);
     expect(ok.code).toBe(0);
+    // A newcomer reading "OK" learns what it does not prove: the simulated root is the host's own,
+    // and nothing pins the code until a manifest does.
+    expect(ok.stdout).toMatch(/simulated TEE: its root \(--root\) was made by the service itself, so this proves nothing/);
+    expect(ok.stdout).toMatch(/nothing pins which code it attests;\n.*--manifest <file\|url>/);
     const aws = await run([svc.baseUrl, '--nonce', '0badc0ffee']);
     expect(aws.code).toBe(1);
     expect(aws.stdout).toContain('✗ certificate chain: chain does not end at the pinned root');

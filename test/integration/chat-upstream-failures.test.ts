@@ -1,7 +1,7 @@
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectError, request } from '../helpers/http.js';
-import { splitSignedStream } from '../../sdk/protocol/response-signature.js';
+import { splitSignedStream } from '../../protocol/response-signature.js';
 import { API_KEY_IN_ERRORS, startModelServer, type ModelServer } from '../helpers/model-server.js';
 import { startService, type RunningService } from '../helpers/service.js';
 

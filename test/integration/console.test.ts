@@ -7,9 +7,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SimulatedNsm } from '../../enclave/attestation/simulated-nsm.js';
 import { FsBlobStore } from '../../host-store/fs-blob-store.js';
 import { AWS_NITRO_ROOT_G1_PEM } from '../../sdk/attestation/aws-root.js';
-import { decodeCoseSign1, decodeNitroDocument } from '../../sdk/attestation/cose.js';
-import { ed25519SpkiDer } from '../../sdk/protocol/public-key.js';
-import { encodeUserData } from '../../sdk/protocol/user-data.js';
+import { decodeCoseSign1, decodeNitroDocument } from '../../protocol/cose.js';
+import { ed25519SpkiDer } from '../../protocol/public-key.js';
+import { encodeUserData } from '../../protocol/user-data.js';
 import { ensureChromium } from '../helpers/chromium.js';
 import { signedManifest } from '../helpers/manifests.js';
 import { request } from '../helpers/http.js';
@@ -236,8 +236,47 @@ describe('the console at GET /', () => {
     expect(replayed.checks).toEqual([expect.stringMatching(/^nonce: /)]);
   });
 
+  it('offers only chat models, lists a tenant\'s memories as soon as it is named, and has an icon', async () => {
+    await page.waitForSelector('#model option', { state: 'attached' });
+    const offered = await page.$$eval('#model option', (options) => options.map((o) => (o as HTMLOptionElement).value));
+    const health = (await request(svc.baseUrl, 'GET', '/healthz')).body;
+    expect(offered).toContain('local-memory');
+    expect(offered).not.toContain(health.enclave.embedding_model);
+    // A tenant that already holds memories: they show without pressing Refresh.
+    await request(svc.baseUrl, 'POST', '/v1/memory', { tenant_id: 'console-listed', content: 'The heron nests by the mill pond' });
+    await page.fill('#tenant', 'console-listed');
+    await page.dispatchEvent('#tenant', 'change');
+    await page.waitForSelector('#memory-list li:has-text("heron")');
+    const icon = await page.getAttribute('link[rel="icon"]', 'href');
+    const res = await fetch(new URL(icon!, svc.baseUrl));
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toBe('image/svg+xml');
+    expect(await res.text()).toMatch(/^<svg /);
+  });
+
+  it('shows a memory holding hostile HTML as text: nothing in it runs or becomes an element', async () => {
+    const hostile = '<img src=x onerror="window.__pwned = 1"><script>window.__pwned = 2</script><b id="injected">bold</b> heron';
+    await request(svc.baseUrl, 'POST', '/v1/memory', { tenant_id: 'console-hostile', content: hostile });
+    await page.fill('#tenant', 'console-hostile');
+    await page.dispatchEvent('#tenant', 'change');
+    await page.waitForSelector('#memory-list li:has-text("heron")');
+    await page.fill('#search-query', 'heron');
+    await page.click('#search');
+    await page.waitForSelector('#search-results li:has-text("heron")');
+    await page.fill('#chat-input', 'Tell me about the heron');
+    await page.click('#chat-send');
+    await page.waitForSelector('#chat-status[data-state]');
+    // The markup is there, character for character, as text in the list, the results and the chat.
+    expect(await page.textContent('#memory-list li .content')).toBe(hostile);
+    expect(await page.textContent('#search-results li .content')).toBe(hostile);
+    expect(await page.textContent('#chat-output')).toContain('<img src=x onerror=');
+    expect(await page.evaluate(() => (window as unknown as { __pwned?: number }).__pwned)).toBeUndefined();
+    expect(await page.$$('#injected, main img, main script')).toEqual([]);
+  });
+
   it('adds a memory, finds it by meaning, chats with it streamed, and deletes it', async () => {
     await page.fill('#tenant', TENANT);
+    await page.dispatchEvent('#tenant', 'change');
     await page.fill('#memory-content', 'My cat is called Miso and she loves sardines');
     await page.click('#add-memory');
     await page.waitForSelector('#memory-list li:has-text("Miso")');

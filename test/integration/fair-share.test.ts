@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readFileSync } from 'node:fs';
 import { connect, type TeeClient } from '../../sdk/client.js';
-import { sealRequest } from '../../sdk/protocol/sealed.js';
+import { sealRequest } from '../../protocol/sealed.js';
 import { expectError, request } from '../helpers/http.js';
 import { startModelServer, type ModelServer } from '../helpers/model-server.js';
 import { issueKey } from '../helpers/processes.js';

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect, RollbackError, type TeeClient } from '../../sdk/client.js';
-import { StateTracker } from '../../sdk/protocol/response-signature.js';
+import { StateTracker } from '../../protocol/response-signature.js';
 import { request } from '../helpers/http.js';
 import { startService, type RunningService } from '../helpers/service.js';
 

@@ -124,8 +124,8 @@ describe('a byte flipped by the host', () => {
     try {
       const listed = await request(flipped.url, 'GET', `/v1/memory?tenant_id=${TENANT}`, undefined, { authorization: `Bearer ${key}` });
       expect(listed.status).toBe(502);
-      // The outer envelope's signature fails first (the sealed reply would not open either).
-      expect(listed.body.error).toMatchObject({ code: 'gateway_check_failed', message: expect.stringMatching(/signature check failed/) });
+      // The sealed reply does not open: the box, which authenticates it, caught the flip.
+      expect(listed.body.error).toMatchObject({ code: 'gateway_check_failed', message: expect.stringMatching(/sealed reply check failed: the sealed reply does not open/) });
       expect(listed.text).not.toContain(CANARY);
       const client = openai(flipped.url);
       await expect(client.chat.completions.create({ model: 'echo', messages: [{ role: 'user', content: 'flip me' }] })).rejects.toMatchObject({ status: 502, code: 'gateway_check_failed' });

@@ -176,7 +176,7 @@ describe('/mcp of the HTTP gateway (streamable HTTP)', () => {
     const client = await overHttp(flipped, TENANT);
     try {
       const listed = await call(client, 'list_memories', {});
-      expect(listed).toMatchObject({ isError: true, text: expect.stringMatching(/^agent-gateway: signature check failed/) });
+      expect(listed).toMatchObject({ isError: true, text: expect.stringMatching(/^agent-gateway: sealed reply check failed: the sealed reply does not open/) });
     } finally {
       flipper.tamper = (exchange) => exchange;
       await client.close();

@@ -95,9 +95,9 @@ describe('what the running enclave measures (simulated PCR1)', () => {
     expect(measured.model_base_url[2]).toBe(measured.baseline[2]);
   });
 
-  it('PCR0 is the enclave\'s built code: every .js file of dist/enclave, dist/common and dist/sdk', async () => {
+  it('PCR0 is the enclave\'s built code: every .js file of dist/enclave, dist/common and dist/protocol', async () => {
     const dist = resolve(import.meta.dirname, '../../dist');
-    const code = await measureCode(['enclave', 'common', 'sdk'].map((d) => join(dist, d)));
+    const code = await measureCode(['enclave', 'common', 'protocol'].map((d) => join(dist, d)));
     expect(measured.baseline[0]).toBe(Buffer.from(code).toString('hex'));
   });
 

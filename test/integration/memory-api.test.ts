@@ -94,7 +94,8 @@ describe('PATCH /v1/memory/{id}', () => {
 
   it('refuses an empty change, unknown fields, another tenant\'s id (404, as for no id) and another key\'s tenant (403)', async () => {
     const memory = await add('tenant-a', 'Patch target');
-    expectError(await api('PATCH', `/v1/memory/${memory.id}?tenant_id=tenant-a`, {}), 400);
+    const empty = expectError(await api('PATCH', `/v1/memory/${memory.id}?tenant_id=tenant-a`, {}), 400);
+    expect(empty.message).toBe("nothing to do: the request body must have at least one of 'content', 'metadata'");
     expect(expectError(await api('PATCH', `/v1/memory/${memory.id}?tenant_id=tenant-a`, { tenant_id: 'x' }), 400).code).toBe('unknown_parameter');
     expectError(await api('PATCH', `/v1/memory/${memory.id}?tenant_id=other`, { content: 'x' }), 404, 'memory_not_found');
     expectError(await api('PATCH', `/v1/memory/mem_nope?tenant_id=tenant-a`, { content: 'x' }), 404, 'memory_not_found');
@@ -134,8 +135,12 @@ describe('POST /v1/memory/search with filters', () => {
   });
 
   it('refuses malformed filters', async () => {
-    expectError(await api('POST', '/v1/memory/search', { tenant_id: 'tenant-a', query: 'x', filters: { source: { $gt: 1 } } }), 400);
-    expectError(await api('POST', '/v1/memory/search', { tenant_id: 'tenant-a', query: 'x', filters: { source: { $in: [] } } }), 400);
+    // The refusal names what a filter may be, not the first form's complaint ("expected string").
+    const operator = expectError(await api('POST', '/v1/memory/search', { tenant_id: 'tenant-a', query: 'x', filters: { source: { $gt: 1 } } }), 400, 'invalid_value');
+    expect(operator.param).toBe('filters.source');
+    expect(operator.message).toMatch(/string, number, boolean or null.*\{"\$in": \[\.\.\.\]\}.*no other operators/);
+    expect(expectError(await api('POST', '/v1/memory/search', { tenant_id: 'tenant-a', query: 'x', filters: { source: [1] } }), 400).message).toMatch(/\$in/);
+    expect(expectError(await api('POST', '/v1/memory/search', { tenant_id: 'tenant-a', query: 'x', filters: { source: { $in: [] } } }), 400).message).toBe("'filters.source.$in' must not be empty");
     expectError(await api('POST', '/v1/memory/search', { tenant_id: 'tenant-a', query: 'x', filters: ['source'] }), 400);
   });
 

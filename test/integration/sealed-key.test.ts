@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect, type TeeClient } from '../../sdk/client.js';
-import { sealRequest } from '../../sdk/protocol/sealed.js';
+import { sealRequest } from '../../protocol/sealed.js';
 import { expectError, request } from '../helpers/http.js';
 import { issueKey } from '../helpers/processes.js';
 import { startRecordingRelay, type RecordingRelay } from '../helpers/relay.js';

@@ -3,9 +3,9 @@ import { join } from 'node:path';
 import nacl from 'tweetnacl';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect, ResponseSignatureError, SealedCallError, type TeeClient } from '../../sdk/client.js';
-import { openReply, SEALED_MAX_AGE_MS, sealRequest } from '../../sdk/protocol/sealed.js';
+import { openReply, SEALED_MAX_AGE_MS, sealRequest } from '../../protocol/sealed.js';
 import { expectError, request } from '../helpers/http.js';
-import { startRecordingRelay, type RecordingRelay } from '../helpers/relay.js';
+import { startRecordingRelay, startTamperingRelay, type RecordingRelay } from '../helpers/relay.js';
 import { startService, type RunningService } from '../helpers/service.js';
 import { logsCaughtUp } from '../helpers/log-barrier.js';
 
@@ -208,6 +208,49 @@ describe('replayed, altered and malformed envelopes fail cleanly (4xx, OpenAI er
     expect(failures).toEqual([]);
     expect(svc.output()).not.toMatch(/unexpected error/);
     expect(svc.output()).toMatch(/"route":"Sealed","status":409/);
+  });
+});
+
+describe('a host that answers a sealed call with an older sealed answer, or an altered one', () => {
+  it('is refused by the sdk: the caller gets an error, never the other answer\'s content', async () => {
+    const relay = await startTamperingRelay(svc.baseUrl);
+    try {
+      const client = await connect({ insecureSkipPcrPinning: true, baseUrl: relay.baseUrl, rootPem: readFileSync(join(svc.dataDir, 'simulated-root.pem'), 'utf8') });
+      const secret = 'The older answer names the amber lantern';
+      await client.sealedCall('POST', '/v1/memory', { tenant_id: SECRET.tenant, content: secret });
+      // Record a genuine sealed answer that holds the secret.
+      let recorded: Buffer | undefined;
+      relay.tamper = (exchange) => {
+        if (exchange.url === '/v1/sealed') recorded = exchange.body;
+        return exchange;
+      };
+      const genuine = await client.sealedCall<{ data: { content: string }[] }>('GET', `/v1/memory?tenant_id=${SECRET.tenant}&query=amber%20lantern`);
+      expect(genuine.body.data.map((m) => m.content)).toContain(secret);
+
+      // Replayed to a later call (which asks for something else): it does not open under that call's key.
+      relay.tamper = (exchange) => (exchange.url === '/v1/sealed' ? { ...exchange, body: recorded! } : exchange);
+      const replayed = await client.sealedCall('GET', `/v1/memory?tenant_id=${SECRET.tenant}&query=nothing%20here`).then(() => undefined, (e: unknown) => e);
+      expect(replayed).toBeInstanceOf(Error);
+      expect(String(replayed)).not.toContain('amber');
+
+      // One bit of the sealed answer flipped: refused too.
+      relay.tamper = (exchange) => {
+        if (exchange.url !== '/v1/sealed') return exchange;
+        const answer = JSON.parse(exchange.body.toString('utf8')) as { ciphertext: string };
+        const bytes = Buffer.from(answer.ciphertext, 'base64');
+        bytes[bytes.length >> 1] ^= 0x01;
+        return { ...exchange, body: Buffer.from(JSON.stringify({ ...answer, ciphertext: bytes.toString('base64') })) };
+      };
+      const flipped = await client.sealedCall('GET', `/v1/memory?tenant_id=${SECRET.tenant}&query=amber%20lantern`).then(() => undefined, (e: unknown) => e);
+      expect(flipped).toBeInstanceOf(Error);
+      expect(String(flipped)).not.toContain('amber');
+
+      // Untouched again, the same client works.
+      relay.tamper = (exchange) => exchange;
+      expect((await client.sealedCall('GET', `/v1/memory?tenant_id=${SECRET.tenant}&query=amber%20lantern`)).status).toBe(200);
+    } finally {
+      await relay.close();
+    }
   });
 });
 

@@ -5,7 +5,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { connect, ResponseSignatureError, RollbackError, type TeeClient } from '../../sdk/client.js';
 import {
   checkSignature, DEFAULT_MAX_SKEW_MS, formatState, sha256Hex, SIGNATURE_HEADER, STATE_HEADER, StateTracker, STORE_HEADER, TENANT_HEADER, TIMESTAMP_HEADER,
-} from '../../sdk/protocol/response-signature.js';
+} from '../../protocol/response-signature.js';
 import { request } from '../helpers/http.js';
 import { startTamperingRelay, type Exchange, type TamperingRelay } from '../helpers/relay.js';
 import { startService, type RunningService } from '../helpers/service.js';

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect, UpstreamError } from '../../sdk/client.js';
-import { UPSTREAM_HEADER } from '../../sdk/protocol/upstream.js';
+import { UPSTREAM_HEADER } from '../../protocol/upstream.js';
 import { selfSignedCert, spkiPin } from '../helpers/certs.js';
 import { startGateway, type GatewayProcess } from '../helpers/gateway.js';
 import { startModelServer, type ModelServer } from '../helpers/model-server.js';

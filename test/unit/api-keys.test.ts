@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { isLoopbackHost } from '../../common/loopback.js';
 import { bearerToken } from '../../common/bearer.js';
 import { KeyRing, keyAuthorizer, openAuthorizer } from '../../enclave/auth/authorizer.js';
+import { authorize, chatTenant } from '../../enclave/auth/caller.js';
 import {
   entryId, formatKeysFile, generateApiKey, hashApiKey, KeysFileError, parseKeysFile,
 } from '../../enclave/auth/keys-file.js';
@@ -63,10 +64,10 @@ describe('authorizer with keys', () => {
   const auth = keyAuthorizer(() => ring);
 
   it('finds a key\'s tenants, and nothing for an unknown key', () => {
-    expect([...ring.tenantsOf(keyA)!]).toEqual(['t1']);
-    expect([...ring.tenantsOf(keyB)!]).toEqual(['t2', 't3']);
-    expect(ring.tenantsOf(`${keyA}x`)).toBeUndefined();
-    expect(ring.tenantsOf('')).toBeUndefined();
+    expect([...ring.lookup(keyA)!.tenants]).toEqual(['t1']);
+    expect([...ring.lookup(keyB)!.tenants]).toEqual(['t2', 't3']);
+    expect(ring.lookup(`${keyA}x`)).toBeUndefined();
+    expect(ring.lookup('')).toBeUndefined();
   });
 
   it('parses Bearer tokens strictly', () => {
@@ -80,46 +81,46 @@ describe('authorizer with keys', () => {
   });
 
   it('answers 401 for a missing, malformed or unknown key', () => {
-    const missing = refusal(() => auth.authorize('', 't1'));
+    const missing = refusal(() => authorize(auth.identify(''), 't1'));
     expect([missing.status, missing.code, missing.headers['www-authenticate']]).toEqual([401, 'missing_api_key', 'Bearer']);
     for (const header of [keyA, `Basic ${keyA}`, 'Bearer nope-nope-nope-nope', `Bearer ${keyA}\u0000`]) {
-      const e = refusal(() => auth.authorize(header, 't1'));
+      const e = refusal(() => authorize(auth.identify(header), 't1'));
       expect([e.status, e.type, e.code]).toEqual([401, 'authentication_error', 'invalid_api_key']);
     }
   });
 
   it('answers 403 for a tenant the key does not hold, and lets it act for its own', () => {
-    expect(() => auth.authorize(`Bearer ${keyA}`, 't1')).not.toThrow();
-    expect(() => auth.authorize(`Bearer ${keyB}`, 't3')).not.toThrow();
-    const e = refusal(() => auth.authorize(`Bearer ${keyA}`, 't2'));
+    expect(() => authorize(auth.identify(`Bearer ${keyA}`), 't1')).not.toThrow();
+    expect(() => authorize(auth.identify(`Bearer ${keyB}`), 't3')).not.toThrow();
+    const e = refusal(() => authorize(auth.identify(`Bearer ${keyA}`), 't2'));
     expect([e.status, e.type, e.code]).toEqual([403, 'permission_error', 'tenant_not_allowed']);
-    expect(refusal(() => auth.authorize(`Bearer ${keyA}`, 'T1')).status).toBe(403);
+    expect(refusal(() => authorize(auth.identify(`Bearer ${keyA}`), 'T1')).status).toBe(403);
   });
 
   it('picks the chat tenant: the organization if held, else a single-tenant key\'s tenant', () => {
-    expect(auth.chatTenant(`Bearer ${keyB}`, 't3')).toBe('t3');
-    expect(auth.chatTenant(`Bearer ${keyA}`, undefined)).toBe('t1');
-    expect(refusal(() => auth.chatTenant(`Bearer ${keyA}`, 't2')).status).toBe(403);
-    const several = refusal(() => auth.chatTenant(`Bearer ${keyB}`, undefined));
+    expect(chatTenant(auth.identify(`Bearer ${keyB}`), 't3')).toBe('t3');
+    expect(chatTenant(auth.identify(`Bearer ${keyA}`), undefined)).toBe('t1');
+    expect(refusal(() => chatTenant(auth.identify(`Bearer ${keyA}`), 't2')).status).toBe(403);
+    const several = refusal(() => chatTenant(auth.identify(`Bearer ${keyB}`), undefined));
     expect([several.status, several.param]).toEqual([400, 'organization_id']);
-    expect(refusal(() => auth.chatTenant('', 't1')).status).toBe(401);
+    expect(refusal(() => chatTenant(auth.identify(''), 't1')).status).toBe(401);
   });
 
   it('reads the current key ring on every call (reload)', () => {
     let current = ring;
     const live = keyAuthorizer(() => current);
-    expect(() => live.authorize(`Bearer ${keyA}`, 't1')).not.toThrow();
+    expect(() => authorize(live.identify(`Bearer ${keyA}`), 't1')).not.toThrow();
     current = new KeyRing([]);
-    expect(refusal(() => live.authorize(`Bearer ${keyA}`, 't1')).status).toBe(401);
+    expect(refusal(() => authorize(live.identify(`Bearer ${keyA}`), 't1')).status).toBe(401);
   });
 });
 
 describe('open mode', () => {
   it('lets everyone through and passes the organization on', () => {
     expect(openAuthorizer.required).toBe(false);
-    expect(() => openAuthorizer.authorize('', 'anyone')).not.toThrow();
-    expect(openAuthorizer.chatTenant('', 'org')).toBe('org');
-    expect(openAuthorizer.chatTenant('', undefined)).toBeUndefined();
+    expect(() => authorize(openAuthorizer.identify(''), 'anyone')).not.toThrow();
+    expect(chatTenant(openAuthorizer.identify(''), 'org')).toBe('org');
+    expect(chatTenant(openAuthorizer.identify(''), undefined)).toBeUndefined();
   });
 
   it('is allowed only for a simulated enclave on loopback, or with ALLOW_OPEN', () => {

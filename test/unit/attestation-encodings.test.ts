@@ -7,8 +7,8 @@ import { describe, expect, it } from 'vitest';
 import { createAttestationProvider, measuredConfig } from '../../enclave/attestation/create-provider.js';
 import { NitroProvider } from '../../enclave/attestation/nitro-provider.js';
 import { advanceHead, describeHead, genesisHead, sameHead } from '../../enclave/storage/state-head.js';
-import { ed25519KeyFromSpki, ed25519SpkiDer, publicKeyMatches } from '../../sdk/protocol/public-key.js';
-import { encodeUserData, parseUserData } from '../../sdk/protocol/user-data.js';
+import { ed25519KeyFromSpki, ed25519SpkiDer, publicKeyMatches } from '../../protocol/public-key.js';
+import { encodeUserData, parseUserData } from '../../protocol/user-data.js';
 
 const key = (fill: number) => new Uint8Array(32).fill(fill);
 

@@ -3,11 +3,12 @@ import { describe, expect, it, vi } from 'vitest';
 import { ApiError } from '../../common/errors.js';
 import { attestationRoute } from '../../enclave/api/attestation-route.js';
 import { resolveCall, type RouteCall } from '../../enclave/api/resolve-call.js';
+import { openAuthorizer } from '../../enclave/auth/authorizer.js';
 import { generateIdentity } from '../../enclave/keys.js';
 
 // Through the enclave's router, as a request relayed by the proxy would go.
 const request = (target: string) =>
-  resolveCall({ request_id: 'r', method: 'GET', target, body: Buffer.alloc(0), authorization: '', organization: '' }).call as RouteCall<'GetAttestation'>;
+  resolveCall({ request_id: 'r', method: 'GET', target, body: Buffer.alloc(0), authorization: '', organization: '' }, openAuthorizer.identify('')).call as RouteCall<'GetAttestation'>;
 
 describe('GET /v1/attestation in the enclave', () => {
   it('answers 503 when the security module fails, and tries again on the next request', async () => {

@@ -13,7 +13,7 @@ import {
   encodeNitroDocument,
   signNitroDocument,
   type NitroDocument,
-} from '../../sdk/attestation/cose.js';
+} from '../../protocol/cose.js';
 import { verifyAttestation, type VerificationResult, type VerifyOptions } from '../../sdk/attestation/verify.js';
 import 'reflect-metadata';
 import * as x509 from '@peculiar/x509';

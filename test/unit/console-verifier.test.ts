@@ -15,9 +15,9 @@ import { SimulatedNitroProvider, simulatedRootPath } from '../../enclave/attesta
 import { FsBlobStore } from '../../host-store/fs-blob-store.js';
 import { CONSOLE_BUNDLE, consoleBundleOptions } from '../../scripts/build-console.js';
 import * as answerModule from '../../sdk/attestation/answer.js';
-import { decodeCoseSign1, encodeCoseSign1 } from '../../sdk/attestation/cose.js';
+import { decodeCoseSign1, encodeCoseSign1 } from '../../protocol/cose.js';
 import * as verifyModule from '../../sdk/attestation/verify.js';
-import { encodeUserData } from '../../sdk/protocol/user-data.js';
+import { encodeUserData } from '../../protocol/user-data.js';
 import { signedManifest } from '../helpers/manifests.js';
 
 type Bundle = typeof import('../../sdk/attestation/browser.js');

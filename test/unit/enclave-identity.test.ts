@@ -2,7 +2,7 @@ import { createPublicKey, verify } from 'node:crypto';
 import nacl from 'tweetnacl';
 import { describe, expect, it } from 'vitest';
 import { generateIdentity } from '../../enclave/keys.js';
-import { ed25519SpkiDer } from '../../sdk/protocol/public-key.js';
+import { ed25519SpkiDer } from '../../protocol/public-key.js';
 
 // The identity signs with libsodium; verifiers use tweetnacl (the sdk) or OpenSSL (the
 // verify tools, a browser's WebCrypto). Each must accept its signatures and refuse altered ones.

@@ -15,7 +15,7 @@ import { main as releaseManifest } from '../../scripts/release-manifest.js';
 import { main as agentVerify, parseArgs as parseVerifyArgs } from '../../sdk/bin/agent-verify.js';
 import { SimulatedNitroProvider } from '../../enclave/attestation/simulated-nsm.js';
 import { FsBlobStore } from '../../host-store/fs-blob-store.js';
-import { encodeUserData } from '../../sdk/protocol/user-data.js';
+import { encodeUserData } from '../../protocol/user-data.js';
 import { parseNitroMeasurements } from '../../scripts/lib/nitro-measurements.js';
 import { signedManifest } from '../helpers/manifests.js';
 

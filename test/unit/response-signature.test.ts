@@ -7,7 +7,7 @@ import { generateIdentity } from '../../enclave/keys.js';
 import {
   checkSignature, keyId, responseStatement, sha256Hex, signAnswer, splitSignedStream, StateTracker, streamSignatureEvent,
   ANCESTOR_HEADER, SIGNATURE_HEADER, STORE_HEADER, TIMESTAMP_HEADER, type SignedRequest,
-} from '../../sdk/protocol/response-signature.js';
+} from '../../protocol/response-signature.js';
 import type { ApiRequest } from '../../common/proto.js';
 
 const utf8 = (text: string) => new Uint8Array(Buffer.from(text, 'utf8'));

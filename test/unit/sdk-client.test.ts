@@ -8,7 +8,7 @@ import { SimulatedNitroProvider, simulatedRootPath } from '../../enclave/attesta
 import { signReply, streamSigner } from '../../enclave/api/signing.js';
 import { generateIdentity } from '../../enclave/keys.js';
 import { AttestationError, connect, ResponseSignatureError, type TeeClient } from '../../sdk/client.js';
-import { encodeUserData } from '../../sdk/protocol/user-data.js';
+import { encodeUserData } from '../../protocol/user-data.js';
 import { FsBlobStore } from '../../host-store/fs-blob-store.js';
 import { signedManifest } from '../helpers/manifests.js';
 

@@ -5,16 +5,18 @@ import type { ApiReply, ApiRequest } from '../../common/proto.js';
 import { ReplayGuard } from '../../enclave/api/replay-guard.js';
 import { resolveCall, type RouteCall } from '../../enclave/api/resolve-call.js';
 import { sealedRoute } from '../../enclave/api/sealed-route.js';
+import { KeyRing, keyAuthorizer, openAuthorizer } from '../../enclave/auth/authorizer.js';
+import { hashApiKey } from '../../enclave/auth/keys-file.js';
 import { generateSealedRequestKey } from '../../enclave/keys.js';
 import {
   openReply, openRequest, paddedSize, sealReply, sealRequest, SEALED_MAX_AGE_MS, SealedFormatError, type RequestEnvelope,
-} from '../../sdk/protocol/sealed.js';
-import { encodeUserData, parseUserData } from '../../sdk/protocol/user-data.js';
+} from '../../protocol/sealed.js';
+import { encodeUserData, parseUserData } from '../../protocol/user-data.js';
 
 const utf8 = (text: string) => new Uint8Array(Buffer.from(text, 'utf8'));
 /** POST /v1/sealed as the enclave's router hands it to the route: resolved and validated. */
 const sealedCall = async (request: Omit<ApiRequest, 'method' | 'target'>) =>
-  resolveCall({ ...request, method: 'POST', target: '/v1/sealed' }).call as RouteCall<'Sealed'>;
+  resolveCall({ ...request, method: 'POST', target: '/v1/sealed' }, openAuthorizer.identify(request.authorization)).call as RouteCall<'Sealed'>;
 const enclave = nacl.box.keyPair();
 const inner = {
   method: 'POST',
@@ -32,7 +34,7 @@ function flip(b64: string, index = 3): string {
   return bytes.toString('base64');
 }
 
-describe('sealed envelopes (sdk/protocol/sealed.ts)', () => {
+describe('sealed envelopes (protocol/sealed.ts)', () => {
   it('keeps tweetnacl\'s wire format: libsodium seals what nacl.box opens, and opens what nacl.box seals', () => {
     const { envelope, replyKey } = sealRequest(enclave.publicKey, inner);
     const client = Buffer.from(envelope.client_public_key, 'base64');
@@ -137,7 +139,7 @@ describe('POST /v1/sealed in the enclave (enclave/api/sealed-route.ts)', () => {
   const route = sealedRoute({
     key,
     replay: new ReplayGuard(SEALED_MAX_AGE_MS),
-    authenticate: () => {},
+    identify: openAuthorizer.identify,
     dispatch: async ({ method, ...request }): Promise<ApiReply> => {
       dispatched.push({ method, request: request as ApiRequest });
       return { status: 201, headers: { 'x-inner': 'yes' }, body: Buffer.from('{"id":"mem_1"}') };
@@ -254,7 +256,7 @@ describe('POST /v1/sealed in the enclave (enclave/api/sealed-route.ts)', () => {
   });
 });
 
-describe('user_data (sdk/protocol/user-data.ts)', () => {
+describe('user_data (protocol/user-data.ts)', () => {
   const keys = { operatorKey: new Uint8Array(32).fill(1), boxPublicKey: new Uint8Array(32).fill(2) };
 
   it('binds the operator key and the box key, in a fixed encoding', () => {
@@ -283,9 +285,7 @@ describe('the replay guard cannot be filled by traffic without a valid API key (
     const route = sealedRoute({
       key,
       replay,
-      authenticate: (authorization) => {
-        if (authorization !== 'Bearer good') throw new ApiError('invalid_api_key', 'invalid API key');
-      },
+      identify: keyAuthorizer(() => new KeyRing([{ hash: hashApiKey('good'), tenants: ['t1'], plaintext: true }])).identify,
       dispatch: async (): Promise<ApiReply> => ({ status: 200, headers: {}, body: Buffer.from('{}') }),
     });
     const send = async (authorization: string | undefined) => route(await sealedCall({

@@ -1,12 +1,12 @@
 import nacl from 'tweetnacl';
 import { describe, expect, it } from 'vitest';
-import { openRequest, paddedSize, sealRequest } from '../../sdk/protocol/sealed.js';
+import { openRequest, paddedSize, sealRequest } from '../../protocol/sealed.js';
 import {
   FrameOpener, FrameSealer, frameEvent, outerEvents, SealedStreamError, sealedStreamKey, type OpenedFrame,
-} from '../../sdk/protocol/sealed-stream.js';
+} from '../../protocol/sealed-stream.js';
 
 /**
- * The sealed stream's frames (sdk/protocol/sealed-stream.ts) against every move a host in
+ * The sealed stream's frames (protocol/sealed-stream.ts) against every move a host in
  * the middle can make on them: each must be refused, naming the frame, never opened.
  */
 const key = () => new Uint8Array(nacl.randomBytes(32));

@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { isMainThread } from 'node:worker_threads';
 import { promisify } from 'node:util';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { decodeCoseSign1, decodeNitroDocument, encodeCoseSign1, encodeNitroDocument } from '../../sdk/attestation/cose.js';
+import { decodeCoseSign1, decodeNitroDocument, encodeCoseSign1, encodeNitroDocument } from '../../protocol/cose.js';
 import { verifyAttestation } from '../../sdk/attestation/verify.js';
 import { main, parseArgs, type Io } from '../../sdk/bin/agent-verify.js';
 import { NitroProvider } from '../../enclave/attestation/nitro-provider.js';
@@ -22,9 +22,9 @@ import {
 } from '../../enclave/attestation/pcrs.js';
 import { FsBlobStore } from '../../host-store/fs-blob-store.js';
 import { generateIdentity } from '../../enclave/keys.js';
-import { sha256Hex, signAnswer } from '../../sdk/protocol/response-signature.js';
+import { sha256Hex, signAnswer } from '../../protocol/response-signature.js';
 import { SimulatedNitroProvider, SimulatedNsm, simulatedRootPath } from '../../enclave/attestation/simulated-nsm.js';
-import { encodeUserData } from '../../sdk/protocol/user-data.js';
+import { encodeUserData } from '../../protocol/user-data.js';
 
 const temporaryDirs: string[] = [];
 async function tempDir(): Promise<string> {

@@ -199,8 +199,8 @@ export function signAnswer(
   now: number = Date.now(),
 ): ResponseSignature {
   const timestamp = String(Math.floor(now));
-  // Object.assign, not literals that spread and add: V8 (Node 20) promoted what those made
-  // to the old generation, and the enclave signs every reply (docs/performance.md).
+  // Object.assign, not literals that spread and add: V8 (Node 20) promoted what those made,
+  // and the enclave signs every reply (docs/performance-log.md#collections-again-2026-11-25-afternoon).
   const statement = responseStatement(request, Object.assign({}, answer, { timestamp }));
   const signed = sign(Buffer.from(statement, 'utf8'));
   // A view of the signature, not a copy, to encode it.

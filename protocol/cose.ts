@@ -15,7 +15,7 @@
  * should reject all of that rather than interpret it.
  */
 
-import { concatBytes, utf8 as utf8Bytes } from '../protocol/bytes.js';
+import { concatBytes, utf8 as utf8Bytes } from './bytes.js';
 
 /** Thrown for any document that is not well-formed CBOR / COSE_Sign1 / Nitro payload. */
 export class AttestationFormatError extends Error {

@@ -1,7 +1,7 @@
 /**
  * The part of sodium-native (libsodium's binding; it ships no types) that this package uses:
  * NaCl secretbox and Ed25519 signatures (the enclave), NaCl box (sealed requests, both ends: box.ts), and secretstream (sealed streams, both
- * ends: sdk/protocol/sealed-stream.ts). Here, beside the protocol, since the sdk uses it too.
+ * ends: protocol/sealed-stream.ts). Here, beside the protocol, since the sdk uses it too.
  */
 declare module 'sodium-native' {
   const sodium: {

@@ -6,9 +6,8 @@
  * under that key (nacl.box.after = secretbox), and either library opens what the other
  * sealed (test/unit/sealed-requests.test.ts checks it).
  *
- * Why not tweetnacl: its pure-JavaScript X25519 cost about 1.4 ms a multiplication here, and a
- * sealed call makes three (the client's fresh key pair and shared key, the enclave's shared
- * key), the largest part of what sealing added to a query (docs/performance.md). The sdk's
+ * Why not tweetnacl: its JavaScript X25519 was most of what sealing added to a query
+ * (docs/performance-log.md#what-sealing-costs-a-query-2026-11-27-issue-34). The sdk's
  * sealing already needs Node (node:crypto, Buffer, and sodium-native for sealed streams);
  * the console's browser bundle does not include it.
  */

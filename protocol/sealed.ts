@@ -99,8 +99,10 @@ export function paddedSize(bytes: number): number {
 
 /** JSON of `value` with a `pad` of spaces that brings it to paddedSize (the reader ignores it). */
 const utf8 = (value: Record<string, unknown>) => {
-  const bare = Buffer.byteLength(JSON.stringify({ ...value, pad: '' }), 'utf8');
-  return new Uint8Array(Buffer.from(JSON.stringify({ ...value, pad: ' '.repeat(paddedSize(bare) - bare) }), 'utf8'));
+  // Serialised once: the spaces go inside the empty pad string, which ends the JSON as `"pad":""}`.
+  const bare = JSON.stringify({ ...value, pad: '' });
+  const size = Buffer.byteLength(bare, 'utf8');
+  return new Uint8Array(Buffer.from(`${bare.slice(0, -2)}${' '.repeat(paddedSize(size) - size)}"}`, 'utf8'));
 };
 
 // ---------------------------------------------------------------------------------------

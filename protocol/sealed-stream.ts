@@ -3,7 +3,7 @@
  * read nor rearrange. The one definition, used by the enclave to seal
  * (enclave/api/sealed-stream-route.ts) and by the sdk to open (sdk/sealed-stream.ts).
  *
- * Request: the same envelope as POST /v1/sealed (sdk/protocol/sealed.ts), POSTed to
+ * Request: the same envelope as POST /v1/sealed (protocol/sealed.ts), POSTed to
  * /v1/sealed/stream. Both ends then derive the call's stream key:
  *
  *   key = HKDF-SHA256(ikm  = nacl.box.before(enclave box key, client key)   (X25519, then HSalsa20)

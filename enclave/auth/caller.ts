@@ -1,0 +1,62 @@
+/**
+ * Who a request comes from, decided once per request: the enclave's API builds a Caller
+ * from the Authorization header (Authorizer.identify, the request's one key-ring lookup)
+ * and hands it to the work gate and the handlers, which never see the header itself.
+ * The checks below read the Caller only: no hashing, no scan of the keys.
+ */
+import { ApiError, badRequest, forbidden } from '../../common/errors.js';
+import { limits } from '../../common/limits.js';
+
+export interface Caller {
+  /**
+   * Which key the header holds, as an id that is not the key (the same for every spelling
+   * of the header): the work gate counts shares by it. Undefined when it holds no valid key;
+   * in open mode, a name for the token sent, if any.
+   */
+  readonly keyId: string | undefined;
+  /** The tenants the key holds; undefined in open mode, where every caller may act for every tenant. */
+  readonly tenants: ReadonlySet<string> | undefined;
+  /** Keys are configured and the header holds none (missing) or no known one (invalid): the 401 a route that needs a key answers. */
+  readonly refused?: 'missing' | 'invalid';
+  /** Whether the request carried an Authorization header at all (a sealed call's outer request must not). */
+  readonly sentHeader: boolean;
+}
+
+const tenantPattern = new RegExp(limits.tenantIdPattern);
+
+const missingKey = () => new ApiError('missing_api_key',
+  'missing API key: send "Authorization: Bearer <key>"', { headers: { 'www-authenticate': 'Bearer' } });
+const invalidKey = () => new ApiError('invalid_api_key', 'invalid API key', { headers: { 'www-authenticate': 'Bearer error="invalid_token"' } });
+
+/** 401 unless the caller holds a known key (any tenant); nothing in open mode. */
+export function authenticate(caller: Caller): void {
+  if (caller.refused === 'missing') throw missingKey();
+  if (caller.refused === 'invalid') throw invalidKey();
+}
+
+/** 401 when the key is missing or unknown, 403 when it does not hold `tenantId`. Returns nothing: it throws. */
+export function authorize(caller: Caller, tenantId: string): void {
+  authenticate(caller);
+  if (caller.tenants && !caller.tenants.has(tenantId)) {
+    // Echo the tenant only when it is a well-formed id: callers may pass anything.
+    throw forbidden(tenantPattern.test(tenantId) ? `this API key may not act for tenant '${tenantId}'` : 'this API key may not act for this tenant');
+  }
+}
+
+/**
+ * The tenant a chat request acts for. Chat names its tenant in the organization header;
+ * with keys configured and no header, a key holding exactly one tenant acts for that
+ * tenant, and a key holding several must say which (400). Open mode returns the header
+ * as given (undefined: no tenant, so no memories).
+ */
+export function chatTenant(caller: Caller, organization: string | undefined): string | undefined {
+  authenticate(caller);
+  const tenants = caller.tenants;
+  if (!tenants) return organization;
+  if (organization !== undefined && organization !== '') {
+    if (!tenants.has(organization)) throw forbidden('this API key may not act for the organization in organization_id');
+    return organization;
+  }
+  if (tenants.size === 1) return [...tenants][0];
+  throw badRequest('this API key holds several tenants: name one in the organization_id header', 'organization_id', 'missing_required_parameter');
+}
