@@ -6,7 +6,8 @@ import { repoRoot } from '../../common/paths.js';
 
 // import-x/no-cycle skips type-only imports (no option turns that off), and a type-only cycle
 // still ties two layers together: this walks every import, `import type` included.
-const SOURCE_ROOTS = ['common', 'enclave', 'gateway', 'host-store', 'proxy', 'scripts', 'sdk', 'bench'];
+// The compiled sources: tsconfig.json's folders, so a new top-level folder is walked too.
+const SOURCE_ROOTS = (JSON.parse(readFileSync(join(repoRoot, 'tsconfig.json'), 'utf8')) as { include: string[] }).include;
 const GENERATED = join(repoRoot, 'common', 'generated');
 
 function sourceFiles(dir: string): string[] {
