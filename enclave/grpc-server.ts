@@ -2,7 +2,7 @@ import * as grpc from '@grpc/grpc-js';
 import type { Logger } from '../common/logger.js';
 import { PendingTable } from '../common/pending-table.js';
 import { channelOptions, enclaveProto, type ApiChunk, type ApiRequest, type ExchangeReply, type ExchangeRequestIn, type HealthReply, type MetricsReply } from '../common/proto.js';
-import type { EnclaveApi, Handler, StreamHandler } from './api/index.js';
+import type { EnclaveApi, Handler, StreamHandler } from './api/create-api.js';
 
 /**
  * The gRPC adapter: decodes calls, hands them to the API and sends its replies back.
@@ -16,22 +16,6 @@ export interface GrpcServerOptions {
 
 export function createGrpcServer(api: EnclaveApi, health: () => HealthReply, log: Logger, metrics?: () => Promise<string>, options: GrpcServerOptions = {}): grpc.Server {
   const server = new grpc.Server(channelOptions);
-  const unary = (handler: Handler): grpc.handleUnaryCall<ApiRequest, never> =>
-    (call, callback) => {
-      const { signal, settled } = cancellation(call);
-      handler(call.request, { deadline: deadlineMs(call.getDeadline()), signal }).then(
-        (reply) => {
-          settled();
-          callback(null, reply as never);
-        },
-        (err: unknown) => {
-          settled();
-          log.error({ err }, 'handler failed');
-          callback({ code: grpc.status.INTERNAL, details: 'internal error' });
-        },
-      );
-    };
-
   const handlers: grpc.UntypedServiceImplementation = {
     Health: (_call: unknown, callback: grpc.sendUnaryData<HealthReply>) => callback(null, health()),
     // What the exposition may hold is decided in protos/enclave.proto (MetricsReply).
@@ -45,7 +29,6 @@ export function createGrpcServer(api: EnclaveApi, health: () => HealthReply, log
       );
     },
   };
-  handlers.Call = unary(api.Call);
   handlers.CallStream = streaming(api.CallStream, log);
   handlers.Exchange = exchange(api.Call, log, options.maxUnsentExchangeBytes ?? MAX_UNSENT_EXCHANGE_BYTES);
   server.addService(enclaveProto().Enclave.service, handlers);
@@ -63,7 +46,7 @@ function deadlineMs(deadline: grpc.Deadline): number {
  * as cancelled, and aborting then would only make an AbortError (stack trace included) for
  * nobody, on every request.
  */
-function cancellation(call: grpc.ServerUnaryCall<ApiRequest, unknown> | grpc.ServerWritableStream<ApiRequest, ApiChunk>): { signal: AbortSignal; settled: () => void } {
+function cancellation(call: grpc.ServerWritableStream<ApiRequest, ApiChunk>): { signal: AbortSignal; settled: () => void } {
   const controller = new AbortController();
   const abort = () => controller.abort();
   call.once('cancelled', abort);

@@ -96,22 +96,22 @@ export class FsBlobStore implements BlobStore {
 
   async append(name: string, offset: number, data: Uint8Array): Promise<void> {
     const path = this.path(name);
-    let open_ = this.appending.get(name);
-    if (!open_) {
+    let file = this.appending.get(name);
+    if (!file) {
       const handle = await open(path, 'r+');
-      open_ = { handle, size: (await handle.stat()).size };
-      await this.keepOpen(name, open_);
+      file = { handle, size: (await handle.stat()).size };
+      await this.keepOpen(name, file);
     }
     try {
-      if (open_.size < offset) throw new BlobOffsetError(`${name} has ${open_.size} bytes; cannot write at ${offset}`);
-      if (open_.size > offset) {
-        await open_.handle.truncate(offset);
-        open_.size = offset;
+      if (file.size < offset) throw new BlobOffsetError(`${name} has ${file.size} bytes; cannot write at ${offset}`);
+      if (file.size > offset) {
+        await file.handle.truncate(offset);
+        file.size = offset;
       }
-      await writeAll(open_.handle, data, offset);
+      await writeAll(file.handle, data, offset);
       // fdatasync: the data and the new size, without unrelated metadata.
-      await open_.handle.datasync();
-      open_.size = offset + data.length;
+      await file.handle.datasync();
+      file.size = offset + data.length;
     } catch (err) {
       // The file's state is unknown after a failed write: reopen (and re-read its size) next time.
       await this.forget(name);

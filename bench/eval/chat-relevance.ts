@@ -5,7 +5,7 @@
  * best) for the best F2 on the tuning half, and reports the cut in the code on both halves.
  */
 import { relevantMemories, CHAT_RELEVANCE, type RelevanceCut } from '../../enclave/chat/relevance.js';
-import type { ScoredMemory } from '../../enclave/memory/memory-service.js';
+import type { ScoredMemory } from '../../enclave/memory/types.js';
 import type { StoredConversations } from './conversation-eval.js';
 
 /** CHAT_MEMORY_TOP_K's default. */

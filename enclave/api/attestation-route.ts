@@ -4,7 +4,7 @@ import type { ApiReply } from '../../common/proto.js';
 import type { AttestationProvider } from '../attestation/provider.js';
 import type { EnclaveIdentity } from '../keys.js';
 import { jsonReply } from './request.js';
-import type { RouteCall } from './routes.js';
+import type { RouteCall } from './resolve-call.js';
 
 export interface AttestationDeps {
   log: Logger;

@@ -8,7 +8,7 @@ import { normalizeChat } from '../chat/messages.js';
 import { TENANT_HEADER } from '../../protocol/response-signature.js';
 import { chatCaller, type ChatCaller } from './chat-tenant.js';
 import { jsonReply } from './request.js';
-import type { CallContext, RouteCall } from './routes.js';
+import type { CallContext, RouteCall } from './resolve-call.js';
 import type { MemoryMeter } from '../memory/meter.js';
 import { sendReply, type ChunkSink } from './stream.js';
 

@@ -2,7 +2,7 @@ import { badRequest } from '../../common/errors.js';
 import type { ApiReply } from '../../common/proto.js';
 import { authenticate } from '../auth/caller.js';
 import { jsonReply } from './request.js';
-import type { CallContext, RouteCall } from './routes.js';
+import type { CallContext, RouteCall } from './resolve-call.js';
 import type { MemoryMeter } from '../memory/meter.js';
 
 export interface EmbeddingsDeps {

@@ -2,10 +2,11 @@ import { badRequest, notFound } from '../../common/errors.js';
 import { limits } from '../../common/limits.js';
 import type { ApiReply } from '../../common/proto.js';
 import { authorize, type Caller } from '../auth/caller.js';
-import type { MemoryRecord, MemoryService, ScoredMemory } from '../memory/memory-service.js';
+import type { MemoryService } from '../memory/memory-service.js';
+import type { MemoryRecord, ScoredMemory } from '../memory/types.js';
 import { TENANT_HEADER } from '../../protocol/response-signature.js';
 import { jsonReply } from './request.js';
-import type { CallContext, RouteCall, RouteHandler } from './routes.js';
+import type { CallContext, RouteCall, RouteHandler } from './resolve-call.js';
 
 /** Names the tenant an answer acted for; it is signed with the answer (protocol/response-signature.ts). */
 const forTenant = (...tenants: string[]) => ({ [TENANT_HEADER]: [...new Set(tenants)].sort().join(',') });

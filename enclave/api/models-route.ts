@@ -2,7 +2,7 @@ import { ApiError } from '../../common/errors.js';
 import type { ApiReply } from '../../common/proto.js';
 import { authenticate } from '../auth/caller.js';
 import { jsonReply } from './request.js';
-import type { RouteHandler } from './routes.js';
+import type { RouteHandler } from './resolve-call.js';
 
 export interface ModelsDeps {
   /** The upstream chat models the operator lists (MODEL_NAMES); chat passes any name through. */

@@ -1,4 +1,4 @@
-import { ApiError, badRequest, notFound, tooLarge } from '../../common/errors.js';
+import { ApiError, badRequest, tooLarge } from '../../common/errors.js';
 import { limits } from '../../common/limits.js';
 import type { ApiReply } from '../../common/proto.js';
 
@@ -68,13 +68,6 @@ function structureProblem(root: unknown): string | undefined {
     for (const child of Object.values(node)) stack.push([child, depth + 1]);
   }
   return undefined;
-}
-
-/** Refuses a target whose path is not the one the operation serves. */
-export function expectPath(target: Target, pattern: RegExp): RegExpExecArray {
-  const m = pattern.exec(target.path);
-  if (!m) throw notFound(`no route for ${target.path}`, 'unknown_route');
-  return m;
 }
 
 export function jsonReply(status: number, body: unknown, headers: Record<string, string> = {}): ApiReply {

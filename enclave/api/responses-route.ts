@@ -6,7 +6,7 @@ import type { Usage } from '../chat/types.js';
 import { memoryIdsHeader } from './chat-route.js';
 import { chatCaller } from './chat-tenant.js';
 import { jsonReply } from './request.js';
-import type { CallContext, RouteCall } from './routes.js';
+import type { CallContext, RouteCall } from './resolve-call.js';
 import { sendFinal, sendReply, type ChunkSink } from './stream.js';
 import type { MemoryMeter } from '../memory/meter.js';
 

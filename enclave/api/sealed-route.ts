@@ -8,7 +8,7 @@ import { authenticate, type Caller } from '../auth/caller.js';
 import type { SealedRequestKey } from '../keys.js';
 import type { ReplayGuard } from './replay-guard.js';
 import { jsonReply } from './request.js';
-import type { CallContext, RouteCall } from './routes.js';
+import type { CallContext, RouteCall } from './resolve-call.js';
 
 const validPayload = validator<SealedRequestPlaintext>(sealedPayloadSchema, 'body');
 

@@ -3,7 +3,7 @@ import type { ApiReply, ApiRequest } from '../../common/proto.js';
 import { sseHeaders } from '../../common/sse.js';
 import { FrameSealer, frameEvent, sealedStreamKey } from '../../protocol/sealed-stream.js';
 import type { Caller } from '../auth/caller.js';
-import type { RouteCall } from './routes.js';
+import type { RouteCall } from './resolve-call.js';
 import { admitSealed, type SealedDeps } from './sealed-route.js';
 import type { ChunkSink } from './stream.js';
 import type { Place } from './work-gate.js';

@@ -1,7 +1,8 @@
 import type { ChatMessage } from '../../common/chat-schema.js';
 import { limits } from '../../common/limits.js';
 import type { MemoryMeter } from '../memory/meter.js';
-import type { MemoryRecord, MemoryService } from '../memory/memory-service.js';
+import type { MemoryService } from '../memory/memory-service.js';
+import type { MemoryRecord } from '../memory/types.js';
 import { relevantMemories } from './relevance.js';
 
 /**

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { ChatCompletionInput } from '../../common/chat-schema.js';
-import type { MemoryRecord } from '../memory/memory-service.js';
+import type { MemoryRecord } from '../memory/types.js';
 import type { Completion, CompletionChunk, Usage } from './types.js';
 
 /**

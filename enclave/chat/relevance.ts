@@ -1,4 +1,4 @@
-import type { ScoredMemory } from '../memory/memory-service.js';
+import type { ScoredMemory } from '../memory/types.js';
 
 /**
  * Which of the memories found for a chat message are worth putting in front of the model.

@@ -43,3 +43,35 @@ export function admit(usage: Usage, adding: Usage, capacity: Capacity): void {
   if (usage.storedBytes + adding.storedBytes > capacity.maxStoredBytes) throw over('bytes of memories', usage.storedBytes, adding.storedBytes, capacity.maxStoredBytes);
   if (adding.terms > 0 && usage.terms + adding.terms > capacity.maxTerms) throw over('distinct words (over all tenants)', usage.terms, adding.terms, capacity.maxTerms);
 }
+
+/** The most memories one tenant, and all the tenants of one API key together, may hold. */
+export interface MemoryMaxima {
+  perTenant: number;
+  perKey: number;
+}
+
+/**
+ * Refuses (409) adding `perTenant` memories to tenants that would pass a maximum: their own, or
+ * their key's (`keyTenants`: all of the key's tenants). `holding(t)`: what tenant t holds,
+ * adds in flight counted.
+ */
+export function admitMemories(perTenant: ReadonlyMap<string, number>, holding: (tenantId: string) => number, maxima: MemoryMaxima, keyTenants?: ReadonlySet<string>): void {
+  if (keyTenants && maxima.perKey !== Infinity) {
+    let keyHolds = 0;
+    for (const tenantId of keyTenants) keyHolds += holding(tenantId);
+    const adding = [...perTenant.values()].reduce((sum, n) => sum + n, 0);
+    if (keyHolds + adding > maxima.perKey) {
+      throw new ApiError('key_memory_limit_reached',
+        `the tenants of this API key hold ${keyHolds} memories; adding ${adding} would pass the key's maximum of ${maxima.perKey}; delete some before adding more`);
+    }
+  }
+  for (const [tenantId, count] of perTenant) {
+    const holds = holding(tenantId);
+    if (holds + count > maxima.perTenant) {
+      const message = holds >= maxima.perTenant
+        ? `tenant '${tenantId}' holds the maximum of ${maxima.perTenant} memories; delete some before adding more`
+        : `tenant '${tenantId}' holds ${holds} memories; adding ${count} would pass its maximum of ${maxima.perTenant}`;
+      throw new ApiError('memory_limit_reached', message, { param: 'tenant_id' });
+    }
+  }
+}

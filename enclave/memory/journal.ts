@@ -1,17 +1,4 @@
-import type { MemoryRecord } from './memory-service.js';
-
-/** A change to the memory store: what the durable log records and replays. */
-export type MemoryEvent =
-  | { type: 'add'; record: MemoryRecord; vector: Float32Array }
-  /** A new version of a stored memory (same id and tenant), replacing it where it stands. */
-  | { type: 'update'; record: MemoryRecord; vector: Float32Array }
-  | { type: 'delete'; tenant_id: string; id: string };
-
-/**
- * A change as restored at start. An add whose vector came from another embedding model is
- * restored without it (`vector: null`): the record is kept and is re-embedded before use.
- */
-export type RestoredEvent = MemoryEvent | { type: 'add'; record: MemoryRecord; vector: null } | { type: 'update'; record: MemoryRecord; vector: null };
+import type { MemoryEvent } from './types.js';
 
 /**
  * Where MemoryService makes its changes durable (enclave/storage/ implements it).

@@ -10,14 +10,7 @@
  */
 import type { Logger } from '../../common/logger.js';
 import type { Embedder } from '../embedding/types.js';
-import type { MemoryService } from './memory-service.js';
-
-export interface EmbeddingModelId {
-  id: string;
-  dimension: number;
-  /** Embedder.sha256: the hash attestation measures. */
-  sha256: string;
-}
+import type { EmbeddingModelId } from './types.js';
 
 export type ModelChangePolicy = 'reembed' | 'refuse';
 
@@ -27,6 +20,11 @@ export function sameEmbeddingModel(a: EmbeddingModelId, b: EmbeddingModelId): bo
 
 export const describeModel = (m: EmbeddingModelId) => `${m.id} (${m.dimension}-d, sha256 ${m.sha256.slice(0, 12)})`;
 
+/** What re-embedding needs of the memory service (MemoryService.reembed). */
+export interface Reembeddable {
+  reembed(embedder: Embedder, onProgress?: (done: number, total: number) => void): Promise<void>;
+}
+
 /** Progress is logged at every tenth of the work, so a large store shows it moving without flooding the log. */
 const PROGRESS_STEPS = 10;
 
@@ -34,7 +32,7 @@ const PROGRESS_STEPS = 10;
  * Re-embeds every memory with `embedder`, logging progress; throws (leaving the memories as
  * they were) if embedding fails, so the caller can refuse to start rather than serve a mix.
  */
-export async function reembedWithProgress(memory: MemoryService, embedder: Embedder, log: Pick<Logger, 'info'>): Promise<void> {
+export async function reembedWithProgress(memory: Reembeddable, embedder: Embedder, log: Pick<Logger, 'info'>): Promise<void> {
   const started = performance.now();
   let memories = 0;
   let nextStep = 0;

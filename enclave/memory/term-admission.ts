@@ -1,5 +1,5 @@
 import { ApiError } from '../../common/errors.js';
-import { lexicalTerms } from '../retrieval/lexical-terms.js';
+import { lexicalTerms } from '../lexical/lexical-terms.js';
 
 /**
  * What a tenant's words may cost. Each distinct word of a tenant costs the enclave beyond the

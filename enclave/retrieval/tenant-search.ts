@@ -1,5 +1,5 @@
 import type { VectorIndex } from '../vectors/vector-index.js';
-import type { LexicalHit, LexicalResult, SearchCost } from './bm25.js';
+import type { LexicalHit, LexicalIndex, SearchCost } from '../lexical/lexical-index.js';
 import type { Candidate } from './hybrid.js';
 
 /** A hybrid query's two searches: the vector search's ids, best first; BM25's top hits and its scores of those ids. */
@@ -7,7 +7,7 @@ export interface TenantSearch<H extends LexicalHit = LexicalHit> {
   ids: string[];
   hits: H[];
   /** BM25 score of each of `ids`, in that order (0: no query term). */
-  also: Float64Array;
+  lexicalScores: Float64Array;
   cost: SearchCost;
 }
 
@@ -22,20 +22,18 @@ export interface RankedHit {
 }
 
 /** What the lexical side offers: TieredLexical on the event loop, Bm25Index in the search worker. */
-interface LexicalSearch {
-  searchWith(query: string, k: number, also: readonly string[], cost?: SearchCost, accept?: (id: string) => boolean): LexicalResult;
-}
+type LexicalSearch = Pick<LexicalIndex, 'searchWith'>;
 
 /**
- * The two searches of a hybrid query, wherever they run (memory/memory-service.ts on the
- * event loop, retrieval/search-worker.ts on its copy): `depth` neighbours of `moved` (the
+ * The two searches of a hybrid query, wherever they run (memory/tenant-query.ts on the
+ * event loop, search-worker/search-worker.ts on its copy): `depth` neighbours of `moved` (the
  * query moved to the tenant's mean), then BM25's top `depth` and its scores of those.
  */
 export function searchTenant(vectors: Pick<VectorIndex, 'search'>, lexical: LexicalSearch, query: string, moved: Float32Array, depth: number, accept?: (id: string) => boolean): TenantSearch {
   const ids = vectors.search(moved, depth, accept).map(({ id }) => id);
   const cost: SearchCost = { terms: 0, postingsRead: 0, postingsHeld: 0 };
-  const { hits, also } = lexical.searchWith(query, depth, ids, cost, accept);
-  return { ids, hits, also, cost };
+  const { hits, askedScores } = lexical.searchWith(query, depth, ids, cost, accept);
+  return { ids, hits, lexicalScores: askedScores, cost };
 }
 
 /**
@@ -49,8 +47,8 @@ export async function searchTenantWith(vectors: Pick<VectorIndex, 'search'>, lex
   const hits = await matching;
   if (!hits) return undefined;
   const cost: SearchCost = { terms: 0, postingsRead: 0, postingsHeld: 0 };
-  const { also } = lexical.searchWith(query, 0, ids, cost);
-  return { ids, hits, also, cost };
+  const { askedScores } = lexical.searchWith(query, 0, ids, cost);
+  return { ids, hits, lexicalScores: askedScores, cost };
 }
 
 /**
@@ -65,7 +63,7 @@ export async function searchTenantWith(vectors: Pick<VectorIndex, 'search'>, lex
 export function candidatesOf<H extends LexicalHit>(searched: TenantSearch<H>, similarity: Similarities<H>, held?: (id: string) => boolean): Map<string, Candidate> {
   const candidates = new Map<string, Candidate>();
   searched.ids
-    .map((id, j) => ({ id, score: similarity.found(j), lexical: searched.also[j] }))
+    .map((id, j) => ({ id, score: similarity.found(j), lexical: searched.lexicalScores[j] }))
     .filter(({ id }) => !held || held(id))
     .sort((x, y) => y.score - x.score)
     .forEach(({ id, score, lexical }, i) => candidates.set(id, { id, vector: score, vectorRank: i + 1, lexical: lexical > 0 ? lexical : undefined, lexicalRank: undefined }));

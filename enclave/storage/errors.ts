@@ -1,4 +1,5 @@
-import { describeModel, type EmbeddingModelId } from '../memory/model-change.js';
+import { describeModel } from '../memory/model-change.js';
+import type { EmbeddingModelId } from '../memory/types.js';
 
 /**
  * Refusals of the durable store. Each stops the enclave at start with its message: a

@@ -1,12 +1,13 @@
 import type { BlobStore } from '../../common/blob-store.js';
 import type { Logger } from '../../common/logger.js';
 import type { Embedder } from '../embedding/types.js';
-import type { MemoryService } from '../memory/memory-service.js';
-import { reembedWithProgress, type ModelChangePolicy } from '../memory/model-change.js';
+import type { MemoryJournal } from '../memory/journal.js';
+import { reembedWithProgress, type ModelChangePolicy, type Reembeddable } from '../memory/model-change.js';
+import type { EmbeddingModelId } from '../memory/types.js';
 import { parseKmsKeyArn } from './kms-key-arn.js';
 import { KmsSealingKey } from './kms-sealing-key.js';
 import { SimulatedSealingKey, type SealingKeySource } from './sealing-key.js';
-import { DurableStore, MEMORY_PREFIX } from './store.js';
+import { DurableStore, MEMORY_PREFIX, type StoreTarget } from './store.js';
 
 export interface DurabilityConfig {
   teeMode: 'simulated' | 'nitro';
@@ -42,6 +43,12 @@ export function createSealingKeySource(config: DurabilityConfig, blobs: BlobStor
   });
 }
 
+/** What the store needs of the memories it keeps durable (MemoryService, never imported by storage). */
+export interface StoredMemories extends StoreTarget, Reembeddable {
+  readonly embeddingModel: EmbeddingModelId;
+  useJournal(journal: MemoryJournal): void;
+}
+
 /**
  * Loads the sealing key, recovers the memories from the host store into `memory`, and
  * makes every later change durable before it is acknowledged. If they were stored under
@@ -52,7 +59,7 @@ export async function openMemoryStore(options: {
   config: DurabilityConfig;
   blobs: BlobStore;
   embedder: Embedder;
-  memory: MemoryService;
+  memory: StoredMemories;
   log: Logger;
   /** Each durable batch: entries and seconds (metrics). */
   onCommit?: (entries: number, seconds: number) => void;

@@ -11,9 +11,9 @@
  * Vectors are stored, so recovery rebuilds the indexes without running the model again.
  */
 import { endianness } from 'node:os';
-import type { MemoryEvent } from '../memory/journal.js';
-import type { MemoryRecord } from '../memory/memory-service.js';
+import type { MemoryEvent, MemoryRecord } from '../memory/types.js';
 import { CorruptStoreError } from './errors.js';
+import { unreachable } from '../unreachable.js';
 import type { StateHead } from './state-head.js';
 
 /**
@@ -84,15 +84,28 @@ export function encodeHeads(first: number, prefixes: Uint8Array): Buffer {
 }
 
 export function encodeEvent(event: MemoryEvent): Buffer {
-  if (event.type === 'delete') return tagged(DELETE, { tenant_id: event.tenant_id, id: event.id });
-  const json = Buffer.from(JSON.stringify(event.record));
-  const out = Buffer.allocUnsafe(1 + 4 + json.length + event.vector.length * 4);
-  out[0] = event.type === 'update' ? UPDATE : ADD;
+  switch (event.type) {
+    case 'delete':
+      return tagged(DELETE, { tenant_id: event.tenant_id, id: event.id });
+    case 'add':
+      return encodeVersion(ADD, event.record, event.vector);
+    case 'update':
+      return encodeVersion(UPDATE, event.record, event.vector);
+    default:
+      return unreachable(event, 'memory event');
+  }
+}
+
+/** An add or update: the record's JSON, then its vector. */
+function encodeVersion(tag: typeof ADD | typeof UPDATE, record: MemoryRecord, vector: Float32Array): Buffer {
+  const json = Buffer.from(JSON.stringify(record));
+  const out = Buffer.allocUnsafe(1 + 4 + json.length + vector.length * 4);
+  out[0] = tag;
   out.writeUInt32BE(json.length, 1);
   json.copy(out, 5);
   let at = 5 + json.length;
-  if (LITTLE_ENDIAN) out.set(new Uint8Array(event.vector.buffer, event.vector.byteOffset, event.vector.byteLength), at);
-  else for (const x of event.vector) at = out.writeFloatLE(x, at);
+  if (LITTLE_ENDIAN) out.set(new Uint8Array(vector.buffer, vector.byteOffset, vector.byteLength), at);
+  else for (const x of vector) at = out.writeFloatLE(x, at);
   return out;
 }
 

@@ -1,6 +1,5 @@
 import type { BlobStore } from '../../common/blob-store.js';
-import type { MemoryEvent } from '../memory/journal.js';
-import type { MemoryRecord } from '../memory/memory-service.js';
+import type { MemoryEvent, MemoryRecord } from '../memory/types.js';
 import { CorruptStoreError } from './errors.js';
 import { decodePayload, encodeEnd, encodeEvent, encodeHeader, encodeHeads, type FileMeta } from './payloads.js';
 import { newHeader, readSealedStream, sealFrame, type StorageKey } from './sealed-file.js';

@@ -1,8 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import type { BlobStore } from '../../common/blob-store.js';
 import type { Logger } from '../../common/logger.js';
-import type { MemoryEvent, MemoryJournal, RestoredEvent } from '../memory/journal.js';
-import { describeModel, sameEmbeddingModel, type EmbeddingModelId } from '../memory/model-change.js';
+import type { MemoryJournal } from '../memory/journal.js';
+import type { EmbeddingModelId, MemoryEvent, RestoredEvent } from '../memory/types.js';
+import { describeModel, sameEmbeddingModel } from '../memory/model-change.js';
 import { CorruptStoreError, EmbeddingModelChangedError } from './errors.js';
 import { GroupCommitLog, type CommitStats } from './group-commit.js';
 import { logGeneration, logName, SealedLog, type LogFile } from './log-file.js';
@@ -181,7 +182,8 @@ export class DurableStore implements MemoryJournal {
     // Vectors from another model cannot be compared with new ones: such a store is restored
     // without its vectors, to be re-embedded, or refused. An empty one simply starts over.
     const changed = metas.find(({ meta }) => !sameEmbeddingModel(storedModel(meta), options.embedding));
-    const live_ = changed ? new Set<string>() : undefined;
+    // The memories restored (tenant and id) when the model changed: how many to re-embed.
+    const restoredIds = changed ? new Set<string>() : undefined;
     let events = 0;
     const skipped: NonNullable<RecoveryReport['skipped']> = [];
     const apply = (event: MemoryEvent, at: string) => {
@@ -197,9 +199,9 @@ export class DurableStore implements MemoryJournal {
         log?.error({ change: event.type, id, at, reason }, 'a stored change failed to apply at recovery; skipped it and went on');
         return;
       }
-      if (live_) {
-        if (event.type === 'delete') live_.delete(`${event.tenant_id}\0${event.id}`);
-        else live_.add(`${event.record.tenant_id}\0${event.record.id}`);
+      if (restoredIds) {
+        if (event.type === 'delete') restoredIds.delete(`${event.tenant_id}\0${event.id}`);
+        else restoredIds.add(`${event.record.tenant_id}\0${event.record.id}`);
       }
     };
     if (snapshot) {
@@ -230,7 +232,7 @@ export class DurableStore implements MemoryJournal {
       if (file.tail) cutTail = { file: name, offset: file.tail.offset, bytes: file.tail.bytes };
       if (isLast) last = { generation, header: file.header, frames: file.frames, validEnd: file.validEnd, size: file.validEnd + (file.tail?.bytes ?? 0), maxBytes };
     }
-    const modelChange = changed && { from: storedModel(changed.meta), to: options.embedding, memories: live_!.size };
+    const modelChange = changed && { from: storedModel(changed.meta), to: options.embedding, memories: restoredIds!.size };
     if (modelChange && modelChange.memories > 0 && !options.reembed) throw new EmbeddingModelChangedError(modelChange.from, modelChange.to, changed.where);
 
     const storeId = chain.storeId ?? randomBytes(16).toString('hex');

@@ -1,6 +1,5 @@
 import { readFileSync } from 'node:fs';
-import * as grpc from '@grpc/grpc-js';
-import { channelOptions, enclaveProto, type ApiReplyIn } from '../../common/proto.js';
+import { EnclaveConnection } from '../../proxy/enclave-client.js';
 import { simulatedRootPath } from '../../enclave/attestation/simulated-nsm.js';
 import { verifyAttestation, type VerificationResult } from '../../sdk/attestation/verify.js';
 
@@ -10,12 +9,9 @@ import { verifyAttestation, type VerificationResult } from '../../sdk/attestatio
  * measures, read from a document it signed (not from a helper's hash of a file).
  */
 export async function attestLoneEnclave(enclaveAddr: string, dataDir: string): Promise<VerificationResult & { body: Record<string, string> }> {
-  const client = new (enclaveProto().Enclave)(enclaveAddr, grpc.credentials.createInsecure(), channelOptions);
+  const enclave = new EnclaveConnection(enclaveAddr, 30_000);
   try {
-    const reply = await new Promise<ApiReplyIn>((resolve, reject) => {
-      client.Call({ request_id: 'pcr-test', method: 'GET', target: '/v1/attestation', body: Buffer.alloc(0), authorization: '', organization: '' },
-        { deadline: Date.now() + 30_000 }, (error: grpc.ServiceError | null, r?: ApiReplyIn) => (error ? reject(error) : resolve(r!)));
-    });
+    const reply = await enclave.call({ requestId: 'pcr-test', method: 'GET', target: '/v1/attestation' });
     if (reply.status !== 200) throw new Error(`GET /v1/attestation answered ${reply.status}: ${Buffer.from(reply.body).toString()}`);
     const body = JSON.parse(Buffer.from(reply.body).toString('utf8')) as Record<string, string>;
     const result = await verifyAttestation(Buffer.from(body.code_attestation, 'base64'), {
@@ -24,6 +20,6 @@ export async function attestLoneEnclave(enclaveAddr: string, dataDir: string): P
     });
     return { ...result, body };
   } finally {
-    client.close();
+    enclave.close();
   }
 }

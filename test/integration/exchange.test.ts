@@ -4,7 +4,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { ApiError } from '../../common/errors.js';
 import { createLogger } from '../../common/logger.js';
 import { channelOptions, enclaveProto, type ApiReply, type ApiRequest, type EnclaveClient, type ExchangeReplyIn, type ExchangeRequest } from '../../common/proto.js';
-import type { CallContext, EnclaveApi } from '../../enclave/api/index.js';
+import type { CallContext, EnclaveApi } from '../../enclave/api/create-api.js';
 import { createGrpcServer } from '../../enclave/grpc-server.js';
 import { EnclaveConnection } from '../../proxy/enclave-client.js';
 import { freePort } from '../helpers/service.js';

@@ -10,13 +10,13 @@ import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { channelOptions, enclaveProto, type ApiReplyIn, type EnclaveClient } from '../../common/proto.js';
+import { channelOptions, enclaveProto, type ApiReplyIn, type EnclaveClient, type ExchangeReplyIn } from '../../common/proto.js';
 import { request } from '../helpers/http.js';
 import { issueKey } from '../helpers/processes.js';
 import { startService, type RunningService } from '../helpers/service.js';
 import { logsCaughtUp } from '../helpers/log-barrier.js';
 
-/** Every API request travels on one RPC (Call); the HTTP method and path pick the route. */
+/** Every API request travels on one RPC (Exchange, a stream); the HTTP method and path pick the route. */
 type Method = 'GET' | 'POST' | 'PATCH' | 'DELETE' | 'PUT' | '';
 const methods: Method[] = ['GET', 'POST', 'PATCH', 'DELETE', 'PUT', ''];
 
@@ -46,35 +46,55 @@ interface Message { request_id?: string; target?: string; body?: Buffer; authori
 interface Outcome { reply?: ApiReplyIn; error?: grpc.ServiceError; json?: any }
 
 function call(method: Method, message: Message): Promise<Outcome> {
+  const { Exchange } = enclaveProto().Enclave.service;
+  return exchange(Exchange.requestSerialize({ id: 1, request: { ...message, method }, timeout_ms: 20_000 }));
+}
+
+/** An Exchange frame around `request`: the bytes of an ApiRequest, or anything else, with no encoding of ours in the way. */
+const exchangeFrame = (request: Buffer) => Buffer.concat([Buffer.from([0x08, 0x01]), field(2, request), Buffer.from([0x18, 0xa0, 0x9c, 0x01])]);
+
+/**
+ * Sends one frame on an Exchange stream of its own, as the proxy sends every request (a
+ * compromised host could send anything): the reply, or the stream's gRPC error.
+ */
+function exchange(frame: Buffer): Promise<Outcome> {
   return new Promise((resolve) => {
-    client.Call({ ...message, method }, { deadline: Date.now() + 20_000 }, (error: grpc.ServiceError | null, reply?: ApiReplyIn) => {
-      if (error) return resolve({ error });
-      let json: unknown;
-      try {
-        json = JSON.parse(Buffer.from(reply!.body).toString('utf8'));
-      } catch {
-        json = undefined;
-      }
-      resolve({ reply, json });
+    const stream = raw.makeBidiStreamRequest('/agent.enclave.v1.Enclave/Exchange', (b: Buffer) => b, (b: Buffer) => b, new grpc.Metadata(), { deadline: Date.now() + 20_000 });
+    let done = false;
+    const finish = (outcome: Outcome) => {
+      if (done) return;
+      done = true;
+      stream.cancel();
+      resolve(outcome);
+    };
+    stream.on('data', (bytes: Buffer) => {
+      const answer = enclaveProto().Enclave.service.Exchange.responseDeserialize(bytes) as ExchangeReplyIn;
+      if (answer.failed || !answer.reply) return finish({ error: Object.assign(new Error('the request failed in the enclave'), { code: grpc.status.INTERNAL }) as grpc.ServiceError });
+      finish(withJson(answer.reply));
+    });
+    stream.on('error', (error: grpc.ServiceError) => finish({ error }));
+    stream.on('end', () => finish({ error: Object.assign(new Error('the stream ended with no reply'), { code: grpc.status.UNKNOWN }) as grpc.ServiceError }));
+    stream.write(frame);
+  });
+}
+
+/** Sends bytes as the request message of the unary method `path` (only methods that do not exist are asked). */
+function callRaw(path: string, bytes: Buffer): Promise<Outcome> {
+  return new Promise((resolve) => {
+    raw.makeUnaryRequest(path, (b: Buffer) => b, (b: Buffer) => b, bytes, new grpc.Metadata(), { deadline: Date.now() + 20_000 }, (error) => {
+      resolve(error ? { error } : {});
     });
   });
 }
 
-/** Sends bytes as the request message of `path`, with no encoding of ours in the way. */
-function callRaw(path: string, bytes: Buffer): Promise<Outcome> {
-  return new Promise((resolve) => {
-    raw.makeUnaryRequest(path, (b: Buffer) => b, (b: Buffer) => b, bytes, new grpc.Metadata(), { deadline: Date.now() + 20_000 }, (error, reply) => {
-      if (error) return resolve({ error });
-      const decoded = enclaveProto().Enclave.service.Call.responseDeserialize(reply as Buffer) as ApiReplyIn;
-      let json: unknown;
-      try {
-        json = JSON.parse(Buffer.from(decoded.body).toString('utf8'));
-      } catch {
-        json = undefined;
-      }
-      resolve({ reply: decoded, json });
-    });
-  });
+function withJson(reply: ApiReplyIn): Outcome {
+  let json: unknown;
+  try {
+    json = JSON.parse(Buffer.from(reply.body).toString('utf8'));
+  } catch {
+    json = undefined;
+  }
+  return { reply, json };
 }
 
 /** A refusal: a 4xx reply whose body is exactly the OpenAI error shape. */
@@ -174,22 +194,24 @@ describe('the enclave, called directly over gRPC', () => {
       field(4, Buffer.from(`Bearer ${key}\xff`, 'latin1')),
       field(6, Buffer.from('GET')),
     ]);
-    expectRefused(await callRaw('/agent.enclave.v1.Enclave/Call', bytes));
+    expectRefused(await exchange(exchangeFrame(bytes)));
     const target = Buffer.concat([field(2, Buffer.from('/v1/memory', 'latin1')), field(3, validBody('g1')), field(4, Buffer.from(`Bearer \xc0${key}`, 'latin1')), field(6, Buffer.from('POST'))]);
-    expectRefused(await callRaw('/agent.enclave.v1.Enclave/Call', target), 401);
+    expectRefused(await exchange(exchangeFrame(target)), 401);
     const method = Buffer.concat([field(2, Buffer.from('/v1/memory', 'latin1')), field(3, validBody('g1')), field(4, Buffer.from(`Bearer ${key}`)), field(6, Buffer.from('P\xffST', 'latin1'))]);
-    expectRefused(await callRaw('/agent.enclave.v1.Enclave/Call', method));
+    expectRefused(await exchange(exchangeFrame(method)));
   });
 
   it('answers bytes that are no message with a gRPC error, and unknown methods with UNIMPLEMENTED', async () => {
     for (const bytes of [Buffer.from([0xff, 0xff, 0xff, 0xff, 0x0f]), Buffer.from([0x12, 0x80]), Buffer.from([0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f, 0x41])]) {
-      const o = await callRaw('/agent.enclave.v1.Enclave/Call', bytes);
-      if (o.error) expect(o.error.code).not.toBe(grpc.status.UNAVAILABLE);
-      else expectRefused(o);
+      for (const o of [await exchange(exchangeFrame(bytes)), await exchange(bytes)]) {
+        if (o.error) expect(o.error.code).not.toBe(grpc.status.UNAVAILABLE);
+        else expectRefused(o);
+      }
     }
     const unknown = await callRaw('/agent.enclave.v1.Enclave/DropAllTenants', Buffer.alloc(0));
-    // The RPCs of the old channel are gone: every request goes through Call.
+    // The RPCs of the old channels are gone (one per route, then the unary Call): every request goes through Exchange.
     expect((await callRaw('/agent.enclave.v1.Enclave/AddMemory', Buffer.alloc(0))).error?.code).toBe(grpc.status.UNIMPLEMENTED);
+    expect((await callRaw('/agent.enclave.v1.Enclave/Call', Buffer.alloc(0))).error?.code).toBe(grpc.status.UNIMPLEMENTED);
     expect(unknown.error?.code).toBe(grpc.status.UNIMPLEMENTED);
     // A message over the channel's 8 MiB cap is refused by the transport.
     const huge = await call('POST', { target: '/v1/memory', body: Buffer.alloc(9 * 1024 * 1024, 0x61), authorization: auth() });
@@ -220,7 +242,7 @@ describe('the enclave, called directly over gRPC', () => {
     }), { numRuns: 600 });
     // Raw bytes as messages: a reply (refused) or a gRPC error, never a dead enclave.
     await fc.assert(fc.asyncProperty(fc.uint8Array({ maxLength: 200 }), async (bytes) => {
-      const o = await callRaw('/agent.enclave.v1.Enclave/Call', Buffer.from(bytes));
+      const o = await exchange(exchangeFrame(Buffer.from(bytes)));
       if (o.error) expect(o.error.code, o.error.message).not.toBe(grpc.status.UNAVAILABLE);
       else expect(o.reply!.status).toBeLessThan(500);
     }), { numRuns: 300 });

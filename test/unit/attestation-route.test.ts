@@ -2,7 +2,7 @@ import { pino } from 'pino';
 import { describe, expect, it, vi } from 'vitest';
 import { ApiError } from '../../common/errors.js';
 import { attestationRoute } from '../../enclave/api/attestation-route.js';
-import { resolveCall, type RouteCall } from '../../enclave/api/routes.js';
+import { resolveCall, type RouteCall } from '../../enclave/api/resolve-call.js';
 import { openAuthorizer } from '../../enclave/auth/authorizer.js';
 import { generateIdentity } from '../../enclave/keys.js';
 

@@ -9,7 +9,7 @@ import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ApiRequest } from '../../common/proto.js';
 import { modelsDir } from '../../common/paths.js';
-import { createApi, type EnclaveApi } from '../../enclave/api/index.js';
+import { createApi, type EnclaveApi } from '../../enclave/api/create-api.js';
 import { ReplayGuard } from '../../enclave/api/replay-guard.js';
 import { KeyRing, keyAuthorizer } from '../../enclave/auth/authorizer.js';
 import { hashApiKey } from '../../enclave/auth/keys-file.js';

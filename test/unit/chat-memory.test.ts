@@ -5,7 +5,8 @@ import { conversationQuery, memoryMessage, retrieveMemories, withMemories } from
 import { MemoryToolRunner } from '../../enclave/chat/memory-tools.js';
 import { OFFLINE_MODEL, offlineChunks, offlineCompletion } from '../../enclave/chat/offline-responder.js';
 import { loadEmbedder, type Embedder } from '../../enclave/embedding/embedder.js';
-import { MemoryService, type MemoryRecord } from '../../enclave/memory/memory-service.js';
+import { MemoryService } from '../../enclave/memory/memory-service.js';
+import type { MemoryRecord } from '../../enclave/memory/types.js';
 
 const record = (id: string, content: string, source?: string): MemoryRecord => ({
   id, object: 'memory', tenant_id: 't', content, metadata: source ? { source } : {}, created_at: 1_700_000_000,

@@ -2,7 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { modelsDir } from '../../common/paths.js';
 import { relevantMemories, type RelevanceCut } from '../../enclave/chat/relevance.js';
 import { loadEmbedder, type Embedder } from '../../enclave/embedding/embedder.js';
-import { MemoryService, type ScoredMemory } from '../../enclave/memory/memory-service.js';
+import { MemoryService } from '../../enclave/memory/memory-service.js';
+import type { ScoredMemory } from '../../enclave/memory/types.js';
 
 /** A found memory with the given fused score and cosine (the lexical part is implied). */
 function found(id: string, { score, cosine }: { score: number; cosine: number }): ScoredMemory {

@@ -2,7 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ApiError } from '../../common/errors.js';
 import { modelsDir } from '../../common/paths.js';
 import { loadEmbedder, type Embedder } from '../../enclave/embedding/embedder.js';
-import { DEFAULT_MAX_MEMORIES_PER_TENANT, MemoryService } from '../../enclave/memory/memory-service.js';
+import { MemoryService } from '../../enclave/memory/memory-service.js';
+import { DEFAULT_MAX_MEMORIES_PER_TENANT } from '../../enclave/memory/memory-options.js';
 
 let embedder: Embedder;
 beforeAll(async () => {

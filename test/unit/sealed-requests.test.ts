@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { ApiError } from '../../common/errors.js';
 import type { ApiReply, ApiRequest } from '../../common/proto.js';
 import { ReplayGuard } from '../../enclave/api/replay-guard.js';
-import { resolveCall, type RouteCall } from '../../enclave/api/routes.js';
+import { resolveCall, type RouteCall } from '../../enclave/api/resolve-call.js';
 import { sealedRoute } from '../../enclave/api/sealed-route.js';
 import { KeyRing, keyAuthorizer, openAuthorizer } from '../../enclave/auth/authorizer.js';
 import { hashApiKey } from '../../enclave/auth/keys-file.js';

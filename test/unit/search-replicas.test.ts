@@ -1,9 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { modelsDir } from '../../common/paths.js';
 import { loadEmbedder, type Embedder } from '../../enclave/embedding/embedder.js';
-import { MemoryService, RANKING_SPARE, REPLICATE_AFTER_QUERIES, type MemoryRecord, type ScoredMemory } from '../../enclave/memory/memory-service.js';
+import { MemoryService } from '../../enclave/memory/memory-service.js';
+import { RANKING_SPARE } from '../../enclave/memory/tenant-query.js';
+import { REPLICATE_AFTER_QUERIES } from '../../enclave/memory/tenant-memories.js';
+import type { MemoryRecord, ScoredMemory } from '../../enclave/memory/types.js';
 import type { QueryMemoryInput } from '../../common/schemas.js';
-import { MAX_UNAPPLIED_CHANGES, Replica, SearchReplicas } from '../../enclave/retrieval/search-replicas.js';
+import { MAX_UNAPPLIED_CHANGES, Replica, SearchReplicas } from '../../enclave/search-worker/search-replicas.js';
 import { DEFAULT_TIERS } from '../../enclave/vectors/tiered-index.js';
 import { memoryText, questionText } from '../../bench/corpus.js';
 import { buildStaticSifModel } from '../../scripts/build-model.js';

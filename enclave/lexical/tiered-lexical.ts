@@ -1,4 +1,5 @@
-import { Bm25Index, type LexicalHit, type LexicalResult, type SearchCost } from './bm25.js';
+import { Bm25Index } from './bm25.js';
+import type { LexicalHit, LexicalIndex, LexicalResult, SearchCost } from './lexical-index.js';
 import { lexicalTerms } from './lexical-terms.js';
 import { SmallBm25 } from './small-bm25.js';
 import { TermDictionary } from './term-dictionary.js';
@@ -16,7 +17,7 @@ export interface TieredLexicalOptions {
   promoteAbove?: number;
 }
 
-export class TieredLexical {
+export class TieredLexical implements LexicalIndex {
   private small?: SmallBm25;
   private large?: Bm25Index;
   private readonly promoteAbove: number;
@@ -68,14 +69,14 @@ export class TieredLexical {
 
   /** Gives back what the index holds in the shared dictionary (its tenant is gone). */
   dispose(): void {
-    this.small?.dispose();
+    (this.small ?? this.large!).dispose();
   }
 
   search(query: string, k: number, cost?: SearchCost, accept?: (id: string) => boolean): LexicalHit[] {
     return (this.small ?? this.large!).search(query, k, cost, accept);
   }
 
-  searchWith(query: string, k: number, also: readonly string[], cost?: SearchCost, accept?: (id: string) => boolean): LexicalResult {
-    return (this.small ?? this.large!).searchWith(query, k, also, cost, accept);
+  searchWith(query: string, k: number, asked: readonly string[], cost?: SearchCost, accept?: (id: string) => boolean): LexicalResult {
+    return (this.small ?? this.large!).searchWith(query, k, asked, cost, accept);
   }
 }

@@ -1,4 +1,5 @@
-import { BM25_B, BM25_K1, MAX_QUERY_TERMS, bm25Idf, type LexicalHit, type LexicalResult, type SearchCost } from './bm25.js';
+import { BM25_B, BM25_K1, MAX_QUERY_TERMS, bm25Idf } from './bm25.js';
+import type { LexicalHit, LexicalIndex, LexicalResult, SearchCost } from './lexical-index.js';
 import { lexicalTerms } from './lexical-terms.js';
 import { TermDictionary } from './term-dictionary.js';
 
@@ -15,7 +16,7 @@ let slotOf = new Int32Array(1024);
  * The index holds each of its distinct terms once in the dictionary, for as long as a memory
  * here holds it (`df`), so the dictionary forgets a word no memory of any tenant uses.
  */
-export class SmallBm25 {
+export class SmallBm25 implements LexicalIndex {
   private ids: string[] = [];
   /** Memory i's terms are data[starts[i] .. starts[i + 1]). */
   private data = new Int32Array(64);
@@ -46,7 +47,7 @@ export class SmallBm25 {
 
   /**
    * Adds a memory given its lexical terms. A term the caller already holds in the dictionary
-   * (memory-service.ts numbers an add's terms before logging it) is only counted here, so
+   * (memory/change-admission.ts numbers an add's terms before logging it) is only counted here, so
    * applying a logged add adds no entry to the dictionary's map.
    */
   addTerms(id: string, terms: readonly string[]): void {
@@ -123,11 +124,11 @@ export class SmallBm25 {
     return this.searchWith(query, k, [], cost, accept).hits;
   }
 
-  /** search(), and the scores of the memories `also` names, as Bm25Index.searchWith. */
-  searchWith(query: string, k: number, also: readonly string[], cost?: SearchCost, accept?: (id: string) => boolean): LexicalResult {
+  /** LexicalIndex.searchWith. */
+  searchWith(query: string, k: number, asked: readonly string[], cost?: SearchCost, accept?: (id: string) => boolean): LexicalResult {
     const n = this.ids.length;
-    const scores = new Float64Array(also.length);
-    if (n === 0 || (k <= 0 && also.length === 0)) return { hits: [], also: scores };
+    const scores = new Float64Array(asked.length);
+    if (n === 0 || (k <= 0 && asked.length === 0)) return { hits: [], askedScores: scores };
     const wanted = new Map<number, number>(); // term number -> slot
     const distinct = new Set(lexicalTerms(query));
     for (const term of distinct) {
@@ -136,7 +137,7 @@ export class SmallBm25 {
     }
     if (wanted.size === 0) {
       if (cost) Object.assign(cost, { terms: 0, postingsRead: 0, postingsHeld: 0, idealScore: distinct.size * bm25Idf(n, 0) });
-      return { hits: [], also: scores };
+      return { hits: [], askedScores: scores };
     }
     // One pass: each memory's count of each query term, and each term's document frequency.
     // The query's terms are marked in a table indexed by term number, so each term of each
@@ -170,8 +171,8 @@ export class SmallBm25 {
     const idealScore = Array.from(df, (d) => bm25Idf(n, d)).reduce((sum, x) => sum + x, 0) + (distinct.size - slots) * bm25Idf(n, 0);
     if (cost) Object.assign(cost, { terms: used.length, postingsRead: totalLength, postingsHeld: totalLength, idealScore });
     const hits: LexicalHit[] = [];
-    const asked = also.length > 0 ? new Set(also) : undefined;
-    const askedScores = new Map<string, number>();
+    const askedIds = asked.length > 0 ? new Set(asked) : undefined;
+    const scoreById = new Map<string, number>();
     for (let i = 0; i < n; i++) {
       let score = 0;
       const norm = BM25_K1 * (1 - BM25_B + (BM25_B * (this.starts[i + 1] - this.starts[i])) / averageLength);
@@ -180,11 +181,11 @@ export class SmallBm25 {
         if (count > 0) score += (idf[s] * count * (BM25_K1 + 1)) / (count + norm);
       }
       if (score === 0) continue;
-      if (asked?.has(this.ids[i])) askedScores.set(this.ids[i], score);
+      if (askedIds?.has(this.ids[i])) scoreById.set(this.ids[i], score);
       if (!accept || accept(this.ids[i])) hits.push({ id: this.ids[i], score });
     }
-    also.forEach((id, j) => { scores[j] = askedScores.get(id) ?? 0; });
+    asked.forEach((id, j) => { scores[j] = scoreById.get(id) ?? 0; });
     // Stable: equal scores keep insertion order, the older memory first.
-    return { hits: k > 0 ? hits.sort((x, y) => y.score - x.score).slice(0, k) : [], also: scores };
+    return { hits: k > 0 ? hits.sort((x, y) => y.score - x.score).slice(0, k) : [], askedScores: scores };
   }
 }

@@ -1,42 +1,14 @@
 import { lexicalTerms } from './lexical-terms.js';
-
-/** What one search did: filled in when asked for (tests and benchmarks check the pruning with it). */
-export interface SearchCost {
-  /** Distinct query terms used (at most MAX_QUERY_TERMS). */
-  terms: number;
-  /** Postings read, in total over all terms. */
-  postingsRead: number;
-  /** Postings the terms hold in total: what an exhaustive search would read. */
-  postingsHeld: number;
-  /**
-   * What a memory of average length holding each distinct query term once would score: the sum
-   * of the terms' IDF, a term no memory holds counting as df 0 (it is rare, so a query whose
-   * words are missing here is mostly unanswered by words). Hybrid ranking scales BM25 by it.
-   */
-  idealScore?: number;
-}
+import type { LexicalHit, LexicalIndex, LexicalResult, SearchCost } from './lexical-index.js';
 
 /** Lucene's IDF variant: always positive, so a term in most memories still counts a little. */
 export function bm25Idf(memories: number, df: number): number {
   return Math.log(1 + (memories - df + 0.5) / (df + 0.5));
 }
 
-export interface LexicalHit {
-  id: string;
-  /** BM25 score; > 0, higher is better, comparable only within one query. */
-  score: number;
-}
-
 /** A hit of searchKeyed(): with the key its memory was added under (-1 for none). */
 export interface KeyedHit extends LexicalHit {
   key: number;
-}
-
-/** A search's top hits, and the scores of the other memories it was asked about (searchWith). */
-export interface LexicalResult {
-  hits: LexicalHit[];
-  /** The BM25 score of each memory named in `also`, in that order; 0 where no term matched. */
-  also: Float64Array;
 }
 
 /**
@@ -115,7 +87,7 @@ const MIN_WINDOW = 256;
  * whose blocks cannot reach it are skipped, so a common word does not walk its whole posting
  * list, and no list of all matches is built or sorted.
  */
-export class Bm25Index {
+export class Bm25Index implements LexicalIndex {
   /** Document number -> memory id; '' once removed. */
   private ids: string[] = [];
   private lengths = new Uint32Array(64);
@@ -182,6 +154,9 @@ export class Bm25Index {
   }
 
   /** Removes a memory; `text` is its content, whose terms name the postings to update. */
+  /** Holds nothing outside itself (no shared dictionary): nothing to give back. */
+  dispose(): void {}
+
   remove(id: string, text: string): void {
     const doc = this.numbers.get(id);
     if (doc === undefined) return;
@@ -211,37 +186,32 @@ export class Bm25Index {
     return this.searchWith(query, k, [], cost, accept).hits;
   }
 
-  /**
-   * search(), and the scores of the memories `also` names, whether or not they made the top
-   * `k` (0 for one that matches no term or is not held): hybrid ranking gives the memories
-   * the vector search found their lexical evidence too. Each costs a binary search per term.
-   * With `k` 0 only those scores are worked out (the top hits came from elsewhere).
-   */
-  searchWith(query: string, k: number, also: readonly string[], cost?: SearchCost, accept?: (id: string) => boolean): LexicalResult {
-    const asked: Asked[] = [];
-    also.forEach((id, j) => {
+  /** LexicalIndex.searchWith: each memory asked about costs a binary search per term. */
+  searchWith(query: string, k: number, asked: readonly string[], cost?: SearchCost, accept?: (id: string) => boolean): LexicalResult {
+    const askedDocs: Asked[] = [];
+    asked.forEach((id, j) => {
       const doc = this.numbers.get(id);
-      if (doc !== undefined) asked.push({ doc, j });
+      if (doc !== undefined) askedDocs.push({ doc, j });
     });
-    const scores = new Float64Array(also.length);
+    const scores = new Float64Array(asked.length);
     const { ids } = this;
-    return { hits: this.searchDocs(query, k, asked, scores, cost, accept).map(({ doc, score }) => ({ id: ids[doc], score })), also: scores };
+    return { hits: this.searchDocs(query, k, askedDocs, scores, cost, accept).map(({ doc, score }) => ({ id: ids[doc], score })), askedScores: scores };
   }
 
   /**
-   * searchWith() with `also` naming memories by the keys they were added under (addTerms),
+   * searchWith() with `askedKeys` naming memories by the keys they were added under (addTerms),
    * and each hit carrying its key: no lookup by id string on either side.
    */
-  searchKeyed(query: string, k: number, also: readonly number[], cost?: SearchCost): { hits: KeyedHit[]; also: Float64Array } {
-    const asked: Asked[] = [];
+  searchKeyed(query: string, k: number, askedKeys: readonly number[], cost?: SearchCost): { hits: KeyedHit[]; askedScores: Float64Array } {
+    const askedDocs: Asked[] = [];
     const { docsByKey } = this;
-    also.forEach((key, j) => {
+    askedKeys.forEach((key, j) => {
       const doc = key >= 0 && key < docsByKey.length ? docsByKey[key] : -1;
-      if (doc >= 0) asked.push({ doc, j });
+      if (doc >= 0) askedDocs.push({ doc, j });
     });
-    const scores = new Float64Array(also.length);
+    const scores = new Float64Array(askedKeys.length);
     const { ids, keys } = this;
-    return { hits: this.searchDocs(query, k, asked, scores, cost).map(({ doc, score }) => ({ id: ids[doc], key: keys[doc], score })), also: scores };
+    return { hits: this.searchDocs(query, k, askedDocs, scores, cost).map(({ doc, score }) => ({ id: ids[doc], key: keys[doc], score })), askedScores: scores };
   }
 
   /**

@@ -4,8 +4,8 @@ import { resolve } from 'node:path';
 import { PendingTable } from '../../common/pending-table.js';
 import { repoRoot } from '../../common/paths.js';
 import type { FromWorker, ToWorker, WorkerData, WorkerSetup } from './search-protocol.js';
-import type { RankedHit } from './tenant-search.js';
-import type { LexicalHit } from './bm25.js';
+import type { RankedHit } from '../retrieval/tenant-search.js';
+import type { LexicalHit } from '../lexical/lexical-index.js';
 import type { VectorRows } from '../vectors/vector-index.js';
 
 /** What a copy is built from: each memory's id and content, and each embedded memory's vector. */
@@ -38,13 +38,13 @@ export class Replica {
 /** The worker's script: beside this file when built; from dist/ when this runs from source (vitest). */
 function workerScript(): string {
   const here = fileURLToPath(import.meta.url);
-  return here.endsWith('.ts') ? resolve(repoRoot, 'dist/enclave/retrieval/search-worker.js') : resolve(here, '../search-worker.js');
+  return here.endsWith('.ts') ? resolve(repoRoot, 'dist/enclave/search-worker/search-worker.js') : resolve(here, '../search-worker.js');
 }
 
 /**
  * Large tenants' searches on a second thread. The event loop keeps every tenant whole (and
  * can answer any query itself); for a large tenant that is queried often
- * (memory-service.ts decides) it also keeps a copy in the worker (retrieval/search-worker.ts),
+ * (memory/tenant-memories.ts decides) it also keeps a copy in the worker (search-worker/search-worker.ts),
  * changed in step by message, and sends each unfiltered query there to be searched (HNSW
  * and BM25) and ranked (each candidate's similarity, the fusion), doing the rest (embedding,
  * looking up the winners' records, the answer, signing) itself. The searches were about 40%
@@ -155,7 +155,7 @@ export class SearchReplicas {
 
   /**
    * BM25's top `depth` hits for a query, from the copy: a query alone sends its lexical search
-   * here and does the rest on the event loop meanwhile (memory/memory-service.ts). Undefined
+   * here and does the rest on the event loop meanwhile (memory/tenant-query.ts, the split path). Undefined
    * when the worker cannot take it now, as search().
    */
   match(replica: Replica, query: string, depth: number): Promise<LexicalHit[]> | undefined {

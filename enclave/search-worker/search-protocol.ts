@@ -2,7 +2,7 @@ import type { HnswOptions } from '../vectors/hnsw-index.js';
 
 /**
  * The messages between the enclave's event loop and its search worker
- * (retrieval/search-replicas.ts, retrieval/search-worker.ts). They travel on one port, so
+ * (search-worker/search-replicas.ts, search-worker/search-worker.ts). They travel on one port, so
  * the worker sees changes and searches in the order the event loop sent them.
  */
 export interface WorkerSetup {

@@ -2,16 +2,17 @@
  * The search worker: a thread of the enclave holding a copy (HNSW graph, vectors and BM25
  * postings) of each large tenant the event loop hands it, and searching and ranking a hybrid
  * query there, so the event loop is free for other requests meanwhile and only looks up the
- * records of the winners (retrieval/search-replicas.ts is the other side). It holds no
+ * records of the winners (search-worker/search-replicas.ts is the other side). It holds no
  * records, keys or secrets beyond the memories' texts and vectors, and talks only to its parent.
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { HnswIndex } from '../vectors/hnsw-index.js';
-import { Bm25Index, type KeyedHit, type SearchCost } from './bm25.js';
+import { Bm25Index, type KeyedHit } from '../lexical/bm25.js';
+import type { SearchCost } from '../lexical/lexical-index.js';
 import type { FromWorker, ToWorker, WorkerData } from './search-protocol.js';
-import { rankHybrid } from './hybrid.js';
-import { centred } from './tenant-centre.js';
-import { candidatesOf, type Similarities, type TenantSearch } from './tenant-search.js';
+import { rankHybrid } from '../retrieval/hybrid.js';
+import { centred } from '../retrieval/tenant-centre.js';
+import { candidatesOf, type Similarities, type TenantSearch } from '../retrieval/tenant-search.js';
 
 interface Replica {
   vectors: HnswIndex;
@@ -57,10 +58,10 @@ function searchReplica(replica: Replica, query: string, vector: Float32Array, me
   const { vectors, lexical } = replica;
   const labels = vectors.searchLabels(centred(vector, mean), depth);
   const cost: SearchCost = { terms: 0, postingsRead: 0, postingsHeld: 0 };
-  const { hits, also } = lexical.searchKeyed(query, depth, labels, cost);
+  const { hits, askedScores } = lexical.searchKeyed(query, depth, labels, cost);
   const score = vectors.labelScorer(vector, mean);
   return {
-    searched: { ids: labels.map((label) => vectors.idOf(label)), hits, also, cost },
+    searched: { ids: labels.map((label) => vectors.idOf(label)), hits, lexicalScores: askedScores, cost },
     // A hit with no label has a zero vector or none: similarity 0, as scorer() gives it.
     similarity: { found: (j) => score(labels[j]), matched: (hit) => (hit.key >= 0 ? score(hit.key) : 0) },
   };
@@ -108,7 +109,7 @@ function handle(message: ToWorker): void {
       return;
     case 'search': {
       const replica = queried(message.replica);
-      // The same steps as the event loop's (memory/memory-service.ts rankHere), on the copy.
+      // The same steps as the event loop's (memory/tenant-query.ts rankHere), on the copy.
       const { dimension } = setup;
       const vector = message.vectors.subarray(0, dimension);
       const mean = message.vectors.subarray(dimension, 2 * dimension);

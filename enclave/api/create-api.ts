@@ -15,7 +15,7 @@ import { modelRoutes, type ModelsDeps } from './models-route.js';
 import type { ReplayGuard } from './replay-guard.js';
 import { errorReply, requestIdForLog } from './request.js';
 import { responsesRoutes } from './responses-route.js';
-import { resolveCall, streams, type CallContext, type RouteCall, type RouteHandler, type RouteHandlers, type StreamHandlers } from './routes.js';
+import { resolveCall, streams, type CallContext, type RouteCall, type RouteHandler, type RouteHandlers, type StreamHandlers } from './resolve-call.js';
 import { sealedRoute } from './sealed-route.js';
 import { sealedStreamRoute, sealedStreamUnary } from './sealed-stream-route.js';
 import { signReply, type ResponseSigner, type SignedState } from './signing.js';
@@ -28,8 +28,9 @@ export type { CallContext };
 export type Handler = (request: ApiRequest, context?: CallContext) => Promise<ApiReply>;
 export type { StreamHandler };
 
-/** The two RPCs of protos/enclave.proto that carry API requests. */
+/** What the two RPCs of protos/enclave.proto that carry API requests hand their requests to. */
 export interface EnclaveApi {
+  /** A request whose answer does not stream (each request of the Exchange stream). */
   Call: Handler;
   CallStream: StreamHandler;
   /** Requests holding a place in the work gate now (metrics). */

@@ -1,0 +1,110 @@
+import type { QueryMemoryInput } from '../../common/schemas.js';
+import { FUSION_DEPTH, rankHybrid, type Candidate, type Ranker } from '../retrieval/hybrid.js';
+import { centred } from '../retrieval/tenant-centre.js';
+import { candidatesOf, searchTenant, searchTenantWith, similaritiesById, type RankedHit, type TenantSearch } from '../retrieval/tenant-search.js';
+import { metadataMatcher } from './metadata-filter.js';
+import type { TenantMemories } from './tenant-memories.js';
+import type { ScoredMemory } from './types.js';
+
+/**
+ * Where a query is searched and ranked:
+ * - `event-loop`: both searches and the ranking here. Small tenants, filtered queries (a
+ *   filter needs the records, which only the event loop holds), the evaluation's rankings,
+ *   and every query the worker cannot take.
+ * - `split`: a large tenant's query alone: the worker's copy finds BM25's top hits (they need
+ *   no embedding) while the event loop embeds the query and searches the vectors, so the two
+ *   searches take the time of the longer, not of both; ranked here.
+ * - `worker`: a large tenant's query while others are under way: searched and ranked in the
+ *   worker, the event loop only looking up the winners' records.
+ */
+export type QueryPath = 'event-loop' | 'split' | 'worker';
+
+/**
+ * The search worker sends back the first top_k + this many of its ranking: the event loop
+ * skips memories deleted while the worker ranked, and ranks a query itself in the rare case
+ * that more than this many of them were.
+ */
+export const RANKING_SPARE = 10;
+
+export interface QueryContext {
+  /** The query's vector (the one await: the tenant may change meanwhile). */
+  embed(query: string): Promise<Float32Array>;
+  /** Queries under way now, this one included. */
+  querying(): number;
+}
+
+/**
+ * The tenant's top_k memories for the query: the vector (HNSW) ranking and the lexical (BM25)
+ * ranking fused by `rank` (retrieval/hybrid.ts), on the path the load calls for.
+ */
+export async function queryTenant(tenant: TenantMemories, input: QueryMemoryInput, rank: Ranker, context: QueryContext): Promise<ScoredMemory[]> {
+  const depth = Math.max(input.top_k, FUSION_DEPTH);
+  const plain = !input.filters && rank === rankHybrid;
+  // Caught now: if embedding fails, nothing awaits it (a worker failing meanwhile must not
+  // become an unhandled rejection); undefined hits mean search here.
+  const matching = plain && context.querying() === 1 ? tenant.matchInWorker(input.query, depth)?.catch(() => undefined) : undefined;
+  const vector = await context.embed(input.query);
+  const mean = tenant.centre.mean();
+  const path: QueryPath = matching ? 'split' : plain ? 'worker' : 'event-loop';
+  switch (path) {
+    case 'split': {
+      const searched = await searchTenantWith(tenant.index, tenant.lexical, input.query, centred(vector, mean), depth, matching!);
+      if (searched) return stillHeld(tenant, rankHere(tenant, input, vector, mean, depth, rank, searched), input.top_k);
+      break;
+    }
+    case 'worker': {
+      const keep = input.top_k + RANKING_SPARE;
+      const remote = await tenant.searchInWorker(context.querying() > 1, input.query, vector, mean, depth, keep)?.catch(() => undefined);
+      const results = remote && stillHeld(tenant, remote, input.top_k);
+      // More of the worker's first `keep` deleted meanwhile than the spare: rank here.
+      if (results && (results.length === input.top_k || remote.length < keep)) return results;
+      break;
+    }
+    case 'event-loop':
+      break;
+  }
+  return stillHeld(tenant, rankHere(tenant, input, vector, mean, depth, rank), input.top_k);
+}
+
+/**
+ * A query's searches and ranking on the event loop. `searched`: the searches, when they were
+ * done apart (the split path).
+ */
+function rankHere(tenant: TenantMemories, input: QueryMemoryInput, vector: Float32Array, mean: Float32Array, depth: number, rank: Ranker, searched?: TenantSearch): RankedHit[] {
+  // A filter is applied inside both searches, so each still returns its depth of matches.
+  const accept = input.filters ? metadataMatcher(input.filters) : undefined;
+  const accepts = accept && ((id: string) => accept(tenant.records.get(id)!.metadata));
+  // Similarity from the tenant's mean, not the origin: the index finds the neighbours of the
+  // moved query, and each is scored exactly from the mean (retrieval/tenant-centre.ts).
+  searched ??= searchTenant(tenant.index, tenant.lexical, input.query, centred(vector, mean), depth, accepts);
+  const score = tenant.index.scorer(vector, mean);
+  const similarity = (id: string) => score(id) ?? 0;
+  const candidates = candidatesOf(searched, similaritiesById(searched, similarity), (id) => tenant.records.has(id));
+  // HNSW may stop short under a narrow filter: then score every matching memory exactly.
+  if (accepts && candidates.size < input.top_k && tenant.records.size > candidates.size) {
+    const exact: Candidate[] = [];
+    for (const id of tenant.records.keys()) {
+      if (!candidates.has(id) && accepts(id)) exact.push({ id, vector: similarity(id) });
+    }
+    exact.sort((x, y) => y.vector - x.vector);
+    let vectorRank = candidates.size;
+    for (const c of exact.slice(0, depth)) candidates.set(c.id, { ...c, vectorRank: ++vectorRank });
+  }
+  return rank([...candidates.values()], { lexicalIdeal: searched.cost.idealScore ?? 0 });
+}
+
+/**
+ * The first `topK` of a ranking whose memories the tenant still holds, with their records:
+ * the tenant may have changed while the worker ranked, and a ranking's order does not depend
+ * on the other candidates, so skipping what is gone keeps the rest in order.
+ */
+function stillHeld(tenant: TenantMemories, ranked: RankedHit[], topK: number): ScoredMemory[] {
+  const results: ScoredMemory[] = [];
+  for (const hit of ranked) {
+    const record = tenant.records.get(hit.id);
+    if (!record) continue;
+    results.push({ record, score: hit.fused, scores: { vector: hit.vector, lexical: hit.lexical ?? null, fused: hit.fused } });
+    if (results.length === topK) break;
+  }
+  return results;
+}

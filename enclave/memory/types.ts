@@ -1,0 +1,51 @@
+/**
+ * What the memory layers share: the service, its journal, model changes and storage all
+ * speak of these, so they live apart from each of them (and none imports another for a type).
+ */
+
+export type Metadata = Record<string, string | number | boolean | null>;
+
+export interface MemoryRecord {
+  id: string;
+  object: 'memory';
+  tenant_id: string;
+  content: string;
+  metadata: Metadata;
+  /** Unix seconds, as OpenAI's `created` fields. */
+  created_at: number;
+  /** Unix seconds of the last change by PATCH; absent until then. */
+  updated_at?: number;
+}
+
+export interface ScoredMemory {
+  record: MemoryRecord;
+  /** The ranking score: results are in decreasing order of it (= scores.fused). */
+  score: number;
+  /**
+   * What it is made of: `vector` the cosine similarity of query and memory (0 when either has
+   * no vector), `lexical` the BM25 score (null when no query term matched), `fused` their
+   * combination (see retrieval/hybrid.ts).
+   */
+  scores: { vector: number; lexical: number | null; fused: number };
+}
+
+/** A change to the memory store: what the durable log records and replays. */
+export type MemoryEvent =
+  | { type: 'add'; record: MemoryRecord; vector: Float32Array }
+  /** A new version of a stored memory (same id and tenant), replacing it where it stands. */
+  | { type: 'update'; record: MemoryRecord; vector: Float32Array }
+  | { type: 'delete'; tenant_id: string; id: string };
+
+/**
+ * A change as restored at start. An add whose vector came from another embedding model is
+ * restored without it (`vector: null`): the record is kept and is re-embedded before use.
+ */
+export type RestoredEvent = MemoryEvent | { type: 'add'; record: MemoryRecord; vector: null } | { type: 'update'; record: MemoryRecord; vector: null };
+
+/** The embedding model vectors come from: the same only if all three agree (model-change.ts). */
+export interface EmbeddingModelId {
+  id: string;
+  dimension: number;
+  /** Embedder.sha256: the hash attestation measures. */
+  sha256: string;
+}
