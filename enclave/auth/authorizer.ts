@@ -73,7 +73,8 @@ export function keyAuthorizer(keys: () => KeyRing): Authorizer {
       const sentHeader = authorization !== '';
       if (authorization.trim() === '') return { keyId: undefined, tenants: undefined, refused: 'missing', sentHeader };
       const token = bearerToken(authorization);
-      const found = token === undefined ? undefined : keys().lookup(token);
+      if (token === undefined) return { keyId: undefined, tenants: undefined, refused: 'not-bearer', sentHeader };
+      const found = keys().lookup(token);
       if (!found) return { keyId: undefined, tenants: undefined, refused: 'invalid', sentHeader };
       return { keyId: found.id, tenants: found.tenants, sentHeader };
     },

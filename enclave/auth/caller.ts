@@ -16,8 +16,12 @@ export interface Caller {
   readonly keyId: string | undefined;
   /** The tenants the key holds; undefined in open mode, where every caller may act for every tenant. */
   readonly tenants: ReadonlySet<string> | undefined;
-  /** Keys are configured and the header holds none (missing) or no known one (invalid): the 401 a route that needs a key answers. */
-  readonly refused?: 'missing' | 'invalid';
+  /**
+   * Keys are configured and the header holds none (missing), is not of the Bearer scheme
+   * (not-bearer: e.g. the bare key), or holds no known key (invalid): the 401 a route that
+   * needs a key answers.
+   */
+  readonly refused?: 'missing' | 'not-bearer' | 'invalid';
   /** Whether the request carried an Authorization header at all (a sealed call's outer request must not). */
   readonly sentHeader: boolean;
 }
@@ -26,11 +30,15 @@ const tenantPattern = new RegExp(limits.tenantIdPattern);
 
 const missingKey = () => new ApiError('missing_api_key',
   'missing API key: send "Authorization: Bearer <key>"', { headers: { 'www-authenticate': 'Bearer' } });
+// Never echoes the header: it may be the key itself, sent without its scheme.
+const notBearer = () => new ApiError('invalid_api_key',
+  'the Authorization header must be "Bearer <key>": this one has no Bearer scheme (was the key sent alone?)', { headers: { 'www-authenticate': 'Bearer error="invalid_request"' } });
 const invalidKey = () => new ApiError('invalid_api_key', 'invalid API key', { headers: { 'www-authenticate': 'Bearer error="invalid_token"' } });
 
 /** 401 unless the caller holds a known key (any tenant); nothing in open mode. */
 export function authenticate(caller: Caller): void {
   if (caller.refused === 'missing') throw missingKey();
+  if (caller.refused === 'not-bearer') throw notBearer();
   if (caller.refused === 'invalid') throw invalidKey();
 }
 
@@ -54,9 +62,12 @@ export function chatTenant(caller: Caller, organization: string | undefined): st
   const tenants = caller.tenants;
   if (!tenants) return organization;
   if (organization !== undefined && organization !== '') {
-    if (!tenants.has(organization)) throw forbidden('this API key may not act for the organization in organization_id');
+    if (!tenants.has(organization)) throw forbidden('this API key may not act for the organization named in the OpenAI-Organization (or organization_id) header');
     return organization;
   }
   if (tenants.size === 1) return [...tenants][0];
-  throw badRequest('this API key holds several tenants: name one in the organization_id header', 'organization_id', 'missing_required_parameter');
+  throw badRequest(
+    'this API key holds several tenants: name one in the OpenAI-Organization header (the openai SDK\'s `organization` option) or the organization_id header',
+    'organization_id', 'missing_required_parameter',
+  );
 }

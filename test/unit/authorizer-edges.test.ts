@@ -30,6 +30,14 @@ describe('key authorizer', () => {
     expect(invalid.headers).toEqual({ 'www-authenticate': 'Bearer error="invalid_token"' });
   });
 
+  it('a key sent without "Bearer " is told so, and the refusal never echoes the header (it is the key)', () => {
+    const bare = refusal(() => authenticate(auth.identify(one)));
+    expect(bare.code).toBe('invalid_api_key');
+    expect(bare.message).toMatch(/must be "Bearer <key>": this one has no Bearer scheme/);
+    expect(bare.message).not.toContain(one);
+    expect(refusal(() => authenticate(auth.identify(`Token ${one}`))).message).not.toContain(one);
+  });
+
   it('echoes a refused tenant only when it is a well-formed id', () => {
     expect(refusal(() => authorize(auth.identify(`Bearer ${one}`), 't2')).message).toBe('this API key may not act for tenant \'t2\'');
     expect(refusal(() => authorize(auth.identify(`Bearer ${one}`), '<script>')).message).toBe('this API key may not act for this tenant');
@@ -38,9 +46,9 @@ describe('key authorizer', () => {
   it('chat: an empty organization header is no header; a foreign or missing one is refused with a reason', () => {
     expect(chatTenant(auth.identify(`Bearer ${one}`), '')).toBe('t1');
     expect(chatTenant(auth.identify(`Bearer ${one}`), undefined)).toBe('t1');
-    expect(refusal(() => chatTenant(auth.identify(`Bearer ${one}`), 't2')).message).toBe('this API key may not act for the organization in organization_id');
+    expect(refusal(() => chatTenant(auth.identify(`Bearer ${one}`), 't2')).message).toBe('this API key may not act for the organization named in the OpenAI-Organization (or organization_id) header');
     const several = refusal(() => chatTenant(auth.identify(`Bearer ${two}`), ''));
-    expect(several.message).toBe('this API key holds several tenants: name one in the organization_id header');
+    expect(several.message).toMatch(/holds several tenants: name one in the OpenAI-Organization header \(the openai SDK's `organization` option\)/);
   });
 
   it('names a key by the first 16 bytes of its stored hash, the same for every spelling, and no id for an unknown key', () => {
