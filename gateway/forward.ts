@@ -85,11 +85,14 @@ async function relay(stream: SealedStream, res: ServerResponse): Promise<void> {
   let held = false;
   try {
     for await (const chunk of stream) {
-      if (Buffer.from(chunk).equals(DONE)) {
+      // [DONE] waits until the whole stream has verified: alone, or at the end of a frame.
+      let bytes = Buffer.from(chunk);
+      if (bytes.length >= DONE.length && bytes.subarray(bytes.length - DONE.length).equals(DONE)) {
         held = true;
-        continue;
+        bytes = bytes.subarray(0, bytes.length - DONE.length);
+        if (bytes.length === 0) continue;
       }
-      if (!res.write(chunk)) await once(res, 'drain');
+      if (!res.write(bytes)) await once(res, 'drain');
     }
   } catch (error) {
     const failure = failureOf(error);

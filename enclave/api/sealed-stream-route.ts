@@ -36,11 +36,56 @@ export function sealedStreamRoute(deps: SealedStreamDeps) {
     await sink.data(frameEvent(sealer.header));
     // Frames must be sealed in the order they are sent: the head is written (not awaited)
     // at once, and the gRPC sink writes in call order.
+    const frames = new FrameBatcher((bytes) => sink.data(frameEvent(sealer.data(bytes))));
     await deps.dispatch(inner, caller, {
       head: (reply) => void sink.data(frameEvent(sealer.head(reply.status ?? 200, reply.headers ?? {}))),
-      data: (bytes) => sink.data(frameEvent(sealer.data(bytes))),
+      data: (bytes) => frames.write(bytes),
     }, signal, context?.place);
+    await frames.flush();
     // A caller that went away gets no end: nothing reads it.
     if (!signal.aborted) await sink.data(frameEvent(sealer.end()));
   };
+}
+
+/**
+ * Gathers the chunks of the inner answer written in one turn of the event loop into one
+ * frame: the offline responder writes a whole answer at once, and a frame per SSE chunk
+ * costs a padded, sealed, base64 frame each. Chunks that come apart (a model upstream, token
+ * by token) still leave on the next turn. The client checks the inner signature over the
+ * bytes, not the frames, so how they are cut changes nothing it verifies.
+ */
+export class FrameBatcher {
+  private parts: Uint8Array[] = [];
+  private bytes = 0;
+  private scheduled = false;
+  /** The last frame's write: what a writer waits on (backpressure). */
+  private last: Promise<void> = Promise.resolve();
+
+  constructor(private readonly send: (bytes: Uint8Array) => Promise<void>, private readonly maxBytes = 64 * 1024) {}
+
+  write(chunk: Uint8Array): Promise<void> {
+    this.parts.push(chunk);
+    this.bytes += chunk.length;
+    if (this.bytes >= this.maxBytes) return this.flush();
+    if (!this.scheduled) {
+      this.scheduled = true;
+      setImmediate(() => {
+        this.scheduled = false;
+        void this.flush();
+      });
+    }
+    return this.last;
+  }
+
+  /** Sends what is gathered as one frame (in order: frames are sealed as they are sent). */
+  flush(): Promise<void> {
+    if (this.parts.length === 0) return this.last;
+    const bytes = this.parts.length === 1 ? this.parts[0] : Buffer.concat(this.parts);
+    this.parts = [];
+    this.bytes = 0;
+    this.last = this.send(bytes);
+    // A failed write reaches the next writer or flush(); the timer's flush has no one to tell.
+    this.last.catch(() => {});
+    return this.last;
+  }
 }

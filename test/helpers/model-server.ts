@@ -8,6 +8,7 @@ import type { AddressInfo } from 'node:net';
  * behaviour is chosen by the request's `model`, so one server serves every scenario:
  *
  *   echo            answers "echo: <latest user message>" (streams it in pieces with stream: true)
+ *   echo-paced      the same, each piece 30 ms after the last, as a model streams tokens
  *   fail-500        500 with an error message that quotes the API key
  *   unauthorized    401 that quotes the API key
  *   bad-request     400 with the model's own message
@@ -117,8 +118,20 @@ function sse(res: ServerResponse, events: unknown[], end = true): void {
   if (end) res.end('data: [DONE]\n\n');
 }
 
+/** sse(), one event every `ms`. */
+function ssePaced(res: ServerResponse, events: unknown[], ms: number): void {
+  res.writeHead(200, { 'content-type': 'text/event-stream' });
+  const next = (i: number) => {
+    if (res.destroyed) return;
+    if (i === events.length) return void res.end('data: [DONE]\n\n');
+    res.write(`data: ${JSON.stringify(events[i])}\n\n`);
+    setTimeout(() => next(i + 1), ms);
+  };
+  next(0);
+}
+
 /** An answer with text, streamed in three pieces (and usage when asked for) or whole. */
-function answer(body: any, res: ServerResponse, text: string): void {
+function answer(body: any, res: ServerResponse, text: string, pacedMs?: number): void {
   if (!body.stream) return json(res, 200, completion(body, { content: text }));
   const third = Math.ceil(text.length / 3);
   const events: unknown[] = [
@@ -129,6 +142,7 @@ function answer(body: any, res: ServerResponse, text: string): void {
   if (body.stream_options?.include_usage) {
     events.push({ ...chunk(body, {}), choices: [], usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 } });
   }
+  if (pacedMs !== undefined) return ssePaced(res, events, pacedMs);
   sse(res, events);
 }
 
@@ -192,6 +206,8 @@ function behave(body: any, res: ServerResponse): void {
         { id: 'call_s2', name: 'search_memory', arguments: '{"query":"pet"}' },
         { id: 'call_w2', name: 'get_weather', arguments: '{"city":"Porto"}' },
       ]);
+    case 'echo-paced':
+      return answer(body, res, `echo: ${latestUser(body)}`, 30);
     default:
       return answer(body, res, `echo: ${latestUser(body)}`);
   }

@@ -60,8 +60,8 @@ afterAll(async () => {
   await model?.close();
 });
 
-const chat = (client: TeeClient, content = PROMPT) =>
-  client.sealedStream('POST', '/v1/chat/completions', { model: 'echo', stream: true, messages: [{ role: 'user', content }] }, { organization: TENANT });
+const chat = (client: TeeClient, content = PROMPT, model = 'echo') =>
+  client.sealedStream('POST', '/v1/chat/completions', { model, stream: true, messages: [{ role: 'user', content }] }, { organization: TENANT });
 
 describe('a sealed stream through the host', () => {
   it('a streamed chat arrives whole and verified, and no canary, tenant or route crosses the host in the clear', async () => {
@@ -113,7 +113,9 @@ describe('a host that edits the stream is caught', () => {
   const attempt = async (edit: (events: string[]) => string[]) => {
     editor.edit = edit;
     try {
-      const stream = await chat(edited, 'a short chat');
+      // Paced, as a model streams tokens: each piece is a frame of its own (the enclave
+      // gathers only what comes in one turn of its event loop into a frame).
+      const stream = await chat(edited, 'a short chat', 'echo-paced');
       await readAll(stream);
       return undefined;
     } catch (error) {
