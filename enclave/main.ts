@@ -26,6 +26,7 @@ import { openMemoryStore, refuseToStart } from './storage/open-memory-store.js';
 import { heapShortfall } from './memory/heap-budget.js';
 import { SEALED_MAX_AGE_MS } from '../protocol/sealed.js';
 import { encodeUserData } from '../protocol/user-data.js';
+import { stopOnSignals } from '../common/grpc-stop.js';
 import { CONFIG_ERROR_EXIT, exitWithConfigError, stopWithSupervisor, tellSupervisorReady } from '../common/supervised.js';
 import { addressTarget, listenErrorLine } from '../common/listen-error.js';
 
@@ -152,19 +153,5 @@ bootStage('serving');
 sink?.serving();
 tellSupervisorReady();
 
-let stopping = false;
-const stop = (signal: string) => {
-  if (stopping) return;
-  stopping = true;
-  log.info({ signal }, 'stopping');
-  server.tryShutdown(() => {
-    void Promise.allSettled([store.close(), embedder.close(), upstream?.close(), searchReplicas?.close()]).finally(() => {
-      void blobs.close().finally(() => process.exit(0));
-    });
-  });
-  // Don't let a hung client hold the process: force after a grace period.
-  setTimeout(() => server.forceShutdown(), 5000).unref();
-};
-process.on('SIGINT', () => stop('SIGINT'));
-process.on('SIGTERM', () => stop('SIGTERM'));
+stopOnSignals(server, log, 5000, () => Promise.allSettled([store.close(), embedder.close(), upstream?.close(), searchReplicas?.close()]).finally(() => blobs.close()));
 stopWithSupervisor();

@@ -6,6 +6,7 @@ import { createLogger } from '../common/logger.js';
 import { hostStoreSettings } from './config.js';
 import { FsBlobStore } from './fs-blob-store.js';
 import { createHostStoreServer } from './grpc-service.js';
+import { stopOnSignals } from '../common/grpc-stop.js';
 import { exitWithConfigError, stopWithSupervisor, tellSupervisorReady } from '../common/supervised.js';
 import { addressTarget, listenErrorLine } from '../common/listen-error.js';
 import { lockDataDir } from './data-dir-lock.js';
@@ -35,15 +36,6 @@ const port = await listen(server, config.address).catch((err: unknown) => config
 log.info({ address: config.address, port, dataDir }, 'host store listening');
 tellSupervisorReady();
 
-let stopping = false;
-const stop = (signal: string) => {
-  if (stopping) return;
-  stopping = true;
-  log.info({ signal }, 'stopping');
-  // Every acknowledged write is already on disk: nothing to flush.
-  server.tryShutdown(() => process.exit(0));
-  setTimeout(() => server.forceShutdown(), 3000).unref();
-};
-process.on('SIGINT', () => stop('SIGINT'));
-process.on('SIGTERM', () => stop('SIGTERM'));
+// Every acknowledged write is already on disk: nothing to flush.
+stopOnSignals(server, log, 3000);
 stopWithSupervisor();
