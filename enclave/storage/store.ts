@@ -127,6 +127,7 @@ export class DurableStore implements MemoryJournal {
     this.commits = new GroupCommitLog(file, {
       groupCommit: options.groupCommit ?? true,
       betweenBatches: () => this.maybeCompact(),
+      wantsPause: () => this.compactionDue(),
       onBatch: options.onCommit,
       onFailure: (err) => {
         if (this.fence(err)) return;
@@ -378,9 +379,12 @@ export class DurableStore implements MemoryJournal {
     return true;
   }
 
+  private compactionDue(): boolean {
+    return !this.fenced && !this.snapshotting && this.commits.current.size >= Math.max(this.options.snapshotLogBytes, this.lastSnapshotBytes);
+  }
+
   private async maybeCompact(): Promise<void> {
-    const { size } = this.commits.current;
-    if (this.fenced || this.snapshotting || size < Math.max(this.options.snapshotLogBytes, this.lastSnapshotBytes)) return;
+    if (!this.compactionDue()) return;
     try {
       await this.rotate();
     } catch (err) {
