@@ -10,11 +10,6 @@ export interface GroupCommitOptions {
   groupCommit: boolean;
   /** Runs after each batch, while no batch is in progress; may switchTo() a new file. Must not throw. */
   betweenBatches?: () => Promise<void>;
-  /**
-   * Whether betweenBatches has work to do (a compaction is due): the next batch is then not
-   * written early, so that nothing is in flight when betweenBatches runs.
-   */
-  wantsPause?: () => boolean;
   /** Called when a batch could not be made durable (it was refused with 503; later batches try again). */
   onFailure?: (err: Error) => void;
   /** Called after each batch is durable, with its entries and how long its write and sync took (metrics). */
@@ -27,12 +22,6 @@ export interface CommitStats {
   /** Batches written, i.e. fsyncs of the log. */
   syncs: number;
   largestBatch: number;
-}
-
-interface Sent {
-  batch: Pending[];
-  written: Promise<void>;
-  started: number;
 }
 
 interface Pending {
@@ -48,13 +37,7 @@ interface Pending {
  * queued as one batch (up to MAX_BATCH_BYTES), synced once, then runs each entry's
  * onDurable in order and resolves it. A batch whose write fails (the host store is down,
  * its disk is full) is refused with 503 and not applied; the log stays usable, because the
- * next append is written at the same offset (after cutting whatever the failed one may
- * have left, log-file.ts).
- *
- * Once a batch is durable, the entries queued meanwhile are sent as the next batch before
- * this one's are applied: applying (index inserts) and answering then overlap the next
- * write and sync instead of delaying it. Nothing is acknowledged earlier than before: an
- * entry is applied and resolved only after its own batch is durable, in order.
+ * next append is written at the same offset and cuts whatever the failed one may have left.
  */
 export class GroupCommitLog {
   private queue: Pending[] = [];
@@ -109,18 +92,13 @@ export class GroupCommitLog {
   private async run(): Promise<void> {
     this.busy = true;
     try {
-      /** A batch already sent to the host store, while the one before it was applied. */
-      let sent: Sent | undefined;
-      while (sent || this.queue.length > 0 || this.tasks.length > 0) {
-        if (!sent) {
-          for (const task of this.tasks.splice(0)) await task.run().then(task.resolve, task.reject);
-          if (this.queue.length === 0) continue;
-          sent = this.send();
-        }
-        const { batch, written, started } = sent;
-        sent = undefined;
+      while (this.queue.length > 0 || this.tasks.length > 0) {
+        for (const task of this.tasks.splice(0)) await task.run().then(task.resolve, task.reject);
+        if (this.queue.length === 0) continue;
+        const batch = this.options.groupCommit ? this.queue.splice(0, batchLength(this.queue)) : this.queue.splice(0, 1);
+        const started = performance.now();
         try {
-          await written;
+          await this.file.append(batch.flatMap((p) => p.payloads));
         } catch (err) {
           this.fail(err as Error, batch);
           continue;
@@ -130,8 +108,6 @@ export class GroupCommitLog {
         this.stats.commits += entries;
         this.stats.largestBatch = Math.max(this.stats.largestBatch, entries);
         this.options.onBatch?.(entries, (performance.now() - started) / 1000);
-        // What queued during this batch's write goes out now, unless a task or a compaction waits for a pause.
-        if (this.queue.length > 0 && this.tasks.length === 0 && !this.options.wantsPause?.()) sent = this.send();
         for (const p of batch) {
           try {
             p.onDurable();
@@ -140,7 +116,7 @@ export class GroupCommitLog {
             p.reject(err as Error);
           }
         }
-        if (!sent) await this.options.betweenBatches?.();
+        await this.options.betweenBatches?.();
       }
     } finally {
       // Synchronously after the last check of the queue: an append that finds busy
@@ -148,16 +124,6 @@ export class GroupCommitLog {
       this.busy = false;
       for (const resolve of this.idle.splice(0)) resolve();
     }
-  }
-
-  /** Takes the next batch off the queue and starts writing it. */
-  private send(): Sent {
-    const batch = this.options.groupCommit ? this.queue.splice(0, batchLength(this.queue)) : this.queue.splice(0, 1);
-    const started = performance.now();
-    const written = this.file.append(batch.flatMap((p) => p.payloads));
-    // Awaited by the loop once the batch before it is applied; until then a failure must not count as unhandled.
-    written.catch(() => {});
-    return { batch, written, started };
   }
 
   private fail(err: Error, batch: Pending[]): void {

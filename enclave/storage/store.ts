@@ -127,7 +127,6 @@ export class DurableStore implements MemoryJournal {
     this.commits = new GroupCommitLog(file, {
       groupCommit: options.groupCommit ?? true,
       betweenBatches: () => this.maybeCompact(),
-      wantsPause: () => this.compactionDue(),
       onBatch: options.onCommit,
       onFailure: (err) => {
         if (this.fence(err)) return;
@@ -379,12 +378,9 @@ export class DurableStore implements MemoryJournal {
     return true;
   }
 
-  private compactionDue(): boolean {
-    return !this.fenced && !this.snapshotting && this.commits.current.size >= Math.max(this.options.snapshotLogBytes, this.lastSnapshotBytes);
-  }
-
   private async maybeCompact(): Promise<void> {
-    if (!this.compactionDue()) return;
+    const { size } = this.commits.current;
+    if (this.fenced || this.snapshotting || size < Math.max(this.options.snapshotLogBytes, this.lastSnapshotBytes)) return;
     try {
       await this.rotate();
     } catch (err) {

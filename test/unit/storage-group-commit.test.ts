@@ -136,42 +136,6 @@ describe('group commit', () => {
     await file.close();
   });
 
-  it('sends what queued during a write before applying the batch it waited for; applies and answers each entry only after its own batch is durable', async () => {
-    const events: string[] = [];
-    const file = new (class extends WatchedLog {
-      override async append(payloads: Uint8Array[]): Promise<void> {
-        const batch = payloads.map(String).join(',');
-        events.push(`write ${batch}`);
-        await super.append(payloads);
-        events.push(`durable ${batch}`);
-      }
-    })(await SealedLog.create(blobs, NAME, key, meta));
-    const log = new GroupCommitLog(file, { groupCommit: true });
-    const work = [0, 1, 2].map((i) => log.append(payload(i), () => events.push(`apply ${i}`)).then(() => events.push(`answer ${i}`)));
-    await Promise.all(work);
-    expect(events).toEqual([
-      'write entry 0', 'durable entry 0',
-      // Entries 1 and 2 queued during the first write: they go out before entry 0 is applied.
-      'write entry 1,entry 2', 'apply 0', 'answer 0',
-      'durable entry 1,entry 2', 'apply 1', 'apply 2', 'answer 1', 'answer 2',
-    ]);
-    await file.close();
-  });
-
-  it('sends nothing early when a pause is wanted: betweenBatches runs with no write in flight', async () => {
-    const file = new WatchedLog(await SealedLog.create(blobs, NAME, key, meta));
-    const seen: boolean[] = [];
-    const log = new GroupCommitLog(file, {
-      groupCommit: true,
-      wantsPause: () => file.size > 0,
-      betweenBatches: async () => { seen.push(file.inFlight); },
-    });
-    await Promise.all(Array.from({ length: 20 }, (_, i) => log.append(payload(i), () => {})));
-    expect(seen.length).toBeGreaterThan(0);
-    expect(seen.every((inFlight) => !inFlight)).toBe(true);
-    await file.close();
-  });
-
   it('runs exclusive tasks between batches, with no write in flight', async () => {
     const file = new WatchedLog(await SealedLog.create(blobs, NAME, key, meta));
     const log = new GroupCommitLog(file, { groupCommit: true });
