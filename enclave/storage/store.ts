@@ -249,7 +249,11 @@ export class DurableStore implements MemoryJournal {
       });
       if (file.frames === 0) throw new CorruptStoreError(`${name} changed while it was being read`);
       if (file.tail) cutTail = { file: name, offset: file.tail.offset, bytes: file.tail.bytes };
-      if (isLast) last = { generation, header: file.header, frames: file.frames, validEnd: file.validEnd, size: file.validEnd + (file.tail?.bytes ?? 0), maxBytes };
+      // The size the tail is cut from (a conditional truncate): a junk tail is read no further
+      // than the segment's limit, so the host's listing is the better guess of where it ends.
+      const listedSize = listed.find((b) => b.name === name)?.size ?? 0;
+      const size = file.tail ? Math.max(file.validEnd + file.tail.bytes, listedSize) : file.validEnd;
+      if (isLast) last = { generation, header: file.header, frames: file.frames, validEnd: file.validEnd, size, maxBytes };
     }
     const modelChange = changed && { from: storedModel(changed.meta), to: options.embedding, memories: restoredIds!.size };
     if (modelChange && modelChange.memories > 0 && !options.reembed) throw new EmbeddingModelChangedError(modelChange.from, modelChange.to, changed.where);
