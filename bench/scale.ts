@@ -21,9 +21,10 @@ import { DEFAULT_TIERS, TieredIndex } from '../enclave/vectors/tiered-index.js';
 import { rssMiB, startService, untilIdle, type Service } from '../scripts/lib/run-service.js';
 import { memoryText, questionText } from './corpus.js';
 import { LoadClient } from './load-client.js';
-import { addBatch, load, measure, query, round } from './http-load.js';
+import { addBatch, load, loadEach, measure, over, query, round, sendEach, WARM_UP_MS } from './http-load.js';
 import { cpuIdentity, describeSpeed, machineSpeed } from './machine-speed.js';
 import { percentile } from './stats.js';
+import { watchWritePath } from './write-path.js';
 
 const quick = process.env.BENCH_QUICK === '1';
 const SIZES = quick ? [1_000, 10_000] : [1_000, 10_000, 100_000];
@@ -81,11 +82,19 @@ async function overHttp(results: Record<string, unknown>): Promise<void> {
     results.bigTenantLoad = { memories: stored, perSecond: Math.round(stored / (loadMs / 1000)) };
 
     const single1 = await measure(client, 1, quick ? 300 : 1_000, (i) => ({ method: 'POST', path: '/v1/memory', body: JSON.stringify({ tenant_id: `single-${i % 50}`, content: memoryText(5_000_000 + i) }) }));
-    const single16 = await measure(client, 16, quick ? 2_000 : 8_000, (i) => ({ method: 'POST', path: '/v1/memory', body: JSON.stringify({ tenant_id: `single-${i % 50}`, content: memoryText(6_000_000 + i) }) }));
-    console.log(`single-item ingest: 1 client ${single1.perSecond}/s (p50 ${single1.p50} ms); 16 clients ${single16.perSecond}/s (p50 ${single16.p50} ms, p99 ${single16.p99} ms)`);
+    // As measure(), with the write path watched over the measured writes only (not the warm-up).
+    const singles = quick ? 2_000 : 8_000;
+    const addOne = over(client, (i) => ({ method: 'POST', path: '/v1/memory', body: JSON.stringify({ tenant_id: `single-${i % 50}`, content: memoryText(6_000_000 + i) }) }));
+    const warmUntil = performance.now() + WARM_UP_MS;
+    await sendEach(16, () => performance.now() < warmUntil, (i) => addOne(singles + i));
+    const watched = await watchWritePath(client, svc);
+    const single16 = await loadEach(16, singles, addOne);
+    const writePath = await watched(singles);
+    console.log(`single-item ingest: 1 client ${single1.perSecond}/s (p50 ${single1.p50} ms); 16 clients ${single16.perSecond}/s (p50 ${single16.p50} ms, p99 ${single16.p99} ms); ` +
+      `${writePath.entriesPerCommit} writes per group commit of ${writePath.commitMs} ms; CPU ms per write: proxy ${writePath.cpuMsPerWrite.proxy}, enclave ${writePath.cpuMsPerWrite.enclave}, host store ${writePath.cpuMsPerWrite.hostStore}`);
     const attestation = await measure(client, 16, quick ? 2_000 : 6_000, () => ({ method: 'GET', path: '/v1/attestation' }));
     console.log(`attestation (no nonce), 16 clients: ${attestation.perSecond} req/s (p50 ${attestation.p50} ms)`);
-    results.ingest = { single: { c1: single1, c16: single16 } };
+    results.ingest = { single: { c1: single1, c16: single16, writePath } };
     results.attestation = { c16: attestation };
   } finally {
     client.close();

@@ -5,11 +5,39 @@
  * back is authenticated and checked by the enclave (enclave/storage/store.ts).
  *
  * Every write is durable when its promise resolves (fsync on the host), and `put` replaces
- * a blob atomically: a crash leaves the old blob or the new one, never half of one.
+ * a blob atomically: a crash leaves the old blob or the new one, never half of one. Writes
+ * are conditional (an append names the end it expects, a put may require the blob absent or
+ * at a version), so two writers of one store cannot both succeed: the second one fails.
  */
 export interface BlobInfo {
   name: string;
   size: number;
+  /**
+   * Changes with every write of the blob (put, append, truncate); what `ifVersion` compares.
+   * Opaque: the file backend's tokens last as long as its process.
+   */
+  version: string;
+}
+
+/** Conditions on a put: it fails (BlobConflictError) unless they hold when it would replace the blob. */
+export interface PutConditions {
+  /** Only if there is no such blob. */
+  ifAbsent?: boolean;
+  /** Only if the blob exists with this version (from list() or an earlier put). */
+  ifVersion?: string;
+}
+
+/**
+ * A conditional write found the blob other than its writer expected: an append at an
+ * offset that is not the blob's end, a truncate of a blob of another size, a put whose
+ * condition failed. Nothing was written. To the enclave it means another writer has been
+ * here (an old owner woke up, or a new one took over): it stops writing the store.
+ */
+export class BlobConflictError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'BlobConflictError';
+  }
 }
 
 export interface BlobStore {
@@ -17,14 +45,19 @@ export interface BlobStore {
   list(prefix?: string): Promise<BlobInfo[]>;
   /** The blob's bytes in chunks, or undefined if there is no such blob. */
   read(name: string): Promise<AsyncIterable<Buffer> | undefined>;
-  /** Creates or atomically replaces a blob with the given bytes. */
-  put(name: string, data: Uint8Array | AsyncIterable<Uint8Array>): Promise<void>;
+  /** Creates or atomically replaces a blob with the given bytes, if `conditions` hold; resolves with its new version. */
+  put(name: string, data: Uint8Array | AsyncIterable<Uint8Array>, conditions?: PutConditions): Promise<{ version: string }>;
   /**
-   * Writes `data` at `offset` of an existing blob, first cutting anything after `offset`
-   * (a torn tail the enclave has decided to drop), and makes it durable. Fails if the
-   * blob is shorter than `offset`.
+   * Writes `data` at the end of an existing blob and makes it durable, only if the blob's
+   * end is `offset` (BlobConflictError otherwise, and nothing is written). All or nothing:
+   * an append that fails leaves the blob as it was (unless the host itself crashes).
    */
   append(name: string, offset: number, data: Uint8Array): Promise<void>;
+  /**
+   * Cuts the blob to `length` bytes (a torn tail its writer decided to drop), durably, only
+   * if its size is `ifSize` (BlobConflictError otherwise). Appends never cut anything.
+   */
+  truncate(name: string, length: number, ifSize: number): Promise<void>;
   /** Deletes the blob (no error if absent), durably. */
   delete(name: string): Promise<void>;
   /** No more appends to this blob for now: the store may let go of what it keeps for them (an open file). */

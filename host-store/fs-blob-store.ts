@@ -1,6 +1,7 @@
+import { randomBytes } from 'node:crypto';
 import { mkdir, open, readdir, rename, rm, stat, type FileHandle } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import { isValidBlobName, type BlobInfo, type BlobStore } from '../common/blob-store.js';
+import { BlobConflictError, isValidBlobName, type BlobInfo, type BlobStore, type PutConditions } from '../common/blob-store.js';
 import { fsyncDir, writeAll } from './fs-utils.js';
 
 /** Bytes per chunk when a blob is read back: small enough to stream, large enough to be cheap. */
@@ -13,19 +14,12 @@ export class BlobNameError extends Error {
   }
 }
 
-/** The blob is shorter than the offset an append was asked to write at. */
-export class BlobOffsetError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'BlobOffsetError';
-  }
-}
-
 /**
  * Blobs as files in one folder (DATA_DIR): the host store's disk. A blob `memory/log-1`
  * is the file `<dir>/memory/log-1`. Names are checked before any path is built, so no
  * name reaches outside the folder. Every change is synced, with its folder, before it
- * resolves; replacements go through a temporary file and a rename.
+ * resolves; replacements go through a temporary file and a rename. Conditions are checked
+ * and acted on with no other operation on the same blob in between.
  */
 export class FsBlobStore implements BlobStore {
   /**
@@ -34,6 +28,16 @@ export class FsBlobStore implements BlobStore {
    * this process writes the folder, so the cached size stays true.
    */
   private readonly appending = new Map<string, { handle: FileHandle; size: number }>();
+  /**
+   * Each blob's version: this process's random id and a counter, new at every write. Only
+   * this process writes the folder (data-dir-lock.ts), so it sees every change; after a
+   * restart every blob gets a new version, and a put conditional on an old one fails (safe).
+   */
+  private readonly versions = new Map<string, string>();
+  private readonly boot = randomBytes(6).toString('hex');
+  private writes = 0;
+  /** Operations on one blob run one at a time, so a condition still holds when the write it guards is made. */
+  private readonly queues = new Map<string, Promise<unknown>>();
 
   constructor(readonly dir: string) {}
 
@@ -51,7 +55,7 @@ export class FsBlobStore implements BlobStore {
         const name = relative + entry.name;
         if (entry.isDirectory() && depth === 0) await walk(join(folder, entry.name), `${name}/`, 1);
         else if (entry.isFile() && isValidBlobName(name) && name.startsWith(prefix)) {
-          out.push({ name, size: (await stat(join(folder, entry.name))).size });
+          out.push({ name, size: (await stat(join(folder, entry.name))).size, version: this.versionOf(name) });
         }
       }
     };
@@ -71,60 +75,82 @@ export class FsBlobStore implements BlobStore {
     }
   }
 
-  async put(name: string, data: Uint8Array | AsyncIterable<Uint8Array>): Promise<void> {
+  async put(name: string, data: Uint8Array | AsyncIterable<Uint8Array>, conditions: PutConditions = {}): Promise<{ version: string }> {
     const path = this.path(name);
-    await this.forget(name);
-    await mkdir(dirname(path), { recursive: true, mode: 0o700 });
-    const tmp = `${path}.tmp`;
-    const handle = await open(tmp, 'w', 0o600);
-    try {
-      let position = 0;
-      for await (const chunk of data instanceof Uint8Array ? [data] : data) {
-        await writeAll(handle, chunk, position);
-        position += chunk.length;
+    // The whole put holds the blob, so its condition still holds at the rename, and two
+    // writers' puts of one blob never share the temporary file.
+    return this.one(name, async () => {
+      await this.check(name, path, conditions);
+      await mkdir(dirname(path), { recursive: true, mode: 0o700 });
+      const tmp = `${path}.tmp`;
+      const handle = await open(tmp, 'w', 0o600);
+      try {
+        let position = 0;
+        for await (const chunk of data instanceof Uint8Array ? [data] : data) {
+          await writeAll(handle, chunk, position);
+          position += chunk.length;
+        }
+        await handle.sync();
+      } catch (err) {
+        await handle.close();
+        await rm(tmp, { force: true });
+        throw err;
       }
-      await handle.sync();
-    } catch (err) {
       await handle.close();
-      await rm(tmp, { force: true });
-      throw err;
-    }
-    await handle.close();
-    await rename(tmp, path);
-    await fsyncDir(dirname(path));
+      await this.forget(name);
+      await rename(tmp, path);
+      await fsyncDir(dirname(path));
+      return { version: this.changed(name) };
+    });
   }
 
   async append(name: string, offset: number, data: Uint8Array): Promise<void> {
     const path = this.path(name);
-    let file = this.appending.get(name);
-    if (!file) {
-      const handle = await open(path, 'r+');
-      file = { handle, size: (await handle.stat()).size };
-      await this.keepOpen(name, file);
-    }
-    try {
-      if (file.size < offset) throw new BlobOffsetError(`${name} has ${file.size} bytes; cannot write at ${offset}`);
-      if (file.size > offset) {
-        await file.handle.truncate(offset);
-        file.size = offset;
+    return this.one(name, async () => {
+      const file = await this.openForAppend(name, path);
+      if (file.size !== offset) throw new BlobConflictError(`${name} ends at ${file.size}; an append at ${offset} is refused`);
+      if (data.length === 0) return;
+      try {
+        await writeAll(file.handle, data, offset);
+        // fdatasync: the data and the new size, without unrelated metadata.
+        await file.handle.datasync();
+      } catch (err) {
+        // All or nothing: what part of the write got through is cut, so the writer may try again at the same offset.
+        await file.handle.truncate(offset).catch(() => {});
+        await this.forget(name);
+        throw err;
       }
-      await writeAll(file.handle, data, offset);
-      // fdatasync: the data and the new size, without unrelated metadata.
-      await file.handle.datasync();
       file.size = offset + data.length;
-    } catch (err) {
-      // The file's state is unknown after a failed write: reopen (and re-read its size) next time.
-      await this.forget(name);
-      throw err;
-    }
+      this.changed(name);
+    });
+  }
+
+  async truncate(name: string, length: number, ifSize: number): Promise<void> {
+    const path = this.path(name);
+    return this.one(name, async () => {
+      const file = await this.openForAppend(name, path);
+      if (file.size !== ifSize || length > ifSize) throw new BlobConflictError(`${name} has ${file.size} bytes; a cut to ${length} of ${ifSize} bytes is refused`);
+      try {
+        await file.handle.truncate(length);
+        await file.handle.datasync();
+      } catch (err) {
+        await this.forget(name);
+        throw err;
+      }
+      file.size = length;
+      this.changed(name);
+    });
   }
 
   async delete(name: string): Promise<void> {
     const path = this.path(name);
-    await this.forget(name);
-    await rm(path, { force: true });
-    await fsyncDir(dirname(path)).catch((err: NodeJS.ErrnoException) => {
-      if (err.code !== 'ENOENT') throw err;
+    await this.one(name, async () => {
+      await this.forget(name);
+      await rm(path, { force: true });
+      this.versions.delete(name);
+      await fsyncDir(dirname(path)).catch((err: NodeJS.ErrnoException) => {
+        if (err.code !== 'ENOENT') throw err;
+      });
     });
   }
 
@@ -136,10 +162,49 @@ export class FsBlobStore implements BlobStore {
     for (const name of [...this.appending.keys()]) await this.forget(name);
   }
 
-  private async keepOpen(name: string, entry: { handle: FileHandle; size: number }): Promise<void> {
+  /** The blob's open handle and size, kept for the appends to come. */
+  private async openForAppend(name: string, path: string): Promise<{ handle: FileHandle; size: number }> {
+    const kept = this.appending.get(name);
+    if (kept) return kept;
+    const handle = await open(path, 'r+');
+    const file = { handle, size: (await handle.stat()).size };
     // The enclave appends to one segment at a time (two during a compaction): a few suffice.
     if (this.appending.size >= 4) await this.forget(this.appending.keys().next().value!);
-    this.appending.set(name, entry);
+    this.appending.set(name, file);
+    return file;
+  }
+
+  private async check(name: string, path: string, { ifAbsent, ifVersion }: PutConditions): Promise<void> {
+    if (!ifAbsent && ifVersion === undefined) return;
+    const exists = await stat(path).then(() => true, (err: NodeJS.ErrnoException) => {
+      if (err.code === 'ENOENT') return false;
+      throw err;
+    });
+    if (ifAbsent && exists) throw new BlobConflictError(`${name} exists; a put if absent is refused`);
+    if (ifVersion !== undefined && (!exists || this.versionOf(name) !== ifVersion)) {
+      throw new BlobConflictError(`${name} is ${exists ? `at version ${this.versionOf(name)}` : 'absent'}; a put if at version ${ifVersion} is refused`);
+    }
+  }
+
+  private versionOf(name: string): string {
+    return this.versions.get(name) ?? this.changed(name);
+  }
+
+  private changed(name: string): string {
+    const version = `${this.boot}-${++this.writes}`;
+    this.versions.set(name, version);
+    return version;
+  }
+
+  private one<T>(name: string, work: () => Promise<T>): Promise<T> {
+    const before = this.queues.get(name) ?? Promise.resolve();
+    const result = before.then(work);
+    const settled = result.catch(() => {});
+    this.queues.set(name, settled);
+    void settled.then(() => {
+      if (this.queues.get(name) === settled) this.queues.delete(name);
+    });
+    return result;
   }
 
   private async forget(name: string): Promise<void> {

@@ -1,10 +1,10 @@
 import * as grpc from '@grpc/grpc-js';
-import type { BlobStore } from '../common/blob-store.js';
+import { BlobConflictError, type BlobStore } from '../common/blob-store.js';
 import type { Logger } from '../common/logger.js';
 import {
   hostStoreChannelOptions, hostStoreProto, type BlobChunk, type BlobChunkIn, type HostStoreHandlers, type StreamedAppendIn,
 } from '../common/proto.js';
-import { BlobNameError, BlobOffsetError } from './fs-blob-store.js';
+import { BlobNameError } from './fs-blob-store.js';
 
 /** A Put whose stream ended before its last chunk: nothing is replaced. */
 class AbandonedPutError extends Error {
@@ -25,7 +25,7 @@ export function createHostStoreServer(store: BlobStore, log: Logger): grpc.Serve
     const error = err as Error;
     const code = error instanceof BlobNameError ? grpc.status.INVALID_ARGUMENT
       : error instanceof AbandonedPutError ? grpc.status.ABORTED
-      : error instanceof BlobOffsetError ? grpc.status.FAILED_PRECONDITION
+      : error instanceof BlobConflictError ? grpc.status.FAILED_PRECONDITION
         : (error as NodeJS.ErrnoException).code === 'ENOENT' ? grpc.status.NOT_FOUND
           : grpc.status.UNAVAILABLE;
     if (code === grpc.status.UNAVAILABLE) log.error({ op, err: error.message }, 'storage operation failed');
@@ -35,7 +35,7 @@ export function createHostStoreServer(store: BlobStore, log: Logger): grpc.Serve
   const handlers: HostStoreHandlers = {
     List: (call, callback) => {
       store.list(call.request.prefix).then(
-        (blobs) => callback(null, { blobs: blobs.map((b) => ({ name: b.name, size: b.size })) }),
+        (blobs) => callback(null, { blobs: blobs.map((b) => ({ name: b.name, size: b.size, version: b.version })) }),
         (err: unknown) => callback(failed('list', err)),
       );
     },
@@ -75,16 +75,17 @@ export function createHostStoreServer(store: BlobStore, log: Logger): grpc.Serve
           const first = await chunks.next();
           if (first.done) throw new BlobNameError('');
           name = first.value.name;
+          const { if_absent: ifAbsent, if_version: ifVersion } = first.value;
           let complete = first.value.last;
-          await store.put(name, (async function* () {
+          const written = await store.put(name, (async function* () {
             yield first.value.data;
             for (let next = await chunks.next(); !next.done && !complete; next = await chunks.next()) {
               yield next.value.data;
               complete = next.value.last;
             }
             if (!complete || call.cancelled) throw new AbandonedPutError(name);
-          })());
-          callback(null, {});
+          })(), { ifAbsent, ifVersion: ifVersion || undefined });
+          callback(null, written);
         } catch (err) {
           callback(failed(`put ${name}`, err));
         }
@@ -101,17 +102,23 @@ export function createHostStoreServer(store: BlobStore, log: Logger): grpc.Serve
         const { id, append } = message;
         chain = chain.then(async () => {
           let error = '';
+          let conflict = false;
           try {
             if (!append) throw new BlobNameError('');
             await store.append(append.name, Number(append.offset), append.data);
           } catch (err) {
             error = failed(`append ${append?.name ?? ''}`, err).details;
+            conflict = err instanceof BlobConflictError;
           }
-          if (!call.cancelled && call.writable) call.write({ id, error });
+          if (!call.cancelled && call.writable) call.write({ id, error, conflict });
         });
       });
       call.on('end', () => { void chain.then(() => call.end()); });
       call.on('error', () => {});
+    },
+    Truncate: (call, callback) => {
+      const { name, length, if_size: ifSize } = call.request;
+      store.truncate(name, Number(length), Number(ifSize)).then(() => callback(null, {}), (err: unknown) => callback(failed(`truncate ${name}`, err)));
     },
     Delete: (call, callback) => {
       store.delete(call.request.name).then(() => callback(null, {}), (err: unknown) => callback(failed('delete', err)));

@@ -1,5 +1,5 @@
 import * as grpc from '@grpc/grpc-js';
-import type { BlobInfo, BlobStore } from '../../common/blob-store.js';
+import { BlobConflictError, type BlobInfo, type BlobStore, type PutConditions } from '../../common/blob-store.js';
 import {
   hostStoreChannelOptions, hostStoreProto, type AppendAckIn, type BlobChunk, type BlobChunkIn, type HostStoreClient,
 } from '../../common/proto.js';
@@ -50,7 +50,7 @@ export class GrpcBlobStore implements BlobStore {
     return new Promise((resolve, reject) => {
       this.client.List({ prefix }, this.callOptions(), (err, reply) => {
         if (err || !reply) return reject(wrap('list', err));
-        resolve(reply.blobs.map((b) => ({ name: b.name, size: Number(b.size) })));
+        resolve(reply.blobs.map((b) => ({ name: b.name, size: Number(b.size), version: b.version })));
       });
     });
   }
@@ -98,12 +98,12 @@ export class GrpcBlobStore implements BlobStore {
    * only with all of it. A put may take long (a large snapshot): instead of one deadline, it
    * is given up when no piece gets through for the call timeout.
    */
-  put(name: string, data: Uint8Array | AsyncIterable<Uint8Array>): Promise<void> {
+  put(name: string, data: Uint8Array | AsyncIterable<Uint8Array>, conditions: PutConditions = {}): Promise<{ version: string }> {
     return new Promise((resolve, reject) => {
-      const call = this.client.Put((err) => {
+      const call = this.client.Put((err, written) => {
         clearTimeout(idle);
-        if (err) reject(wrap(`put ${name}`, err));
-        else resolve();
+        if (err || !written) reject(wrap(`put ${name}`, err));
+        else resolve({ version: written.version });
       });
       let idle = setTimeout(() => call.cancel(), this.timeoutMs);
       const progress = () => {
@@ -114,7 +114,7 @@ export class GrpcBlobStore implements BlobStore {
         try {
           let first = true;
           const send = async (piece: BlobChunk) => {
-            const writable = call.write({ ...piece, name: first ? name : '' });
+            const writable = call.write(first ? { ...piece, name, if_absent: conditions.ifAbsent ?? false, if_version: conditions.ifVersion ?? '' } : piece);
             first = false;
             if (!writable) await new Promise((r) => call.once('drain', r));
             progress();
@@ -160,7 +160,8 @@ export class GrpcBlobStore implements BlobStore {
       if (!waiter) return;
       stream.pending.delete(ack.id);
       clearTimeout(waiter.timer);
-      if (ack.error) waiter.reject(new HostStoreError('append', undefined, ack.error));
+      if (ack.conflict) waiter.reject(new BlobConflictError(`host store append: ${ack.error}`));
+      else if (ack.error) waiter.reject(new HostStoreError('append', undefined, ack.error));
       else waiter.resolve();
     });
     const broken = (err?: grpc.ServiceError) => {
@@ -174,6 +175,12 @@ export class GrpcBlobStore implements BlobStore {
     call.on('error', (err: grpc.ServiceError) => broken(err));
     call.on('end', () => broken());
     return stream;
+  }
+
+  truncate(name: string, length: number, ifSize: number): Promise<void> {
+    return new Promise((resolve, reject) => {
+      this.client.Truncate({ name, length: String(length), if_size: String(ifSize) }, this.callOptions(), (err) => (err ? reject(wrap(`truncate ${name}`, err)) : resolve()));
+    });
   }
 
   delete(name: string): Promise<void> {
@@ -195,6 +202,9 @@ export class GrpcBlobStore implements BlobStore {
   }
 }
 
-function wrap(op: string, err: grpc.ServiceError | null): HostStoreError {
-  return new HostStoreError(op, err?.code, err?.details || err?.message || 'no answer');
+/** A refused condition becomes a BlobConflictError, as from the host store's folder itself; anything else a HostStoreError. */
+function wrap(op: string, err: grpc.ServiceError | null): Error {
+  const message = err?.details || err?.message || 'no answer';
+  if (err?.code === grpc.status.FAILED_PRECONDITION) return new BlobConflictError(`host store ${op}: ${message}`);
+  return new HostStoreError(op, err?.code, message);
 }

@@ -7,6 +7,9 @@
  *   0x04 end     JSON {count}
  *   0x05 update  as add: the memory's new version
  *   0x06 heads   u64 BE seq of the first | 8 bytes per head: its hash's first 8 bytes, in order (snapshots, format 4)
+ *   0x07 fence   JSON {writer}: a writer took the log over here (an enclave that opened the store); no change.
+ *                Any writer that had appended before it now finds the log's end moved, and stops.
+ *                An enclave from before fences refuses such a log (unknown payload type 7).
  *
  * Vectors are stored, so recovery rebuilds the indexes without running the model again.
  */
@@ -54,7 +57,8 @@ export type Payload =
   | { type: 'event'; event: MemoryEvent }
   | { type: 'end'; count: number }
   /** Prefixes of the heads from seq `first` on (head-chain.ts). */
-  | { type: 'heads'; first: number; prefixes: Buffer };
+  | { type: 'heads'; first: number; prefixes: Buffer }
+  | { type: 'fence'; writer: string };
 
 const HEADER = 0x01;
 const ADD = 0x02;
@@ -62,6 +66,7 @@ const DELETE = 0x03;
 const END = 0x04;
 const UPDATE = 0x05;
 const HEADS = 0x06;
+const FENCE = 0x07;
 
 /**
  * Vectors are stored as float32 little-endian: on a little-endian machine (x86, Graviton)
@@ -74,6 +79,7 @@ const tagged = (tag: number, json: unknown) => Buffer.concat([Buffer.of(tag), Bu
 
 export const encodeHeader = (meta: FileMeta): Buffer => tagged(HEADER, meta);
 export const encodeEnd = (count: number): Buffer => tagged(END, { count });
+export const encodeFence = (writer: string): Buffer => tagged(FENCE, { writer });
 
 export function encodeHeads(first: number, prefixes: Uint8Array): Buffer {
   const out = Buffer.allocUnsafe(9 + prefixes.length);
@@ -120,6 +126,8 @@ export function decodePayload(payload: Buffer, where: string): Payload {
         if (!Number.isSafeInteger(first) || (payload.length - 9) % 8 !== 0) throw new Error('malformed heads');
         return { type: 'heads', first, prefixes: payload.subarray(9) };
       }
+      case FENCE:
+        return { type: 'fence', writer: String((JSON.parse(payload.subarray(1).toString('utf8')) as { writer: unknown }).writer) };
       case END:
         return { type: 'end', count: (JSON.parse(payload.subarray(1).toString('utf8')) as { count: number }).count };
       case DELETE: {

@@ -1,4 +1,4 @@
-import type { BlobStore } from '../../common/blob-store.js';
+import type { BlobStore, PutConditions } from '../../common/blob-store.js';
 import type { MemoryEvent, MemoryRecord } from '../memory/types.js';
 import { CorruptStoreError } from './errors.js';
 import { decodePayload, encodeEnd, encodeEvent, encodeHeader, encodeHeads, type FileMeta } from './payloads.js';
@@ -28,11 +28,11 @@ const CHUNK_BYTES = 64 * 1024;
  * Writes a snapshot atomically (one put: the host store replaces the blob only once all of
  * it is on disk): the header frame, the chain of heads (if given), every record as a sealed
  * frame, and an end frame, which carries the count, so a shortened snapshot is detected.
- * Returns its size and count.
+ * Returns its size, count and version; refused (BlobConflictError) if `conditions` fail.
  */
 export async function writeSnapshot(
-  blobs: BlobStore, name: string, key: StorageKey, meta: FileMeta, entries: Iterable<SnapshotEntry>, heads?: SnapshotHeads,
-): Promise<{ bytes: number; count: number }> {
+  blobs: BlobStore, name: string, key: StorageKey, meta: FileMeta, entries: Iterable<SnapshotEntry>, heads?: SnapshotHeads, conditions?: PutConditions,
+): Promise<{ bytes: number; count: number; version: string }> {
   let bytes = 0;
   let count = 0;
   async function* sealed(): AsyncIterable<Buffer> {
@@ -64,8 +64,8 @@ export async function writeSnapshot(
     chunk.push(sealFrame(key, header, seq, encodeEnd(count)));
     yield flush();
   }
-  await blobs.put(name, sealed());
-  return { bytes, count };
+  const { version } = await blobs.put(name, sealed(), conditions);
+  return { bytes, count, version };
 }
 
 export interface SnapshotReader {

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import type { BlobStore } from '../../common/blob-store.js';
+import { BlobConflictError, type BlobStore } from '../../common/blob-store.js';
+import { unavailable } from '../../common/errors.js';
 import type { Logger } from '../../common/logger.js';
 import type { MemoryJournal } from '../memory/journal.js';
 import type { EmbeddingModelId, MemoryEvent, RestoredEvent } from '../memory/types.js';
@@ -40,6 +41,8 @@ export interface StoreOptions {
   log?: Logger;
   /** A batch could not be made durable (refused with 503; the next one tries again). */
   onFailure?: (err: Error) => void;
+  /** Another writer has written the store since this one read it: every later change is refused (503). */
+  onFenced?: (err: BlobConflictError) => void;
   /** A batch was made durable: its entries and the seconds its write and sync took. */
   onCommit?: (entries: number, seconds: number) => void;
 }
@@ -91,12 +94,20 @@ export interface StoreStats extends CommitStats {
  * Every file records the embedding model of its vectors. After a model change the store is
  * rewritten the same way, by a compaction under the new model; until that finishes some
  * file still names the old model, so a crash part-way makes the next start re-embed again.
+ *
+ * One writer at a time: every write is conditional (appends at the segment's end, a new
+ * segment only if absent, the snapshot only at the version this store last saw), and opening
+ * fences the last segment. A store that finds another writer has been there (an enclave
+ * that opened the same store after it) refuses every later change rather than acknowledge
+ * one it could not store.
  */
 export class DurableStore implements MemoryJournal {
   private readonly commits: GroupCommitLog;
   private snapshotting?: Promise<void>;
   private snapshots = 0;
   private closed = false;
+  /** Set once a conditional write failed: another writer owns the store now. */
+  private fenced?: BlobConflictError;
 
   private constructor(
     private readonly options: StoreOptions,
@@ -110,12 +121,15 @@ export class DurableStore implements MemoryJournal {
     readonly recovery: RecoveryReport,
     /** Every head made durable since `heads.baseSeq` (the store's creation, unless it predates format 4). */
     private readonly heads: HeadChain,
+    /** The snapshot's version as this store last saw or wrote it; undefined: there is none. */
+    private snapshotVersion: string | undefined,
   ) {
     this.commits = new GroupCommitLog(file, {
       groupCommit: options.groupCommit ?? true,
       betweenBatches: () => this.maybeCompact(),
       onBatch: options.onCommit,
       onFailure: (err) => {
+        if (this.fence(err)) return;
         options.log?.error({ err: err.message }, 'memory log write failed; the change was refused (503) and later writes try again');
         options.onFailure?.(err);
       },
@@ -132,7 +146,10 @@ export class DurableStore implements MemoryJournal {
     const { blobs, log } = options;
     const prefix = options.prefix ?? MEMORY_PREFIX;
     const key = deriveStorageKey(options.sealingKey);
-    const names = (await blobs.list(prefix)).map((b) => b.name.slice(prefix.length));
+    const listed = await blobs.list(prefix);
+    const names = listed.map((b) => b.name.slice(prefix.length));
+    // The version the snapshot is replaced at: if another writer replaces it after this read, this store's next snapshot is refused.
+    const snapshotVersion = listed.find((b) => b.name === prefix + SNAPSHOT_NAME)?.version;
     const chain = new ChainCheck(prefix);
 
     let start = 1;
@@ -224,13 +241,19 @@ export class DurableStore implements MemoryJournal {
           chain.segment(p.meta, name, i === 0 && hasSnapshot ? snapshot!.meta : undefined);
           return;
         }
+        // Where a writer took the log over: not a change, and no step of the chain of heads.
+        if (p.type === 'fence') return;
         if (p.type !== 'event') throw new CorruptStoreError(`${name} holds an entry that is not a change`);
         chain.advance(payload);
         apply(p.event, `${name} frame ${f}`);
       });
       if (file.frames === 0) throw new CorruptStoreError(`${name} changed while it was being read`);
       if (file.tail) cutTail = { file: name, offset: file.tail.offset, bytes: file.tail.bytes };
-      if (isLast) last = { generation, header: file.header, frames: file.frames, validEnd: file.validEnd, size: file.validEnd + (file.tail?.bytes ?? 0), maxBytes };
+      // The size the tail is cut from (a conditional truncate): a junk tail is read no further
+      // than the segment's limit, so the host's listing is the better guess of where it ends.
+      const listedSize = listed.find((b) => b.name === name)?.size ?? 0;
+      const size = file.tail ? Math.max(file.validEnd + file.tail.bytes, listedSize) : file.validEnd;
+      if (isLast) last = { generation, header: file.header, frames: file.frames, validEnd: file.validEnd, size, maxBytes };
     }
     const modelChange = changed && { from: storedModel(changed.meta), to: options.embedding, memories: restoredIds!.size };
     if (modelChange && modelChange.memories > 0 && !options.reembed) throw new EmbeddingModelChangedError(modelChange.from, modelChange.to, changed.where);
@@ -252,7 +275,7 @@ export class DurableStore implements MemoryJournal {
       ...(skipped.length > 0 ? { skipped } : {}),
       ...(cutTail ? { cutTail } : {}),
       ...(modelChange ? { modelChange } : {}),
-    }, heads);
+    }, heads, snapshotVersion);
     // Segments a finished compaction had not yet deleted: the snapshot holds their changes.
     if (stale.length > 0) await store.deleteLogsBefore(start);
     try {
@@ -286,6 +309,7 @@ export class DurableStore implements MemoryJournal {
 
   commit(events: readonly MemoryEvent[], apply: () => void): Promise<void> {
     if (this.closed) return Promise.reject(new Error('the memory store is closed'));
+    if (this.fenced) return Promise.reject(takenOver());
     return this.commits.appendAll(events.map(encodeEvent), apply);
   }
 
@@ -323,10 +347,15 @@ export class DurableStore implements MemoryJournal {
    */
   async compact(): Promise<void> {
     let rotated: { snapshot: Promise<void> } | undefined;
-    await this.commits.exclusive(async () => {
-      rotated = await this.rotate();
-    });
-    await rotated!.snapshot;
+    try {
+      await this.commits.exclusive(async () => {
+        rotated = await this.rotate();
+      });
+      await rotated!.snapshot;
+    } catch (err) {
+      this.fence(err);
+      throw err;
+    }
   }
 
   /** Waits for pending writes and any snapshot, then closes the log. */
@@ -337,12 +366,29 @@ export class DurableStore implements MemoryJournal {
     await this.commits.current.close();
   }
 
+  /** Whether the store was taken over by another writer (and is from now on). */
+  get takenOver(): boolean {
+    return this.fenced !== undefined;
+  }
+
+  /** A failed write: if a condition failed, this store stops writing for good. */
+  private fence(err: unknown): boolean {
+    if (!(err instanceof BlobConflictError)) return false;
+    if (!this.fenced) {
+      this.fenced = err;
+      this.options.log?.error({ err: err.message }, 'another writer has written the memory store since this enclave opened it: refusing every change from now on (503)');
+      this.options.onFenced?.(err);
+    }
+    return true;
+  }
+
   private async maybeCompact(): Promise<void> {
     const { size } = this.commits.current;
-    if (this.snapshotting || size < Math.max(this.options.snapshotLogBytes, this.lastSnapshotBytes)) return;
+    if (this.fenced || this.snapshotting || size < Math.max(this.options.snapshotLogBytes, this.lastSnapshotBytes)) return;
     try {
       await this.rotate();
     } catch (err) {
+      if (this.fence(err)) return;
       // Not fatal: the current log stays in use, and the next batch tries again.
       this.options.log?.error({ err: (err as Error).message }, 'could not start a new memory log; compaction postponed');
     }
@@ -351,6 +397,8 @@ export class DurableStore implements MemoryJournal {
   /** Only while no batch is in flight (between batches, or exclusive). The snapshot goes on in the background. */
   private async rotate(): Promise<{ snapshot: Promise<void> }> {
     await this.snapshotting;
+    // No new segment while another writer appends to this one (its changes would be left behind it).
+    await this.commits.current.confirm();
     const generation = this.commits.current.generation + 1;
     // With no batch in flight, the current segment's head is the state the snapshot captures.
     const head = this.commits.current.head;
@@ -363,25 +411,31 @@ export class DurableStore implements MemoryJournal {
     const previous = this.commits.current;
     this.commits.switchTo(next);
     await previous.close();
-    const snapshot = this.snapshot(generation, head, entries);
+    const snapshot = this.snapshot(generation, head, entries, previous);
     this.snapshotting = snapshot.catch(() => {}).finally(() => {
       this.snapshotting = undefined;
     });
     return { snapshot };
   }
 
-  private async snapshot(generation: number, head: StateHead, entries: Iterable<SnapshotEntry>): Promise<void> {
+  private async snapshot(generation: number, head: StateHead, entries: Iterable<SnapshotEntry>, previous: LogFile): Promise<void> {
     const started = performance.now();
     try {
       const meta = { ...fileMeta(this.options, 'snapshot', generation, this.storeId), head };
       // The chain of heads up to the snapshot's: a restarted enclave still places any head a client saw.
       const heads = { first: this.heads.baseSeq, pieces: this.heads.prefixes(head.seq) };
-      const written = await writeSnapshot(this.options.blobs, this.prefix + SNAPSHOT_NAME, this.key, meta, entries, heads);
+      const replaces = this.snapshotVersion === undefined ? { ifAbsent: true } : { ifVersion: this.snapshotVersion };
+      const written = await writeSnapshot(this.options.blobs, this.prefix + SNAPSHOT_NAME, this.key, meta, entries, heads, replaces);
+      this.snapshotVersion = written.version;
       this.lastSnapshotBytes = written.bytes;
       this.snapshots++;
+      // The older segments go only if none was written by another writer since (the snapshot does not hold its changes).
+      await previous.confirm();
+      await previous.close();
       await this.deleteLogsBefore(generation);
       this.options.log?.info({ generation, memories: written.count, bytes: this.lastSnapshotBytes, ms: Math.round(performance.now() - started) }, 'memory snapshot written; older logs deleted');
     } catch (err) {
+      if (this.fence(err)) throw err;
       // The older logs are kept, so recovery still replays everything.
       this.options.log?.error({ err: (err as Error).message, generation }, 'memory snapshot failed; older logs kept');
       throw err;
@@ -395,6 +449,8 @@ export class DurableStore implements MemoryJournal {
     }
   }
 }
+
+const takenOver = () => unavailable('memory storage was taken over by another writer; this enclave no longer saves changes', 'storage_unavailable');
 
 function fileMeta(options: StoreOptions, kind: FileMeta['kind'], generation: number, storeId: string): FileMeta {
   return {

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { readWhole, type BlobStore } from '../../common/blob-store.js';
+import { BlobConflictError, readWhole, type BlobStore } from '../../common/blob-store.js';
 import { listen } from '../../common/grpc-listen.js';
 import { createLogger } from '../../common/logger.js';
 import { GrpcBlobStore } from '../../enclave/storage/grpc-blob-store.js';
@@ -57,19 +57,62 @@ describe.each(implementations)('BlobStore contract: %s', (_name, make) => {
     expect((await readWhole(blobs, 'memory/a.sealed'))!.toString()).toBe('alpha');
     expect((await readWhole(blobs, 'key.json'))!.toString()).toBe('{"k":1}');
     expect(await readWhole(blobs, 'memory/missing')).toBeUndefined();
-    expect(await blobs.list('memory/')).toEqual([{ name: 'memory/a.sealed', size: 5 }]);
+    expect(await blobs.list('memory/')).toEqual([{ name: 'memory/a.sealed', size: 5, version: expect.any(String) }]);
     await blobs.delete('memory/a.sealed');
     await blobs.delete('memory/a.sealed');
     expect(await blobs.list('memory/')).toEqual([]);
   });
 
-  it('appends at the offset it is given, cutting whatever lies beyond it, and refuses a gap', async () => {
+  it('appends only at the blob\'s end: an append anywhere else is refused and writes nothing', async () => {
     await blobs.put('memory/log', Buffer.from('head'));
     await blobs.append('memory/log', 4, Buffer.from('-one'));
-    await blobs.append('memory/log', 4, Buffer.from('-two'));
+    // A second writer that still thinks the log ends at 4, a repeated append, a gap: all refused.
+    await expect(blobs.append('memory/log', 4, Buffer.from('-two'))).rejects.toBeInstanceOf(BlobConflictError);
+    await expect(blobs.append('memory/log', 100, Buffer.from('x'))).rejects.toBeInstanceOf(BlobConflictError);
+    await expect(blobs.append('memory/log', 0, Buffer.from('x'))).rejects.toBeInstanceOf(BlobConflictError);
     await blobs.append('memory/log', 8, Buffer.from('-three'));
-    expect((await readWhole(blobs, 'memory/log'))!.toString()).toBe('head-two-three');
-    await expect(blobs.append('memory/log', 100, Buffer.from('x'))).rejects.toThrow(/cannot write at 100/);
+    expect((await readWhole(blobs, 'memory/log'))!.toString()).toBe('head-one-three');
+  });
+
+  it('cuts a tail only by a truncate, and only from the size its writer names', async () => {
+    await blobs.put('memory/torn', Buffer.from('good-torn'));
+    await expect(blobs.truncate('memory/torn', 4, 8)).rejects.toBeInstanceOf(BlobConflictError);
+    await expect(blobs.truncate('memory/torn', 10, 9)).rejects.toBeInstanceOf(BlobConflictError);
+    expect((await readWhole(blobs, 'memory/torn'))!.toString()).toBe('good-torn');
+    await blobs.truncate('memory/torn', 4, 9);
+    expect((await readWhole(blobs, 'memory/torn'))!.toString()).toBe('good');
+    await blobs.append('memory/torn', 4, Buffer.from('+more'));
+    expect((await readWhole(blobs, 'memory/torn'))!.toString()).toBe('good+more');
+  });
+
+  it('puts if absent, or if at a version, and each write makes a new version', async () => {
+    const first = await blobs.put('memory/snap', Buffer.from('one'), { ifAbsent: true });
+    await expect(blobs.put('memory/snap', Buffer.from('two'), { ifAbsent: true })).rejects.toBeInstanceOf(BlobConflictError);
+    expect((await blobs.list('memory/snap'))[0].version).toBe(first.version);
+    const second = await blobs.put('memory/snap', Buffer.from('two'), { ifVersion: first.version });
+    expect(second.version).not.toBe(first.version);
+    // A writer holding the first version (an old owner) is refused, and the blob keeps the second's bytes.
+    await expect(blobs.put('memory/snap', Buffer.from('stale'), { ifVersion: first.version })).rejects.toBeInstanceOf(BlobConflictError);
+    expect((await readWhole(blobs, 'memory/snap'))!.toString()).toBe('two');
+    await expect(blobs.put('memory/none', Buffer.from('x'), { ifVersion: first.version })).rejects.toBeInstanceOf(BlobConflictError);
+    expect(await readWhole(blobs, 'memory/none')).toBeUndefined();
+    // Appends and truncates change the version too.
+    await blobs.append('memory/snap', 3, Buffer.from('!'));
+    const appended = (await blobs.list('memory/snap'))[0].version;
+    expect(appended).not.toBe(second.version);
+    await expect(blobs.put('memory/snap', Buffer.from('x'), { ifVersion: second.version })).rejects.toBeInstanceOf(BlobConflictError);
+    await blobs.put('memory/snap', Buffer.from('three'), { ifVersion: appended });
+    expect((await readWhole(blobs, 'memory/snap'))!.toString()).toBe('three');
+  });
+
+  it('lets exactly one of two racing conditional writers through', async () => {
+    await blobs.put('memory/race', Buffer.from('0123'));
+    const appends = await Promise.allSettled([blobs.append('memory/race', 4, Buffer.from('AA')), blobs.append('memory/race', 4, Buffer.from('BB'))]);
+    expect(appends.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
+    expect((await readWhole(blobs, 'memory/race'))!.toString()).toMatch(/^0123(AA|BB)$/);
+    const { version } = (await blobs.list('memory/race'))[0];
+    const puts = await Promise.allSettled([blobs.put('memory/race', Buffer.from('x'), { ifVersion: version }), blobs.put('memory/race', Buffer.from('y'), { ifVersion: version })]);
+    expect(puts.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
   });
 
   it('streams a large blob in pieces', async () => {

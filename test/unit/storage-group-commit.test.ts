@@ -56,6 +56,7 @@ class WatchedLog implements LogFile {
       this.inFlight = false;
     }
   }
+  confirm() { return this.inner.confirm(); }
   close() { return this.inner.close(); }
 }
 

@@ -188,7 +188,13 @@ describe('durable store after an embedding model change', () => {
     const before = readState();
 
     await expect(start(brokenOnLongTexts, { reembed: true })).rejects.toThrow();
-    expect(readState()).toEqual(before);
+    // The same files, with the same bytes; the newest segment only gained the fence that opening it wrote.
+    const after = readState();
+    expect([...after.keys()]).toEqual([...before.keys()]);
+    for (const [name, data] of before) {
+      if (name.startsWith('log-')) expect(after.get(name)!.subarray(0, data.length).equals(data), name).toBe(true);
+      else expect(after.get(name), name).toEqual(data);
+    }
 
     const b = await start(staticModel);
     expect(b.store.recovery.modelChange).toBeUndefined();

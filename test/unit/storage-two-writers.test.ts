@@ -1,0 +1,118 @@
+/**
+ * Two enclaves' stores on one host store: an old owner that wakes up after a new one opened
+ * the same store must fail at its next write and refuse every change after it, never answer
+ * for a change it could not store, and never leave the new owner's changes behind a
+ * compaction. In process, over the host store's real folder (one FsBlobStore, as one host
+ * store process serves both), and once over its gRPC service.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type * as grpc from '@grpc/grpc-js';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import type { BlobStore } from '../../common/blob-store.js';
+import { listen } from '../../common/grpc-listen.js';
+import { createLogger } from '../../common/logger.js';
+import { modelsDir } from '../../common/paths.js';
+import { loadEmbedder, type Embedder } from '../../enclave/embedding/embedder.js';
+import { MemoryService } from '../../enclave/memory/memory-service.js';
+import { GrpcBlobStore } from '../../enclave/storage/grpc-blob-store.js';
+import { DurableStore } from '../../enclave/storage/store.js';
+import { FsBlobStore } from '../../host-store/fs-blob-store.js';
+import { createHostStoreServer } from '../../host-store/grpc-service.js';
+import { freePort } from '../helpers/service.js';
+
+let embedder: Embedder;
+let dir: string;
+const sealingKey = randomBytes(32);
+const opened: DurableStore[] = [];
+
+beforeAll(async () => {
+  embedder = await loadEmbedder({ name: 'static', modelsDir });
+});
+afterAll(async () => {
+  await embedder?.close();
+});
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), 'two-writers-'));
+});
+afterEach(async () => {
+  for (const store of opened.splice(0)) await store.close().catch(() => {});
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** An enclave's memory and store on `blobs`. */
+async function enclave(blobs: BlobStore) {
+  const memory = new MemoryService(embedder);
+  const store = await DurableStore.open({ blobs, prefix: 'memory/', sealingKey, embedding: memory.embeddingModel, snapshotLogBytes: 1 << 30 }, memory);
+  memory.useJournal(store);
+  opened.push(store);
+  return { memory, store };
+}
+const add = (e: { memory: MemoryService }, content: string) => e.memory.add({ tenant_id: 't', content });
+const contents = (e: { memory: MemoryService }) => [...e.memory.entries()].map((x) => x.record.content).sort();
+
+describe('two writers of one store', () => {
+  it('the old owner fails at its next write once a new owner opened the store, and refuses every change after it', async () => {
+    const blobs = new FsBlobStore(dir);
+    const old = await enclave(blobs);
+    await add(old, 'before the takeover');
+    const owner = await enclave(blobs);
+    expect(contents(owner)).toEqual(['before the takeover']);
+
+    await expect(add(old, 'written by the old owner after the takeover')).rejects.toMatchObject({ status: 503, code: 'storage_unavailable' });
+    expect(old.store.takenOver).toBe(true);
+    await expect(add(old, 'and another')).rejects.toMatchObject({ status: 503 });
+    await add(owner, 'written by the new owner');
+
+    const later = await enclave(blobs);
+    expect(contents(later)).toEqual(['before the takeover', 'written by the new owner']);
+  });
+
+  it('the old owner\'s writes fail even when the new owner has not written yet, and its compaction deletes nothing', async () => {
+    const blobs = new FsBlobStore(dir);
+    const old = await enclave(blobs);
+    await add(old, 'first');
+    const owner = await enclave(blobs);
+    await expect(old.store.compact()).rejects.toThrow(/refused/);
+    expect(old.store.takenOver).toBe(true);
+    await add(owner, 'second');
+    await owner.store.compact();
+    await add(owner, 'third');
+    // A compaction the old owner might still try after the new one's: refused too.
+    await expect(old.store.compact()).rejects.toThrow();
+    const later = await enclave(blobs);
+    expect(contents(later)).toEqual(['first', 'second', 'third']);
+  });
+
+  it('many writes racing from both: every acknowledged one is stored, none refused is', async () => {
+    const blobs = new FsBlobStore(dir);
+    const old = await enclave(blobs);
+    const owner = await enclave(blobs);
+    const results = await Promise.allSettled(Array.from({ length: 40 }, (_, i) => add(i % 2 ? owner : old, `racing write ${i}`)));
+    const acknowledged = results.flatMap((r, i) => (r.status === 'fulfilled' ? [`racing write ${i}`] : []));
+    expect(acknowledged.length).toBeGreaterThan(0);
+    const later = await enclave(blobs);
+    expect(contents(later)).toEqual(acknowledged.sort());
+  });
+
+  it('over the host store\'s gRPC service, one client each, as two enclave processes would', async () => {
+    const server: grpc.Server = createHostStoreServer(new FsBlobStore(dir), createLogger('test-host-store', 'silent'));
+    const address = `127.0.0.1:${await listen(server, `127.0.0.1:${await freePort()}`)}`;
+    const clients = [new GrpcBlobStore(address, { callTimeoutMs: 5000 }), new GrpcBlobStore(address, { callTimeoutMs: 5000 }), new GrpcBlobStore(address, { callTimeoutMs: 5000 })];
+    try {
+      const old = await enclave(clients[0]);
+      await add(old, 'before');
+      const owner = await enclave(clients[1]);
+      await expect(add(old, 'after, by the old owner')).rejects.toMatchObject({ status: 503 });
+      await add(owner, 'after, by the new owner');
+      const later = await enclave(clients[2]);
+      expect(contents(later)).toEqual(['after, by the new owner', 'before']);
+    } finally {
+      for (const store of opened.splice(0)) await store.close().catch(() => {});
+      for (const client of clients) await client.close();
+      server.forceShutdown();
+    }
+  });
+});
