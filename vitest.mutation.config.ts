@@ -16,6 +16,7 @@ export default defineConfig({
       'test/unit/lexical.test.ts',
       'test/unit/memory-limit.test.ts',
       'test/unit/release-manifest.test.ts',
+      'test/unit/manifest-shape.test.ts',
       'test/unit/response-signature.test.ts',
       'test/unit/sdk-client.test.ts',
       'test/unit/sealed-requests.test.ts',
