@@ -13,6 +13,21 @@ export const tenantId = {
   description: 'may contain only letters, digits and . _ : @ - (1 to 128 characters)',
 } as const;
 
+/** A scope inside a tenant (user_id, agent_id, run_id): the same characters as a tenant id. */
+export const scopeId = {
+  type: 'string', minLength: 1, maxLength: limits.maxTenantIdChars, pattern: limits.tenantIdPattern,
+  description: 'may contain only letters, digits and . _ : @ - (1 to 128 characters)',
+} as const;
+
+/** user_id, agent_id and run_id: who a memory is about inside its tenant (Mem0's scopes). */
+export const scopeProperties = { user_id: scopeId, agent_id: scopeId, run_id: scopeId } as const;
+
+export interface ScopeInput {
+  user_id?: string;
+  agent_id?: string;
+  run_id?: string;
+}
+
 export const metadataSchema = {
   type: 'object',
   maxProperties: limits.maxMetadataKeys,
@@ -40,6 +55,7 @@ export const addMemorySchema = {
     content: nonBlankText(limits.maxContentChars),
     tenant_id: tenantId,
     metadata: metadataSchema,
+    ...scopeProperties,
   },
 } as const;
 
@@ -79,6 +95,7 @@ export const listOrQueryMemorySchema = {
     top_k: { type: 'integer', minimum: 1, maximum: limits.maxTopK },
     limit: { type: 'integer', minimum: 1, maximum: limits.maxListLimit },
     after: { type: 'string', minLength: 1, maxLength: 128, description: 'the id of the last memory of the previous page' },
+    ...scopeProperties,
   },
 } as const;
 
@@ -114,6 +131,7 @@ export const searchMemorySchema = {
     tenant_id: tenantId,
     top_k: { type: 'integer', minimum: 1, maximum: limits.maxTopK, default: limits.defaultTopK },
     filters: metadataFilterSchema,
+    ...scopeProperties,
   },
 } as const;
 
@@ -135,13 +153,21 @@ export const tenantQuerySchema = {
   properties: { tenant_id: tenantId },
 } as const;
 
+/** DELETE /v1/memory: every memory of the tenant, or only those of the scopes named. */
+export const deleteMemoriesQuerySchema = {
+  type: 'object',
+  required: ['tenant_id'],
+  additionalProperties: false,
+  properties: { tenant_id: tenantId, ...scopeProperties },
+} as const;
+
 export const memoryIdParamsSchema = {
   type: 'object',
   required: ['id'],
   properties: { id: { type: 'string', minLength: 1, maxLength: 128 } },
 } as const;
 
-export interface AddMemoryInput {
+export interface AddMemoryInput extends ScopeInput {
   content: string;
   tenant_id: string;
   metadata?: Record<string, string | number | boolean | null>;
@@ -153,14 +179,14 @@ export interface AddMemoriesInput {
 
 export type AddMemoryRequest = AddMemoryInput | AddMemoriesInput;
 
-export interface QueryMemoryInput {
+export interface QueryMemoryInput extends ScopeInput {
   query: string;
   tenant_id: string;
   top_k: number;
   filters?: MetadataFilter;
 }
 
-export interface ListOrQueryMemoryInput {
+export interface ListOrQueryMemoryInput extends ScopeInput {
   tenant_id: string;
   query?: string;
   top_k?: number;
@@ -171,7 +197,7 @@ export interface ListOrQueryMemoryInput {
 export type FilterValue = string | number | boolean | null;
 export type MetadataFilter = Record<string, FilterValue | { $in: FilterValue[] }>;
 
-export interface SearchMemoryInput {
+export interface SearchMemoryInput extends ScopeInput {
   query: string;
   tenant_id: string;
   top_k: number;
@@ -184,6 +210,10 @@ export interface UpdateMemoryInput {
 }
 
 export interface TenantInput {
+  tenant_id: string;
+}
+
+export interface TenantScopeInput extends ScopeInput {
   tenant_id: string;
 }
 

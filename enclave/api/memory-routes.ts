@@ -1,7 +1,8 @@
 import { badRequest, notFound } from '../../common/errors.js';
 import { limits } from '../../common/limits.js';
 import type { ApiReply } from '../../common/proto.js';
-import { authorize, type Caller } from '../auth/caller.js';
+import { authorize, scopeFor, type Caller } from '../auth/caller.js';
+import { inScope, scopeOf } from '../memory/memory-scope.js';
 import type { MemoryService } from '../memory/memory-service.js';
 import type { MemoryRecord, ScoredMemory } from '../memory/types.js';
 import { TENANT_HEADER } from '../../protocol/response-signature.js';
@@ -35,8 +36,9 @@ export function memoryRoutes(memory: MemoryService): {
   const lookup = (caller: Caller, tenantId: string, id: string): MemoryRecord => {
     authorize(caller, tenantId);
     const record = memory.get(tenantId, id);
-    // The same answer whether the id does not exist or belongs to another tenant.
-    if (!record) throw notFound(`no memory '${id}' for tenant '${tenantId}'`, 'memory_not_found');
+    // The same answer whether the id does not exist or belongs to another tenant, or to a
+    // scope the caller's key is not limited to.
+    if (!record || !inScope(record, caller.scope ?? {})) throw notFound(`no memory '${id}' for tenant '${tenantId}'`, 'memory_not_found');
     return record;
   };
 
@@ -45,25 +47,27 @@ export function memoryRoutes(memory: MemoryService): {
       // A batch is validated whole, and every tenant in it authorized, before anything is stored.
       if ('memories' in input) {
         for (const item of input.memories) authorize(caller, item.tenant_id);
-        const data = await memory.addMany(input.memories, caller.tenants, context?.meter);
+        const items = input.memories.map((item) => ({ ...item, ...scopeFor(caller, scopeOf(item)) }));
+        const data = await memory.addMany(items, caller.tenants, context?.meter);
         return jsonReply(200, { object: 'list', data }, forTenant(...input.memories.map((m) => m.tenant_id)));
       }
       authorize(caller, input.tenant_id);
-      return jsonReply(200, await memory.add(input, caller.tenants, context?.meter), forTenant(input.tenant_id));
+      return jsonReply(200, await memory.add({ ...input, ...scopeFor(caller, scopeOf(input)) }, caller.tenants, context?.meter), forTenant(input.tenant_id));
     },
 
     async ListMemories({ caller, query: input }: RouteCall<'ListMemories'>, context?: CallContext): Promise<ApiReply> {
       authorize(caller, input.tenant_id);
+      const scope = scopeFor(caller, scopeOf(input));
       if (input.query !== undefined) {
         if (input.limit !== undefined || input.after !== undefined) {
           throw badRequest('limit and after page a list; a query takes top_k', input.limit !== undefined ? 'limit' : 'after', 'invalid_value');
         }
         const topK = input.top_k ?? limits.defaultTopK;
-        return searchReply(input.tenant_id, input.query, topK, await memory.query({ tenant_id: input.tenant_id, query: input.query, top_k: topK }, undefined, context?.meter));
+        return searchReply(input.tenant_id, input.query, topK, await memory.query({ tenant_id: input.tenant_id, query: input.query, top_k: topK, ...scope }, undefined, context?.meter));
       }
       if (input.top_k !== undefined) throw badRequest('top_k needs a query; a list takes limit and after', 'top_k', 'invalid_value');
       const limit = input.limit ?? limits.defaultListLimit;
-      const page = memory.list(input.tenant_id, limit, input.after);
+      const page = memory.list(input.tenant_id, limit, input.after, scope);
       if (!page) throw badRequest(`'after' names no memory of tenant '${input.tenant_id}'`, 'after', 'invalid_value');
       return jsonReply(200, {
         object: 'list',
@@ -74,15 +78,17 @@ export function memoryRoutes(memory: MemoryService): {
       }, forTenant(input.tenant_id));
     },
 
-    async DeleteMemories({ caller, query: { tenant_id } }) {
+    async DeleteMemories({ caller, query }) {
+      const { tenant_id } = query;
       authorize(caller, tenant_id);
-      const count = await memory.deleteAll(tenant_id);
+      const count = await memory.deleteAll(tenant_id, scopeFor(caller, scopeOf(query)));
       return jsonReply(200, { object: 'memory.deleted', deleted: true, count }, forTenant(tenant_id));
     },
 
     async SearchMemory({ caller, body: input }, context) {
       authorize(caller, input.tenant_id);
-      return searchReply(input.tenant_id, input.query, input.top_k, await memory.query(input, undefined, context?.meter));
+      const query = { ...input, ...scopeFor(caller, scopeOf(input)) };
+      return searchReply(input.tenant_id, input.query, input.top_k, await memory.query(query, undefined, context?.meter));
     },
 
     async GetMemory({ caller, query: { tenant_id }, params: { id } }) {

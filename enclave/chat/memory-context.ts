@@ -2,7 +2,7 @@ import type { ChatMessage } from '../../common/chat-schema.js';
 import { limits } from '../../common/limits.js';
 import type { MemoryMeter } from '../memory/meter.js';
 import type { MemoryService } from '../memory/memory-service.js';
-import type { MemoryRecord } from '../memory/types.js';
+import type { MemoryRecord, MemoryScope } from '../memory/types.js';
 import { relevantMemories } from './relevance.js';
 
 /**
@@ -22,15 +22,17 @@ export function conversationQuery(messages: readonly ChatMessage[]): string | un
 }
 
 /**
- * At most top-k memories of `tenant` for the conversation, only those likely to be relevant
- * (relevance.ts); none without a tenant or a user message, or when nothing relates to it.
+ * At most top-k memories of `tenant` (in `scope`: every scope it names) for the conversation,
+ * only those likely to be relevant (relevance.ts); none without a tenant or a user message,
+ * or when nothing relates to it.
  */
 export async function retrieveMemories(
-  memory: MemoryService, tenant: string | undefined, messages: readonly ChatMessage[], topK: number, meter?: MemoryMeter,
+  memory: MemoryService, { tenant, scope = {} }: { tenant: string | undefined; scope?: MemoryScope },
+  messages: readonly ChatMessage[], topK: number, meter?: MemoryMeter,
 ): Promise<MemoryRecord[]> {
   const query = conversationQuery(messages);
   if (!tenant || !query || topK <= 0) return [];
-  const found = await memory.query({ tenant_id: tenant, query, top_k: topK }, undefined, meter);
+  const found = await memory.query({ tenant_id: tenant, query, top_k: topK, ...scope }, undefined, meter);
   return relevantMemories(found).map((m) => m.record);
 }
 

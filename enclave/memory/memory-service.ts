@@ -1,7 +1,8 @@
 import type { AddMemoryInput, QueryMemoryInput, UpdateMemoryInput } from '../../common/schemas.js';
 import type { Embedder } from '../embedding/types.js';
 import type { MemoryJournal } from './journal.js';
-import type { EmbeddingModelId, MemoryEvent, MemoryRecord, RestoredEvent, ScoredMemory } from './types.js';
+import type { EmbeddingModelId, MemoryEvent, MemoryRecord, MemoryScope, RestoredEvent, ScoredMemory } from './types.js';
+import { inScope, recordMatcher, scopeOf } from './memory-scope.js';
 import { TermDictionary } from '../lexical/term-dictionary.js';
 import { rankHybrid, type Ranker } from '../retrieval/hybrid.js';
 import { DEFAULT_TIERS } from '../vectors/tiered-index.js';
@@ -105,8 +106,10 @@ export class MemoryService {
         if (vector.length !== this.embedder.dimension) throw new Error(`embedder returned ${vector.length} dimensions, not ${this.embedder.dimension}`);
       }
       const createdAt = Math.floor(Date.now() / 1000);
-      const records = inputs.map(({ tenant_id, content, metadata }): MemoryRecord =>
-        ({ id: newMemoryId(), object: 'memory', tenant_id, content, metadata: { ...(metadata ?? {}) }, created_at: createdAt }));
+      const records = inputs.map((input): MemoryRecord => ({
+        id: newMemoryId(), object: 'memory', tenant_id: input.tenant_id, content: input.content, metadata: { ...(input.metadata ?? {}) },
+        created_at: createdAt, ...scopeOf(input),
+      }));
       await this.commit(records.map((record, i) => ({ type: 'add', record, vector: vectors[i] })), admitted.release, admitted.terms);
       return records;
     } finally {
@@ -131,11 +134,14 @@ export class MemoryService {
     }
   }
 
-  /** A page of the tenant's memories, newest first; undefined when `after` is not the tenant's. */
-  list(tenantId: string, limit: number, after?: string): { data: MemoryRecord[]; hasMore: boolean } | undefined {
+  /**
+   * A page of the tenant's memories in `scope` (every scope it names), newest first; undefined
+   * when `after` is not the tenant's.
+   */
+  list(tenantId: string, limit: number, after?: string, scope: MemoryScope = {}): { data: MemoryRecord[]; hasMore: boolean } | undefined {
     const tenant = this.tenants.get(tenantId);
     if (!tenant) return after === undefined ? { data: [], hasMore: false } : undefined;
-    return tenant.page(limit, after);
+    return tenant.page(limit, after, recordMatcher(scope));
   }
 
   /**
@@ -171,11 +177,13 @@ export class MemoryService {
     return true;
   }
 
-  /** Deletes every memory of a tenant, as one journaled batch; returns how many there were. */
-  async deleteAll(tenantId: string): Promise<number> {
+  /** Deletes every memory of a tenant in `scope`, as one journaled batch; returns how many there were. */
+  async deleteAll(tenantId: string, scope: MemoryScope = {}): Promise<number> {
     const tenant = this.tenants.get(tenantId);
     if (!tenant) return 0;
-    const events: MemoryEvent[] = [...tenant.records.keys()].map((id) => ({ type: 'delete', tenant_id: tenantId, id }));
+    const events: MemoryEvent[] = [];
+    for (const record of tenant.records.values()) if (inScope(record, scope)) events.push({ type: 'delete', tenant_id: tenantId, id: record.id });
+    if (events.length === 0) return 0;
     await this.commit(events);
     return events.length;
   }
