@@ -22,6 +22,23 @@ export const scopeId = {
 /** user_id, agent_id and run_id: who a memory is about inside its tenant (Mem0's scopes). */
 export const scopeProperties = { user_id: scopeId, agent_id: scopeId, run_id: scopeId } as const;
 
+/**
+ * A time as RFC 3339 (`2023-05-08T13:56:00Z`, `2023-05-08T13:56:00.5+01:00`), or a date alone
+ * (`2023-05-08`, midnight UTC). The enclave also checks that it names a real time.
+ */
+export const instant = {
+  type: 'string', maxLength: 40, pattern: '^\\d{4}-\\d{2}-\\d{2}([Tt ]\\d{2}:\\d{2}:\\d{2}(\\.\\d{1,9})?([Zz]|[+-]\\d{2}:\\d{2}))?$',
+  description: 'must be an RFC 3339 date-time (2023-05-08T13:56:00Z) or a date (2023-05-08)',
+} as const;
+
+/** `since` and `until`: a search or list keeps the memories that occurred in between (both included). */
+export const periodProperties = { since: instant, until: instant } as const;
+
+export interface PeriodInput {
+  since?: string;
+  until?: string;
+}
+
 export interface ScopeInput {
   user_id?: string;
   agent_id?: string;
@@ -56,6 +73,7 @@ export const addMemorySchema = {
     tenant_id: tenantId,
     metadata: metadataSchema,
     ...scopeProperties,
+    occurred_at: instant,
   },
 } as const;
 
@@ -96,6 +114,7 @@ export const listOrQueryMemorySchema = {
     limit: { type: 'integer', minimum: 1, maximum: limits.maxListLimit },
     after: { type: 'string', minLength: 1, maxLength: 128, description: 'the id of the last memory of the previous page' },
     ...scopeProperties,
+    ...periodProperties,
   },
 } as const;
 
@@ -132,6 +151,7 @@ export const searchMemorySchema = {
     top_k: { type: 'integer', minimum: 1, maximum: limits.maxTopK, default: limits.defaultTopK },
     filters: metadataFilterSchema,
     ...scopeProperties,
+    ...periodProperties,
   },
 } as const;
 
@@ -143,6 +163,7 @@ export const updateMemorySchema = {
   properties: {
     content: nonBlankText(limits.maxContentChars),
     metadata: metadataSchema,
+    occurred_at: instant,
   },
 } as const;
 
@@ -171,6 +192,8 @@ export interface AddMemoryInput extends ScopeInput {
   content: string;
   tenant_id: string;
   metadata?: Record<string, string | number | boolean | null>;
+  /** When what it records happened (RFC 3339); default: when it is stored. */
+  occurred_at?: string;
 }
 
 export interface AddMemoriesInput {
@@ -179,14 +202,14 @@ export interface AddMemoriesInput {
 
 export type AddMemoryRequest = AddMemoryInput | AddMemoriesInput;
 
-export interface QueryMemoryInput extends ScopeInput {
+export interface QueryMemoryInput extends ScopeInput, PeriodInput {
   query: string;
   tenant_id: string;
   top_k: number;
   filters?: MetadataFilter;
 }
 
-export interface ListOrQueryMemoryInput extends ScopeInput {
+export interface ListOrQueryMemoryInput extends ScopeInput, PeriodInput {
   tenant_id: string;
   query?: string;
   top_k?: number;
@@ -197,7 +220,7 @@ export interface ListOrQueryMemoryInput extends ScopeInput {
 export type FilterValue = string | number | boolean | null;
 export type MetadataFilter = Record<string, FilterValue | { $in: FilterValue[] }>;
 
-export interface SearchMemoryInput extends ScopeInput {
+export interface SearchMemoryInput extends ScopeInput, PeriodInput {
   query: string;
   tenant_id: string;
   top_k: number;
@@ -207,6 +230,7 @@ export interface SearchMemoryInput extends ScopeInput {
 export interface UpdateMemoryInput {
   content?: string;
   metadata?: Record<string, FilterValue>;
+  occurred_at?: string;
 }
 
 export interface TenantInput {

@@ -4,6 +4,7 @@ import type { MemoryMeter } from '../memory/meter.js';
 import type { MemoryService } from '../memory/memory-service.js';
 import type { MemoryRecord, MemoryScope } from '../memory/types.js';
 import { relevantMemories } from './relevance.js';
+import { occurredAt } from '../memory/memory-time.js';
 
 /**
  * Memory augmentation: find the tenant's memories most relevant to the conversation and
@@ -47,7 +48,8 @@ export const MEMORY_PREAMBLE =
 export function memoryMessage(memories: readonly MemoryRecord[]): ChatMessage {
   const items = memories.map((m) => {
     const source = typeof m.metadata.source === 'string' ? ` source="${escape(m.metadata.source)}"` : '';
-    const date = new Date(m.created_at * 1000).toISOString().slice(0, 10);
+    // When it happened, not when it was stored: the model can then place it in time ("last May").
+    const date = occurredAt(m).slice(0, 10);
     return `<memory id="${m.id}" date="${date}"${source}>${escape(m.content)}</memory>`;
   });
   return { role: 'system', content: `${MEMORY_PREAMBLE}\n<memories>\n${items.join('\n')}\n</memories>` };

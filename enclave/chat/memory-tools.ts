@@ -6,6 +6,7 @@ import { validator } from '../../common/validation.js';
 import type { MemoryMeter } from '../memory/meter.js';
 import type { MemoryService } from '../memory/memory-service.js';
 import type { MemoryScope } from '../memory/types.js';
+import { occurredAt } from '../memory/memory-time.js';
 
 /**
  * The memory tools the enclave offers the model: `search_memory` and `add_memory`. Their
@@ -119,7 +120,7 @@ export class MemoryToolRunner {
       memories: found.map(({ record, score }) => ({
         id: record.id,
         content: record.content,
-        date: new Date(record.created_at * 1000).toISOString().slice(0, 10),
+        date: occurredAt(record).slice(0, 10),
         score: Math.round(score * 1000) / 1000,
       })),
     };

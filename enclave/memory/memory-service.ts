@@ -3,6 +3,7 @@ import type { Embedder } from '../embedding/types.js';
 import type { MemoryJournal } from './journal.js';
 import type { EmbeddingModelId, MemoryEvent, MemoryRecord, MemoryScope, RestoredEvent, ScoredMemory } from './types.js';
 import { inScope, recordMatcher, scopeOf } from './memory-scope.js';
+import type { Period } from './memory-time.js';
 import { TermDictionary } from '../lexical/term-dictionary.js';
 import { rankHybrid, type Ranker } from '../retrieval/hybrid.js';
 import { DEFAULT_TIERS } from '../vectors/tiered-index.js';
@@ -108,7 +109,7 @@ export class MemoryService {
       const createdAt = Math.floor(Date.now() / 1000);
       const records = inputs.map((input): MemoryRecord => ({
         id: newMemoryId(), object: 'memory', tenant_id: input.tenant_id, content: input.content, metadata: { ...(input.metadata ?? {}) },
-        created_at: createdAt, ...scopeOf(input),
+        created_at: createdAt, occurred_at: input.occurred_at ?? new Date(createdAt * 1000).toISOString(), ...scopeOf(input),
       }));
       await this.commit(records.map((record, i) => ({ type: 'add', record, vector: vectors[i] })), admitted.release, admitted.terms);
       return records;
@@ -135,17 +136,17 @@ export class MemoryService {
   }
 
   /**
-   * A page of the tenant's memories in `scope` (every scope it names), newest first; undefined
+   * A page of the tenant's memories in `scope` (every scope it names) that occurred in `period`, newest first; undefined
    * when `after` is not the tenant's.
    */
-  list(tenantId: string, limit: number, after?: string, scope: MemoryScope = {}): { data: MemoryRecord[]; hasMore: boolean } | undefined {
+  list(tenantId: string, limit: number, after?: string, scope: MemoryScope = {}, period: Period = {}): { data: MemoryRecord[]; hasMore: boolean } | undefined {
     const tenant = this.tenants.get(tenantId);
     if (!tenant) return after === undefined ? { data: [], hasMore: false } : undefined;
-    return tenant.page(limit, after, recordMatcher(scope));
+    return tenant.page(limit, after, recordMatcher(scope, period));
   }
 
   /**
-   * Changes a memory's content and/or metadata (metadata is replaced whole). New content is
+   * Changes a memory's content, metadata (replaced whole) and/or occurred_at. New content is
    * embedded and indexed at once; the change is journaled like an add. Undefined when the
    * memory is gone (deleted while the new content was being embedded).
    */
@@ -159,7 +160,10 @@ export class MemoryService {
       const [vector] = change.content === undefined ? [tenant.index.vector(id) ?? (await this.embed([content], meter))[0]] : await this.embed([content], meter);
       const current = this.get(tenantId, id);
       if (!current) return undefined;
-      const record: MemoryRecord = { ...current, content, metadata: { ...(change.metadata ?? current.metadata) }, updated_at: Math.floor(Date.now() / 1000) };
+      const record: MemoryRecord = {
+        ...current, content, metadata: { ...(change.metadata ?? current.metadata) }, updated_at: Math.floor(Date.now() / 1000),
+        ...(change.occurred_at === undefined ? {} : { occurred_at: change.occurred_at }),
+      };
       await this.commit([{ type: 'update', record, vector }], undefined, admitted.terms && [admitted.terms]);
       return this.get(tenantId, id);
     } finally {

@@ -40,7 +40,7 @@ export interface QueryContext {
 export async function queryTenant(tenant: TenantMemories, input: QueryMemoryInput, rank: Ranker, context: QueryContext): Promise<ScoredMemory[]> {
   const depth = Math.max(input.top_k, FUSION_DEPTH);
   // Scopes and metadata filters need the records, which only the event loop holds.
-  const accept = recordMatcher(scopeOf(input), input.filters);
+  const accept = recordMatcher(scopeOf(input), { since: input.since, until: input.until }, input.filters);
   const plain = !accept && rank === rankHybrid;
   // Caught now: if embedding fails, nothing awaits it (a worker failing meanwhile must not
   // become an unhandled rejection); undefined hits mean search here.

@@ -20,6 +20,11 @@ export interface MemoryRecord {
   created_at: number;
   /** Unix seconds of the last change by PATCH; absent until then. */
   updated_at?: number;
+  /**
+   * When what it records happened, RFC 3339 in UTC (`Date.toISOString`); when it was stored
+   * unless the client said. A record stored before it existed has none: its created_at stands in (memory-time.ts).
+   */
+  occurred_at?: string;
   /** The scopes it was stored in; a record stored before scopes existed has none (read as tenant-wide). */
   user_id?: string;
   agent_id?: string;

@@ -8,7 +8,7 @@ import { MemoryService } from '../../enclave/memory/memory-service.js';
 import { DurableStore } from '../../enclave/storage/store.js';
 import { FsBlobStore } from '../../host-store/fs-blob-store.js';
 
-/** A log written before memories had scopes (test/fixtures/store-before-scopes/README.md) still recovers. */
+/** A log written before memories had scopes or occurred_at (test/fixtures/store-before-scopes/README.md) still recovers. */
 
 const FIXTURE = join(import.meta.dirname, '../fixtures/store-before-scopes');
 let embedder: Embedder;
@@ -37,7 +37,11 @@ describe('a store written before scopes', () => {
     expect(first.store.recovery).toMatchObject({ events: 5 });
     const records = first.memory.list('old', 10)!.data;
     expect(records.map((r) => r.content)).toEqual(['We live in Porto now', 'The dog is called Rex']);
-    for (const record of records) for (const field of ['user_id', 'agent_id', 'run_id']) expect(record).not.toHaveProperty(field);
+    for (const record of records) for (const field of ['user_id', 'agent_id', 'run_id', 'occurred_at']) expect(record).not.toHaveProperty(field);
+    // Without occurred_at, a record's created_at stands in for since and until.
+    const storedAt = new Date(records[0].created_at * 1000).toISOString();
+    expect(await first.memory.query({ tenant_id: 'old', query: 'dog', top_k: 5, until: storedAt })).toHaveLength(2);
+    expect(await first.memory.query({ tenant_id: 'old', query: 'dog', top_k: 5, since: '2099-01-01T00:00:00.000Z' })).toEqual([]);
     const [top] = await first.memory.query({ tenant_id: 'old', query: 'what is the dog called', top_k: 1 });
     expect(top.record.content).toBe('The dog is called Rex');
     // A memory without a scope is in none: a scoped search or list does not find it.
