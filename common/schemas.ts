@@ -74,6 +74,8 @@ export const addMemorySchema = {
     metadata: metadataSchema,
     ...scopeProperties,
     occurred_at: instant,
+    /** Default true: a restatement of a memory of the same tenant and scope updates it (enclave/memory/near-duplicates.ts). */
+    dedupe: { type: 'boolean' },
   },
 } as const;
 
@@ -194,6 +196,8 @@ export interface AddMemoryInput extends ScopeInput {
   metadata?: Record<string, string | number | boolean | null>;
   /** When what it records happened (RFC 3339); default: when it is stored. */
   occurred_at?: string;
+  /** Update a near-duplicate of the same tenant and scope rather than add beside it: the API's default is true, MemoryService's false. */
+  dedupe?: boolean;
 }
 
 export interface AddMemoriesInput {

@@ -5,7 +5,7 @@ import { authorize, scopeFor, type Caller } from '../auth/caller.js';
 import { inScope, scopeOf } from '../memory/memory-scope.js';
 import { normalizeInstant, type Period } from '../memory/memory-time.js';
 import type { PeriodInput } from '../../common/schemas.js';
-import type { MemoryService } from '../memory/memory-service.js';
+import type { AddOutcome, MemoryService } from '../memory/memory-service.js';
 import type { MemoryRecord, ScoredMemory } from '../memory/types.js';
 import { TENANT_HEADER } from '../../protocol/response-signature.js';
 import { jsonReply } from './request.js';
@@ -26,6 +26,15 @@ const searchReply = (tenantId: string, query: string, topK: number, results: Sco
   query,
   top_k: topK,
 }, forTenant(tenantId));
+
+/**
+ * An add's answer: the memory, and what was done (`event`, as Mem0 names it): `ADD`, or
+ * `UPDATE` when it restated a memory of its tenant and scope, which now holds it, with that
+ * memory's content before (`previous_content`).
+ */
+const addAnswer = (outcome: AddOutcome) => (outcome.event === 'ADD'
+  ? Object.assign({}, outcome.record, { event: outcome.event })
+  : Object.assign({}, outcome.record, { event: outcome.event, previous_content: outcome.previous.content }));
 
 /** A time the schema let through, as the enclave keeps it; 400 when it names no real time. */
 function instant<T extends string | undefined>(value: T, param: string): T {
@@ -60,13 +69,14 @@ export function memoryRoutes(memory: MemoryService): {
       if ('memories' in input) {
         for (const item of input.memories) authorize(caller, item.tenant_id);
         const items = input.memories.map((item, i) =>
-          ({ ...item, occurred_at: instant(item.occurred_at, `memories.${i}.occurred_at`), ...scopeFor(caller, scopeOf(item)) }));
-        const data = await memory.addMany(items, caller.tenants, context?.meter);
+          ({ ...item, occurred_at: instant(item.occurred_at, `memories.${i}.occurred_at`), dedupe: item.dedupe ?? true, ...scopeFor(caller, scopeOf(item)) }));
+        const data = (await memory.remember(items, caller.tenants, context?.meter)).map(addAnswer);
         return jsonReply(200, { object: 'list', data }, forTenant(...input.memories.map((m) => m.tenant_id)));
       }
       authorize(caller, input.tenant_id);
-      const item = { ...input, occurred_at: instant(input.occurred_at, 'occurred_at'), ...scopeFor(caller, scopeOf(input)) };
-      return jsonReply(200, await memory.add(item, caller.tenants, context?.meter), forTenant(input.tenant_id));
+      const item = { ...input, occurred_at: instant(input.occurred_at, 'occurred_at'), dedupe: input.dedupe ?? true, ...scopeFor(caller, scopeOf(input)) };
+      const [outcome] = await memory.remember([item], caller.tenants, context?.meter);
+      return jsonReply(200, addAnswer(outcome), forTenant(input.tenant_id));
     },
 
     async ListMemories({ caller, query: input }: RouteCall<'ListMemories'>, context?: CallContext): Promise<ApiReply> {

@@ -131,7 +131,7 @@ export class MemoryToolRunner {
     if (this.added >= this.scope.maxAdds) {
       throw toolError(`this conversation already saved ${this.added} memories, the most one request may (CHAT_TOOL_MAX_ADDS); save no more`);
     }
-    const input = validAdd({ content: args.content, tenant_id: this.scope.tenant, metadata: { source: ADD_MEMORY }, ...this.scope.scope });
+    const input = validAdd({ content: args.content, tenant_id: this.scope.tenant, metadata: { source: ADD_MEMORY }, dedupe: true, ...this.scope.scope });
     this.added++;
     const record = await this.memory.add(input, this.scope.keyTenants, this.scope.meter);
     return { id: record.id, saved: true };

@@ -14,6 +14,10 @@ import { ChangeAdmission } from './change-admission.js';
 import { TenantMemories, type UsageChange } from './tenant-memories.js';
 import { queryTenant } from './tenant-query.js';
 import { newMemoryId } from './memory-ids.js';
+import { findDuplicates } from './near-duplicates.js';
+
+/** What an add did: stored a new memory, or updated the one it restates (`previous`: that memory before). */
+export type AddOutcome = { record: MemoryRecord; event: 'ADD' } | { record: MemoryRecord; event: 'UPDATE'; previous: MemoryRecord };
 import { unreachable } from '../unreachable.js';
 
 /**
@@ -91,13 +95,19 @@ export class MemoryService {
     return record;
   }
 
+  async addMany(inputs: readonly AddMemoryInput[], keyTenants?: ReadonlySet<string>, meter = this.meter): Promise<MemoryRecord[]> {
+    return (await this.remember(inputs, keyTenants, meter)).map((outcome) => outcome.record);
+  }
+
   /**
-   * Stores memories (of any tenants) in order, embedding all of them in one embedder call.
-   * Everything that can refuse or fail (the limits, embedding) comes before anything is
-   * logged, so a refused batch stores nothing; the batch is then written and synced as one
+   * Stores memories (of any tenants) in order, embedding all of them in one embedder call. An
+   * input with `dedupe: true` that restates a memory of its tenant and scope (near-duplicates.ts)
+   * updates that memory instead: its content, occurred_at and (if given) metadata become the
+   * input's. Everything that can refuse or fail (the limits, embedding) comes before anything
+   * is logged, so a refused batch stores nothing; the batch is then written and synced as one
    * (a failed write stores none of it) before it is applied and acknowledged.
    */
-  async addMany(inputs: readonly AddMemoryInput[], keyTenants?: ReadonlySet<string>, meter = this.meter): Promise<MemoryRecord[]> {
+  async remember(inputs: readonly AddMemoryInput[], keyTenants?: ReadonlySet<string>, meter = this.meter): Promise<AddOutcome[]> {
     // Released when the records are applied (then they count as applied) or the add fails.
     const admitted = this.admission.adds(inputs, keyTenants);
     try {
@@ -111,8 +121,29 @@ export class MemoryService {
         id: newMemoryId(), object: 'memory', tenant_id: input.tenant_id, content: input.content, metadata: { ...(input.metadata ?? {}) },
         created_at: createdAt, occurred_at: input.occurred_at ?? new Date(createdAt * 1000).toISOString(), ...scopeOf(input),
       }));
-      await this.commit(records.map((record, i) => ({ type: 'add', record, vector: vectors[i] })), admitted.release, admitted.terms);
-      return records;
+      const duplicates = findDuplicates(
+        records.map((record, i) => ({ id: record.id, content: record.content, tenant_id: record.tenant_id, scope: scopeOf(record), vector: vectors[i], dedupe: inputs[i].dedupe === true })),
+        (id) => this.tenants.get(id),
+      );
+      // The latest version of each memory the batch changes, so a second restatement builds on the first.
+      const latest = new Map<string, MemoryRecord>();
+      const outcomes = records.map((record, i): AddOutcome => {
+        const of = duplicates[i];
+        if (!of) {
+          latest.set(record.id, record);
+          return { record, event: 'ADD' };
+        }
+        const before = latest.get(of.id) ?? this.get(record.tenant_id, of.id)!;
+        const updated: MemoryRecord = {
+          ...before, content: record.content, metadata: inputs[i].metadata ? record.metadata : before.metadata,
+          occurred_at: record.occurred_at, updated_at: createdAt,
+        };
+        latest.set(of.id, updated);
+        return { record: updated, event: 'UPDATE', previous: before };
+      });
+      const events = outcomes.map(({ record, event }, i): MemoryEvent => ({ type: event === 'ADD' ? 'add' : 'update', record, vector: vectors[i] }));
+      await this.commit(events, admitted.release, admitted.terms);
+      return outcomes;
     } finally {
       admitted.release();
     }
