@@ -7,7 +7,7 @@ import { SCOPE_FIELDS, type MemoryRecord, type MemoryScope } from './types.js';
  * held in its tenant and scope, and updates it rather than being stored beside it. Measured by
  * bench/eval/dedupe-threshold.ts (static model): at 0.96, 1 of LoCoMo's 2,755 development
  * turns as bare text would merge into an earlier turn of its conversation (none stored with
- * their dates), against 2 at 0.95 and 22 at 0.90; a distinct fact pair ("dairy-free chocolate
+ * their dates), against 2 at 0.95 and 19 at 0.90; a distinct fact pair ("dairy-free chocolate
  * raspberry tart" / "dairy-free chocolate cake with raspberries") is at 0.958. Table:
  * docs/retrieval.md#near-duplicates.
  */
@@ -38,12 +38,27 @@ const NUMBER_WORDS = new Set(
 
 /**
  * What a text states that embeddings barely tell apart, in order: numbers (in digits or
- * words) and single letters. The static model's cosine of "invoice 88213" and "invoice 88214",
- * of "wipe me one" and "wipe me two", of "gone x" and "gone y" is above 0.99, so two texts
- * restate each other only if they state the same of these ("a" and "I" are words, not letters).
+ * words), single letters and names (capitalised words inside a sentence). The static model's
+ * cosine of "invoice 88213" and "invoice 88214", of "wipe me one" and "wipe me two", of "gone x"
+ * and "gone y" is above 0.99, and it sees words without their order ("Alice owes Bob" is
+ * "Bob owes Alice"), so two texts restate each other only if they state the same of these in
+ * the same order ("a" and "I" are words, not letters).
  */
-export const literalsOf = (text: string): string =>
-  (text.toLowerCase().match(/\d+(?:[.,]\d+)*|\p{L}+/gu) ?? []).filter((w) => /\d/.test(w) || (w.length === 1 && w !== 'a' && w !== 'i') || NUMBER_WORDS.has(w)).join(' ');
+export function literalsOf(text: string): string {
+  const literals: string[] = [];
+  let sentenceStart = true;
+  for (const [token] of text.matchAll(/\d+(?:[.,]\d+)*|\p{L}+|[.!?]/gu)) {
+    if (token === '.' || token === '!' || token === '?') {
+      sentenceStart = true;
+      continue;
+    }
+    const word = token.toLowerCase();
+    const name = !sentenceStart && word !== 'i' && token[0] !== word[0];
+    if (/\d/.test(word) || (word.length === 1 && word !== 'a' && word !== 'i') || NUMBER_WORDS.has(word) || name) literals.push(word);
+    sentenceStart = false;
+  }
+  return literals.join(' ');
+}
 
 /**
  * For each new memory, the memory it restates (cosine >= threshold, same tenant, exactly the
