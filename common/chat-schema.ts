@@ -1,5 +1,5 @@
 import { limits } from './limits.js';
-import { knownStateHeadersSchema, tenantId } from './schemas.js';
+import { knownStateHeadersSchema, scopeProperties, tenantId } from './schemas.js';
 
 /**
  * The chat-completions request, in OpenAI's format. The proxy validates it with fastify and
@@ -76,6 +76,8 @@ export const chatCompletionSchema = {
     n: { type: ['integer', 'null'], minimum: 1, maximum: 128 },
     tools: { type: ['array', 'null'], maxItems: limits.maxChatTools, items: tool },
     tool_choice: { type: ['string', 'object', 'null'] },
+    // The memory scopes the chat uses, as Mem0's chat proxy takes them: never sent to the model.
+    ...scopeProperties,
   },
   additionalProperties: true,
 } as const;

@@ -2,9 +2,9 @@ import { chatCompletionSchema, chatHeadersSchema, type ChatCompletionInput } fro
 import { limits } from './limits.js';
 import {
   addMemoryRequestSchema, attestationQuerySchema, embeddingsRequestSchema, listOrQueryMemorySchema, memoryIdParamsSchema, modelIdParamsSchema,
-  knownStateHeadersSchema, responsesRequestSchema, searchMemorySchema, sealedEnvelopeSchema, tenantQuerySchema, updateMemorySchema,
+  knownStateHeadersSchema, responsesRequestSchema, searchMemorySchema, sealedEnvelopeSchema, tenantQuerySchema, deleteMemoriesQuerySchema, updateMemorySchema,
   type AddMemoryRequest, type AttestationQuery, type EmbeddingsInput, type ListOrQueryMemoryInput, type ResponsesInput, type SealedEnvelopeInput,
-  type SearchMemoryInput, type TenantInput, type UpdateMemoryInput,
+  type SearchMemoryInput, type TenantInput, type TenantScopeInput, type UpdateMemoryInput,
 } from './schemas.js';
 
 /**
@@ -76,14 +76,14 @@ export const apiRoutes = {
     summary: 'With `query`: the top-k memories for it. Without: the tenant\'s memories, newest first, in pages',
     schema: { querystring: listOrQueryMemorySchema, headers: knownStateHeadersSchema },
   }),
-  DeleteMemories: route<undefined, TenantInput>()({
+  DeleteMemories: route<undefined, TenantScopeInput>()({
     method: 'DELETE', path: '/v1/memory', tag: 'memory', budget: 'enclave', sealable: true,
-    summary: 'Delete every memory of a tenant',
-    schema: { querystring: tenantQuerySchema, headers: knownStateHeadersSchema },
+    summary: 'Delete every memory of a tenant, or of its scopes named (user_id, agent_id, run_id)',
+    schema: { querystring: deleteMemoriesQuerySchema, headers: knownStateHeadersSchema },
   }),
   SearchMemory: route<SearchMemoryInput>()({
     method: 'POST', path: '/v1/memory/search', tag: 'memory', budget: 'enclave', sealable: true,
-    summary: 'The top-k memories for a query, optionally filtered by metadata',
+    summary: 'The top-k memories for a query, optionally filtered by metadata and scopes',
     schema: { body: searchMemorySchema, headers: knownStateHeadersSchema },
   }),
   GetMemory: route<undefined, TenantInput, { id: string }>()({

@@ -13,6 +13,38 @@ export const tenantId = {
   description: 'may contain only letters, digits and . _ : @ - (1 to 128 characters)',
 } as const;
 
+/** A scope inside a tenant (user_id, agent_id, run_id): the same characters as a tenant id. */
+export const scopeId = {
+  type: 'string', minLength: 1, maxLength: limits.maxTenantIdChars, pattern: limits.tenantIdPattern,
+  description: 'may contain only letters, digits and . _ : @ - (1 to 128 characters)',
+} as const;
+
+/** user_id, agent_id and run_id: who a memory is about inside its tenant (Mem0's scopes). */
+export const scopeProperties = { user_id: scopeId, agent_id: scopeId, run_id: scopeId } as const;
+
+/**
+ * A time as RFC 3339 (`2023-05-08T13:56:00Z`, `2023-05-08T13:56:00.5+01:00`), or a date alone
+ * (`2023-05-08`, midnight UTC). The enclave also checks that it names a real time.
+ */
+export const instant = {
+  type: 'string', maxLength: 40, pattern: '^\\d{4}-\\d{2}-\\d{2}([Tt ]\\d{2}:\\d{2}:\\d{2}(\\.\\d{1,9})?([Zz]|[+-]\\d{2}:\\d{2}))?$',
+  description: 'must be an RFC 3339 date-time (2023-05-08T13:56:00Z) or a date (2023-05-08)',
+} as const;
+
+/** `since` and `until`: a search or list keeps the memories that occurred in between (both included). */
+export const periodProperties = { since: instant, until: instant } as const;
+
+export interface PeriodInput {
+  since?: string;
+  until?: string;
+}
+
+export interface ScopeInput {
+  user_id?: string;
+  agent_id?: string;
+  run_id?: string;
+}
+
 export const metadataSchema = {
   type: 'object',
   maxProperties: limits.maxMetadataKeys,
@@ -40,6 +72,10 @@ export const addMemorySchema = {
     content: nonBlankText(limits.maxContentChars),
     tenant_id: tenantId,
     metadata: metadataSchema,
+    ...scopeProperties,
+    occurred_at: instant,
+    /** Default true: a restatement of a memory of the same tenant and scope updates it (enclave/memory/near-duplicates.ts). */
+    dedupe: { type: 'boolean' },
   },
 } as const;
 
@@ -79,6 +115,8 @@ export const listOrQueryMemorySchema = {
     top_k: { type: 'integer', minimum: 1, maximum: limits.maxTopK },
     limit: { type: 'integer', minimum: 1, maximum: limits.maxListLimit },
     after: { type: 'string', minLength: 1, maxLength: 128, description: 'the id of the last memory of the previous page' },
+    ...scopeProperties,
+    ...periodProperties,
   },
 } as const;
 
@@ -114,6 +152,8 @@ export const searchMemorySchema = {
     tenant_id: tenantId,
     top_k: { type: 'integer', minimum: 1, maximum: limits.maxTopK, default: limits.defaultTopK },
     filters: metadataFilterSchema,
+    ...scopeProperties,
+    ...periodProperties,
   },
 } as const;
 
@@ -125,6 +165,7 @@ export const updateMemorySchema = {
   properties: {
     content: nonBlankText(limits.maxContentChars),
     metadata: metadataSchema,
+    occurred_at: instant,
   },
 } as const;
 
@@ -135,16 +176,28 @@ export const tenantQuerySchema = {
   properties: { tenant_id: tenantId },
 } as const;
 
+/** DELETE /v1/memory: every memory of the tenant, or only those of the scopes named. */
+export const deleteMemoriesQuerySchema = {
+  type: 'object',
+  required: ['tenant_id'],
+  additionalProperties: false,
+  properties: { tenant_id: tenantId, ...scopeProperties },
+} as const;
+
 export const memoryIdParamsSchema = {
   type: 'object',
   required: ['id'],
   properties: { id: { type: 'string', minLength: 1, maxLength: 128 } },
 } as const;
 
-export interface AddMemoryInput {
+export interface AddMemoryInput extends ScopeInput {
   content: string;
   tenant_id: string;
   metadata?: Record<string, string | number | boolean | null>;
+  /** When what it records happened (RFC 3339); default: when it is stored. */
+  occurred_at?: string;
+  /** Update a near-duplicate of the same tenant and scope rather than add beside it: the API's default is true, MemoryService's false. */
+  dedupe?: boolean;
 }
 
 export interface AddMemoriesInput {
@@ -153,14 +206,14 @@ export interface AddMemoriesInput {
 
 export type AddMemoryRequest = AddMemoryInput | AddMemoriesInput;
 
-export interface QueryMemoryInput {
+export interface QueryMemoryInput extends ScopeInput, PeriodInput {
   query: string;
   tenant_id: string;
   top_k: number;
   filters?: MetadataFilter;
 }
 
-export interface ListOrQueryMemoryInput {
+export interface ListOrQueryMemoryInput extends ScopeInput, PeriodInput {
   tenant_id: string;
   query?: string;
   top_k?: number;
@@ -171,7 +224,7 @@ export interface ListOrQueryMemoryInput {
 export type FilterValue = string | number | boolean | null;
 export type MetadataFilter = Record<string, FilterValue | { $in: FilterValue[] }>;
 
-export interface SearchMemoryInput {
+export interface SearchMemoryInput extends ScopeInput, PeriodInput {
   query: string;
   tenant_id: string;
   top_k: number;
@@ -181,9 +234,14 @@ export interface SearchMemoryInput {
 export interface UpdateMemoryInput {
   content?: string;
   metadata?: Record<string, FilterValue>;
+  occurred_at?: string;
 }
 
 export interface TenantInput {
+  tenant_id: string;
+}
+
+export interface TenantScopeInput extends ScopeInput {
   tenant_id: string;
 }
 

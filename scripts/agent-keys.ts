@@ -12,19 +12,21 @@ import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import {
-  entryId, formatKeysFile, generateApiKey, hashApiKey, HASH_PREFIX, KeysFileError, parseKeysFile,
+  entryId, formatKeysFile, grantTenants, type KeyGrant, generateApiKey, hashApiKey, HASH_PREFIX, KeysFileError, parseKeysFile,
 } from '../enclave/auth/keys-file.js';
+import { SCOPE_FIELDS } from '../enclave/memory/types.js';
 import { formatSignedKeys, SIGNED_KEYS_TYPE, verifySignedKeys } from '../enclave/auth/signed-keys.js';
 import { parseOperatorSigningKey } from './lib/operator-signing-key.js';
 
 export const USAGE = `Usage:
-  agent-keys issue --tenant <id> [--tenant <id> ...] [--file <path>]
+  agent-keys issue --tenant <id> [--tenant <id> ...] [--user-id <id>] [--agent-id <id>] [--run-id <id>] [--file <path>]
   agent-keys revoke (--key <key> | --id <sha256:hex-prefix>) [--file <path>]
   agent-keys list [--file <path>]
   agent-keys sign --key <operator key> --out <signed file> [--version <n>] [--file <path>]
 
 --file defaults to $API_KEYS_FILE. "issue" prints the new key on stdout, once: the file
-keeps only its SHA-256. The enclave reads the file at start; after a change, restart it
+keeps only its SHA-256. --user-id, --agent-id and --run-id limit the key to those
+memory scopes inside its tenants (docs/api.md, "Scopes"). The enclave reads the file at start; after a change, restart it
 or send it SIGHUP (kill -HUP <enclave pid>).
 
 "sign" turns the file into the signed file an enclave with OPERATOR_PUBKEY and
@@ -37,7 +39,7 @@ API_KEYS_POLL_SECONDS, without a restart, and refuses any older version.`;
 class Refused extends Error {}
 class Usage extends Error {}
 
-type KeysMap = Record<string, string[]>;
+type KeysMap = Record<string, KeyGrant>;
 
 export async function main(argv: string[], out = process.stdout, err = process.stderr): Promise<number> {
   try {
@@ -47,6 +49,9 @@ export async function main(argv: string[], out = process.stdout, err = process.s
       options: {
         file: { type: 'string' },
         tenant: { type: 'string', multiple: true },
+        'user-id': { type: 'string' },
+        'agent-id': { type: 'string' },
+        'run-id': { type: 'string' },
         key: { type: 'string' },
         id: { type: 'string' },
         out: { type: 'string' },
@@ -70,7 +75,12 @@ export async function main(argv: string[], out = process.stdout, err = process.s
         if (tenants.length === 0) throw new Usage('issue needs at least one --tenant');
         const key = generateApiKey();
         const name = `${HASH_PREFIX}${hashApiKey(key).toString('hex')}`;
-        edit(path, (map) => ({ ...map, [name]: [...new Set(tenants)] }), true);
+        const scope = Object.fromEntries(SCOPE_FIELDS.flatMap((f) => {
+          const value = values[f.replace('_', '-') as 'user-id' | 'agent-id' | 'run-id'];
+          return value === undefined ? [] : [[f, value]];
+        }));
+        const grant: KeyGrant = Object.keys(scope).length ? { tenants: [...new Set(tenants)], ...scope } : [...new Set(tenants)];
+        edit(path, (map) => ({ ...map, [name]: grant }), true);
         out.write(`${key}\n`);
         err.write(`issued ${entryId(hashApiKey(key))} for ${tenants.join(', ')} in ${path}\n`
           + 'This is the only time the key is shown. Restart the enclave or send it SIGHUP to apply.\n');
@@ -92,9 +102,10 @@ export async function main(argv: string[], out = process.stdout, err = process.s
       case 'list': {
         if (!existsSync(path)) throw new Refused(`${path} does not exist`);
         const map = readMap(path);
-        for (const [name, tenants] of Object.entries(map)) {
+        for (const [name, grant] of Object.entries(map)) {
           const plain = name.startsWith(HASH_PREFIX) ? '' : '  (key stored in plaintext)';
-          out.write(`${entryId(entryHash(name))}  ${tenants.join(',')}${plain}\n`);
+          const scopes = Array.isArray(grant) ? '' : SCOPE_FIELDS.filter((f) => grant[f] !== undefined).map((f) => `  ${f}=${grant[f]}`).join('');
+          out.write(`${entryId(entryHash(name))}  ${grantTenants(grant).join(',')}${scopes}${plain}\n`);
         }
         return 0;
       }
@@ -127,14 +138,14 @@ function entryHash(name: string): Buffer {
   return name.startsWith(HASH_PREFIX) ? Buffer.from(name.slice(HASH_PREFIX.length), 'hex') : hashApiKey(name);
 }
 
-function matchKey(entries: [string, string[]][], key: string): [string, string[]][] {
+function matchKey(entries: [string, KeyGrant][], key: string): [string, KeyGrant][] {
   const hash = hashApiKey(key);
   const found = entries.filter(([name]) => entryHash(name).equals(hash));
   if (!found.length) throw new Refused('no such key in the file');
   return found;
 }
 
-function matchId(entries: [string, string[]][], id: string): [string, string[]][] {
+function matchId(entries: [string, KeyGrant][], id: string): [string, KeyGrant][] {
   const prefix = id.toLowerCase().replace(/^sha256:/, '');
   if (!/^[0-9a-f]{8,64}$/.test(prefix)) throw new Usage('--id must be at least 8 hex digits of the key\'s SHA-256 (as shown by list)');
   const found = entries.filter(([name]) => entryHash(name).toString('hex').startsWith(prefix));

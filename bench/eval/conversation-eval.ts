@@ -13,8 +13,11 @@ import type { ConversationSet } from './conversations/generate.js';
 import { EVAL_DIR } from './datasets.js';
 import { recallAt, reciprocalRank } from './metrics.js';
 import { RANKERS, type RankerName } from './rankers.js';
+import { withNeighbours } from './neighbours.js';
 
-export const CONVERSATION_MODES: RankerName[] = ['vector', 'lexical', 'hybrid', 'hybrid-max'];
+/** `hybrid+neighbours`: the API's hybrid ranking with each hit's neighbouring turns lent its score (neighbours.ts; evaluation only). */
+export type ConversationMode = RankerName | 'hybrid+neighbours';
+export const CONVERSATION_MODES: ConversationMode[] = ['vector', 'lexical', 'hybrid', 'hybrid-max', 'hybrid+neighbours'];
 
 export interface ConversationScores {
   questions: number;
@@ -36,27 +39,39 @@ export interface StoredConversations {
   memory: MemoryService;
   /** Memory id -> turn id, over all conversations. */
   turnId: Map<string, string>;
+  /** Memory id -> the turn's place in its conversation. */
+  turnIndex: Map<string, number>;
 }
 
 export async function storeConversations(embedder: Embedder, set?: ConversationSet): Promise<StoredConversations> {
   set ??= await loadConversations();
   const memory = new MemoryService(embedder);
   const turnId = new Map<string, string>();
+  const turnIndex = new Map<string, number>();
   for (const conversation of set.conversations) {
-    const records = await memory.addMany(conversation.turns.map((turn) => ({ content: turn.memory, tenant_id: conversation.id })));
-    records.forEach((record, i) => turnId.set(record.id, conversation.turns[i].id));
+    const records = await memory.addMany(conversation.turns.map((turn) => ({
+      content: turn.memory, tenant_id: conversation.id, occurred_at: turn.occurred_at ?? new Date(`${turn.date} UTC`).toISOString(),
+    })));
+    records.forEach((record, i) => {
+      turnId.set(record.id, conversation.turns[i].id);
+      turnIndex.set(record.id, i);
+    });
   }
-  return { set, memory, turnId };
+  return { set, memory, turnId, turnIndex };
 }
 
-export async function evaluateConversations({ set, memory, turnId }: StoredConversations, modes = CONVERSATION_MODES): Promise<ConversationReport> {
+export async function evaluateConversations({ set, memory, turnId, turnIndex }: StoredConversations, modes = CONVERSATION_MODES): Promise<ConversationReport> {
   const rows: { half: 'tune' | 'test'; mode: string; kind: string; r5: number; r10: number; rr: number }[] = [];
   for (const conversation of set.conversations) {
     const tenant = conversation.id;
     for (const question of conversation.questions) {
       for (const mode of modes) {
-        const hits = await memory.query({ query: question.query, tenant_id: tenant, top_k: FUSION_DEPTH }, RANKERS[mode]);
-        const ranking = hits.map((hit) => turnId.get(hit.record.id)!);
+        const neighbours = mode === 'hybrid+neighbours';
+        const hits = await memory.query({ query: question.query, tenant_id: tenant, top_k: FUSION_DEPTH }, RANKERS[neighbours ? 'hybrid' : mode]);
+        const { turns } = conversation;
+        const ranking = neighbours
+          ? withNeighbours(hits.map((hit) => ({ index: turnIndex.get(hit.record.id)!, score: hit.score })), turns.length, (i) => turns[i].session).map((r) => turns[r.index].id)
+          : hits.map((hit) => turnId.get(hit.record.id)!);
         rows.push({
           half: conversation.half, mode, kind: question.kind,
           r5: recallAt(ranking, question.evidence, 5),

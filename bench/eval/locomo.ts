@@ -4,7 +4,7 @@
  * copying it into the repository, so it is never committed and the eval says when it is absent.
  *
  * Each turn becomes a memory the way the synthetic set stores one ("[8 May 2023] Caroline: ...",
- * a shared photo's caption appended), each question with evidence asks the conversation's
+ * a shared photo's caption appended), with its session's time as `occurred_at`, each question with evidence asks the conversation's
  * tenant. Category 5 (adversarial, no answer) is left out. Conversations alternate between the
  * tuning and the held-back half, so a cut calibrated on one half is checked on the other; the
  * other half of LoCoMo, kept outside this machine, judges the result.
@@ -46,10 +46,12 @@ export async function loadLocomo(file = LOCOMO_FILE): Promise<ConversationSet | 
       const { conversation } = sample;
       const turns: ConversationSet['conversations'][number]['turns'] = [];
       for (let session = 1; Array.isArray(conversation[`session_${session}`]); session++) {
-        const date = sessionDate(String(conversation[`session_${session}_date_time`] ?? ''));
+        const when = String(conversation[`session_${session}_date_time`] ?? '');
+        const date = sessionDate(when);
+        const occurred_at = sessionTime(when);
         for (const turn of conversation[`session_${session}`] as LocomoTurn[]) {
           const photo = turn.blip_caption ? ` [shares ${turn.blip_caption}]` : '';
-          turns.push({ id: turn.dia_id, session, date, speaker: turn.speaker, text: turn.text, memory: `[${date}] ${turn.speaker}: ${turn.text}${photo}` });
+          turns.push({ id: turn.dia_id, session, date, speaker: turn.speaker, text: turn.text, memory: `[${date}] ${turn.speaker}: ${turn.text}${photo}`, occurred_at });
         }
       }
       const known = new Set(turns.map((t) => t.id));
@@ -66,6 +68,17 @@ export async function loadLocomo(file = LOCOMO_FILE): Promise<ConversationSet | 
       };
     }),
   };
+}
+
+/** "1:56 pm on 8 May, 2023" -> "2023-05-08T13:56:00.000Z" (the session's time, as UTC: LoCoMo gives no zone); undefined if it does not read. */
+function sessionTime(text: string): string | undefined {
+  const parts = /^(\d{1,2}):(\d{2}) ([ap])m on (\d{1,2} \w+),? (\d{4})$/i.exec(text.trim());
+  if (!parts) return undefined;
+  const [, hour, minute, half, day, year] = parts;
+  const at = new Date(`${day} ${year} UTC`);
+  if (Number.isNaN(at.getTime())) return undefined;
+  at.setUTCHours((Number(hour) % 12) + (half.toLowerCase() === 'p' ? 12 : 0), Number(minute));
+  return at.toISOString();
 }
 
 /** "1:56 pm on 8 May, 2023" -> "8 May 2023" (the synthetic set's form). */

@@ -5,6 +5,8 @@ import { sseDone, sseEvent, sseHeaders } from '../../common/sse.js';
 import type { AnswerUpstream } from '../chat/answer-upstream.js';
 import type { ChatService } from '../chat/chat-service.js';
 import { normalizeChat } from '../chat/messages.js';
+import { scopeOf } from '../memory/memory-scope.js';
+import type { ScopeInput } from '../../common/schemas.js';
 import { TENANT_HEADER } from '../../protocol/response-signature.js';
 import { chatCaller, type ChatCaller } from './chat-tenant.js';
 import { jsonReply } from './request.js';
@@ -21,8 +23,12 @@ export const memoryIdsHeader = (ids: readonly string[], tenant: string | undefin
 
 /** POST /v1/chat/completions on the enclave's side: the inputs are validated; decide the tenant, answer. */
 export function chatRoutes(chat: ChatService) {
-  const parse = ({ request, caller, body }: RouteCall<'ChatCompletion'>) =>
-    ({ input: normalizeChat(body), caller: chatCaller(request, caller) });
+  const parse = ({ request, caller, body }: RouteCall<'ChatCompletion'>) => {
+    // The scopes are the service's, not the model's: taken out of what the model is sent.
+    const { user_id, agent_id, run_id, ...rest } = body;
+    const requested = scopeOf({ user_id, agent_id, run_id } as ScopeInput);
+    return { input: normalizeChat(rest as ChatCompletionInput), caller: chatCaller(request, caller, requested) };
+  };
 
   const answer = async (input: ChatCompletionInput, caller: ChatCaller, signal: AbortSignal, meter?: MemoryMeter): Promise<ApiReply> => {
     const { completion, memoryIds, upstream } = await chat.complete(input, { ...caller, signal, meter });

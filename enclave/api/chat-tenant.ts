@@ -1,6 +1,7 @@
 import { chatHeadersSchema } from '../../common/chat-schema.js';
 import { validator } from '../../common/validation.js';
-import { chatTenant as tenantFor, type Caller } from '../auth/caller.js';
+import { chatTenant as tenantFor, scopeFor, type Caller } from '../auth/caller.js';
+import type { MemoryScope } from '../memory/types.js';
 
 const validHeaders = validator<{ organization_id?: string }>(chatHeadersSchema, 'params');
 
@@ -23,8 +24,10 @@ export function chatTenant(request: { organization: string }, caller: Caller): s
 export interface ChatCaller {
   tenant: string | undefined;
   keyTenants: ReadonlySet<string> | undefined;
+  /** The memory scopes it uses and saves in: those the request names and those its key is limited to. */
+  scope: MemoryScope;
 }
 
-export function chatCaller(request: { organization: string }, caller: Caller): ChatCaller {
-  return { tenant: chatTenant(request, caller), keyTenants: caller.tenants };
+export function chatCaller(request: { organization: string }, caller: Caller, requested: MemoryScope = {}): ChatCaller {
+  return { tenant: chatTenant(request, caller), keyTenants: caller.tenants, scope: scopeFor(caller, requested) };
 }

@@ -1,8 +1,11 @@
 import { badRequest, notFound } from '../../common/errors.js';
 import { limits } from '../../common/limits.js';
 import type { ApiReply } from '../../common/proto.js';
-import { authorize, type Caller } from '../auth/caller.js';
-import type { MemoryService } from '../memory/memory-service.js';
+import { authorize, scopeFor, type Caller } from '../auth/caller.js';
+import { inScope, scopeOf } from '../memory/memory-scope.js';
+import { normalizeInstant, type Period } from '../memory/memory-time.js';
+import type { PeriodInput } from '../../common/schemas.js';
+import type { AddOutcome, MemoryService } from '../memory/memory-service.js';
 import type { MemoryRecord, ScoredMemory } from '../memory/types.js';
 import { TENANT_HEADER } from '../../protocol/response-signature.js';
 import { jsonReply } from './request.js';
@@ -25,6 +28,25 @@ const searchReply = (tenantId: string, query: string, topK: number, results: Sco
 }, forTenant(tenantId));
 
 /**
+ * An add's answer: the memory, and what was done (`event`, as Mem0 names it): `ADD`, or
+ * `UPDATE` when it restated a memory of its tenant and scope, which now holds it, with that
+ * memory's content before (`previous_content`).
+ */
+const addAnswer = (outcome: AddOutcome) => (outcome.event === 'ADD'
+  ? Object.assign({}, outcome.record, { event: outcome.event })
+  : Object.assign({}, outcome.record, { event: outcome.event, previous_content: outcome.previous.content }));
+
+/** A time the schema let through, as the enclave keeps it; 400 when it names no real time. */
+function instant<T extends string | undefined>(value: T, param: string): T {
+  if (value === undefined) return value;
+  const normalized = normalizeInstant(value);
+  if (normalized === undefined) throw badRequest(`'${param}' names no real time: ${JSON.stringify(value)}`, param, 'invalid_value');
+  return normalized as T;
+}
+
+const periodOf = (input: PeriodInput): Period => ({ since: instant(input.since, 'since'), until: instant(input.until, 'until') });
+
+/**
  * The memory endpoints, on the enclave's side (inputs already validated against the route
  * table): check the caller's key holds the tenant, act, answer. The key is checked before
  * any lookup, so a refused caller learns nothing about what exists.
@@ -35,8 +57,9 @@ export function memoryRoutes(memory: MemoryService): {
   const lookup = (caller: Caller, tenantId: string, id: string): MemoryRecord => {
     authorize(caller, tenantId);
     const record = memory.get(tenantId, id);
-    // The same answer whether the id does not exist or belongs to another tenant.
-    if (!record) throw notFound(`no memory '${id}' for tenant '${tenantId}'`, 'memory_not_found');
+    // The same answer whether the id does not exist or belongs to another tenant, or to a
+    // scope the caller's key is not limited to.
+    if (!record || !inScope(record, caller.scope ?? {})) throw notFound(`no memory '${id}' for tenant '${tenantId}'`, 'memory_not_found');
     return record;
   };
 
@@ -45,25 +68,31 @@ export function memoryRoutes(memory: MemoryService): {
       // A batch is validated whole, and every tenant in it authorized, before anything is stored.
       if ('memories' in input) {
         for (const item of input.memories) authorize(caller, item.tenant_id);
-        const data = await memory.addMany(input.memories, caller.tenants, context?.meter);
+        const items = input.memories.map((item, i) =>
+          ({ ...item, occurred_at: instant(item.occurred_at, `memories.${i}.occurred_at`), dedupe: item.dedupe ?? true, ...scopeFor(caller, scopeOf(item)) }));
+        const data = (await memory.remember(items, caller.tenants, context?.meter)).map(addAnswer);
         return jsonReply(200, { object: 'list', data }, forTenant(...input.memories.map((m) => m.tenant_id)));
       }
       authorize(caller, input.tenant_id);
-      return jsonReply(200, await memory.add(input, caller.tenants, context?.meter), forTenant(input.tenant_id));
+      const item = { ...input, occurred_at: instant(input.occurred_at, 'occurred_at'), dedupe: input.dedupe ?? true, ...scopeFor(caller, scopeOf(input)) };
+      const [outcome] = await memory.remember([item], caller.tenants, context?.meter);
+      return jsonReply(200, addAnswer(outcome), forTenant(input.tenant_id));
     },
 
     async ListMemories({ caller, query: input }: RouteCall<'ListMemories'>, context?: CallContext): Promise<ApiReply> {
       authorize(caller, input.tenant_id);
+      const scope = scopeFor(caller, scopeOf(input));
+      const period = periodOf(input);
       if (input.query !== undefined) {
         if (input.limit !== undefined || input.after !== undefined) {
           throw badRequest('limit and after page a list; a query takes top_k', input.limit !== undefined ? 'limit' : 'after', 'invalid_value');
         }
         const topK = input.top_k ?? limits.defaultTopK;
-        return searchReply(input.tenant_id, input.query, topK, await memory.query({ tenant_id: input.tenant_id, query: input.query, top_k: topK }, undefined, context?.meter));
+        return searchReply(input.tenant_id, input.query, topK, await memory.query({ tenant_id: input.tenant_id, query: input.query, top_k: topK, ...scope, ...period }, undefined, context?.meter));
       }
       if (input.top_k !== undefined) throw badRequest('top_k needs a query; a list takes limit and after', 'top_k', 'invalid_value');
       const limit = input.limit ?? limits.defaultListLimit;
-      const page = memory.list(input.tenant_id, limit, input.after);
+      const page = memory.list(input.tenant_id, limit, input.after, scope, period);
       if (!page) throw badRequest(`'after' names no memory of tenant '${input.tenant_id}'`, 'after', 'invalid_value');
       return jsonReply(200, {
         object: 'list',
@@ -74,15 +103,17 @@ export function memoryRoutes(memory: MemoryService): {
       }, forTenant(input.tenant_id));
     },
 
-    async DeleteMemories({ caller, query: { tenant_id } }) {
+    async DeleteMemories({ caller, query }) {
+      const { tenant_id } = query;
       authorize(caller, tenant_id);
-      const count = await memory.deleteAll(tenant_id);
+      const count = await memory.deleteAll(tenant_id, scopeFor(caller, scopeOf(query)));
       return jsonReply(200, { object: 'memory.deleted', deleted: true, count }, forTenant(tenant_id));
     },
 
     async SearchMemory({ caller, body: input }, context) {
       authorize(caller, input.tenant_id);
-      return searchReply(input.tenant_id, input.query, input.top_k, await memory.query(input, undefined, context?.meter));
+      const query = { ...input, ...scopeFor(caller, scopeOf(input)), ...periodOf(input) };
+      return searchReply(input.tenant_id, input.query, input.top_k, await memory.query(query, undefined, context?.meter));
     },
 
     async GetMemory({ caller, query: { tenant_id }, params: { id } }) {
@@ -91,7 +122,7 @@ export function memoryRoutes(memory: MemoryService): {
 
     async UpdateMemory({ caller, query: { tenant_id }, params: { id }, body }, context) {
       lookup(caller, tenant_id, id);
-      const updated = await memory.update(tenant_id, id, body, context?.meter);
+      const updated = await memory.update(tenant_id, id, { ...body, occurred_at: instant(body.occurred_at, 'occurred_at') }, context?.meter);
       if (!updated) throw notFound(`no memory '${id}' for tenant '${tenant_id}'`, 'memory_not_found');
       return jsonReply(200, updated, forTenant(tenant_id));
     },

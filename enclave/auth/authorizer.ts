@@ -12,6 +12,7 @@ import { timingSafeEqual } from 'node:crypto';
 import { bearerToken } from '../../common/bearer.js';
 import type { Caller } from './caller.js';
 import { hashApiKey, type KeyEntry } from './keys-file.js';
+import type { MemoryScope } from '../memory/types.js';
 
 export interface Authorizer {
   /** False in open mode: no keys configured, every caller may act for every tenant. */
@@ -25,16 +26,20 @@ export interface FoundKey {
   /** A prefix of its stored hash: names the key without being it. */
   id: string;
   tenants: ReadonlySet<string>;
+  /** The scopes it is limited to inside its tenants (none: tenant-wide). */
+  scope: Readonly<MemoryScope>;
 }
 
 /** A set of keys, each holding some tenants. */
 export class KeyRing {
   private readonly hashes: Buffer[];
   private readonly tenants: ReadonlySet<string>[];
+  private readonly scopes: Readonly<MemoryScope>[];
 
   constructor(entries: KeyEntry[]) {
     this.hashes = entries.map((e) => e.hash);
     this.tenants = entries.map((e) => new Set(e.tenants));
+    this.scopes = entries.map((e) => Object.freeze({ ...e.scope }));
   }
 
   get size(): number {
@@ -49,7 +54,7 @@ export class KeyRing {
       // No early exit: every stored hash is compared, whatever matched.
       if (timingSafeEqual(presented, this.hashes[i])) found = i;
     }
-    return found === -1 ? undefined : { id: this.hashes[found].subarray(0, 16).toString('hex'), tenants: this.tenants[found] };
+    return found === -1 ? undefined : { id: this.hashes[found].subarray(0, 16).toString('hex'), tenants: this.tenants[found], scope: this.scopes[found] };
   }
 }
 
@@ -76,7 +81,7 @@ export function keyAuthorizer(keys: () => KeyRing): Authorizer {
       if (token === undefined) return { keyId: undefined, tenants: undefined, refused: 'not-bearer', sentHeader };
       const found = keys().lookup(token);
       if (!found) return { keyId: undefined, tenants: undefined, refused: 'invalid', sentHeader };
-      return { keyId: found.id, tenants: found.tenants, sentHeader };
+      return { keyId: found.id, tenants: found.tenants, scope: found.scope, sentHeader };
     },
   };
 }

@@ -6,6 +6,7 @@
  */
 import { ApiError, badRequest, forbidden } from '../../common/errors.js';
 import { limits } from '../../common/limits.js';
+import { SCOPE_FIELDS, type MemoryScope } from '../memory/types.js';
 
 export interface Caller {
   /**
@@ -16,6 +17,8 @@ export interface Caller {
   readonly keyId: string | undefined;
   /** The tenants the key holds; undefined in open mode, where every caller may act for every tenant. */
   readonly tenants: ReadonlySet<string> | undefined;
+  /** The memory scopes the key is limited to inside its tenants; absent or empty: tenant-wide. */
+  readonly scope?: Readonly<MemoryScope>;
   /**
    * Keys are configured and the header holds none (missing), is not of the Bearer scheme
    * (not-bearer: e.g. the bare key), or holds no known key (invalid): the 401 a route that
@@ -70,4 +73,21 @@ export function chatTenant(caller: Caller, organization: string | undefined): st
     'this API key holds several tenants: name one in the OpenAI-Organization header (the openai SDK\'s `organization` option) or the organization_id header',
     'organization_id', 'missing_required_parameter',
   );
+}
+
+/**
+ * The scopes a request acts in: those it names, plus those the caller's key is limited to.
+ * A key limited to a scope acts in it whether the request names it or not, and naming
+ * another value of it is refused (403), so a scoped key never reads, writes or deletes
+ * outside its scope.
+ */
+export function scopeFor(caller: Caller, requested: MemoryScope): MemoryScope {
+  const scope: MemoryScope = { ...requested };
+  for (const field of SCOPE_FIELDS) {
+    const limit = caller.scope?.[field];
+    if (limit === undefined) continue;
+    if (requested[field] !== undefined && requested[field] !== limit) throw forbidden(`this API key may act only for ${field} '${limit}'`);
+    scope[field] = limit;
+  }
+  return scope;
 }

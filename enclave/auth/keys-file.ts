@@ -1,11 +1,14 @@
 /**
- * The API keys file: JSON `{"<key>": ["<tenant>", …]}`. An entry's name is either the key
+ * The API keys file: JSON `{"<key>": ["<tenant>", …]}`, or for a key limited to scopes inside
+ * its tenants `{"<key>": {"tenants": ["<tenant>", …], "user_id": "<id>", "agent_id": …, "run_id": …}}`
+ * (each scope optional; both forms may be mixed). An entry's name is either the key
  * itself or `sha256:<64 hex>`, the SHA-256 of the key; `agent-keys` writes the hashed
  * form, so a file it manages never holds a usable key. Pure parsing and formatting,
  * shared by the enclave (which loads the file) and the operator's CLI (which edits it).
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { limits } from '../../common/limits.js';
+import { SCOPE_FIELDS, type MemoryScope } from '../memory/types.js';
 
 export const HASH_PREFIX = 'sha256:';
 
@@ -21,7 +24,14 @@ export interface KeyEntry {
   tenants: string[];
   /** True when the file holds the key itself rather than its hash. */
   plaintext: boolean;
+  /** The scopes the key is limited to inside its tenants (none: tenant-wide). */
+  scope: MemoryScope;
 }
+
+/** What an entry grants: its tenants, alone or with the scopes the key is limited to. */
+export type KeyGrant = string[] | ({ tenants: string[] } & MemoryScope);
+
+export const grantTenants = (grant: KeyGrant): string[] => (Array.isArray(grant) ? grant : grant.tenants);
 
 export class KeysFileError extends Error {
   constructor(readonly problems: string[]) {
@@ -56,7 +66,7 @@ export function parseKeysFile(text: string): KeyEntry[] {
   const problems: string[] = [];
   const entries: KeyEntry[] = [];
   const seen = new Set<string>();
-  Object.entries(raw).forEach(([name, tenants], i) => {
+  Object.entries(raw).forEach(([name, grant], i) => {
     const where = `entry ${i + 1}`;
     let hash: Buffer;
     let plaintext = false;
@@ -78,23 +88,38 @@ export function parseKeysFile(text: string): KeyEntry[] {
     const id = hash.toString('hex');
     if (seen.has(id)) problems.push(`${where} (${entryId(hash)}): the same key appears twice`);
     seen.add(id);
+    const scoped = typeof grant === 'object' && grant !== null && !Array.isArray(grant) ? grant as Record<string, unknown> : undefined;
+    const tenants = scoped ? scoped.tenants : grant;
     if (!Array.isArray(tenants) || tenants.length === 0) {
       problems.push(`${where} (${entryId(hash)}): tenants must be a non-empty array of tenant ids`);
       return;
+    }
+    const scope: MemoryScope = {};
+    for (const [field, value] of Object.entries(scoped ?? {})) {
+      if (field === 'tenants') continue;
+      if (!(SCOPE_FIELDS as readonly string[]).includes(field)) {
+        problems.push(`${where} (${entryId(hash)}): unknown field "${field}": an entry holds tenants and optionally ${SCOPE_FIELDS.join(', ')}`);
+        return;
+      }
+      if (typeof value !== 'string' || !tenantPattern.test(value)) {
+        problems.push(`${where} (${entryId(hash)}): ${field} must be 1–${limits.maxTenantIdChars} characters of A-Z a-z 0-9 . _ : @ -`);
+        return;
+      }
+      scope[field as keyof MemoryScope] = value;
     }
     const bad = tenants.filter((t) => typeof t !== 'string' || !tenantPattern.test(t));
     if (bad.length) {
       problems.push(`${where} (${entryId(hash)}): invalid tenant id ${JSON.stringify(bad[0])}: 1–${limits.maxTenantIdChars} characters of A-Z a-z 0-9 . _ : @ -`);
       return;
     }
-    entries.push({ hash, tenants: [...new Set(tenants as string[])], plaintext });
+    entries.push({ hash, tenants: [...new Set(tenants as string[])], plaintext, scope });
   });
   if (problems.length) throw new KeysFileError(problems);
   return entries;
 }
 
-/** The file's text for a map of entry names to tenants: stable, one entry per line. */
-export function formatKeysFile(map: Record<string, string[]>): string {
+/** The file's text for a map of entry names to what they grant: stable, one entry per line. */
+export function formatKeysFile(map: Record<string, KeyGrant>): string {
   const names = Object.keys(map);
   if (names.length === 0) return '{}\n';
   const lines = names.map((name) => `  ${JSON.stringify(name)}: ${JSON.stringify(map[name])}`);

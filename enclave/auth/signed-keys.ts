@@ -5,11 +5,11 @@
  * only the holder of the private half of OPERATOR_PUBKEY, which every attestation document
  * binds, can. Shared by the enclave (which verifies) and `agent-keys sign` (which signs).
  *
- *   { "type": "agent-service/api-keys/v1", "version": <integer>, "keys": { "sha256:<hex>": ["<tenant>", …] },
+ *   { "type": "agent-service/api-keys/v1", "version": <integer>, "keys": { "sha256:<hex>": ["<tenant>", …] or {"tenants": […], "user_id": …} },
  *     "signature": "<base64 Ed25519 over 'agent-service/api-keys/v1\0' + canonical JSON of type, version, keys>" }
  */
 import nacl from 'tweetnacl';
-import { KeysFileError, parseKeysFile, type KeyEntry } from './keys-file.js';
+import { KeysFileError, parseKeysFile, type KeyEntry, type KeyGrant } from './keys-file.js';
 
 export const SIGNED_KEYS_TYPE = 'agent-service/api-keys/v1';
 
@@ -17,7 +17,8 @@ export interface SignedKeysPayload {
   type: typeof SIGNED_KEYS_TYPE;
   /** Only goes up: the enclave refuses a file older than the one it holds. */
   version: number;
-  keys: Record<string, string[]>;
+  /** As the keys file (keys-file.ts): tenants, or tenants with the scopes a key is limited to. */
+  keys: Record<string, KeyGrant>;
 }
 
 export interface VerifiedKeys {

@@ -1,6 +1,7 @@
 import type { ChatCompletionInput } from '../../common/chat-schema.js';
 import type { MemoryMeter } from '../memory/meter.js';
 import type { MemoryService } from '../memory/memory-service.js';
+import type { MemoryScope } from '../memory/types.js';
 import { AnswerUpstream } from './answer-upstream.js';
 import { retrieveMemories, withMemories } from './memory-context.js';
 import { MemoryToolRunner, memoryToolsToOffer } from './memory-tools.js';
@@ -27,6 +28,8 @@ export interface ChatCall {
   tenant: string | undefined;
   /** Every tenant of the caller's API key (undefined in open mode): a saved memory counts against the key's share. */
   keyTenants?: ReadonlySet<string>;
+  /** The memory scopes it reads and saves in (none: tenant-wide). */
+  scope?: MemoryScope;
   /** Told of the memory searches and saves the answer makes (none for a sealed call). */
   meter?: MemoryMeter;
   /** Aborted when the client goes away; the model call is aborted with it. */
@@ -89,17 +92,17 @@ export class ChatService {
     );
   }
 
-  private async plan(request: ChatCompletionInput, { tenant, keyTenants, meter }: ChatCall) {
+  private async plan(request: ChatCompletionInput, { tenant, keyTenants, meter, scope = {} }: ChatCall) {
     const offline = !this.upstream || request.model === OFFLINE_MODEL;
     const refusal = offline ? offlineRefusal(request) : undefined;
     if (refusal) throw badRequest(refusal.message, refusal.param, 'unsupported_by_offline_model');
     // The trust decision of MEMORY_UPSTREAM=never: for the upstream model, no memory is looked
     // up and no memory tool is offered, so no memory content can be in what it is sent.
     const withheld = !offline && this.settings.memoryUpstream === 'never';
-    const memories = withheld ? [] : await retrieveMemories(this.memory, tenant, request.messages, this.settings.memoryTopK, meter);
+    const memories = withheld ? [] : await retrieveMemories(this.memory, { tenant, scope }, request.messages, this.settings.memoryTopK, meter);
     const injected = memories.map((m) => m.id);
     const upstream = offline ? AnswerUpstream.local() : AnswerUpstream.remote(this.upstream!.origin, withheld);
-    const runner = tenant && !offline && !withheld ? new MemoryToolRunner(this.memory, { tenant, keyTenants, meter, topK: this.settings.memoryTopK, maxAdds: this.settings.toolMaxAdds }) : undefined;
+    const runner = tenant && !offline && !withheld ? new MemoryToolRunner(this.memory, { tenant, scope, keyTenants, meter, topK: this.settings.memoryTopK, maxAdds: this.settings.toolMaxAdds }) : undefined;
     const loop: MemoryToolLoop = {
       offered: memoryToolsToOffer(request, runner !== undefined && this.settings.toolRounds > 0),
       runner,

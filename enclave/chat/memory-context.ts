@@ -2,8 +2,9 @@ import type { ChatMessage } from '../../common/chat-schema.js';
 import { limits } from '../../common/limits.js';
 import type { MemoryMeter } from '../memory/meter.js';
 import type { MemoryService } from '../memory/memory-service.js';
-import type { MemoryRecord } from '../memory/types.js';
+import type { MemoryRecord, MemoryScope } from '../memory/types.js';
 import { relevantMemories } from './relevance.js';
+import { occurredAt } from '../memory/memory-time.js';
 
 /**
  * Memory augmentation: find the tenant's memories most relevant to the conversation and
@@ -22,15 +23,17 @@ export function conversationQuery(messages: readonly ChatMessage[]): string | un
 }
 
 /**
- * At most top-k memories of `tenant` for the conversation, only those likely to be relevant
- * (relevance.ts); none without a tenant or a user message, or when nothing relates to it.
+ * At most top-k memories of `tenant` (in `scope`: every scope it names) for the conversation,
+ * only those likely to be relevant (relevance.ts); none without a tenant or a user message,
+ * or when nothing relates to it.
  */
 export async function retrieveMemories(
-  memory: MemoryService, tenant: string | undefined, messages: readonly ChatMessage[], topK: number, meter?: MemoryMeter,
+  memory: MemoryService, { tenant, scope = {} }: { tenant: string | undefined; scope?: MemoryScope },
+  messages: readonly ChatMessage[], topK: number, meter?: MemoryMeter,
 ): Promise<MemoryRecord[]> {
   const query = conversationQuery(messages);
   if (!tenant || !query || topK <= 0) return [];
-  const found = await memory.query({ tenant_id: tenant, query, top_k: topK }, undefined, meter);
+  const found = await memory.query({ tenant_id: tenant, query, top_k: topK, ...scope }, undefined, meter);
   return relevantMemories(found).map((m) => m.record);
 }
 
@@ -45,7 +48,8 @@ export const MEMORY_PREAMBLE =
 export function memoryMessage(memories: readonly MemoryRecord[]): ChatMessage {
   const items = memories.map((m) => {
     const source = typeof m.metadata.source === 'string' ? ` source="${escape(m.metadata.source)}"` : '';
-    const date = new Date(m.created_at * 1000).toISOString().slice(0, 10);
+    // When it happened, not when it was stored: the model can then place it in time ("last May").
+    const date = occurredAt(m).slice(0, 10);
     return `<memory id="${m.id}" date="${date}"${source}>${escape(m.content)}</memory>`;
   });
   return { role: 'system', content: `${MEMORY_PREAMBLE}\n<memories>\n${items.join('\n')}\n</memories>` };

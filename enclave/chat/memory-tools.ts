@@ -5,6 +5,8 @@ import { addMemorySchema, type AddMemoryInput } from '../../common/schemas.js';
 import { validator } from '../../common/validation.js';
 import type { MemoryMeter } from '../memory/meter.js';
 import type { MemoryService } from '../memory/memory-service.js';
+import type { MemoryScope } from '../memory/types.js';
+import { occurredAt } from '../memory/memory-time.js';
 
 /**
  * The memory tools the enclave offers the model: `search_memory` and `add_memory`. Their
@@ -68,6 +70,8 @@ const validAdd = validator<AddMemoryInput>(addMemorySchema, 'body');
 
 export interface ToolScope {
   tenant: string;
+  /** The memory scopes searched and saved in (none: tenant-wide). */
+  scope?: MemoryScope;
   /** Every tenant of the caller's key: add_memory counts against the key's share (MAX_MEMORIES_PER_KEY). */
   keyTenants?: ReadonlySet<string>;
   /** Told of the tools' searches and saves (none for a sealed call). */
@@ -110,13 +114,13 @@ export class MemoryToolRunner {
     if (!Number.isInteger(topK) || (topK as number) < 1 || (topK as number) > MAX_SEARCH_TOP_K) {
       throw toolError(`"top_k" must be an integer from 1 to ${MAX_SEARCH_TOP_K}`);
     }
-    const found = await this.memory.query({ tenant_id: this.scope.tenant, query: query.slice(0, limits.maxQueryChars), top_k: topK as number }, undefined, this.scope.meter);
+    const found = await this.memory.query({ tenant_id: this.scope.tenant, query: query.slice(0, limits.maxQueryChars), top_k: topK as number, ...this.scope.scope }, undefined, this.scope.meter);
     for (const { record } of found) if (!this.shownIds.includes(record.id)) this.shownIds.push(record.id);
     return {
       memories: found.map(({ record, score }) => ({
         id: record.id,
         content: record.content,
-        date: new Date(record.created_at * 1000).toISOString().slice(0, 10),
+        date: occurredAt(record).slice(0, 10),
         score: Math.round(score * 1000) / 1000,
       })),
     };
@@ -127,7 +131,7 @@ export class MemoryToolRunner {
     if (this.added >= this.scope.maxAdds) {
       throw toolError(`this conversation already saved ${this.added} memories, the most one request may (CHAT_TOOL_MAX_ADDS); save no more`);
     }
-    const input = validAdd({ content: args.content, tenant_id: this.scope.tenant, metadata: { source: ADD_MEMORY } });
+    const input = validAdd({ content: args.content, tenant_id: this.scope.tenant, metadata: { source: ADD_MEMORY }, dedupe: true, ...this.scope.scope });
     this.added++;
     const record = await this.memory.add(input, this.scope.keyTenants, this.scope.meter);
     return { id: record.id, saved: true };

@@ -1,7 +1,9 @@
 import type { AddMemoryInput, QueryMemoryInput, UpdateMemoryInput } from '../../common/schemas.js';
 import type { Embedder } from '../embedding/types.js';
 import type { MemoryJournal } from './journal.js';
-import type { EmbeddingModelId, MemoryEvent, MemoryRecord, RestoredEvent, ScoredMemory } from './types.js';
+import type { EmbeddingModelId, MemoryEvent, MemoryRecord, MemoryScope, RestoredEvent, ScoredMemory } from './types.js';
+import { inScope, recordMatcher, scopeOf } from './memory-scope.js';
+import type { Period } from './memory-time.js';
 import { TermDictionary } from '../lexical/term-dictionary.js';
 import { rankHybrid, type Ranker } from '../retrieval/hybrid.js';
 import { DEFAULT_TIERS } from '../vectors/tiered-index.js';
@@ -12,6 +14,10 @@ import { ChangeAdmission } from './change-admission.js';
 import { TenantMemories, type UsageChange } from './tenant-memories.js';
 import { queryTenant } from './tenant-query.js';
 import { newMemoryId } from './memory-ids.js';
+import { findDuplicates } from './near-duplicates.js';
+
+/** What an add did: stored a new memory, or updated the one it restates (`previous`: that memory before). */
+export type AddOutcome = { record: MemoryRecord; event: 'ADD' } | { record: MemoryRecord; event: 'UPDATE'; previous: MemoryRecord };
 import { unreachable } from '../unreachable.js';
 
 /**
@@ -89,13 +95,19 @@ export class MemoryService {
     return record;
   }
 
+  async addMany(inputs: readonly AddMemoryInput[], keyTenants?: ReadonlySet<string>, meter = this.meter): Promise<MemoryRecord[]> {
+    return (await this.remember(inputs, keyTenants, meter)).map((outcome) => outcome.record);
+  }
+
   /**
-   * Stores memories (of any tenants) in order, embedding all of them in one embedder call.
-   * Everything that can refuse or fail (the limits, embedding) comes before anything is
-   * logged, so a refused batch stores nothing; the batch is then written and synced as one
+   * Stores memories (of any tenants) in order, embedding all of them in one embedder call. An
+   * input with `dedupe: true` that restates a memory of its tenant and scope (near-duplicates.ts)
+   * updates that memory instead: its content, occurred_at and (if given) metadata become the
+   * input's. Everything that can refuse or fail (the limits, embedding) comes before anything
+   * is logged, so a refused batch stores nothing; the batch is then written and synced as one
    * (a failed write stores none of it) before it is applied and acknowledged.
    */
-  async addMany(inputs: readonly AddMemoryInput[], keyTenants?: ReadonlySet<string>, meter = this.meter): Promise<MemoryRecord[]> {
+  async remember(inputs: readonly AddMemoryInput[], keyTenants?: ReadonlySet<string>, meter = this.meter): Promise<AddOutcome[]> {
     // Released when the records are applied (then they count as applied) or the add fails.
     const admitted = this.admission.adds(inputs, keyTenants);
     try {
@@ -105,10 +117,33 @@ export class MemoryService {
         if (vector.length !== this.embedder.dimension) throw new Error(`embedder returned ${vector.length} dimensions, not ${this.embedder.dimension}`);
       }
       const createdAt = Math.floor(Date.now() / 1000);
-      const records = inputs.map(({ tenant_id, content, metadata }): MemoryRecord =>
-        ({ id: newMemoryId(), object: 'memory', tenant_id, content, metadata: { ...(metadata ?? {}) }, created_at: createdAt }));
-      await this.commit(records.map((record, i) => ({ type: 'add', record, vector: vectors[i] })), admitted.release, admitted.terms);
-      return records;
+      const records = inputs.map((input): MemoryRecord => ({
+        id: newMemoryId(), object: 'memory', tenant_id: input.tenant_id, content: input.content, metadata: { ...(input.metadata ?? {}) },
+        created_at: createdAt, occurred_at: input.occurred_at ?? new Date(createdAt * 1000).toISOString(), ...scopeOf(input),
+      }));
+      const duplicates = findDuplicates(
+        records.map((record, i) => ({ id: record.id, content: record.content, tenant_id: record.tenant_id, scope: scopeOf(record), vector: vectors[i], dedupe: inputs[i].dedupe === true })),
+        (id) => this.tenants.get(id),
+      );
+      // The latest version of each memory the batch changes, so a second restatement builds on the first.
+      const latest = new Map<string, MemoryRecord>();
+      const outcomes = records.map((record, i): AddOutcome => {
+        const of = duplicates[i];
+        if (!of) {
+          latest.set(record.id, record);
+          return { record, event: 'ADD' };
+        }
+        const before = latest.get(of.id) ?? this.get(record.tenant_id, of.id)!;
+        const updated: MemoryRecord = {
+          ...before, content: record.content, metadata: inputs[i].metadata ? record.metadata : before.metadata,
+          occurred_at: record.occurred_at, updated_at: createdAt,
+        };
+        latest.set(of.id, updated);
+        return { record: updated, event: 'UPDATE', previous: before };
+      });
+      const events = outcomes.map(({ record, event }, i): MemoryEvent => ({ type: event === 'ADD' ? 'add' : 'update', record, vector: vectors[i] }));
+      await this.commit(events, admitted.release, admitted.terms);
+      return outcomes;
     } finally {
       admitted.release();
     }
@@ -131,15 +166,18 @@ export class MemoryService {
     }
   }
 
-  /** A page of the tenant's memories, newest first; undefined when `after` is not the tenant's. */
-  list(tenantId: string, limit: number, after?: string): { data: MemoryRecord[]; hasMore: boolean } | undefined {
+  /**
+   * A page of the tenant's memories in `scope` (every scope it names) that occurred in `period`, newest first; undefined
+   * when `after` is not the tenant's.
+   */
+  list(tenantId: string, limit: number, after?: string, scope: MemoryScope = {}, period: Period = {}): { data: MemoryRecord[]; hasMore: boolean } | undefined {
     const tenant = this.tenants.get(tenantId);
     if (!tenant) return after === undefined ? { data: [], hasMore: false } : undefined;
-    return tenant.page(limit, after);
+    return tenant.page(limit, after, recordMatcher(scope, period));
   }
 
   /**
-   * Changes a memory's content and/or metadata (metadata is replaced whole). New content is
+   * Changes a memory's content, metadata (replaced whole) and/or occurred_at. New content is
    * embedded and indexed at once; the change is journaled like an add. Undefined when the
    * memory is gone (deleted while the new content was being embedded).
    */
@@ -153,7 +191,10 @@ export class MemoryService {
       const [vector] = change.content === undefined ? [tenant.index.vector(id) ?? (await this.embed([content], meter))[0]] : await this.embed([content], meter);
       const current = this.get(tenantId, id);
       if (!current) return undefined;
-      const record: MemoryRecord = { ...current, content, metadata: { ...(change.metadata ?? current.metadata) }, updated_at: Math.floor(Date.now() / 1000) };
+      const record: MemoryRecord = {
+        ...current, content, metadata: { ...(change.metadata ?? current.metadata) }, updated_at: Math.floor(Date.now() / 1000),
+        ...(change.occurred_at === undefined ? {} : { occurred_at: change.occurred_at }),
+      };
       await this.commit([{ type: 'update', record, vector }], undefined, admitted.terms && [admitted.terms]);
       return this.get(tenantId, id);
     } finally {
@@ -171,11 +212,13 @@ export class MemoryService {
     return true;
   }
 
-  /** Deletes every memory of a tenant, as one journaled batch; returns how many there were. */
-  async deleteAll(tenantId: string): Promise<number> {
+  /** Deletes every memory of a tenant in `scope`, as one journaled batch; returns how many there were. */
+  async deleteAll(tenantId: string, scope: MemoryScope = {}): Promise<number> {
     const tenant = this.tenants.get(tenantId);
     if (!tenant) return 0;
-    const events: MemoryEvent[] = [...tenant.records.keys()].map((id) => ({ type: 'delete', tenant_id: tenantId, id }));
+    const events: MemoryEvent[] = [];
+    for (const record of tenant.records.values()) if (inScope(record, scope)) events.push({ type: 'delete', tenant_id: tenantId, id: record.id });
+    if (events.length === 0) return 0;
     await this.commit(events);
     return events.length;
   }

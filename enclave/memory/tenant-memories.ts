@@ -146,12 +146,14 @@ export class TenantMemories {
   }
 
   /**
-   * A page of the memories, newest first: at most `limit`, starting after the memory `after`
-   * (undefined: from the newest). Undefined when `after` is not the tenant's.
+   * A page of the memories `accept` keeps (undefined: all), newest first: at most `limit`, starting
+   * after the memory `after` (undefined: from the newest). Undefined when `after` is not the tenant's.
    */
-  page(limit: number, after?: string): { data: MemoryRecord[]; hasMore: boolean } | undefined {
+  page(limit: number, after?: string, accept?: (record: MemoryRecord) => boolean): { data: MemoryRecord[]; hasMore: boolean } | undefined {
     if (after !== undefined && !this.records.has(after)) return undefined;
-    const newestFirst = [...this.records.values()].reverse();
+    let newestFirst = [...this.records.values()].reverse();
+    // `after` itself stays in, so a page can go on from it even if it no longer matches.
+    if (accept) newestFirst = newestFirst.filter((record) => accept(record) || record.id === after);
     const start = after === undefined ? 0 : newestFirst.findIndex((r) => r.id === after) + 1;
     return { data: newestFirst.slice(start, start + limit), hasMore: start + limit < newestFirst.length };
   }

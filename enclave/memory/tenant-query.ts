@@ -2,14 +2,14 @@ import type { QueryMemoryInput } from '../../common/schemas.js';
 import { FUSION_DEPTH, rankHybrid, type Candidate, type Ranker } from '../retrieval/hybrid.js';
 import { centred } from '../retrieval/tenant-centre.js';
 import { candidatesOf, searchTenant, searchTenantWith, similaritiesById, type RankedHit, type TenantSearch } from '../retrieval/tenant-search.js';
-import { metadataMatcher } from './metadata-filter.js';
+import { recordMatcher, scopeOf } from './memory-scope.js';
 import type { TenantMemories } from './tenant-memories.js';
-import type { ScoredMemory } from './types.js';
+import type { MemoryRecord, ScoredMemory } from './types.js';
 
 /**
  * Where a query is searched and ranked:
  * - `event-loop`: both searches and the ranking here. Small tenants, filtered queries (a
- *   filter needs the records, which only the event loop holds), the evaluation's rankings,
+ *   filter or scope needs the records, which only the event loop holds), the evaluation's rankings,
  *   and every query the worker cannot take.
  * - `split`: a large tenant's query alone: the worker's copy finds BM25's top hits (they need
  *   no embedding) while the event loop embeds the query and searches the vectors, so the two
@@ -39,7 +39,9 @@ export interface QueryContext {
  */
 export async function queryTenant(tenant: TenantMemories, input: QueryMemoryInput, rank: Ranker, context: QueryContext): Promise<ScoredMemory[]> {
   const depth = Math.max(input.top_k, FUSION_DEPTH);
-  const plain = !input.filters && rank === rankHybrid;
+  // Scopes and metadata filters need the records, which only the event loop holds.
+  const accept = recordMatcher(scopeOf(input), { since: input.since, until: input.until }, input.filters);
+  const plain = !accept && rank === rankHybrid;
   // Caught now: if embedding fails, nothing awaits it (a worker failing meanwhile must not
   // become an unhandled rejection); undefined hits mean search here.
   const matching = plain && context.querying() === 1 ? tenant.matchInWorker(input.query, depth)?.catch(() => undefined) : undefined;
@@ -49,7 +51,7 @@ export async function queryTenant(tenant: TenantMemories, input: QueryMemoryInpu
   switch (path) {
     case 'split': {
       const searched = await searchTenantWith(tenant.index, tenant.lexical, input.query, centred(vector, mean), depth, matching!);
-      if (searched) return stillHeld(tenant, rankHere(tenant, input, vector, mean, depth, rank, searched), input.top_k);
+      if (searched) return stillHeld(tenant, rankHere(tenant, input, vector, mean, depth, rank, accept, searched), input.top_k);
       break;
     }
     case 'worker': {
@@ -63,17 +65,19 @@ export async function queryTenant(tenant: TenantMemories, input: QueryMemoryInpu
     case 'event-loop':
       break;
   }
-  return stillHeld(tenant, rankHere(tenant, input, vector, mean, depth, rank), input.top_k);
+  return stillHeld(tenant, rankHere(tenant, input, vector, mean, depth, rank, accept), input.top_k);
 }
 
 /**
  * A query's searches and ranking on the event loop. `searched`: the searches, when they were
  * done apart (the split path).
  */
-function rankHere(tenant: TenantMemories, input: QueryMemoryInput, vector: Float32Array, mean: Float32Array, depth: number, rank: Ranker, searched?: TenantSearch): RankedHit[] {
+function rankHere(
+  tenant: TenantMemories, input: QueryMemoryInput, vector: Float32Array, mean: Float32Array, depth: number, rank: Ranker,
+  accept: ((record: MemoryRecord) => boolean) | undefined, searched?: TenantSearch,
+): RankedHit[] {
   // A filter is applied inside both searches, so each still returns its depth of matches.
-  const accept = input.filters ? metadataMatcher(input.filters) : undefined;
-  const accepts = accept && ((id: string) => accept(tenant.records.get(id)!.metadata));
+  const accepts = accept && ((id: string) => accept(tenant.records.get(id)!));
   // Similarity from the tenant's mean, not the origin: the index finds the neighbours of the
   // moved query, and each is scored exactly from the mean (retrieval/tenant-centre.ts).
   searched ??= searchTenant(tenant.index, tenant.lexical, input.query, centred(vector, mean), depth, accepts);

@@ -5,6 +5,11 @@
 
 export type Metadata = Record<string, string | number | boolean | null>;
 
+/** Who a memory is about inside its tenant (as Mem0's user, agent and run); each is optional. */
+export const SCOPE_FIELDS = ['user_id', 'agent_id', 'run_id'] as const;
+export type ScopeField = (typeof SCOPE_FIELDS)[number];
+export type MemoryScope = Partial<Record<ScopeField, string>>;
+
 export interface MemoryRecord {
   id: string;
   object: 'memory';
@@ -15,6 +20,15 @@ export interface MemoryRecord {
   created_at: number;
   /** Unix seconds of the last change by PATCH; absent until then. */
   updated_at?: number;
+  /**
+   * When what it records happened, RFC 3339 in UTC (`Date.toISOString`); when it was stored
+   * unless the client said. A record stored before it existed has none: its created_at stands in (memory-time.ts).
+   */
+  occurred_at?: string;
+  /** The scopes it was stored in; a record stored before scopes existed has none (read as tenant-wide). */
+  user_id?: string;
+  agent_id?: string;
+  run_id?: string;
 }
 
 export interface ScoredMemory {

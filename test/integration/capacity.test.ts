@@ -16,7 +16,8 @@ afterAll(async () => {
   await svc?.stop();
 });
 
-const batch = (tenant: string, n: number) => ({ memories: Array.from({ length: n }, (_, i) => ({ tenant_id: tenant, content: `note ${i} for ${tenant}` })) });
+// dedupe: false, as a batch may repeat an earlier one's notes: each is counted, not merged.
+const batch = (tenant: string, n: number) => ({ memories: Array.from({ length: n }, (_, i) => ({ tenant_id: tenant, content: `note ${i} for ${tenant}`, dedupe: false })) });
 
 describe('the enclave\'s capacity', () => {
   it('answers 503 enclave_capacity_reached for a fourth tenant and for memories past MAX_MEMORIES, and keeps serving', async () => {

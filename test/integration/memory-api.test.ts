@@ -95,7 +95,7 @@ describe('PATCH /v1/memory/{id}', () => {
   it('refuses an empty change, unknown fields, another tenant\'s id (404, as for no id) and another key\'s tenant (403)', async () => {
     const memory = await add('tenant-a', 'Patch target');
     const empty = expectError(await api('PATCH', `/v1/memory/${memory.id}?tenant_id=tenant-a`, {}), 400);
-    expect(empty.message).toBe("nothing to do: the request body must have at least one of 'content', 'metadata'");
+    expect(empty.message).toBe("nothing to do: the request body must have at least one of 'content', 'metadata', 'occurred_at'");
     expect(expectError(await api('PATCH', `/v1/memory/${memory.id}?tenant_id=tenant-a`, { tenant_id: 'x' }), 400).code).toBe('unknown_parameter');
     expectError(await api('PATCH', `/v1/memory/${memory.id}?tenant_id=other`, { content: 'x' }), 404, 'memory_not_found');
     expectError(await api('PATCH', `/v1/memory/mem_nope?tenant_id=tenant-a`, { content: 'x' }), 404, 'memory_not_found');

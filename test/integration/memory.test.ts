@@ -51,7 +51,8 @@ describe('memory over HTTP, two real processes', () => {
   });
 
   it('gets and deletes a memory by id; a deleted memory is gone at once', async () => {
-    const created = (await add('carol', 'The wifi password is on the fridge')).body;
+    const { event, ...created } = (await add('carol', 'The wifi password is on the fridge')).body;
+    expect(event).toBe('ADD');
     const got = await api('GET', `/v1/memory/${created.id}?tenant_id=carol`);
     expect(got.status).toBe(200);
     expect(got.body).toEqual(created);

@@ -76,9 +76,10 @@ describe('changing EMBEDDING_MODEL with memories stored', () => {
     svc = await startService({ DATA_DIR: dataDir });
     const added: Stored[] = [];
     for (let n = 0; n < 150; n++) {
-      const res = await request(svc.baseUrl, 'POST', '/v1/memory', { tenant_id: `tenant-${n % 3}`, content: text(n), metadata: { n } });
+      const res = await request(svc.baseUrl, 'POST', '/v1/memory', { tenant_id: `tenant-${n % 3}`, content: text(n), metadata: { n }, dedupe: false });
       expect(res.status).toBe(200);
-      added.push(res.body);
+      const { event: _event, ...memory } = res.body; // what the add did, beside the memory
+      added.push(memory);
     }
     deleted = [added[4], added[77], added[149]];
     for (const memory of deleted) {

@@ -191,7 +191,7 @@ describe('replayed, altered and malformed envelopes fail cleanly (4xx, OpenAI er
       sizes.push(res.text.length);
     };
     await recorder('short');
-    await recorder(`a somewhat longer memory about the lighthouse keeper and the harbour ${'x'.repeat(200)}`);
+    await recorder(`a somewhat longer memory about the lighthouse keeper and the harbour ${'x'.repeat(100)}`);
     await tee.sealedCall('GET', `/v1/memory?tenant_id=${SECRET.tenant}&query=lighthouse`);
     await logsCaughtUp(svc.baseUrl, svc.output);
     expect(inLog('AddMemory')).toBe(added);

@@ -112,6 +112,24 @@ describe('API keys from the host store, signed by the operator', () => {
     expect(r.stderr).toContain('--version 2 is not above version 2');
     expect(r.status).toBe(1);
   });
+
+  it('carries a key\'s scopes, which the host cannot widen without breaking the signature', async () => {
+    const tenantWide = issueKey(keysFile, ['alpha']);
+    const issued = agentKeys(['issue', '--file', keysFile, '--tenant', 'alpha', '--user-id', 'alice']);
+    expect(issued.status, issued.stderr).toBe(0);
+    const aliceKey = issued.stdout.trim();
+    await afterNext(RELOADED, () => sign('--version', '3'));
+    const call = (key: string, method: string, path: string, body?: unknown) => request(svc.baseUrl, method, path, body, { authorization: `Bearer ${key}` });
+    for (const user_id of ['alice', 'bob']) expect((await call(tenantWide, 'POST', '/v1/memory', { tenant_id: 'alpha', content: `a note of ${user_id}`, user_id })).status).toBe(200);
+    const seen = async () => (await call(aliceKey, 'GET', '/v1/memory?tenant_id=alpha')).body.data.map((m: { user_id?: string }) => m.user_id);
+    expect(await seen()).toEqual(['alice']);
+
+    // The host drops the key's user_id from the signed file: refused, and the key stays limited.
+    const signed = JSON.parse(readFileSync(join(dataDir, BLOB), 'utf8'));
+    for (const grant of Object.values(signed.keys) as Array<string[] | { user_id?: string }>) if (!Array.isArray(grant)) delete grant.user_id;
+    await afterNext(REFUSED, () => hostWrites(JSON.stringify({ ...signed, version: 4 })));
+    expect(await seen()).toEqual(['alice']);
+  });
 });
 
 describe('hostStoreKeysProblem', () => {

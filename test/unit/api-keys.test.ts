@@ -32,6 +32,9 @@ describe('keys file', () => {
     ['no tenants', JSON.stringify({ [keyA]: [] }), /non-empty array/],
     ['tenants not an array', JSON.stringify({ [keyA]: 't1' }), /non-empty array/],
     ['a bad tenant id', JSON.stringify({ [keyA]: ['a/b'] }), /invalid tenant id/],
+    ['a scoped entry without tenants', JSON.stringify({ [keyA]: { user_id: 'alice' } }), /non-empty array/],
+    ['a scoped entry with an unknown field', JSON.stringify({ [keyA]: { tenants: ['t'], org_id: 'x' } }), /unknown field "org_id"/],
+    ['a bad scope id', JSON.stringify({ [keyA]: { tenants: ['t'], user_id: 'a b' } }), /user_id must be/],
     ['the same key twice', JSON.stringify({ [keyA]: ['t'], [`sha256:${hashApiKey(keyA).toString('hex')}`]: ['u'] }), /appears twice/],
   ])('refuses %s, never quoting a key', (_name, text, message) => {
     let error: unknown;
@@ -45,8 +48,16 @@ describe('keys file', () => {
     expect((error as Error).message).not.toContain(keyA);
   });
 
+  it('reads an entry limited to scopes beside a tenant-wide one', () => {
+    const entries = parseKeysFile(JSON.stringify({ [keyA]: { tenants: ['t1'], user_id: 'alice', run_id: 'r1' }, [keyB]: ['t2'] }));
+    expect(entries[0]).toMatchObject({ tenants: ['t1'], scope: { user_id: 'alice', run_id: 'r1' } });
+    expect(entries[1]).toMatchObject({ tenants: ['t2'], scope: {} });
+    const ring = new KeyRing(entries);
+    expect(ring.lookup(keyA)!.scope).toEqual({ user_id: 'alice', run_id: 'r1' });
+  });
+
   it('formats a file that parses back to the same entries', () => {
-    const map = { [keyA]: ['t1'], [`sha256:${'ab'.repeat(32)}`]: ['x', 'y'] };
+    const map = { [keyA]: ['t1'], [`sha256:${'ab'.repeat(32)}`]: ['x', 'y'], [`sha256:${'cd'.repeat(32)}`]: { tenants: ['z'], agent_id: 'bot' } };
     expect(JSON.parse(formatKeysFile(map))).toEqual(map);
     expect(formatKeysFile({})).toBe('{}\n');
   });

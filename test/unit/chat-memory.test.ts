@@ -122,9 +122,9 @@ describe('memory tools against a real memory store', () => {
 
   it('retrieval for chat: top-k of the tenant, nothing without a tenant', async () => {
     const messages: ChatMessage[] = [{ role: 'user', content: 'what is my dog called?' }];
-    expect((await retrieveMemories(memory, 'a', messages, 5)).map((m) => m.content)).toEqual(['My dog is called Rex']);
-    expect(await retrieveMemories(memory, undefined, messages, 5)).toEqual([]);
-    expect(await retrieveMemories(memory, 'a', messages, 0)).toEqual([]);
+    expect((await retrieveMemories(memory, { tenant: 'a' }, messages, 5)).map((m) => m.content)).toEqual(['My dog is called Rex']);
+    expect(await retrieveMemories(memory, { tenant: undefined }, messages, 5)).toEqual([]);
+    expect(await retrieveMemories(memory, { tenant: 'a' }, messages, 0)).toEqual([]);
   });
 
   it('retrieval for chat keeps only what relates to the message, and the offline responder says when nothing does', async () => {
@@ -134,7 +134,7 @@ describe('memory tools against a real memory store', () => {
       'I started a pottery class on Thursdays', 'The wifi password is taped under the router',
     ];
     for (const content of contents) await memory.add({ tenant_id: 'd', content });
-    const ask = (content: string) => retrieveMemories(memory, 'd', [{ role: 'user', content }], 5);
+    const ask = (content: string) => retrieveMemories(memory, { tenant: 'd' }, [{ role: 'user', content }], 5);
     const offTopic = await ask('What is the weather in Paris?');
     expect(offTopic).toEqual([]);
     expect(offlineCompletion({ request, tenant: 'd', memories: offTopic }).choices[0].message.content).toMatch(/^I have no memories that relate to your message\./);

@@ -47,7 +47,12 @@ function stable(value: unknown, ids: Map<string, string>, key = ''): unknown {
     return ids.get(value);
   }
   if (Array.isArray(value)) return value.map((v) => stable(v, ids));
-  if (value && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, stable(v, ids, k)]));
+  if (value && typeof value === 'object') {
+    const record = value as Record<string, unknown>;
+    // occurred_at defaults to the time of storing (which varies); one the docs give is compared exactly.
+    const storedAt = typeof record.created_at === 'number' ? new Date(record.created_at * 1000).toISOString() : undefined;
+    return Object.fromEntries(Object.entries(record).map(([k, v]) => [k, k === 'occurred_at' && v === storedAt ? '<when stored>' : stable(v, ids, k)]));
+  }
   return value;
 }
 

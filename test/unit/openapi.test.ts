@@ -57,7 +57,7 @@ describe('the OpenAPI document', () => {
   it('takes query parameters and request bodies from the table\'s schemas', () => {
     const list = doc.paths['/v1/memory'].get;
     const query = Object.fromEntries(list.parameters.filter((p: any) => p.in === 'query').map((p: any) => [p.name, p]));
-    expect(Object.keys(query).sort()).toEqual(['after', 'limit', 'query', 'tenant_id', 'top_k']);
+    expect(Object.keys(query).sort()).toEqual(['after', 'agent_id', 'limit', 'query', 'run_id', 'since', 'tenant_id', 'top_k', 'until', 'user_id']);
     expect(query.tenant_id.required).toBe(true);
     expect(query.top_k.required).toBe(false);
     expect(doc.paths['/v1/memory/search'].post.requestBody.content['application/json'].schema).toEqual(JSON.parse(JSON.stringify(apiRoutes.SearchMemory.schema.body)));

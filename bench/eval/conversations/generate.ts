@@ -25,7 +25,8 @@ export interface ConversationSet {
     id: string;
     half: 'tune' | 'test';
     speakers: [string, string];
-    turns: { id: string; session: number; date: string; speaker: string; text: string; memory: string }[];
+    /** `occurred_at`: when the turn was said (RFC 3339), when the set knows the time of day (LoCoMo); else its date's midnight. */
+    turns: { id: string; session: number; date: string; speaker: string; text: string; memory: string; occurred_at?: string }[];
     questions: { query: string; kind: ConversationQuestionKind; evidence: string[] }[];
   }[];
 }
