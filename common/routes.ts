@@ -96,6 +96,11 @@ export const apiRoutes = {
     summary: 'Change a memory\'s content or metadata (re-embedded at once)',
     schema: { params: memoryIdParamsSchema, querystring: tenantQuerySchema, body: updateMemorySchema, headers: knownStateHeadersSchema },
   }),
+  GetMemoryHistory: route<undefined, TenantInput, { id: string }>()({
+    method: 'GET', path: '/v1/memory/:id/history', tag: 'memory', budget: 'enclave', sealable: true,
+    summary: 'Every version of a memory, oldest first (a deleted memory\'s without content)',
+    schema: { params: memoryIdParamsSchema, querystring: tenantQuerySchema, headers: knownStateHeadersSchema },
+  }),
   DeleteMemory: route<undefined, TenantInput, { id: string }>()({
     method: 'DELETE', path: '/v1/memory/:id', tag: 'memory', budget: 'enclave', sealable: true,
     summary: 'Delete one memory',

@@ -2,14 +2,22 @@ import { badRequest, notFound } from '../../common/errors.js';
 import { limits } from '../../common/limits.js';
 import type { ApiReply } from '../../common/proto.js';
 import { authorize, type Caller } from '../auth/caller.js';
-import type { MemoryService } from '../memory/memory-service.js';
-import type { MemoryRecord, ScoredMemory } from '../memory/types.js';
+import type { ChangeAuthor, MemoryService } from '../memory/memory-service.js';
+import type { MemoryRecord, MemoryVersion, ScoredMemory } from '../memory/types.js';
 import { TENANT_HEADER } from '../../protocol/response-signature.js';
 import { jsonReply } from './request.js';
 import type { CallContext, RouteCall, RouteHandler } from './resolve-call.js';
 
 /** Names the tenant an answer acted for; it is signed with the answer (protocol/response-signature.ts). */
 const forTenant = (...tenants: string[]) => ({ [TENANT_HEADER]: [...new Set(tenants)].sort().join(',') });
+
+/** Who a change is made by, as history records it. */
+const authorOf = (caller: Caller): ChangeAuthor => ({ keyId: caller.keyId });
+
+/** A version as GET /v1/memory/{id}/history shows it: `memory` is null once the memory is deleted. */
+const versionReply = (version: MemoryVersion, i: number) => ({
+  object: 'memory.version', version: i + 1, event: version.event, at: version.at, key_id: version.key_id, extracted: version.extracted, memory: version.record ?? null,
+});
 
 /**
  * A search's answer: the list shape, each memory with its scores. Object.assign, not
@@ -30,7 +38,7 @@ const searchReply = (tenantId: string, query: string, topK: number, results: Sco
  * any lookup, so a refused caller learns nothing about what exists.
  */
 export function memoryRoutes(memory: MemoryService): {
-  [N in 'AddMemory' | 'ListMemories' | 'DeleteMemories' | 'SearchMemory' | 'GetMemory' | 'UpdateMemory' | 'DeleteMemory']: RouteHandler<N>
+  [N in 'AddMemory' | 'ListMemories' | 'DeleteMemories' | 'SearchMemory' | 'GetMemory' | 'GetMemoryHistory' | 'UpdateMemory' | 'DeleteMemory']: RouteHandler<N>
 } {
   const lookup = (caller: Caller, tenantId: string, id: string): MemoryRecord => {
     authorize(caller, tenantId);
@@ -45,11 +53,11 @@ export function memoryRoutes(memory: MemoryService): {
       // A batch is validated whole, and every tenant in it authorized, before anything is stored.
       if ('memories' in input) {
         for (const item of input.memories) authorize(caller, item.tenant_id);
-        const data = await memory.addMany(input.memories, caller.tenants, context?.meter);
+        const data = await memory.addMany(input.memories, caller.tenants, context?.meter, authorOf(caller));
         return jsonReply(200, { object: 'list', data }, forTenant(...input.memories.map((m) => m.tenant_id)));
       }
       authorize(caller, input.tenant_id);
-      return jsonReply(200, await memory.add(input, caller.tenants, context?.meter), forTenant(input.tenant_id));
+      return jsonReply(200, await memory.add(input, caller.tenants, context?.meter, authorOf(caller)), forTenant(input.tenant_id));
     },
 
     async ListMemories({ caller, query: input }: RouteCall<'ListMemories'>, context?: CallContext): Promise<ApiReply> {
@@ -76,7 +84,7 @@ export function memoryRoutes(memory: MemoryService): {
 
     async DeleteMemories({ caller, query: { tenant_id } }) {
       authorize(caller, tenant_id);
-      const count = await memory.deleteAll(tenant_id);
+      const count = await memory.deleteAll(tenant_id, authorOf(caller));
       return jsonReply(200, { object: 'memory.deleted', deleted: true, count }, forTenant(tenant_id));
     },
 
@@ -89,16 +97,27 @@ export function memoryRoutes(memory: MemoryService): {
       return jsonReply(200, lookup(caller, tenant_id, id), forTenant(tenant_id));
     },
 
+    async GetMemoryHistory({ caller, query: { tenant_id }, params: { id } }) {
+      authorize(caller, tenant_id);
+      const history = memory.historyOf(tenant_id, id);
+      // As GetMemory: the same answer for an id never seen, forgotten, or another tenant's.
+      if (!history) throw notFound(`no memory '${id}' for tenant '${tenant_id}'`, 'memory_not_found');
+      const deletion = history.deleted ? history.versions.at(-1)! : undefined;
+      return jsonReply(200, {
+        object: 'list', id, tenant_id, deleted: history.deleted, deleted_at: deletion?.at ?? null, data: history.versions.map(versionReply),
+      }, forTenant(tenant_id));
+    },
+
     async UpdateMemory({ caller, query: { tenant_id }, params: { id }, body }, context) {
       lookup(caller, tenant_id, id);
-      const updated = await memory.update(tenant_id, id, body, context?.meter);
+      const updated = await memory.update(tenant_id, id, body, context?.meter, authorOf(caller));
       if (!updated) throw notFound(`no memory '${id}' for tenant '${tenant_id}'`, 'memory_not_found');
       return jsonReply(200, updated, forTenant(tenant_id));
     },
 
     async DeleteMemory({ caller, query: { tenant_id }, params: { id } }) {
       const record = lookup(caller, tenant_id, id);
-      await memory.delete(tenant_id, record.id);
+      await memory.delete(tenant_id, record.id, authorOf(caller));
       return jsonReply(200, { id: record.id, object: 'memory.deleted', deleted: true }, forTenant(tenant_id));
     },
   };

@@ -3,15 +3,20 @@
  *
  *   0x01 header  JSON
  *   0x02 add     u32 BE JSON length | JSON of the record | vector as float32 little-endian
- *   0x03 delete  JSON {tenant_id, id}
- *   0x04 end     JSON {count}
+ *   0x03 delete  JSON {tenant_id, id, change?}
+ *   0x04 end     JSON {count, deleted?}
  *   0x05 update  as add: the memory's new version
  *   0x06 heads   u64 BE seq of the first | 8 bytes per head: its hash's first 8 bytes, in order (snapshots, format 4)
+ *   0x07 tombstone  JSON {tenant_id, id, versions}: a deleted memory's history, without content (snapshots)
+ *
+ * Who made a change and when (ChangeInfo) rides in the record's JSON as `$change`, and a
+ * snapshot's past versions of a memory as `$past` (memory/history.ts); both are absent in
+ * entries written before history was kept, which read as before.
  *
  * Vectors are stored, so recovery rebuilds the indexes without running the model again.
  */
 import { endianness } from 'node:os';
-import type { MemoryEvent, MemoryRecord } from '../memory/types.js';
+import type { ChangeInfo, MemoryEvent, MemoryRecord, MemoryVersion } from '../memory/types.js';
 import { CorruptStoreError } from './errors.js';
 import { unreachable } from '../unreachable.js';
 import type { StateHead } from './state-head.js';
@@ -52,7 +57,8 @@ export interface FileMeta {
 export type Payload =
   | { type: 'header'; meta: FileMeta }
   | { type: 'event'; event: MemoryEvent }
-  | { type: 'end'; count: number }
+  /** `deleted`: the tombstones before it (absent in snapshots written before them). */
+  | { type: 'end'; count: number; deleted?: number }
   /** Prefixes of the heads from seq `first` on (head-chain.ts). */
   | { type: 'heads'; first: number; prefixes: Buffer };
 
@@ -62,6 +68,7 @@ const DELETE = 0x03;
 const END = 0x04;
 const UPDATE = 0x05;
 const HEADS = 0x06;
+const TOMBSTONE = 0x07;
 
 /**
  * Vectors are stored as float32 little-endian: on a little-endian machine (x86, Graviton)
@@ -73,7 +80,7 @@ const LITTLE_ENDIAN = endianness() === 'LE';
 const tagged = (tag: number, json: unknown) => Buffer.concat([Buffer.of(tag), Buffer.from(JSON.stringify(json))]);
 
 export const encodeHeader = (meta: FileMeta): Buffer => tagged(HEADER, meta);
-export const encodeEnd = (count: number): Buffer => tagged(END, { count });
+export const encodeEnd = (count: number, deleted?: number): Buffer => tagged(END, deleted ? { count, deleted } : { count });
 
 export function encodeHeads(first: number, prefixes: Uint8Array): Buffer {
   const out = Buffer.allocUnsafe(9 + prefixes.length);
@@ -86,19 +93,35 @@ export function encodeHeads(first: number, prefixes: Uint8Array): Buffer {
 export function encodeEvent(event: MemoryEvent): Buffer {
   switch (event.type) {
     case 'delete':
-      return tagged(DELETE, { tenant_id: event.tenant_id, id: event.id });
+      return tagged(DELETE, event.change ? { tenant_id: event.tenant_id, id: event.id, change: event.change } : { tenant_id: event.tenant_id, id: event.id });
     case 'add':
-      return encodeVersion(ADD, event.record, event.vector);
+      return encodeVersion(ADD, event.record, event.vector, event.change, event.past);
     case 'update':
-      return encodeVersion(UPDATE, event.record, event.vector);
+      return encodeVersion(UPDATE, event.record, event.vector, event.change);
+    case 'tombstone':
+      return tagged(TOMBSTONE, { tenant_id: event.tenant_id, id: event.id, versions: event.versions });
     default:
       return unreachable(event, 'memory event');
   }
 }
 
+/** The record's JSON, with the change and past versions as members of it (read apart by recordOf). */
+function recordJson(record: MemoryRecord, change?: ChangeInfo, past?: MemoryVersion[]): string {
+  const json = JSON.stringify(record);
+  if (!change && !past) return json;
+  return `${json.slice(0, -1)}${change ? `,"$change":${JSON.stringify(change)}` : ''}${past ? `,"$past":${JSON.stringify(past)}` : ''}}`;
+}
+
+function recordOf(json: string): { record: MemoryRecord; change?: ChangeInfo; past?: MemoryVersion[] } {
+  const parsed = JSON.parse(json) as MemoryRecord & { $change?: ChangeInfo; $past?: MemoryVersion[] };
+  if (parsed.$change === undefined && parsed.$past === undefined) return { record: parsed };
+  const { $change, $past, ...record } = parsed;
+  return { record, ...($change ? { change: $change } : {}), ...($past ? { past: $past } : {}) };
+}
+
 /** An add or update: the record's JSON, then its vector. */
-function encodeVersion(tag: typeof ADD | typeof UPDATE, record: MemoryRecord, vector: Float32Array): Buffer {
-  const json = Buffer.from(JSON.stringify(record));
+function encodeVersion(tag: typeof ADD | typeof UPDATE, record: MemoryRecord, vector: Float32Array, change?: ChangeInfo, past?: MemoryVersion[]): Buffer {
+  const json = Buffer.from(recordJson(record, change, past));
   const out = Buffer.allocUnsafe(1 + 4 + json.length + vector.length * 4);
   out[0] = tag;
   out.writeUInt32BE(json.length, 1);
@@ -120,21 +143,32 @@ export function decodePayload(payload: Buffer, where: string): Payload {
         if (!Number.isSafeInteger(first) || (payload.length - 9) % 8 !== 0) throw new Error('malformed heads');
         return { type: 'heads', first, prefixes: payload.subarray(9) };
       }
-      case END:
-        return { type: 'end', count: (JSON.parse(payload.subarray(1).toString('utf8')) as { count: number }).count };
+      case END: {
+        const { count, deleted } = JSON.parse(payload.subarray(1).toString('utf8')) as { count: number; deleted?: number };
+        return deleted === undefined ? { type: 'end', count } : { type: 'end', count, deleted };
+      }
       case DELETE: {
-        const { tenant_id, id } = JSON.parse(payload.subarray(1).toString('utf8')) as { tenant_id: string; id: string };
-        return { type: 'event', event: { type: 'delete', tenant_id, id } };
+        const { tenant_id, id, change } = JSON.parse(payload.subarray(1).toString('utf8')) as { tenant_id: string; id: string; change?: ChangeInfo };
+        return { type: 'event', event: change ? { type: 'delete', tenant_id, id, change } : { type: 'delete', tenant_id, id } };
+      }
+      case TOMBSTONE: {
+        const { tenant_id, id, versions } = JSON.parse(payload.subarray(1).toString('utf8')) as { tenant_id: string; id: string; versions: MemoryVersion[] };
+        if (!Array.isArray(versions)) throw new Error('a tombstone without versions');
+        return { type: 'event', event: { type: 'tombstone', tenant_id, id, versions } };
       }
       case ADD:
       case UPDATE: {
         const jsonEnd = 5 + payload.readUInt32BE(1);
-        const record = JSON.parse(payload.subarray(5, jsonEnd).toString('utf8')) as MemoryRecord;
+        const { record, change, past } = recordOf(payload.subarray(5, jsonEnd).toString('utf8'));
         if ((payload.length - jsonEnd) % 4 !== 0) throw new Error('vector bytes not a multiple of 4');
         const vector = new Float32Array((payload.length - jsonEnd) / 4);
         if (LITTLE_ENDIAN) new Uint8Array(vector.buffer).set(payload.subarray(jsonEnd));
         else for (let i = 0; i < vector.length; i++) vector[i] = payload.readFloatLE(jsonEnd + i * 4);
-        return { type: 'event', event: { type: payload[0] === UPDATE ? 'update' : 'add', record, vector } };
+        if (payload[0] === UPDATE) return { type: 'event', event: change ? { type: 'update', record, vector, change } : { type: 'update', record, vector } };
+        const event: MemoryEvent = { type: 'add', record, vector };
+        if (change) event.change = change;
+        if (past) event.past = past;
+        return { type: 'event', event };
       }
       default:
         throw new Error(`unknown payload type ${payload[0]}`);
