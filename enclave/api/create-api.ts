@@ -18,7 +18,7 @@ import { responsesRoutes } from './responses-route.js';
 import { resolveCall, streams, type CallContext, type RouteCall, type RouteHandler, type RouteHandlers, type StreamHandlers } from './resolve-call.js';
 import { sealedRoute } from './sealed-route.js';
 import { sealedStreamRoute, sealedStreamUnary } from './sealed-stream-route.js';
-import { signReply, type ResponseSigner, type SignedState } from './signing.js';
+import { deletionReceipt, signReply, type ResponseSigner, type SignedState } from './signing.js';
 import { HTTP_METHOD } from '../../protocol/response-signature.js';
 import { WorkGate, type Place, type WorkLimits } from './work-gate.js';
 import { NO_METER } from '../memory/meter.js';
@@ -79,7 +79,7 @@ export function createApi(deps: ApiDeps): EnclaveApi {
   // ENCLAVE_TIMEOUT_MS bounds the enclave's own work.
   const timeLimit = (name: RouteName | undefined) => (name && apiRoutes[name].budget === 'model' ? Infinity : undefined);
 
-  const memory = memoryRoutes(deps.memory);
+  const memory = memoryRoutes(deps.memory, (deletion) => deletionReceipt(signer, deletion));
   const chat = chatRoutes(deps.chat);
   const responses = responsesRoutes(deps.chat);
   const handlers: RouteHandlers = {

@@ -6,6 +6,10 @@ import type { ChangeAuthor, MemoryService } from '../memory/memory-service.js';
 import type { MemoryRecord, MemoryVersion, ScoredMemory } from '../memory/types.js';
 import { TENANT_HEADER } from '../../protocol/response-signature.js';
 import { jsonReply } from './request.js';
+import type { DeletionReceipt, UnsignedReceipt } from '../../protocol/deletion-receipt.js';
+
+/** Signs a deletion's receipt once it is durable (signing.ts deletionReceipt). */
+export type Receipts = (deletion: Omit<UnsignedReceipt, 'state' | 'store' | 'deleted_at'>) => DeletionReceipt;
 import type { CallContext, RouteCall, RouteHandler } from './resolve-call.js';
 
 /** Names the tenant an answer acted for; it is signed with the answer (protocol/response-signature.ts). */
@@ -37,7 +41,7 @@ const searchReply = (tenantId: string, query: string, topK: number, results: Sco
  * table): check the caller's key holds the tenant, act, answer. The key is checked before
  * any lookup, so a refused caller learns nothing about what exists.
  */
-export function memoryRoutes(memory: MemoryService): {
+export function memoryRoutes(memory: MemoryService, receipt?: Receipts): {
   [N in 'AddMemory' | 'ListMemories' | 'DeleteMemories' | 'SearchMemory' | 'GetMemory' | 'GetMemoryHistory' | 'UpdateMemory' | 'DeleteMemory']: RouteHandler<N>
 } {
   const lookup = (caller: Caller, tenantId: string, id: string): MemoryRecord => {
@@ -85,7 +89,8 @@ export function memoryRoutes(memory: MemoryService): {
     async DeleteMemories({ caller, query: { tenant_id } }) {
       authorize(caller, tenant_id);
       const count = await memory.deleteAll(tenant_id, authorOf(caller));
-      return jsonReply(200, { object: 'memory.deleted', deleted: true, count }, forTenant(tenant_id));
+      const signed = receipt?.({ scope: 'tenant', tenant_id, ids: [], count });
+      return jsonReply(200, { object: 'memory.deleted', deleted: true, count, ...(signed ? { receipt: signed } : {}) }, forTenant(tenant_id));
     },
 
     async SearchMemory({ caller, body: input }, context) {
@@ -118,7 +123,8 @@ export function memoryRoutes(memory: MemoryService): {
     async DeleteMemory({ caller, query: { tenant_id }, params: { id } }) {
       const record = lookup(caller, tenant_id, id);
       await memory.delete(tenant_id, record.id, authorOf(caller));
-      return jsonReply(200, { id: record.id, object: 'memory.deleted', deleted: true }, forTenant(tenant_id));
+      const signed = receipt?.({ scope: 'memory', tenant_id, ids: [record.id], count: 1 });
+      return jsonReply(200, { id: record.id, object: 'memory.deleted', deleted: true, ...(signed ? { receipt: signed } : {}) }, forTenant(tenant_id));
     },
   };
 }
