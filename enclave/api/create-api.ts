@@ -11,6 +11,7 @@ import { attestationRoute, type AttestationDeps } from './attestation-route.js';
 import { chatRoutes } from './chat-route.js';
 import { embeddingsRoute } from './embeddings-route.js';
 import { memoryRoutes } from './memory-routes.js';
+import { exportRoute, exportUnary } from './export-route.js';
 import { modelRoutes, type ModelsDeps } from './models-route.js';
 import type { ReplayGuard } from './replay-guard.js';
 import { errorReply, requestIdForLog } from './request.js';
@@ -92,11 +93,13 @@ export function createApi(deps: ApiDeps): EnclaveApi {
     // A sealed request cannot nest another sealed request.
     Sealed: (call, context) => sealed(call, context),
     SealedStream: sealedStreamUnary,
+    ExportMemories: exportUnary,
   };
   const streamHandlers: StreamHandlers = {
     ChatCompletion: chat.stream,
     CreateResponse: responses.stream,
     SealedStream: (call, sink, signal, context) => sealedStream(call, sink, signal, context),
+    ExportMemories: exportRoute(deps.memory),
   };
   const run = <N extends RouteName>(name: N, call: RouteCall<N>, context?: CallContext) =>
     (handlers[name] as RouteHandler<N>)(call, context);

@@ -3,6 +3,7 @@ import { limits } from '../../common/limits.js';
 import type { ApiReply } from '../../common/proto.js';
 import { authorize, type Caller } from '../auth/caller.js';
 import type { ChangeAuthor, MemoryService } from '../memory/memory-service.js';
+import { importedMemory } from '../memory/import.js';
 import type { MemoryRecord, MemoryVersion, ScoredMemory } from '../memory/types.js';
 import { TENANT_HEADER } from '../../protocol/response-signature.js';
 import { jsonReply } from './request.js';
@@ -42,7 +43,7 @@ const searchReply = (tenantId: string, query: string, topK: number, results: Sco
  * any lookup, so a refused caller learns nothing about what exists.
  */
 export function memoryRoutes(memory: MemoryService, receipt?: Receipts): {
-  [N in 'AddMemory' | 'ListMemories' | 'DeleteMemories' | 'SearchMemory' | 'GetMemory' | 'GetMemoryHistory' | 'UpdateMemory' | 'DeleteMemory']: RouteHandler<N>
+  [N in 'AddMemory' | 'ImportMemories' | 'ListMemories' | 'DeleteMemories' | 'SearchMemory' | 'GetMemory' | 'GetMemoryHistory' | 'UpdateMemory' | 'DeleteMemory']: RouteHandler<N>
 } {
   const lookup = (caller: Caller, tenantId: string, id: string): MemoryRecord => {
     authorize(caller, tenantId);
@@ -62,6 +63,14 @@ export function memoryRoutes(memory: MemoryService, receipt?: Receipts): {
       }
       authorize(caller, input.tenant_id);
       return jsonReply(200, await memory.add(input, caller.tenants, context?.meter, authorOf(caller)), forTenant(input.tenant_id));
+    },
+
+    async ImportMemories({ caller, body: { tenant_id, memories } }, context) {
+      authorize(caller, tenant_id);
+      const now = Math.floor(Date.now() / 1000);
+      const items = memories.map((item, i) => importedMemory(tenant_id, item, `memories.${i}`, now));
+      const { imported, skipped } = await memory.importMany(tenant_id, items, caller.tenants, context?.meter, authorOf(caller));
+      return jsonReply(200, { object: 'memory.import', tenant_id, imported: imported.length, skipped }, forTenant(tenant_id));
     },
 
     async ListMemories({ caller, query: input }: RouteCall<'ListMemories'>, context?: CallContext): Promise<ApiReply> {

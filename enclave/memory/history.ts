@@ -50,7 +50,7 @@ export class MemoryHistories {
   /** A new memory (or one restored from a snapshot with its `past` versions); returns the bytes its past versions hold. */
   added(record: MemoryRecord, change: ChangeInfo | undefined, past?: readonly MemoryVersion[]): number {
     let bytes = this.drop(record.tenant_id, record.id);
-    const kept = past?.slice(-(this.limits.maxVersions - 1)) ?? [];
+    const kept = past && this.limits.maxVersions > 1 ? past.slice(-(this.limits.maxVersions - 1)) : [];
     // With past versions, the current one is the update that followed them.
     const version: MemoryVersion = { event: kept.length > 0 ? 'update' : 'add', ...(change ?? legacy(record)), record };
     for (const v of kept) bytes += versionBytes(v);

@@ -3,6 +3,7 @@ import type { Embedder } from '../embedding/types.js';
 import type { MemoryJournal } from './journal.js';
 import type { ChangeInfo, EmbeddingModelId, MemoryEvent, MemoryRecord, MemoryVersion, RestoredEvent, ScoredMemory } from './types.js';
 import { MemoryHistories } from './history.js';
+import type { ImportedMemory } from './import.js';
 import { TermDictionary } from '../lexical/term-dictionary.js';
 import { rankHybrid, type Ranker } from '../retrieval/hybrid.js';
 import { DEFAULT_TIERS } from '../vectors/tiered-index.js';
@@ -140,6 +141,38 @@ export class MemoryService {
   }
 
   /**
+   * Restores memories of one tenant with their ids (and, from an export of this service, their
+   * history): admitted against the limits like adds, embedded in one call, logged as one batch.
+   * An id the tenant already holds is skipped (an import run twice restores nothing twice).
+   * Returns the ids restored and skipped.
+   */
+  async importMany(tenantId: string, items: readonly ImportedMemory[], keyTenants?: ReadonlySet<string>, meter = this.meter, author?: ChangeAuthor): Promise<{ imported: string[]; skipped: string[] }> {
+    const seen = new Set<string>();
+    const fresh: ImportedMemory[] = [];
+    const skipped: string[] = [];
+    for (const item of items) {
+      if (this.get(tenantId, item.record.id) || seen.has(item.record.id)) skipped.push(item.record.id);
+      else fresh.push(item);
+      seen.add(item.record.id);
+    }
+    if (fresh.length === 0) return { imported: [], skipped };
+    const admitted = this.admission.adds(fresh.map(({ record }) => ({ tenant_id: tenantId, content: record.content, metadata: record.metadata })), keyTenants);
+    try {
+      const vectors = await this.embed(fresh.map(({ record }) => record.content), meter);
+      for (const vector of vectors) {
+        if (vector.length !== this.embedder.dimension) throw new Error(`embedder returned ${vector.length} dimensions, not ${this.embedder.dimension}`);
+      }
+      const now = changeBy(author);
+      // An id added meanwhile by another call is not added twice: applying an add of a held id does nothing.
+      const events: MemoryEvent[] = fresh.map(({ record, change, past }, i) => ({ type: 'add', record, vector: vectors[i], change: change ?? now, ...(past ? { past } : {}) }));
+      await this.commit(events, admitted.release, admitted.terms);
+      return { imported: fresh.map(({ record }) => record.id), skipped };
+    } finally {
+      admitted.release();
+    }
+  }
+
+  /**
    * The tenant's top_k memories for the query (memory/tenant-query.ts). `rank` replaces the
    * fusion; only the evaluation passes one (bench/eval/rankers.ts).
    */
@@ -270,6 +303,17 @@ export class MemoryService {
         yield past ? { ...entry, change, past } : change ? { ...entry, change } : entry;
       }
     }
+  }
+
+  /**
+   * The tenant's memories, oldest first, each with its history (versions as kept), one at a
+   * time: an export streams them (api/export-route.ts). Changes made meanwhile may or may not
+   * be in it.
+   */
+  *exportTenant(tenantId: string): Generator<{ record: MemoryRecord; history: readonly MemoryVersion[] }> {
+    const tenant = this.tenants.get(tenantId);
+    if (!tenant) return;
+    for (const record of tenant.records.values()) yield { record, history: this.history.get(tenantId, record.id)?.versions ?? [] };
   }
 
   /** Every deleted memory's history (no content): what a snapshot keeps of them. */
