@@ -25,6 +25,14 @@ interface Entry {
 }
 
 /**
+ * What is kept of a memory: for one never changed since its add (most of them), only the
+ * change that added it, shared between the memories one batch or one second of one key
+ * added (its version is the memory itself); otherwise its versions.
+ */
+type Kept = ChangeInfo | Entry;
+const isEntry = (kept: Kept): kept is Entry => 'versions' in kept;
+
+/**
  * Every memory's versions, oldest first: each add and update keeps the record as it left it
  * (all its fields, copied whole, so fields added to records later are kept too); a delete
  * strips the content from every version and adds one saying when and by whom. Bounded per
@@ -36,36 +44,48 @@ interface Entry {
  * version already kept is not added again.
  */
 export class MemoryHistories {
-  private readonly tenants = new Map<string, Map<string, Entry>>();
+  private readonly tenants = new Map<string, Map<string, Kept>>();
   /** Per tenant, its deleted memories' ids in the order they were deleted (the oldest forgotten first). */
   private readonly deletions = new Map<string, Set<string>>();
+  /** The last change info kept: the next add of the same second and key shares it. */
+  private last?: ChangeInfo;
 
   constructor(private readonly limits: HistoryLimits = DEFAULT_HISTORY_LIMITS) {}
 
-  /** The memory's versions, oldest first; undefined when none is kept. */
-  get(tenantId: string, id: string): { versions: readonly MemoryVersion[]; deleted: boolean } | undefined {
-    return this.tenants.get(tenantId)?.get(id);
+  /** The memory's versions, oldest first (`current`: the memory as held now, if it lives); undefined when none is kept. */
+  get(tenantId: string, id: string, current: MemoryRecord | undefined): { versions: readonly MemoryVersion[]; deleted: boolean } | undefined {
+    const kept = this.tenants.get(tenantId)?.get(id);
+    if (!kept) return undefined;
+    if (isEntry(kept)) return kept;
+    return current && { versions: [{ event: 'add', ...kept, record: current }], deleted: false };
   }
 
   /** A new memory (or one restored from a snapshot with its `past` versions); returns the bytes its past versions hold. */
   added(record: MemoryRecord, change: ChangeInfo | undefined, past?: readonly MemoryVersion[]): number {
     let bytes = this.drop(record.tenant_id, record.id);
     const kept = past && this.limits.maxVersions > 1 ? past.slice(-(this.limits.maxVersions - 1)) : [];
+    const info = this.share(change ?? legacy(record));
+    if (kept.length === 0) {
+      this.entriesOf(record.tenant_id).set(record.id, info);
+      return bytes;
+    }
     // With past versions, the current one is the update that followed them.
-    const version: MemoryVersion = { event: kept.length > 0 ? 'update' : 'add', ...(change ?? legacy(record)), record };
     for (const v of kept) bytes += versionBytes(v);
-    this.entriesOf(record.tenant_id).set(record.id, { versions: [...kept, version], deleted: false });
+    this.entriesOf(record.tenant_id).set(record.id, { versions: [...kept, { event: 'update', ...info, record }], deleted: false });
     return bytes;
   }
 
   /** A new version of a memory; returns what the versions it now keeps in the past add to the bytes held. */
   updated(record: MemoryRecord, before: MemoryRecord, change: ChangeInfo | undefined): number {
     let bytes = 0;
-    let entry = this.tenants.get(record.tenant_id)?.get(record.id);
-    if (!entry || entry.deleted) {
-      // A memory whose add predates history (or was restored amid a snapshot): its current version starts it.
-      bytes += this.drop(record.tenant_id, record.id);
-      entry = { versions: [{ event: 'add', ...legacy(before), record: before }], deleted: false };
+    const kept = this.tenants.get(record.tenant_id)?.get(record.id);
+    let entry: Entry;
+    if (kept && isEntry(kept) && !kept.deleted) {
+      entry = kept;
+    } else {
+      // Its add only (or an add that predates history, or a memory restored amid a snapshot): its current version starts it.
+      if (kept && isEntry(kept)) bytes += this.drop(record.tenant_id, record.id);
+      entry = { versions: [{ event: 'add', ...(kept && !isEntry(kept) ? kept : legacy(before)), record: before }], deleted: false };
       this.entriesOf(record.tenant_id).set(record.id, entry);
     }
     const json = JSON.stringify(record);
@@ -73,10 +93,7 @@ export class MemoryHistories {
     // The version that was current becomes a past one, and counts from now on.
     bytes += versionBytes(entry.versions.at(-1)!);
     entry.versions.push({ event: 'update', ...(change ?? legacy(record)), record });
-    while (entry.versions.length > this.limits.maxVersions) {
-      const dropped = entry.versions.shift()!;
-      bytes -= versionBytes(dropped);
-    }
+    while (entry.versions.length > this.limits.maxVersions) bytes -= versionBytes(entry.versions.shift()!);
     return bytes;
   }
 
@@ -85,11 +102,11 @@ export class MemoryHistories {
    * changes in the bytes held (negative: the past versions' content goes).
    */
   deleted(tenantId: string, id: string, current: MemoryRecord, change: ChangeInfo | undefined): number {
-    const entry = this.tenants.get(tenantId)?.get(id);
-    if (entry?.deleted) return 0;
+    const kept = this.tenants.get(tenantId)?.get(id);
+    if (kept && isEntry(kept) && kept.deleted) return 0;
     // The current version is the memory itself, counted by the service: only the past ones are freed here.
-    const bytes = entry ? this.drop(tenantId, id) : 0;
-    const versions = entry?.versions ?? [{ event: 'add', ...legacy(current), record: current }];
+    const bytes = kept ? this.drop(tenantId, id) : 0;
+    const versions = kept && isEntry(kept) ? kept.versions : [{ event: 'add' as const, ...(kept ?? legacy(current)), record: current }];
     const stripped: MemoryVersion[] = versions.map(({ record: _content, ...rest }) => rest);
     stripped.push({ event: 'delete', ...(change ?? { at: 0, key_id: null, extracted: false }) });
     return bytes + this.keepDeleted(tenantId, id, stripped.slice(-this.limits.maxVersions));
@@ -103,13 +120,15 @@ export class MemoryHistories {
 
   /** A live memory's versions before its current one (what its snapshot entry carries). */
   past(tenantId: string, id: string): MemoryVersion[] | undefined {
-    const entry = this.tenants.get(tenantId)?.get(id);
-    return entry && !entry.deleted && entry.versions.length > 1 ? entry.versions.slice(0, -1) : undefined;
+    const kept = this.tenants.get(tenantId)?.get(id);
+    return kept && isEntry(kept) && !kept.deleted && kept.versions.length > 1 ? kept.versions.slice(0, -1) : undefined;
   }
 
   /** The change that made a live memory's current version (its snapshot entry carries it). */
   current(tenantId: string, id: string): ChangeInfo | undefined {
-    const last = this.tenants.get(tenantId)?.get(id)?.versions.at(-1);
+    const kept = this.tenants.get(tenantId)?.get(id);
+    if (!kept || !isEntry(kept)) return kept;
+    const last = kept.versions.at(-1);
     return last && { at: last.at, key_id: last.key_id, extracted: last.extracted };
   }
 
@@ -117,8 +136,15 @@ export class MemoryHistories {
   *deletedEntries(): Generator<{ tenant_id: string; id: string; versions: MemoryVersion[] }> {
     for (const [tenantId, ids] of this.deletions) {
       const entries = this.tenants.get(tenantId)!;
-      for (const id of ids) yield { tenant_id: tenantId, id, versions: entries.get(id)!.versions };
+      for (const id of ids) yield { tenant_id: tenantId, id, versions: (entries.get(id) as Entry).versions };
     }
+  }
+
+  /** `change`, or the last one kept when it says the same (one object for a batch, or a second of one key's adds). */
+  private share(change: ChangeInfo): ChangeInfo {
+    const last = this.last;
+    if (last && last.at === change.at && last.key_id === change.key_id && last.extracted === change.extracted) return last;
+    return this.last = { at: change.at, key_id: change.key_id, extracted: change.extracted };
   }
 
   private keepDeleted(tenantId: string, id: string, versions: MemoryVersion[]): number {
@@ -137,18 +163,19 @@ export class MemoryHistories {
   /** Forgets a memory's history; returns the bytes that frees (negative). Only past versions count while it lives. */
   private drop(tenantId: string, id: string): number {
     const entries = this.tenants.get(tenantId);
-    const entry = entries?.get(id);
-    if (!entry) return 0;
+    const kept = entries?.get(id);
+    if (!kept) return 0;
     entries!.delete(id);
     if (entries!.size === 0) this.tenants.delete(tenantId);
-    if (!entry.deleted) return -entry.versions.slice(0, -1).reduce((sum, v) => sum + versionBytes(v), 0);
+    if (!isEntry(kept)) return 0;
+    if (!kept.deleted) return -kept.versions.slice(0, -1).reduce((sum, v) => sum + versionBytes(v), 0);
     const ids = this.deletions.get(tenantId)!;
     ids.delete(id);
     if (ids.size === 0) this.deletions.delete(tenantId);
-    return -entry.versions.length * DELETED_VERSION_BYTES;
+    return -kept.versions.length * DELETED_VERSION_BYTES;
   }
 
-  private entriesOf(tenantId: string): Map<string, Entry> {
+  private entriesOf(tenantId: string): Map<string, Kept> {
     let entries = this.tenants.get(tenantId);
     if (!entries) this.tenants.set(tenantId, entries = new Map());
     return entries;

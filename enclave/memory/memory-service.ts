@@ -226,7 +226,7 @@ export class MemoryService {
 
   /** The memory's versions, oldest first (a deleted one's without content); undefined when none is kept. */
   historyOf(tenantId: string, id: string): { versions: readonly MemoryVersion[]; deleted: boolean } | undefined {
-    return this.history.get(tenantId, id);
+    return this.history.get(tenantId, id, this.get(tenantId, id));
   }
 
   async delete(tenantId: string, id: string, author?: ChangeAuthor): Promise<boolean> {
@@ -313,7 +313,7 @@ export class MemoryService {
   *exportTenant(tenantId: string): Generator<{ record: MemoryRecord; history: readonly MemoryVersion[] }> {
     const tenant = this.tenants.get(tenantId);
     if (!tenant) return;
-    for (const record of tenant.records.values()) yield { record, history: this.history.get(tenantId, record.id)?.versions ?? [] };
+    for (const record of tenant.records.values()) yield { record, history: this.history.get(tenantId, record.id, record)?.versions ?? [] };
   }
 
   /** Every deleted memory's history (no content): what a snapshot keeps of them. */
