@@ -82,6 +82,17 @@ describe('a store written before history was kept', () => {
     expect(decodePayload(encodeEvent({ type: 'add', record, vector }), 'x')).toEqual({ type: 'event', event: { type: 'add', record, vector } });
   });
 
+  it('reads back every form of a change: a key id of hex or of text, extracted, past versions', () => {
+    const record: MemoryRecord = { id: 'mem_1', object: 'memory', tenant_id: 't', content: 'c', metadata: { a: 1 }, created_at: 5, updated_at: 6 };
+    const vector = Float32Array.of(1, 2, 3);
+    const past = [{ event: 'add' as const, at: 5, key_id: null, extracted: false, record: { ...record, content: 'b' } }];
+    for (const change of [{ at: 6, key_id: 'ab'.repeat(16), extracted: false }, { at: 7, key_id: 'open-token-name', extracted: true }, { at: 8, key_id: null, extracted: false }]) {
+      for (const event of [{ type: 'add' as const, record, vector, change }, { type: 'add' as const, record, vector, change, past }, { type: 'update' as const, record, vector, change }]) {
+        expect(decodePayload(encodeEvent(event), 'x')).toEqual({ type: 'event', event });
+      }
+    }
+  });
+
   it('recovers from its snapshot and log, each memory\'s history starting from what they hold', async () => {
     // What the store held before: old-style changes (no change info), through a target that keeps no history.
     const held = new Map<string, { record: MemoryRecord; vector: Float32Array }>();
