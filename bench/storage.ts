@@ -47,7 +47,7 @@ function randomEvent(i: number): MemoryEvent & { type: 'add' } {
 function mapTarget() {
   const records = new Map<string, { record: MemoryRecord; vector: Float32Array }>();
   return {
-    apply: (e: MemoryEvent) => { if (e.type === 'delete') records.delete(e.id); else records.set(e.record.id, e); },
+    apply: (e: MemoryEvent) => { if (e.type === 'delete') records.delete(e.id); else if (e.type !== 'tombstone') records.set(e.record.id, e); },
     entries: () => records.values(),
   };
 }

@@ -1,7 +1,7 @@
 import { chatCompletionSchema, chatHeadersSchema, type ChatCompletionInput } from './chat-schema.js';
 import { limits } from './limits.js';
 import {
-  addMemoryRequestSchema, attestationQuerySchema, embeddingsRequestSchema, listOrQueryMemorySchema, memoryIdParamsSchema, modelIdParamsSchema,
+  addMemoryRequestSchema, attestationQuerySchema, embeddingsRequestSchema, exportQuerySchema, importMemoriesSchema, type ExportQuery, type ImportMemoriesInput, listOrQueryMemorySchema, memoryIdParamsSchema, modelIdParamsSchema,
   knownStateHeadersSchema, responsesRequestSchema, searchMemorySchema, sealedEnvelopeSchema, tenantQuerySchema, deleteMemoriesQuerySchema, updateMemorySchema,
   type AddMemoryRequest, type AttestationQuery, type EmbeddingsInput, type ListOrQueryMemoryInput, type ResponsesInput, type SealedEnvelopeInput,
   type SearchMemoryInput, type TenantInput, type TenantScopeInput, type UpdateMemoryInput,
@@ -86,6 +86,17 @@ export const apiRoutes = {
     summary: 'The top-k memories for a query, optionally filtered by metadata and scopes',
     schema: { body: searchMemorySchema, headers: knownStateHeadersSchema },
   }),
+  ImportMemories: route<ImportMemoriesInput>()({
+    method: 'POST', path: '/v1/memory/import', tag: 'memory', budget: 'enclave', sealable: true,
+    summary: 'Restore memories with their ids: lines of an export (history included) or a Mem0 export\'s items, up to 100 at once',
+    schema: { body: importMemoriesSchema, headers: knownStateHeadersSchema },
+  }),
+  // Before GetMemory: the static path wins over `/v1/memory/:id`.
+  ExportMemories: route<undefined, ExportQuery>()({
+    method: 'GET', path: '/v1/memory/export', tag: 'memory', budget: 'enclave', sealable: true, streams: 'always',
+    summary: 'Every memory of the tenant, with its history, as JSON Lines sealed to the caller\'s X25519 key (a sealed event stream)',
+    schema: { querystring: exportQuerySchema, headers: knownStateHeadersSchema },
+  }),
   GetMemory: route<undefined, TenantInput, { id: string }>()({
     method: 'GET', path: '/v1/memory/:id', tag: 'memory', budget: 'enclave', sealable: true,
     summary: 'One memory',
@@ -95,6 +106,11 @@ export const apiRoutes = {
     method: 'PATCH', path: '/v1/memory/:id', tag: 'memory', budget: 'enclave', sealable: true,
     summary: 'Change a memory\'s content or metadata (re-embedded at once)',
     schema: { params: memoryIdParamsSchema, querystring: tenantQuerySchema, body: updateMemorySchema, headers: knownStateHeadersSchema },
+  }),
+  GetMemoryHistory: route<undefined, TenantInput, { id: string }>()({
+    method: 'GET', path: '/v1/memory/:id/history', tag: 'memory', budget: 'enclave', sealable: true,
+    summary: 'Every version of a memory, oldest first (a deleted memory\'s without content)',
+    schema: { params: memoryIdParamsSchema, querystring: tenantQuerySchema, headers: knownStateHeadersSchema },
   }),
   DeleteMemory: route<undefined, TenantInput, { id: string }>()({
     method: 'DELETE', path: '/v1/memory/:id', tag: 'memory', budget: 'enclave', sealable: true,

@@ -184,6 +184,42 @@ export const deleteMemoriesQuerySchema = {
   properties: { tenant_id: tenantId, ...scopeProperties },
 } as const;
 
+/** GET /v1/memory/export: the tenant, and the X25519 key the export is sealed to. */
+export const exportQuerySchema = {
+  type: 'object',
+  required: ['tenant_id', 'public_key'],
+  additionalProperties: false,
+  properties: {
+    tenant_id: tenantId,
+    public_key: { type: 'string', pattern: '^[A-Za-z0-9+/]{43}=$', description: 'the X25519 public key to seal the export to, base64 (32 bytes)' },
+  },
+} as const;
+
+/**
+ * POST /v1/memory/import: memories restored with their ids, each a line of an export of this
+ * service ({type: "memory", memory, history}) or an item of a Mem0 export ({id, memory,
+ * metadata, created_at, …}); checked item by item in the enclave (memory/import.ts).
+ */
+export const importMemoriesSchema = {
+  type: 'object',
+  required: ['tenant_id', 'memories'],
+  additionalProperties: false,
+  properties: {
+    tenant_id: tenantId,
+    memories: { type: 'array', minItems: 1, maxItems: limits.maxBatchMemories, items: { type: 'object' } },
+  },
+} as const;
+
+export interface ImportMemoriesInput {
+  tenant_id: string;
+  memories: unknown[];
+}
+
+export interface ExportQuery {
+  tenant_id: string;
+  public_key: string;
+}
+
 export const memoryIdParamsSchema = {
   type: 'object',
   required: ['id'],

@@ -92,6 +92,7 @@ const memory: MemoryService = new MemoryService(embedder, {
   maxMemoriesPerKey: config.maxMemoriesPerKey,
   capacity,
   termLimits: { maxTermsPerMemory: config.maxTermsPerMemory, maxTermsPerTenant: config.maxTermsPerTenant },
+  history: { maxVersions: config.memoryHistoryVersions, maxDeleted: config.memoryHistoryDeleted },
 });
 // Exits (1) on a damaged, altered or foreign store: never serve memories half-loaded.
 // Memories stored under another embedding model are re-embedded here, before anything is

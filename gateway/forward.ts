@@ -10,6 +10,7 @@ import type { TeeClient, TeeResponse } from '../sdk/client.js';
 import type { SealedStream } from '../sdk/sealed-stream.js';
 import { failureOf, failureReply } from './failures.js';
 import type { Trust } from './trust.js';
+import { apiRoutes, matchRoute, type RouteSpec } from '../common/routes.js';
 
 export interface ClientRequest {
   method: string;
@@ -41,6 +42,12 @@ export function asksToStream(body: Uint8Array): boolean {
   }
 }
 
+/** Whether the route always answers with a stream (an export): the request then needs the streaming call whatever its body. */
+function alwaysStreams(request: ClientRequest): boolean {
+  const match = matchRoute(request.method, request.target.split('?', 1)[0]);
+  return match.kind === 'route' && (apiRoutes[match.name] as RouteSpec).streams === 'always';
+}
+
 const callOptions = (request: ClientRequest) => ({ authorization: request.authorization, organization: request.organization, signal: request.signal });
 const bodyOf = (request: ClientRequest) => (request.body.length > 0 ? request.body : undefined);
 
@@ -55,7 +62,7 @@ export function sealedCall(trust: Trust, request: ClientRequest): Promise<TeeRes
 
 export async function forward(trust: Trust, request: ClientRequest, res: ServerResponse): Promise<void> {
   try {
-    if (!asksToStream(request.body)) {
+    if (!asksToStream(request.body) && !alwaysStreams(request)) {
       const answer = await sealedCall(trust, request);
       // Whole and verified: its length is known, so no chunked encoding.
       res.writeHead(answer.status, { ...answerHeaders(answer.headers), 'content-length': String(answer.raw.length) }).end(answer.raw);

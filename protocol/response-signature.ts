@@ -281,7 +281,7 @@ const SPKI_ED25519_PREFIX = Buffer.from('302a300506032b6570032100', 'hex');
 let lastKey: { bytes: Buffer; key: KeyObject } | undefined;
 
 /** Ed25519 verification by OpenSSL (tweetnacl's JavaScript is far slower). */
-function ed25519Verify(publicKey: Uint8Array, message: Uint8Array, signature: Uint8Array): boolean {
+export function ed25519Verify(publicKey: Uint8Array, message: Uint8Array, signature: Uint8Array): boolean {
   if (publicKey.length !== 32) return false;
   if (!lastKey?.bytes.equals(publicKey)) {
     const bytes = Buffer.from(publicKey);

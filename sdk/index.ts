@@ -19,3 +19,5 @@ export { openReply, sealRequest, SEALED_PATH, type SealedReply, type SealedReque
 export { SEALED_STREAM_PATH, SealedStreamError } from '../protocol/sealed-stream.js';
 export { encodeUserData, parseUserData, type BoundKeys } from '../protocol/user-data.js';
 export { formatUpstream, LOCAL_UPSTREAM, parseUpstream, type Upstream } from '../protocol/upstream.js';
+export { checkReceipt, receiptState, receiptStatement, RECEIPT_TAG, type DeletionReceipt, type ReceiptCheck } from '../protocol/deletion-receipt.js';
+export { exportKeyPair, exportLines, fetchExport, importMemories, jsonLines, openExport, type ExportLine } from './memory-export.js';

@@ -11,6 +11,7 @@ import { attestationRoute, type AttestationDeps } from './attestation-route.js';
 import { chatRoutes } from './chat-route.js';
 import { embeddingsRoute } from './embeddings-route.js';
 import { memoryRoutes } from './memory-routes.js';
+import { exportRoute, exportUnary } from './export-route.js';
 import { modelRoutes, type ModelsDeps } from './models-route.js';
 import type { ReplayGuard } from './replay-guard.js';
 import { errorReply, requestIdForLog } from './request.js';
@@ -18,7 +19,7 @@ import { responsesRoutes } from './responses-route.js';
 import { resolveCall, streams, type CallContext, type RouteCall, type RouteHandler, type RouteHandlers, type StreamHandlers } from './resolve-call.js';
 import { sealedRoute } from './sealed-route.js';
 import { sealedStreamRoute, sealedStreamUnary } from './sealed-stream-route.js';
-import { signReply, type ResponseSigner, type SignedState } from './signing.js';
+import { deletionReceipt, signReply, type ResponseSigner, type SignedState } from './signing.js';
 import { HTTP_METHOD } from '../../protocol/response-signature.js';
 import { WorkGate, type Place, type WorkLimits } from './work-gate.js';
 import { NO_METER } from '../memory/meter.js';
@@ -79,7 +80,7 @@ export function createApi(deps: ApiDeps): EnclaveApi {
   // ENCLAVE_TIMEOUT_MS bounds the enclave's own work.
   const timeLimit = (name: RouteName | undefined) => (name && apiRoutes[name].budget === 'model' ? Infinity : undefined);
 
-  const memory = memoryRoutes(deps.memory);
+  const memory = memoryRoutes(deps.memory, (deletion) => deletionReceipt(signer, deletion));
   const chat = chatRoutes(deps.chat);
   const responses = responsesRoutes(deps.chat);
   const handlers: RouteHandlers = {
@@ -92,11 +93,13 @@ export function createApi(deps: ApiDeps): EnclaveApi {
     // A sealed request cannot nest another sealed request.
     Sealed: (call, context) => sealed(call, context),
     SealedStream: sealedStreamUnary,
+    ExportMemories: exportUnary,
   };
   const streamHandlers: StreamHandlers = {
     ChatCompletion: chat.stream,
     CreateResponse: responses.stream,
     SealedStream: (call, sink, signal, context) => sealedStream(call, sink, signal, context),
+    ExportMemories: exportRoute(deps.memory),
   };
   const run = <N extends RouteName>(name: N, call: RouteCall<N>, context?: CallContext) =>
     (handlers[name] as RouteHandler<N>)(call, context);

@@ -5,14 +5,27 @@ import { authorize, scopeFor, type Caller } from '../auth/caller.js';
 import { inScope, scopeOf } from '../memory/memory-scope.js';
 import { normalizeInstant, type Period } from '../memory/memory-time.js';
 import type { PeriodInput } from '../../common/schemas.js';
-import type { AddOutcome, MemoryService } from '../memory/memory-service.js';
-import type { MemoryRecord, ScoredMemory } from '../memory/types.js';
+import type { AddOutcome, ChangeAuthor, MemoryService } from '../memory/memory-service.js';
+import { importedMemory } from '../memory/import.js';
+import type { MemoryRecord, MemoryVersion, ScoredMemory } from '../memory/types.js';
 import { TENANT_HEADER } from '../../protocol/response-signature.js';
 import { jsonReply } from './request.js';
+import type { DeletionReceipt, UnsignedReceipt } from '../../protocol/deletion-receipt.js';
+
+/** Signs a deletion's receipt once it is durable (signing.ts deletionReceipt). */
+export type Receipts = (deletion: Omit<UnsignedReceipt, 'state' | 'store' | 'deleted_at'>) => DeletionReceipt;
 import type { CallContext, RouteCall, RouteHandler } from './resolve-call.js';
 
 /** Names the tenant an answer acted for; it is signed with the answer (protocol/response-signature.ts). */
 const forTenant = (...tenants: string[]) => ({ [TENANT_HEADER]: [...new Set(tenants)].sort().join(',') });
+
+/** Who a change is made by, as history records it. */
+const authorOf = (caller: Caller): ChangeAuthor => ({ keyId: caller.keyId });
+
+/** A version as GET /v1/memory/{id}/history shows it: `memory` is null once the memory is deleted. */
+const versionReply = (version: MemoryVersion, i: number) => ({
+  object: 'memory.version', version: i + 1, event: version.event, at: version.at, key_id: version.key_id, extracted: version.extracted, memory: version.record ?? null,
+});
 
 /**
  * A search's answer: the list shape, each memory with its scores. Object.assign, not
@@ -51,8 +64,8 @@ const periodOf = (input: PeriodInput): Period => ({ since: instant(input.since, 
  * table): check the caller's key holds the tenant, act, answer. The key is checked before
  * any lookup, so a refused caller learns nothing about what exists.
  */
-export function memoryRoutes(memory: MemoryService): {
-  [N in 'AddMemory' | 'ListMemories' | 'DeleteMemories' | 'SearchMemory' | 'GetMemory' | 'UpdateMemory' | 'DeleteMemory']: RouteHandler<N>
+export function memoryRoutes(memory: MemoryService, receipt?: Receipts): {
+  [N in 'AddMemory' | 'ImportMemories' | 'ListMemories' | 'DeleteMemories' | 'SearchMemory' | 'GetMemory' | 'GetMemoryHistory' | 'UpdateMemory' | 'DeleteMemory']: RouteHandler<N>
 } {
   const lookup = (caller: Caller, tenantId: string, id: string): MemoryRecord => {
     authorize(caller, tenantId);
@@ -70,13 +83,21 @@ export function memoryRoutes(memory: MemoryService): {
         for (const item of input.memories) authorize(caller, item.tenant_id);
         const items = input.memories.map((item, i) =>
           ({ ...item, occurred_at: instant(item.occurred_at, `memories.${i}.occurred_at`), dedupe: item.dedupe ?? true, ...scopeFor(caller, scopeOf(item)) }));
-        const data = (await memory.remember(items, caller.tenants, context?.meter)).map(addAnswer);
+        const data = (await memory.remember(items, caller.tenants, context?.meter, authorOf(caller))).map(addAnswer);
         return jsonReply(200, { object: 'list', data }, forTenant(...input.memories.map((m) => m.tenant_id)));
       }
       authorize(caller, input.tenant_id);
       const item = { ...input, occurred_at: instant(input.occurred_at, 'occurred_at'), dedupe: input.dedupe ?? true, ...scopeFor(caller, scopeOf(input)) };
-      const [outcome] = await memory.remember([item], caller.tenants, context?.meter);
+      const [outcome] = await memory.remember([item], caller.tenants, context?.meter, authorOf(caller));
       return jsonReply(200, addAnswer(outcome), forTenant(input.tenant_id));
+    },
+
+    async ImportMemories({ caller, body: { tenant_id, memories } }, context) {
+      authorize(caller, tenant_id);
+      const now = Math.floor(Date.now() / 1000);
+      const items = memories.map((item, i) => importedMemory(tenant_id, item, `memories.${i}`, now));
+      const { imported, skipped } = await memory.importMany(tenant_id, items, caller.tenants, context?.meter, authorOf(caller));
+      return jsonReply(200, { object: 'memory.import', tenant_id, imported: imported.length, skipped }, forTenant(tenant_id));
     },
 
     async ListMemories({ caller, query: input }: RouteCall<'ListMemories'>, context?: CallContext): Promise<ApiReply> {
@@ -106,8 +127,9 @@ export function memoryRoutes(memory: MemoryService): {
     async DeleteMemories({ caller, query }) {
       const { tenant_id } = query;
       authorize(caller, tenant_id);
-      const count = await memory.deleteAll(tenant_id, scopeFor(caller, scopeOf(query)));
-      return jsonReply(200, { object: 'memory.deleted', deleted: true, count }, forTenant(tenant_id));
+      const count = await memory.deleteAll(tenant_id, scopeFor(caller, scopeOf(query)), authorOf(caller));
+      const signed = receipt?.({ scope: 'tenant', tenant_id, ids: [], count });
+      return jsonReply(200, { object: 'memory.deleted', deleted: true, count, ...(signed ? { receipt: signed } : {}) }, forTenant(tenant_id));
     },
 
     async SearchMemory({ caller, body: input }, context) {
@@ -120,17 +142,29 @@ export function memoryRoutes(memory: MemoryService): {
       return jsonReply(200, lookup(caller, tenant_id, id), forTenant(tenant_id));
     },
 
+    async GetMemoryHistory({ caller, query: { tenant_id }, params: { id } }) {
+      authorize(caller, tenant_id);
+      const history = memory.historyOf(tenant_id, id);
+      // As GetMemory: the same answer for an id never seen, forgotten, or another tenant's.
+      if (!history) throw notFound(`no memory '${id}' for tenant '${tenant_id}'`, 'memory_not_found');
+      const deletion = history.deleted ? history.versions.at(-1)! : undefined;
+      return jsonReply(200, {
+        object: 'list', id, tenant_id, deleted: history.deleted, deleted_at: deletion?.at ?? null, data: history.versions.map(versionReply),
+      }, forTenant(tenant_id));
+    },
+
     async UpdateMemory({ caller, query: { tenant_id }, params: { id }, body }, context) {
       lookup(caller, tenant_id, id);
-      const updated = await memory.update(tenant_id, id, { ...body, occurred_at: instant(body.occurred_at, 'occurred_at') }, context?.meter);
+      const updated = await memory.update(tenant_id, id, { ...body, occurred_at: instant(body.occurred_at, 'occurred_at') }, context?.meter, authorOf(caller));
       if (!updated) throw notFound(`no memory '${id}' for tenant '${tenant_id}'`, 'memory_not_found');
       return jsonReply(200, updated, forTenant(tenant_id));
     },
 
     async DeleteMemory({ caller, query: { tenant_id }, params: { id } }) {
       const record = lookup(caller, tenant_id, id);
-      await memory.delete(tenant_id, record.id);
-      return jsonReply(200, { id: record.id, object: 'memory.deleted', deleted: true }, forTenant(tenant_id));
+      await memory.delete(tenant_id, record.id, authorOf(caller));
+      const signed = receipt?.({ scope: 'memory', tenant_id, ids: [record.id], count: 1 });
+      return jsonReply(200, { id: record.id, object: 'memory.deleted', deleted: true, ...(signed ? { receipt: signed } : {}) }, forTenant(tenant_id));
     },
   };
 }

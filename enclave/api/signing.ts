@@ -5,6 +5,7 @@ import {
   finalEventBytes, signedFinalEvent, streamSignatureEvent, type Ancestry, type SignedRequest, type StateHead,
 } from '../../protocol/response-signature.js';
 import type { EnclaveIdentity } from '../keys.js';
+import { signReceipt, type DeletionReceipt, type UnsignedReceipt } from '../../protocol/deletion-receipt.js';
 
 /** The store's state as signed answers report it: its head (after any change made), its id, and its chain of heads. */
 export interface SignedState {
@@ -95,4 +96,12 @@ export function streamSigner(signer: ResponseSigner, method: string, request: Ap
       return Buffer.from(signedFinalEvent(json, sign()), 'utf8');
     },
   };
+}
+
+/**
+ * A deletion's receipt (protocol/deletion-receipt.ts), signed by the enclave's key: made once
+ * the deletion is durable, so its state head (read now: it or a later one) has the deletion in it.
+ */
+export function deletionReceipt(signer: ResponseSigner, deletion: Omit<UnsignedReceipt, 'state' | 'store' | 'deleted_at'>): DeletionReceipt {
+  return signReceipt((message) => signer.sign(message), signer.publicKey, { ...deletion, deleted_at: Date.now(), state: signer.state.head(), store: signer.state.storeId });
 }

@@ -65,11 +65,13 @@ export class ChangeAdmission {
   /**
    * Admits changing `before` (of `tenant`): growing a memory counts against the stored bytes
    * like an add, and new words like an add's (the old content's are not subtracted: it may
-   * stay). `terms`: undefined when the content does not change.
+   * stay). `keepsPast`: the old version stays in the memory's history, so the new one counts
+   * whole. `terms`: undefined when the content does not change.
    */
-  update(tenant: TenantMemories, before: MemoryRecord, change: UpdateMemoryInput): Admitted<string[] | undefined> {
+  update(tenant: TenantMemories, before: MemoryRecord, change: UpdateMemoryInput, keepsPast = false): Admitted<string[] | undefined> {
     const content = change.content ?? before.content;
-    const growth = Math.max(0, storedBytes(content, change.metadata ?? before.metadata) - storedBytes(before.content, before.metadata));
+    const after = storedBytes(content, change.metadata ?? before.metadata);
+    const growth = keepsPast ? after : Math.max(0, after - storedBytes(before.content, before.metadata));
     const terms = change.content === undefined ? undefined : memoryTerms(content, this.limits.termLimits.maxTermsPerMemory);
     const fresh = terms ? newTermCount([terms], (term) => tenant.lexical.holds(term)) : 0;
     checkTenantTerms(before.tenant_id, tenant.lexical.distinctTerms + this.reservations.termsOf(before.tenant_id), fresh, this.limits.termLimits.maxTermsPerTenant);

@@ -4,6 +4,7 @@ import { DEFAULT_CAPACITY, type Capacity } from './admission.js';
 import type { ChangeLimits } from './change-admission.js';
 import type { MemoryMeter } from './meter.js';
 import { DEFAULT_TERM_LIMITS, type TermLimits } from './term-admission.js';
+import { DEFAULT_HISTORY_LIMITS, type HistoryLimits } from './history.js';
 
 export interface MemoryServiceOptions {
   /** Most memories one tenant may hold; adding beyond it is refused with 409. */
@@ -18,6 +19,8 @@ export interface MemoryServiceOptions {
   termLimits?: Partial<TermLimits>;
   /** Where large tenants' searches run off the event loop (search-worker/search-replicas.ts); without it, on it. */
   searchReplicas?: SearchReplicas;
+  /** How many versions of each memory, and deleted memories' histories per tenant, are kept (memory/history.ts). */
+  history?: Partial<HistoryLimits>;
   /** Told of every embed and search of a call that passes no meter of its own (GET /metrics). */
   meter?: MemoryMeter;
 }
@@ -30,3 +33,6 @@ export const changeLimits = (options: MemoryServiceOptions): ChangeLimits => ({
   capacity: { ...DEFAULT_CAPACITY, ...options.capacity },
   termLimits: { ...DEFAULT_TERM_LIMITS, ...options.termLimits },
 });
+
+/** The history limits `options` set, defaults for the rest. */
+export const historyLimits = (options: MemoryServiceOptions): HistoryLimits => ({ ...DEFAULT_HISTORY_LIMITS, ...options.history });

@@ -1,15 +1,17 @@
 import type { AddMemoryInput, QueryMemoryInput, UpdateMemoryInput } from '../../common/schemas.js';
 import type { Embedder } from '../embedding/types.js';
 import type { MemoryJournal } from './journal.js';
-import type { EmbeddingModelId, MemoryEvent, MemoryRecord, MemoryScope, RestoredEvent, ScoredMemory } from './types.js';
+import type { ChangeInfo, EmbeddingModelId, MemoryEvent, MemoryRecord, MemoryScope, MemoryVersion, RestoredEvent, ScoredMemory } from './types.js';
 import { inScope, recordMatcher, scopeOf } from './memory-scope.js';
 import type { Period } from './memory-time.js';
+import { MemoryHistories } from './history.js';
+import type { ImportedMemory } from './import.js';
 import { TermDictionary } from '../lexical/term-dictionary.js';
 import { rankHybrid, type Ranker } from '../retrieval/hybrid.js';
 import { DEFAULT_TIERS } from '../vectors/tiered-index.js';
 import { NO_METER, type MemoryMeter } from './meter.js';
 import type { Usage } from './admission.js';
-import { changeLimits, type MemoryServiceOptions } from './memory-options.js';
+import { changeLimits, historyLimits, type MemoryServiceOptions } from './memory-options.js';
 import { ChangeAdmission } from './change-admission.js';
 import { TenantMemories, type UsageChange } from './tenant-memories.js';
 import { queryTenant } from './tenant-query.js';
@@ -19,6 +21,23 @@ import { findDuplicates } from './near-duplicates.js';
 /** What an add did: stored a new memory, or updated the one it restates (`previous`: that memory before). */
 export type AddOutcome = { record: MemoryRecord; event: 'ADD' } | { record: MemoryRecord; event: 'UPDATE'; previous: MemoryRecord };
 import { unreachable } from '../unreachable.js';
+
+/** Who asks for a change: the Caller's key id (enclave/auth/caller.ts), and whether it comes from extraction. */
+export interface ChangeAuthor {
+  keyId?: string;
+  extracted?: boolean;
+}
+
+const changeBy = (author: ChangeAuthor | undefined, at = Math.floor(Date.now() / 1000)): ChangeInfo =>
+  ({ at, key_id: author?.keyId ?? null, extracted: author?.extracted ?? false });
+
+/** A memory as a snapshot keeps it: its vector, the change that made it, and its past versions (memory/history.ts). */
+export interface MemoryEntry {
+  record: MemoryRecord;
+  vector: Float32Array;
+  change?: ChangeInfo;
+  past?: MemoryVersion[];
+}
 
 /**
  * Every tenant's memories (memory/tenant-memories.ts). Lookups always go through the tenant
@@ -32,6 +51,10 @@ export class MemoryService {
   private readonly admission: ChangeAdmission;
   private readonly newTenant: () => TenantMemories;
   private readonly meter: MemoryMeter;
+  /** Every memory's versions, deleted ones' included (without content). */
+  private readonly history: MemoryHistories;
+  /** Whether an update keeps the version it replaces (so that version still counts against the stored bytes). */
+  private readonly keepsPast: boolean;
   /** What the applied changes hold; tenants are counted from `tenants`. */
   private readonly applied: UsageChange = { memories: 0, storedBytes: 0, terms: 0 };
   private journal?: MemoryJournal;
@@ -43,6 +66,8 @@ export class MemoryService {
     this.admission = new ChangeAdmission(changeLimits(options), this.terms, { tenant: (id) => this.tenants.get(id), usage: () => this.usage });
     this.newTenant = () => new TenantMemories(this.embedder.dimension, options.vectorIndex ?? DEFAULT_TIERS, this.terms, options.searchReplicas);
     this.meter = options.meter ?? NO_METER;
+    this.history = new MemoryHistories(historyLimits(options));
+    this.keepsPast = historyLimits(options).maxVersions > 1;
   }
 
   /** Tenants, memories, stored bytes and distinct terms (each tenant's counted apart) held now. */
@@ -90,13 +115,13 @@ export class MemoryService {
     }
   }
 
-  async add(input: AddMemoryInput, keyTenants?: ReadonlySet<string>, meter = this.meter): Promise<MemoryRecord> {
-    const [record] = await this.addMany([input], keyTenants, meter);
+  async add(input: AddMemoryInput, keyTenants?: ReadonlySet<string>, meter = this.meter, author?: ChangeAuthor): Promise<MemoryRecord> {
+    const [record] = await this.addMany([input], keyTenants, meter, author);
     return record;
   }
 
-  async addMany(inputs: readonly AddMemoryInput[], keyTenants?: ReadonlySet<string>, meter = this.meter): Promise<MemoryRecord[]> {
-    return (await this.remember(inputs, keyTenants, meter)).map((outcome) => outcome.record);
+  async addMany(inputs: readonly AddMemoryInput[], keyTenants?: ReadonlySet<string>, meter = this.meter, author?: ChangeAuthor): Promise<MemoryRecord[]> {
+    return (await this.remember(inputs, keyTenants, meter, author)).map((outcome) => outcome.record);
   }
 
   /**
@@ -107,7 +132,7 @@ export class MemoryService {
    * is logged, so a refused batch stores nothing; the batch is then written and synced as one
    * (a failed write stores none of it) before it is applied and acknowledged.
    */
-  async remember(inputs: readonly AddMemoryInput[], keyTenants?: ReadonlySet<string>, meter = this.meter): Promise<AddOutcome[]> {
+  async remember(inputs: readonly AddMemoryInput[], keyTenants?: ReadonlySet<string>, meter = this.meter, author?: ChangeAuthor): Promise<AddOutcome[]> {
     // Released when the records are applied (then they count as applied) or the add fails.
     const admitted = this.admission.adds(inputs, keyTenants);
     try {
@@ -141,9 +166,42 @@ export class MemoryService {
         latest.set(of.id, updated);
         return { record: updated, event: 'UPDATE', previous: before };
       });
-      const events = outcomes.map(({ record, event }, i): MemoryEvent => ({ type: event === 'ADD' ? 'add' : 'update', record, vector: vectors[i] }));
+      const change = changeBy(author, createdAt);
+      const events = outcomes.map(({ record, event }, i): MemoryEvent => ({ type: event === 'ADD' ? 'add' : 'update', record, vector: vectors[i], change }));
       await this.commit(events, admitted.release, admitted.terms);
       return outcomes;
+    } finally {
+      admitted.release();
+    }
+  }
+
+  /**
+   * Restores memories of one tenant with their ids (and, from an export of this service, their
+   * history): admitted against the limits like adds, embedded in one call, logged as one batch.
+   * An id the tenant already holds is skipped (an import run twice restores nothing twice).
+   * Returns the ids restored and skipped.
+   */
+  async importMany(tenantId: string, items: readonly ImportedMemory[], keyTenants?: ReadonlySet<string>, meter = this.meter, author?: ChangeAuthor): Promise<{ imported: string[]; skipped: string[] }> {
+    const seen = new Set<string>();
+    const fresh: ImportedMemory[] = [];
+    const skipped: string[] = [];
+    for (const item of items) {
+      if (this.get(tenantId, item.record.id) || seen.has(item.record.id)) skipped.push(item.record.id);
+      else fresh.push(item);
+      seen.add(item.record.id);
+    }
+    if (fresh.length === 0) return { imported: [], skipped };
+    const admitted = this.admission.adds(fresh.map(({ record }) => ({ tenant_id: tenantId, content: record.content, metadata: record.metadata })), keyTenants);
+    try {
+      const vectors = await this.embed(fresh.map(({ record }) => record.content), meter);
+      for (const vector of vectors) {
+        if (vector.length !== this.embedder.dimension) throw new Error(`embedder returned ${vector.length} dimensions, not ${this.embedder.dimension}`);
+      }
+      const now = changeBy(author);
+      // An id added meanwhile by another call is not added twice: applying an add of a held id does nothing.
+      const events: MemoryEvent[] = fresh.map(({ record, change, past }, i) => ({ type: 'add', record, vector: vectors[i], change: change ?? now, ...(past ? { past } : {}) }));
+      await this.commit(events, admitted.release, admitted.terms);
+      return { imported: fresh.map(({ record }) => record.id), skipped };
     } finally {
       admitted.release();
     }
@@ -181,21 +239,22 @@ export class MemoryService {
    * embedded and indexed at once; the change is journaled like an add. Undefined when the
    * memory is gone (deleted while the new content was being embedded).
    */
-  async update(tenantId: string, id: string, change: UpdateMemoryInput, meter = this.meter): Promise<MemoryRecord | undefined> {
+  async update(tenantId: string, id: string, change: UpdateMemoryInput, meter = this.meter, author?: ChangeAuthor): Promise<MemoryRecord | undefined> {
     const before = this.get(tenantId, id);
     if (!before) return undefined;
     const tenant = this.tenants.get(tenantId)!;
     const content = change.content ?? before.content;
-    const admitted = this.admission.update(tenant, before, change);
+    const admitted = this.admission.update(tenant, before, change, this.keepsPast);
     try {
       const [vector] = change.content === undefined ? [tenant.index.vector(id) ?? (await this.embed([content], meter))[0]] : await this.embed([content], meter);
       const current = this.get(tenantId, id);
       if (!current) return undefined;
+      const at = Math.floor(Date.now() / 1000);
       const record: MemoryRecord = {
-        ...current, content, metadata: { ...(change.metadata ?? current.metadata) }, updated_at: Math.floor(Date.now() / 1000),
+        ...current, content, metadata: { ...(change.metadata ?? current.metadata) }, updated_at: at,
         ...(change.occurred_at === undefined ? {} : { occurred_at: change.occurred_at }),
       };
-      await this.commit([{ type: 'update', record, vector }], undefined, admitted.terms && [admitted.terms]);
+      await this.commit([{ type: 'update', record, vector, change: changeBy(author, at) }], undefined, admitted.terms && [admitted.terms]);
       return this.get(tenantId, id);
     } finally {
       admitted.release();
@@ -206,18 +265,24 @@ export class MemoryService {
     return this.tenants.get(tenantId)?.records.get(id);
   }
 
-  async delete(tenantId: string, id: string): Promise<boolean> {
+  /** The memory's versions, oldest first (a deleted one's without content); undefined when none is kept. */
+  historyOf(tenantId: string, id: string): { versions: readonly MemoryVersion[]; deleted: boolean } | undefined {
+    return this.history.get(tenantId, id, this.get(tenantId, id));
+  }
+
+  async delete(tenantId: string, id: string, author?: ChangeAuthor): Promise<boolean> {
     if (!this.get(tenantId, id)) return false;
-    await this.commit([{ type: 'delete', tenant_id: tenantId, id }]);
+    await this.commit([{ type: 'delete', tenant_id: tenantId, id, change: changeBy(author) }]);
     return true;
   }
 
   /** Deletes every memory of a tenant in `scope`, as one journaled batch; returns how many there were. */
-  async deleteAll(tenantId: string, scope: MemoryScope = {}): Promise<number> {
+  async deleteAll(tenantId: string, scope: MemoryScope = {}, author?: ChangeAuthor): Promise<number> {
     const tenant = this.tenants.get(tenantId);
     if (!tenant) return 0;
+    const change = changeBy(author);
     const events: MemoryEvent[] = [];
-    for (const record of tenant.records.values()) if (inScope(record, scope)) events.push({ type: 'delete', tenant_id: tenantId, id: record.id });
+    for (const record of tenant.records.values()) if (inScope(record, scope)) events.push({ type: 'delete', tenant_id: tenantId, id: record.id, change });
     if (events.length === 0) return 0;
     await this.commit(events);
     return events.length;
@@ -235,7 +300,10 @@ export class MemoryService {
       case 'add': {
         const tenant = this.tenantFor(event.record.tenant_id);
         try {
-          this.count(tenant.add(event.record, event.vector, terms));
+          const change = tenant.add(event.record, event.vector, terms);
+          // A repeated add (already applied) changes nothing, its history included.
+          if (change.memories > 0) change.storedBytes += this.history.added(event.record, event.change, event.past);
+          this.count(change);
         } catch (err) {
           if (tenant.size === 0) this.forget(event.record.tenant_id, tenant);
           throw err;
@@ -244,24 +312,56 @@ export class MemoryService {
       }
       case 'update': {
         const tenant = this.tenants.get(event.record.tenant_id);
-        if (tenant) this.count(tenant.update(event.record, event.vector, terms));
+        const before = tenant?.records.get(event.record.id);
+        if (!tenant || !before) return;
+        const change = tenant.update(event.record, event.vector, terms);
+        this.count({ ...change, storedBytes: change.storedBytes + this.history.updated(event.record, before, event.change) });
         return;
       }
       case 'delete': {
         const tenant = this.tenants.get(event.tenant_id);
-        if (!tenant) return;
-        this.count(tenant.delete(event.id));
+        const record = tenant?.records.get(event.id);
+        if (!tenant || !record) return;
+        const change = tenant.delete(event.id);
+        this.count({ ...change, storedBytes: change.storedBytes + this.history.deleted(event.tenant_id, event.id, record, event.change) });
         if (tenant.size === 0) this.forget(event.tenant_id, tenant);
         return;
       }
+      case 'tombstone':
+        // Only if the memory is not back (the snapshot may have read it before its deletion and the log re-adds it).
+        if (!this.get(event.tenant_id, event.id)) this.count({ memories: 0, storedBytes: this.history.restoreDeleted(event.tenant_id, event.id, event.versions), terms: 0 });
+        return;
       default:
         unreachable(event, 'memory event');
     }
   }
 
-  /** Every memory with its vector: what a snapshot holds. */
-  *entries(): Generator<{ record: MemoryRecord; vector: Float32Array }> {
-    for (const tenant of this.tenants.values()) yield* tenant.entries();
+  /** Every memory with its vector and history: what a snapshot holds. */
+  *entries(): Generator<MemoryEntry> {
+    for (const tenant of this.tenants.values()) {
+      for (const entry of tenant.entries()) {
+        const { tenant_id, id } = entry.record;
+        const change = this.history.current(tenant_id, id);
+        const past = this.history.past(tenant_id, id);
+        yield past ? { ...entry, change, past } : change ? { ...entry, change } : entry;
+      }
+    }
+  }
+
+  /**
+   * The tenant's memories, oldest first, each with its history (versions as kept), one at a
+   * time: an export streams them (api/export-route.ts). Changes made meanwhile may or may not
+   * be in it.
+   */
+  *exportTenant(tenantId: string): Generator<{ record: MemoryRecord; history: readonly MemoryVersion[] }> {
+    const tenant = this.tenants.get(tenantId);
+    if (!tenant) return;
+    for (const record of tenant.records.values()) yield { record, history: this.history.get(tenantId, record.id, record)?.versions ?? [] };
+  }
+
+  /** Every deleted memory's history (no content): what a snapshot keeps of them. */
+  *deletedHistories(): Generator<Extract<MemoryEvent, { type: 'tombstone' }>> {
+    for (const deleted of this.history.deletedEntries()) yield { type: 'tombstone', ...deleted };
   }
 
   private count(change: UsageChange): void {

@@ -43,18 +43,43 @@ export interface ScoredMemory {
   scores: { vector: number; lexical: number | null; fused: number };
 }
 
+/**
+ * Who made a change and when (memory/history.ts): logged with the change, absent in changes
+ * logged before history was kept.
+ */
+export interface ChangeInfo {
+  /** Unix seconds. */
+  at: number;
+  /** The Caller's keyId (enclave/auth/caller.ts); null without one (open mode with no token). */
+  key_id: string | null;
+  /** Whether the change came from extraction (memories the model drew from a conversation). */
+  extracted: boolean;
+}
+
+/** One version of a memory, oldest first in its history; a deleted memory's keep no content (`record` absent). */
+export interface MemoryVersion extends ChangeInfo {
+  event: 'add' | 'update' | 'delete';
+  /** The memory as this change left it; absent once the memory is deleted. */
+  record?: MemoryRecord;
+}
+
 /** A change to the memory store: what the durable log records and replays. */
 export type MemoryEvent =
-  | { type: 'add'; record: MemoryRecord; vector: Float32Array }
+  /** `past`: the versions before this one (snapshots only: memory/history.ts). */
+  | { type: 'add'; record: MemoryRecord; vector: Float32Array; change?: ChangeInfo; past?: MemoryVersion[] }
   /** A new version of a stored memory (same id and tenant), replacing it where it stands. */
-  | { type: 'update'; record: MemoryRecord; vector: Float32Array }
-  | { type: 'delete'; tenant_id: string; id: string };
+  | { type: 'update'; record: MemoryRecord; vector: Float32Array; change?: ChangeInfo }
+  | { type: 'delete'; tenant_id: string; id: string; change?: ChangeInfo }
+  /** A deleted memory's history, without content (snapshots only). */
+  | { type: 'tombstone'; tenant_id: string; id: string; versions: MemoryVersion[] };
+
+type Unembedded<E> = E extends { vector: Float32Array } ? Omit<E, 'vector'> & { vector: null } : never;
 
 /**
  * A change as restored at start. An add whose vector came from another embedding model is
  * restored without it (`vector: null`): the record is kept and is re-embedded before use.
  */
-export type RestoredEvent = MemoryEvent | { type: 'add'; record: MemoryRecord; vector: null } | { type: 'update'; record: MemoryRecord; vector: null };
+export type RestoredEvent = MemoryEvent | Unembedded<Extract<MemoryEvent, { type: 'add' | 'update' }>>;
 
 /** The embedding model vectors come from: the same only if all three agree (model-change.ts). */
 export interface EmbeddingModelId {

@@ -3,18 +3,28 @@
  *
  *   0x01 header  JSON
  *   0x02 add     u32 BE JSON length | JSON of the record | vector as float32 little-endian
- *   0x03 delete  JSON {tenant_id, id}
- *   0x04 end     JSON {count}
+ *   0x03 delete  JSON {tenant_id, id, change?}
+ *   0x04 end     JSON {count, deleted?}
  *   0x05 update  as add: the memory's new version
  *   0x06 heads   u64 BE seq of the first | 8 bytes per head: its hash's first 8 bytes, in order (snapshots, format 4)
  *   0x07 fence   JSON {writer}: a writer took the log over here (an enclave that opened the store); no change.
  *                Any writer that had appended before it now finds the log's end moved, and stops.
  *                An enclave from before fences refuses such a log (unknown payload type 7).
+ *   0x08 add with its change    u32 BE JSON length | JSON of the record | change | vector
+ *   0x09 update with its change as 0x08
+ *     change: u8 flags (1 extracted, 2 a key id of 32 hex digits, 4 another key id, 8 past versions)
+ *             | u32 BE at | the key id: 16 bytes (2), or u8 length and UTF-8 (4) | u32 BE length and JSON of the past versions (8)
+ *   0x0a tombstone  JSON {tenant_id, id, versions}: a deleted memory's history, without content (snapshots)
+ *
+ * 0x08 and 0x09 carry who made the change and when (ChangeInfo) and, in a snapshot, the
+ * memory's past versions (memory/history.ts), apart from the record, in binary: a recovery
+ * decodes every record, and a second JSON parse each cost it about a microsecond more. Entries
+ * written before history was kept are 0x02 and 0x05, and read as before.
  *
  * Vectors are stored, so recovery rebuilds the indexes without running the model again.
  */
 import { endianness } from 'node:os';
-import type { MemoryEvent, MemoryRecord } from '../memory/types.js';
+import type { ChangeInfo, MemoryEvent, MemoryRecord, MemoryVersion } from '../memory/types.js';
 import { CorruptStoreError } from './errors.js';
 import { unreachable } from '../unreachable.js';
 import type { StateHead } from './state-head.js';
@@ -55,7 +65,8 @@ export interface FileMeta {
 export type Payload =
   | { type: 'header'; meta: FileMeta }
   | { type: 'event'; event: MemoryEvent }
-  | { type: 'end'; count: number }
+  /** `deleted`: the tombstones before it (absent in snapshots written before them). */
+  | { type: 'end'; count: number; deleted?: number }
   /** Prefixes of the heads from seq `first` on (head-chain.ts). */
   | { type: 'heads'; first: number; prefixes: Buffer }
   | { type: 'fence'; writer: string };
@@ -67,6 +78,9 @@ const END = 0x04;
 const UPDATE = 0x05;
 const HEADS = 0x06;
 const FENCE = 0x07;
+const ADD_CHANGE = 0x08;
+const UPDATE_CHANGE = 0x09;
+const TOMBSTONE = 0x0a;
 
 /**
  * Vectors are stored as float32 little-endian: on a little-endian machine (x86, Graviton)
@@ -78,7 +92,7 @@ const LITTLE_ENDIAN = endianness() === 'LE';
 const tagged = (tag: number, json: unknown) => Buffer.concat([Buffer.of(tag), Buffer.from(JSON.stringify(json))]);
 
 export const encodeHeader = (meta: FileMeta): Buffer => tagged(HEADER, meta);
-export const encodeEnd = (count: number): Buffer => tagged(END, { count });
+export const encodeEnd = (count: number, deleted?: number): Buffer => tagged(END, deleted ? { count, deleted } : { count });
 export const encodeFence = (writer: string): Buffer => tagged(FENCE, { writer });
 
 export function encodeHeads(first: number, prefixes: Uint8Array): Buffer {
@@ -92,24 +106,73 @@ export function encodeHeads(first: number, prefixes: Uint8Array): Buffer {
 export function encodeEvent(event: MemoryEvent): Buffer {
   switch (event.type) {
     case 'delete':
-      return tagged(DELETE, { tenant_id: event.tenant_id, id: event.id });
+      return tagged(DELETE, event.change ? { tenant_id: event.tenant_id, id: event.id, change: event.change } : { tenant_id: event.tenant_id, id: event.id });
     case 'add':
-      return encodeVersion(ADD, event.record, event.vector);
+      return encodeVersion(ADD, event.record, event.vector, event.change, event.past);
     case 'update':
-      return encodeVersion(UPDATE, event.record, event.vector);
+      return encodeVersion(UPDATE, event.record, event.vector, event.change);
+    case 'tombstone':
+      return tagged(TOMBSTONE, { tenant_id: event.tenant_id, id: event.id, versions: event.versions });
     default:
       return unreachable(event, 'memory event');
   }
 }
 
-/** An add or update: the record's JSON, then its vector. */
-function encodeVersion(tag: typeof ADD | typeof UPDATE, record: MemoryRecord, vector: Float32Array): Buffer {
+const EXTRACTED = 1;
+const HEX_KEY = 2;
+const TEXT_KEY = 4;
+const PAST = 8;
+const HEX32 = /^[0-9a-f]{32}$/;
+
+/** The change part of 0x08 and 0x09 (see above). */
+function encodeChange(change: ChangeInfo | undefined, past: MemoryVersion[] | undefined): Buffer {
+  const key = change?.key_id ?? null;
+  const hex = key !== null && HEX32.test(key);
+  const text = key !== null && !hex ? Buffer.from(key, 'utf8').subarray(0, 255) : undefined;
+  const pastJson = past ? Buffer.from(JSON.stringify(past)) : undefined;
+  const out = Buffer.alloc(5 + (hex ? 16 : 0) + (text ? 1 + text.length : 0) + (pastJson ? 4 + pastJson.length : 0));
+  out[0] = (change?.extracted ? EXTRACTED : 0) | (hex ? HEX_KEY : 0) | (text ? TEXT_KEY : 0) | (pastJson ? PAST : 0);
+  out.writeUInt32BE(change?.at ?? 0, 1);
+  let at = 5;
+  if (hex) at += out.write(key, at, 'hex');
+  if (text) {
+    out[at] = text.length;
+    text.copy(out, at + 1);
+    at += 1 + text.length;
+  }
+  if (pastJson) {
+    out.writeUInt32BE(pastJson.length, at);
+    pastJson.copy(out, at + 4);
+  }
+  return out;
+}
+
+function decodeChange(payload: Buffer, from: number): { change: ChangeInfo; past?: MemoryVersion[]; end: number } {
+  const flags = payload[from];
+  const change: ChangeInfo = { at: payload.readUInt32BE(from + 1), key_id: null, extracted: (flags & EXTRACTED) !== 0 };
+  let at = from + 5;
+  if (flags & HEX_KEY) {
+    change.key_id = payload.toString('hex', at, at + 16);
+    at += 16;
+  } else if (flags & TEXT_KEY) {
+    change.key_id = payload.toString('utf8', at + 1, at + 1 + payload[at]);
+    at += 1 + payload[at];
+  }
+  if (!(flags & PAST)) return { change, end: at };
+  const end = at + 4 + payload.readUInt32BE(at);
+  return { change, past: JSON.parse(payload.toString('utf8', at + 4, end)) as MemoryVersion[], end };
+}
+
+/** An add or update: the record's JSON, then (0x08, 0x09) its change and past versions, then its vector. */
+function encodeVersion(tag: typeof ADD | typeof UPDATE, record: MemoryRecord, vector: Float32Array, change?: ChangeInfo, past?: MemoryVersion[]): Buffer {
   const json = Buffer.from(JSON.stringify(record));
-  const out = Buffer.allocUnsafe(1 + 4 + json.length + vector.length * 4);
-  out[0] = tag;
+  const info = change || past ? encodeChange(change, past) : undefined;
+  const out = Buffer.allocUnsafe(1 + 4 + json.length + (info?.length ?? 0) + vector.length * 4);
+  out[0] = info ? (tag === ADD ? ADD_CHANGE : UPDATE_CHANGE) : tag;
   out.writeUInt32BE(json.length, 1);
   json.copy(out, 5);
   let at = 5 + json.length;
+  if (info) at += info.copy(out, at);
   if (LITTLE_ENDIAN) out.set(new Uint8Array(vector.buffer, vector.byteOffset, vector.byteLength), at);
   else for (const x of vector) at = out.writeFloatLE(x, at);
   return out;
@@ -128,21 +191,35 @@ export function decodePayload(payload: Buffer, where: string): Payload {
       }
       case FENCE:
         return { type: 'fence', writer: String((JSON.parse(payload.subarray(1).toString('utf8')) as { writer: unknown }).writer) };
-      case END:
-        return { type: 'end', count: (JSON.parse(payload.subarray(1).toString('utf8')) as { count: number }).count };
+      case END: {
+        const { count, deleted } = JSON.parse(payload.subarray(1).toString('utf8')) as { count: number; deleted?: number };
+        return deleted === undefined ? { type: 'end', count } : { type: 'end', count, deleted };
+      }
       case DELETE: {
-        const { tenant_id, id } = JSON.parse(payload.subarray(1).toString('utf8')) as { tenant_id: string; id: string };
-        return { type: 'event', event: { type: 'delete', tenant_id, id } };
+        const { tenant_id, id, change } = JSON.parse(payload.subarray(1).toString('utf8')) as { tenant_id: string; id: string; change?: ChangeInfo };
+        return { type: 'event', event: change ? { type: 'delete', tenant_id, id, change } : { type: 'delete', tenant_id, id } };
+      }
+      case TOMBSTONE: {
+        const { tenant_id, id, versions } = JSON.parse(payload.subarray(1).toString('utf8')) as { tenant_id: string; id: string; versions: MemoryVersion[] };
+        if (!Array.isArray(versions)) throw new Error('a tombstone without versions');
+        return { type: 'event', event: { type: 'tombstone', tenant_id, id, versions } };
       }
       case ADD:
-      case UPDATE: {
+      case UPDATE:
+      case ADD_CHANGE:
+      case UPDATE_CHANGE: {
         const jsonEnd = 5 + payload.readUInt32BE(1);
         const record = JSON.parse(payload.subarray(5, jsonEnd).toString('utf8')) as MemoryRecord;
-        if ((payload.length - jsonEnd) % 4 !== 0) throw new Error('vector bytes not a multiple of 4');
-        const vector = new Float32Array((payload.length - jsonEnd) / 4);
-        if (LITTLE_ENDIAN) new Uint8Array(vector.buffer).set(payload.subarray(jsonEnd));
-        else for (let i = 0; i < vector.length; i++) vector[i] = payload.readFloatLE(jsonEnd + i * 4);
-        return { type: 'event', event: { type: payload[0] === UPDATE ? 'update' : 'add', record, vector } };
+        const info = payload[0] === ADD_CHANGE || payload[0] === UPDATE_CHANGE ? decodeChange(payload, jsonEnd) : undefined;
+        const vectorStart = info?.end ?? jsonEnd;
+        if (vectorStart > payload.length || (payload.length - vectorStart) % 4 !== 0) throw new Error('vector bytes not a multiple of 4');
+        const vector = new Float32Array((payload.length - vectorStart) / 4);
+        if (LITTLE_ENDIAN) new Uint8Array(vector.buffer).set(payload.subarray(vectorStart));
+        else for (let i = 0; i < vector.length; i++) vector[i] = payload.readFloatLE(vectorStart + i * 4);
+        const event: MemoryEvent = payload[0] === UPDATE || payload[0] === UPDATE_CHANGE ? { type: 'update', record, vector } : { type: 'add', record, vector };
+        if (info?.change) event.change = info.change;
+        if (info?.past && event.type === 'add') event.past = info.past;
+        return { type: 'event', event };
       }
       default:
         throw new Error(`unknown payload type ${payload[0]}`);

@@ -1,5 +1,5 @@
 import type { BlobStore, PutConditions } from '../../common/blob-store.js';
-import type { MemoryEvent, MemoryRecord } from '../memory/types.js';
+import type { ChangeInfo, MemoryEvent, MemoryRecord, MemoryVersion } from '../memory/types.js';
 import { CorruptStoreError } from './errors.js';
 import { decodePayload, encodeEnd, encodeEvent, encodeHeader, encodeHeads, type FileMeta } from './payloads.js';
 import { newHeader, readSealedStream, sealFrame, type StorageKey } from './sealed-file.js';
@@ -15,7 +15,13 @@ export interface SnapshotHeads {
 export interface SnapshotEntry {
   record: MemoryRecord;
   vector: Float32Array;
+  /** Who made the current version and when, and the versions before it (memory/history.ts). */
+  change?: ChangeInfo;
+  past?: MemoryVersion[];
 }
+
+/** A deleted memory's history, without content. */
+export type SnapshotTombstone = Extract<MemoryEvent, { type: 'tombstone' }>;
 
 /**
  * Sealed bytes are handed to the host store in chunks of about this size. Sealing a chunk
@@ -27,14 +33,17 @@ const CHUNK_BYTES = 64 * 1024;
 /**
  * Writes a snapshot atomically (one put: the host store replaces the blob only once all of
  * it is on disk): the header frame, the chain of heads (if given), every record as a sealed
- * frame, and an end frame, which carries the count, so a shortened snapshot is detected.
- * Returns its size, count and version; refused (BlobConflictError) if `conditions` fail.
+ * frame, then every deleted memory's history (`deleted`), and an end frame, which carries
+ * both counts, so a shortened snapshot is detected. Returns its size, count and version;
+ * refused (BlobConflictError) if `conditions` fail.
  */
 export async function writeSnapshot(
-  blobs: BlobStore, name: string, key: StorageKey, meta: FileMeta, entries: Iterable<SnapshotEntry>, heads?: SnapshotHeads, conditions?: PutConditions,
+  blobs: BlobStore, name: string, key: StorageKey, meta: FileMeta, entries: Iterable<SnapshotEntry>, heads?: SnapshotHeads,
+  deleted: Iterable<SnapshotTombstone> = [], conditions?: PutConditions,
 ): Promise<{ bytes: number; count: number; version: string }> {
   let bytes = 0;
   let count = 0;
+  let tombstones = 0;
   async function* sealed(): AsyncIterable<Buffer> {
     const header = newHeader('snapshot', key);
     let chunk: Buffer[] = [header, sealFrame(key, header, 0, encodeHeader(meta))];
@@ -53,15 +62,22 @@ export async function writeSnapshot(
       first += piece.length / 8;
       yield flush();
     }
-    for (const { record, vector } of entries) {
-      const frame = sealFrame(key, header, seq++, encodeEvent({ type: 'add', record, vector }));
+    for (const { record, vector, change, past } of entries) {
+      const frame = sealFrame(key, header, seq++, encodeEvent({ type: 'add', record, vector, change, past }));
       count++;
       chunk.push(frame);
       chunkBytes += frame.length;
       // Each chunk handed over also yields, so sealing a large snapshot does not stall requests.
       if (chunkBytes >= CHUNK_BYTES) yield flush();
     }
-    chunk.push(sealFrame(key, header, seq, encodeEnd(count)));
+    for (const tombstone of deleted) {
+      const frame = sealFrame(key, header, seq++, encodeEvent(tombstone));
+      tombstones++;
+      chunk.push(frame);
+      chunkBytes += frame.length;
+      if (chunkBytes >= CHUNK_BYTES) yield flush();
+    }
+    chunk.push(sealFrame(key, header, seq, encodeEnd(count, tombstones)));
     yield flush();
   }
   const { version } = await blobs.put(name, sealed(), conditions);
@@ -101,14 +117,21 @@ export async function readSnapshot(chunks: AsyncIterable<Buffer>, key: StorageKe
   const firstEvent = { frame, next: pending };
   async function* events(): AsyncIterable<MemoryEvent> {
     let count = 0;
+    let tombstones = 0;
     for (let { frame, next } = firstEvent; !next.done; frame++, next = await payloads.next()) {
       const p = decodePayload(next.value, `${name} frame ${frame}`);
       if (p.type === 'end') {
         if (p.count !== count) throw new CorruptStoreError(`${name} says it holds ${p.count} memories but holds ${count}`);
+        if ((p.deleted ?? 0) !== tombstones) throw new CorruptStoreError(`${name} says it holds ${p.deleted ?? 0} deleted memories' histories but holds ${tombstones}`);
         if (!(await payloads.next()).done) throw new CorruptStoreError(`${name} has entries after its end mark`);
         return;
       }
-      if (p.type !== 'event' || p.event.type !== 'add') throw new CorruptStoreError(`${name} holds an entry that is not a memory`);
+      if (p.type === 'event' && p.event.type === 'tombstone') {
+        tombstones++;
+        yield p.event;
+        continue;
+      }
+      if (p.type !== 'event' || p.event.type !== 'add' || tombstones > 0) throw new CorruptStoreError(`${name} holds an entry that is not a memory`);
       count++;
       yield p.event;
     }

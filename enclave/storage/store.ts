@@ -10,7 +10,7 @@ import { GroupCommitLog, type CommitStats } from './group-commit.js';
 import { logGeneration, logName, SealedLog, type LogFile } from './log-file.js';
 import { decodePayload, encodeEvent, FORMAT_VERSION, READABLE_FORMATS, type FileMeta } from './payloads.js';
 import { deriveStorageKey, readSealedLog, readSealedStream, type StorageKey } from './sealed-file.js';
-import { readSnapshot, SNAPSHOT_NAME, writeSnapshot, type SnapshotEntry, type SnapshotReader } from './snapshot.js';
+import { readSnapshot, SNAPSHOT_NAME, writeSnapshot, type SnapshotEntry, type SnapshotReader, type SnapshotTombstone } from './snapshot.js';
 import type { Ancestry } from '../../protocol/response-signature.js';
 import { HeadChain } from './head-chain.js';
 import { advanceHead, describeHead, genesisHead, sameHead, type StateHead } from './state-head.js';
@@ -51,6 +51,8 @@ export interface StoreOptions {
 export interface StoreTarget {
   apply(event: RestoredEvent): void;
   entries(): Iterable<SnapshotEntry>;
+  /** Deleted memories' histories, without content, kept after the memories. */
+  deletedHistories?(): Iterable<SnapshotTombstone>;
 }
 
 export interface RecoveryReport {
@@ -206,11 +208,11 @@ export class DurableStore implements MemoryJournal {
     const apply = (event: MemoryEvent, at: string) => {
       events++;
       try {
-        target.apply(changed && event.type !== 'delete' ? { type: event.type, record: event.record, vector: null } : event);
+        target.apply(changed && (event.type === 'add' || event.type === 'update') ? { ...event, vector: null } : event);
       } catch (err) {
         // A change that cannot be applied must not stop every start after it (the enclave
         // would never come up, and nothing could be deleted): skipped, by name, never content.
-        const id = event.type === 'delete' ? event.id : event.record.id;
+        const id = event.type === 'delete' || event.type === 'tombstone' ? event.id : event.record.id;
         const reason = err instanceof Error ? `${err.name}: ${err.message}` : 'not an Error';
         skipped.push({ change: event.type, id, at, reason });
         log?.error({ change: event.type, id, at, reason }, 'a stored change failed to apply at recovery; skipped it and went on');
@@ -218,7 +220,7 @@ export class DurableStore implements MemoryJournal {
       }
       if (restoredIds) {
         if (event.type === 'delete') restoredIds.delete(`${event.tenant_id}\0${event.id}`);
-        else restoredIds.add(`${event.record.tenant_id}\0${event.record.id}`);
+        else if (event.type !== 'tombstone') restoredIds.add(`${event.record.tenant_id}\0${event.record.id}`);
       }
     };
     if (snapshot) {
@@ -408,24 +410,25 @@ export class DurableStore implements MemoryJournal {
     // `generation` holds too) may or may not be in it, and replaying that log after the
     // snapshot gives the same state either way, since applying a change twice is harmless.
     const entries = this.target.entries();
+    const deleted = this.target.deletedHistories?.() ?? [];
     const previous = this.commits.current;
     this.commits.switchTo(next);
     await previous.close();
-    const snapshot = this.snapshot(generation, head, entries, previous);
+    const snapshot = this.snapshot(generation, head, entries, deleted, previous);
     this.snapshotting = snapshot.catch(() => {}).finally(() => {
       this.snapshotting = undefined;
     });
     return { snapshot };
   }
 
-  private async snapshot(generation: number, head: StateHead, entries: Iterable<SnapshotEntry>, previous: LogFile): Promise<void> {
+  private async snapshot(generation: number, head: StateHead, entries: Iterable<SnapshotEntry>, deleted: Iterable<SnapshotTombstone>, previous: LogFile): Promise<void> {
     const started = performance.now();
     try {
       const meta = { ...fileMeta(this.options, 'snapshot', generation, this.storeId), head };
       // The chain of heads up to the snapshot's: a restarted enclave still places any head a client saw.
       const heads = { first: this.heads.baseSeq, pieces: this.heads.prefixes(head.seq) };
       const replaces = this.snapshotVersion === undefined ? { ifAbsent: true } : { ifVersion: this.snapshotVersion };
-      const written = await writeSnapshot(this.options.blobs, this.prefix + SNAPSHOT_NAME, this.key, meta, entries, heads, replaces);
+      const written = await writeSnapshot(this.options.blobs, this.prefix + SNAPSHOT_NAME, this.key, meta, entries, heads, deleted, replaces);
       this.snapshotVersion = written.version;
       this.lastSnapshotBytes = written.bytes;
       this.snapshots++;

@@ -10,10 +10,12 @@ import { parseArgs as parseNodeArgs } from 'node:util';
 import { ManifestError, verifyManifest, type VerifiedManifest } from '../attestation/manifest.js';
 import { verifyAttestation, type Check, type VerificationResult } from '../attestation/verify.js';
 import { checkSignature, sha256Hex, SIGNATURE_HEADER, STATE_HEADER, STORE_HEADER, TIMESTAMP_HEADER, type SignedRequest } from '../../protocol/response-signature.js';
+import { checkReceipt } from '../../protocol/deletion-receipt.js';
 import { invokedDirectly } from './invoked-directly.js';
 import { parseHex, parseKey32, parsePcrs, readManifestText } from './trust-args.js';
 
 export const USAGE = `Usage: agent-verify <file | base-url> [options]
+       agent-verify --receipt <file> [--public-key <key>] [--json]
 
 Verifies an attestation document. <file> holds the base64 document or the JSON returned
 by GET /v1/attestation; with an http(s) <base-url>, fetches <base-url>/v1/attestation.
@@ -42,6 +44,14 @@ Options:
   --manifest <file|url> pin the PCRs of a release manifest signed by the operator
                         (npm run release:manifest); needs --operator-key, the key you
                         trust to sign releases, and replaces --pcr
+  --receipt             <file> is a deletion receipt (the "receipt" of a DELETE answer, or
+                        the whole answer): checks its signature offline and prints what was
+                        deleted, when, and the state head after it. Keep the head: a later
+                        answer from a state that does not descend from it comes from a copy
+                        of the store from before the deletion (sdk: receiptState)
+  --public-key <key>    with --receipt: the enclave key it must be signed by (tee_public_key
+                        of an attestation you verified), base64 or hex; without it, only the
+                        key the receipt names is checked
   --json                print the result as JSON
   -h, --help            show this help
 
@@ -62,7 +72,14 @@ export interface VerifyCommand {
   json: boolean;
 }
 
-export type Command = VerifyCommand | { kind: 'help' } | { kind: 'usage-error'; message: string };
+export interface ReceiptCommand {
+  kind: 'receipt';
+  input: string;
+  publicKey?: Uint8Array;
+  json: boolean;
+}
+
+export type Command = VerifyCommand | ReceiptCommand | { kind: 'help' } | { kind: 'usage-error'; message: string };
 
 /** Pure: argv (without node and script) → what to do. */
 export function parseArgs(argv: string[]): Command {
@@ -81,6 +98,8 @@ export function parseArgs(argv: string[]): Command {
         'operator-key': { type: 'string' },
         manifest: { type: 'string' },
         json: { type: 'boolean', default: false },
+        receipt: { type: 'boolean', default: false },
+        'public-key': { type: 'string' },
         'allow-debug': { type: 'boolean', default: false },
         'max-age': { type: 'string' },
         help: { type: 'boolean', short: 'h', default: false },
@@ -92,6 +111,16 @@ export function parseArgs(argv: string[]): Command {
   const { values, positionals } = parsed;
   if (values.help) return { kind: 'help' };
   if (positionals.length !== 1) return usageError('expected exactly one <file | base-url>');
+  if (values.receipt) {
+    const receipt: ReceiptCommand = { kind: 'receipt', input: positionals[0], json: values.json };
+    if (values['public-key'] !== undefined) {
+      const key = parseKey32(values['public-key']);
+      if (!key) return usageError('--public-key must be a 32-byte key in base64 or hex');
+      receipt.publicKey = key;
+    }
+    return receipt;
+  }
+  if (values['public-key'] !== undefined) return usageError('--public-key goes with --receipt');
 
   const command: VerifyCommand = { kind: 'verify', input: positionals[0], pcrs: {}, json: values.json, allowDebug: values['allow-debug'] };
   if (values['max-age'] !== undefined) {
@@ -157,6 +186,7 @@ export async function main(argv: string[], io: Io = defaultIo): Promise<number> 
     io.err(`agent-verify: ${command.message}\n\n${USAGE}`);
     return 2;
   }
+  if (command.kind === 'receipt') return verifyReceiptFile(command, io);
   let rootPem: string | undefined;
   if (command.rootFile !== undefined) {
     try {
@@ -207,6 +237,38 @@ export async function main(argv: string[], io: Io = defaultIo): Promise<number> 
   }
   io.out(command.json ? JSON.stringify(result, jsonBytesAsHex, 2) : formatResult(result, command));
   return result.ok ? 0 : 1;
+}
+
+/** agent-verify --receipt: the receipt's signature, offline. */
+async function verifyReceiptFile(command: ReceiptCommand, io: Io): Promise<number> {
+  let value: unknown;
+  try {
+    value = JSON.parse(await readFile(command.input, 'utf8'));
+  } catch (error) {
+    io.err(`agent-verify: cannot read a JSON receipt from ${command.input}: ${(error as Error).message}`);
+    return 2;
+  }
+  // The whole DELETE answer, or its receipt alone.
+  const receipt = (value as { receipt?: unknown } | null)?.receipt ?? value;
+  const check = checkReceipt(receipt, command.publicKey);
+  if (command.json) {
+    io.out(JSON.stringify(check.ok ? { ok: true, receipt: check.receipt, key_pinned: command.publicKey !== undefined } : check, null, 2));
+  } else if (check.ok) {
+    const { scope, tenant_id, ids, count } = check.receipt;
+    io.out([
+      `✓ receipt signature: signed by ${check.receipt.public_key}${command.publicKey ? ' (the key given with --public-key)' : ''}`,
+      '',
+      `deleted      ${scope === 'tenant' ? `every memory of tenant ${JSON.stringify(tenant_id)}` : `${ids.join(', ')} of tenant ${JSON.stringify(tenant_id)}`} (${count})`,
+      `at           ${check.deletedAt.toISOString()}`,
+      `state        ${check.state.seq}:${check.state.hash} of store ${check.store}`,
+      '',
+      ...(command.publicKey ? [] : ['note: no --public-key given: check that the key above is the tee_public_key of an attestation you verified', '']),
+      'OK: the receipt verifies; an answer from a state that does not descend from the one above is a rollback',
+    ].join('\n'));
+  } else {
+    io.out(`✗ receipt signature: ${check.reason}\nFAILED`);
+  }
+  return check.ok ? 0 : 1;
 }
 
 interface LoadedDocument {

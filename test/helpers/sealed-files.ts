@@ -18,3 +18,24 @@ export function flipByte(path: string, offset: number): void {
   data[offset] ^= 0x01;
   writeFileSync(path, data);
 }
+
+/**
+ * What the host store's memory blobs hold once opened with the sealing key: every payload of
+ * every sealed file under `dataDir`/memory, by file, decrypted (in simulated mode the host can
+ * read the key: this is what a host holding the sealing key could read). Also any .tmp.
+ */
+export async function openedMemoryBlobs(dataDir: string): Promise<Record<string, Buffer>> {
+  const { readdirSync } = await import('node:fs');
+  const { join } = await import('node:path');
+  const { deriveStorageKey, readSealedFile } = await import('../../enclave/storage/sealed-file.js');
+  const { SIMULATED_KEY_FILE } = await import('../../enclave/storage/sealing-key.js');
+  const key = deriveStorageKey(Buffer.from((JSON.parse(readFileSync(join(dataDir, SIMULATED_KEY_FILE), 'utf8')) as { key: string }).key, 'base64'));
+  const out: Record<string, Buffer> = {};
+  for (const name of readdirSync(join(dataDir, 'memory'))) {
+    const bytes = readFileSync(join(dataDir, 'memory', name));
+    const kind = name.startsWith('snapshot') ? 'snapshot' : 'log';
+    const opened = await readSealedFile(bytes, kind, key, name, { allowTail: true });
+    out[name] = Buffer.concat(opened.payloads);
+  }
+  return out;
+}

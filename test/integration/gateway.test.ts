@@ -9,6 +9,7 @@ import { generateText, streamText } from 'ai';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { spawnGateway, startGateway, type GatewayProcess } from '../helpers/gateway.js';
+import { exportKeyPair, exportLines } from '../../sdk/memory-export.js';
 import { startModelServer, type ModelServer } from '../helpers/model-server.js';
 import { issueKey } from '../helpers/processes.js';
 import { startRecordingRelay, type RecordingRelay } from '../helpers/relay.js';
@@ -149,6 +150,17 @@ describe('curl, and what the host saw', () => {
     const sse = await curl('-N', '-H', `organization_id: ${ORG}`, `${baseURL()}/chat/completions`, '-d', JSON.stringify({ model: 'echo', stream: true, messages: [{ role: 'user', content: 'curl stream' }] }));
     expect(sse.trimEnd().endsWith('data: [DONE]')).toBe(true);
     expect(sse).toContain('tee.signature');
+  });
+
+  it('an export through the gateway: a sealed stream to the enclave, the export opened only with the caller\'s key', async () => {
+    const keys = exportKeyPair();
+    const res = await fetch(`${baseURL()}/memory/export?tenant_id=${ORG}&public_key=${encodeURIComponent(Buffer.from(keys.publicKey).toString('base64'))}`, { headers: { authorization: `Bearer ${key}` } });
+    expect(res.status).toBe(200);
+    const file = new Uint8Array(await res.arrayBuffer());
+    expect(Buffer.from(file).toString('latin1')).not.toContain('kettle');
+    const lines: Array<{ memory: { content: string } }> = [];
+    for await (const line of exportLines((async function* () { yield file; })(), keys.secretKey)) lines.push(line as { memory: { content: string } });
+    expect(lines.map((l) => l.memory.content)).toContain('curl put the kettle on');
   });
 
   it('the API key, the tenant and every route stayed inside the envelopes', () => {

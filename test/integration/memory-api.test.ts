@@ -109,7 +109,7 @@ describe('DELETE /v1/memory?tenant_id=', () => {
     const keep = await add('other', 'keep me');
     const res = await api('DELETE', '/v1/memory?tenant_id=wipe');
     expect(res.status).toBe(200);
-    expect(res.body).toEqual({ object: 'memory.deleted', deleted: true, count: 3 });
+    expect(res.body).toMatchObject({ object: 'memory.deleted', deleted: true, count: 3, receipt: { scope: 'tenant', count: 3 } });
     expect((await api('GET', '/v1/memory?tenant_id=wipe')).body.data).toEqual([]);
     expect((await search({ tenant_id: 'wipe', query: 'wipe me' })).data).toEqual([]);
     expect((await api('GET', `/v1/memory/${keep.id}?tenant_id=other`)).status).toBe(200);

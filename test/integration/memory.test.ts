@@ -59,7 +59,7 @@ describe('memory over HTTP, two real processes', () => {
 
     const del = await api('DELETE', `/v1/memory/${created.id}?tenant_id=carol`);
     expect(del.status).toBe(200);
-    expect(del.body).toEqual({ id: created.id, object: 'memory.deleted', deleted: true });
+    expect(del.body).toMatchObject({ id: created.id, object: 'memory.deleted', deleted: true, receipt: { scope: 'memory', ids: [created.id] } });
 
     expectError(await api('GET', `/v1/memory/${created.id}?tenant_id=carol`), 404, 'memory_not_found');
     expectError(await api('DELETE', `/v1/memory/${created.id}?tenant_id=carol`), 404, 'memory_not_found');

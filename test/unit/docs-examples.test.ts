@@ -37,7 +37,7 @@ function examples(markdown: string): Example[] {
 }
 
 const ID = /^(mem|resp|msg|chatcmpl)_[0-9a-f]+$/;
-const VARYING = new Set(['created_at', 'updated_at', 'created', 'score', 'vector', 'lexical', 'fused']);
+const VARYING = new Set(['created_at', 'updated_at', 'created', 'score', 'vector', 'lexical', 'fused', 'at', 'deleted_at', 'state', 'store', 'signature', 'public_key']);
 
 /** The parts of an answer that do not change from run to run; `ids` numbers the ids seen so far. */
 function stable(value: unknown, ids: Map<string, string>, key = ''): unknown {
