@@ -13,6 +13,9 @@ import { SCOPE_FIELDS, type MemoryRecord, type MemoryScope } from './types.js';
  */
 export const DEDUPE_THRESHOLD = 0.96;
 
+/** How many of a tenant's nearest memories an add is compared with (other scopes' copies may come first). */
+const NEAREST = 16;
+
 /** An add that would update `id` (a held memory, or one added earlier in the same batch). */
 export interface DuplicateOf {
   id: string;
@@ -76,12 +79,16 @@ export function findDuplicates(items: readonly NewMemory[], tenant: (id: string)
     const held = tenant(item.tenant_id);
     if (held && held.size > 0) {
       const literals = literalsOf(item.content);
-      const candidate = (id: string) => {
-        const record: MemoryRecord | undefined = held.records.get(id);
-        return record !== undefined && sameScope(record, item.scope) && literalsOf(record.content) === literals;
-      };
-      const [nearest] = held.index.search(item.vector, 1, candidate);
-      if (nearest && nearest.score >= threshold) best = { id: nearest.id, similarity: nearest.score };
+      // The nearest few by vector, unfiltered, then the checks on those only: a filter in the
+      // search would be tried on most of a large tenant (each a literalsOf), making every add
+      // scan it. A restatement that is not among the NEAREST closest is stored beside.
+      for (const hit of held.index.search(item.vector, NEAREST)) {
+        if (hit.score < threshold) continue;
+        const record: MemoryRecord | undefined = held.records.get(hit.id);
+        if (record !== undefined && sameScope(record, item.scope) && literalsOf(record.content) === literals && hit.score > (best?.similarity ?? -1)) {
+          best = { id: hit.id, similarity: hit.score };
+        }
+      }
     }
     for (let j = 0; j < i; j++) {
       const earlier = items[j];
