@@ -53,14 +53,23 @@ export function scanForPrivateKeys(sources: Record<string, Buffer>, targets: Key
   return { hits, bytesSearched };
 }
 
-/** Every file under `dir`, by its path relative to `dir`. */
+/**
+ * Every file under `dir`, by its path relative to `dir`. The service may be running: a file
+ * listed and then deleted before it is read (a log segment a compaction just removed, its
+ * changes already in the snapshot) is left out rather than failing the scan.
+ */
 export function filesUnder(dir: string): Record<string, Buffer> {
   const out: Record<string, Buffer> = {};
+  const gone = (error: unknown) => (error as NodeJS.ErrnoException).code === 'ENOENT';
   const walk = (folder: string) => {
     for (const name of readdirSync(folder)) {
       const path = join(folder, name);
-      if (statSync(path).isDirectory()) walk(path);
-      else out[relative(dir, path)] = readFileSync(path);
+      try {
+        if (statSync(path).isDirectory()) walk(path);
+        else out[relative(dir, path)] = readFileSync(path);
+      } catch (error) {
+        if (!gone(error)) throw error;
+      }
     }
   };
   walk(dir);
