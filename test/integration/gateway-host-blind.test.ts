@@ -1,4 +1,4 @@
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
@@ -36,8 +36,10 @@ const weather = {
 const recorded = () => [front.upstream(), front.downstream(), back!.upstream(), back!.downstream()];
 const holds = (needle: string) => recorded().filter((bytes) => bytes.includes(Buffer.from(needle, 'utf8'))).length;
 
+let dir: string;
+
 beforeAll(async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'gw-blind-'));
+  dir = mkdtempSync(join(tmpdir(), 'gw-blind-'));
   key = issueKey(join(dir, 'keys.json'), [TENANT]);
   model = await startModelServer();
   svc = await startService({ API_KEYS_FILE: join(dir, 'keys.json'), MODEL_BASE_URL: model.url, MODEL_API_KEY: 'sk-model', MODEL_NAMES: 'echo,tool-client' }, {
@@ -60,6 +62,7 @@ afterAll(async () => {
   await svc?.stop();
   await back?.close();
   await model?.close();
+  if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
 const openai = (url: string) => new OpenAI({ baseURL: `${url}/v1`, apiKey: key, organization: TENANT, maxRetries: 0 });

@@ -1,4 +1,4 @@
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -35,8 +35,10 @@ const OTHER = 'tenant-not-held-0b14';
 const TOOLS = ['add_memory', 'search_memory', 'list_memories', 'update_memory', 'delete_memory'];
 const main = resolve(import.meta.dirname, '../../dist/gateway/main.js');
 
+let dir: string;
+
 beforeAll(async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'gw-mcp-'));
+  dir = mkdtempSync(join(tmpdir(), 'gw-mcp-'));
   key = issueKey(join(dir, 'keys.json'), [TENANT]);
   svc = await startService({ API_KEYS_FILE: join(dir, 'keys.json') });
   relay = await startRecordingRelay(svc.baseUrl.replace('http://', ''));
@@ -60,6 +62,7 @@ afterAll(async () => {
   await relay?.close();
   await flipper?.close();
   await svc?.stop();
+  if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
 async function connected(transport: Transport): Promise<Client> {

@@ -1,6 +1,6 @@
 import { execFile, execFileSync } from 'node:child_process';
 import { promisify } from 'node:util';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createOpenAI } from '@ai-sdk/openai';
@@ -50,6 +50,7 @@ afterAll(async () => {
   await relay?.close();
   await svc?.stop();
   await model?.close();
+  if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
 describe('start', () => {

@@ -1,7 +1,7 @@
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, onTestFinished } from 'vitest';
 import { defaultStateFile, parseArgs } from '../../gateway/cli.js';
 import { asksToStream } from '../../gateway/forward.js';
 import { StateFile } from '../../gateway/state-file.js';
@@ -42,7 +42,9 @@ describe('agent-gateway arguments', () => {
 
 describe('the state file', () => {
   it('remembers the newest head across restarts, and refuses a file of another service', () => {
-    const path = join(mkdtempSync(join(tmpdir(), 'gw-state-')), 'sub', 'state.json');
+    const dir = mkdtempSync(join(tmpdir(), 'gw-state-'));
+    onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
+    const path = join(dir, 'sub', 'state.json');
     const file = new StateFile(path, 'https://a.example');
     expect(file.load()).toBeUndefined();
     file.save({ seq: 7, hash: 'c'.repeat(64) });
