@@ -11,7 +11,7 @@ export default {
   typescriptChecker: { prioritizePerformanceOverAccuracy: true },
   coverageAnalysis: 'perTest',
   mutate: [
-    'sdk/attestation/verify.ts',
+    'protocol/attestation/verify.ts',
     'protocol/cose.ts',
     'sdk/attestation/manifest.ts',
     'protocol/sealed.ts',

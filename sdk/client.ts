@@ -21,8 +21,8 @@
  * pass a `new StateTracker()`.
  */
 import { randomBytes } from 'node:crypto';
-import type { Check, DecodedDocument } from './attestation/verify.js';
-import { verifyAttestation } from './attestation/verify.js';
+import type { Check, DecodedDocument } from '../protocol/attestation/verify.js';
+import { verifyAttestation } from '../protocol/attestation/verify.js';
 import { verifyManifest, type VerifiedManifest } from './attestation/manifest.js';
 import {
   ANCESTOR_HEADER, checkSignature, DEFAULT_MAX_SKEW_MS, formatState, isAncestry, KNOWN_STATE_HEADER, sha256Hex, SIGNATURE_HEADER, STATE_HEADER,

@@ -1,5 +1,5 @@
 /** What the sdk throws when it cannot verify something (client.ts, sealed-stream.ts). */
-import type { Check } from './attestation/verify.js';
+import type { Check } from '../protocol/attestation/verify.js';
 import type { KnownState, StateHead } from '../protocol/response-signature.js';
 
 /** Base class: something the client could not verify. */

@@ -3,8 +3,8 @@ export {
   AttestationError, connect, knownStateHeaders, ResponseSignatureError, RollbackError, SealedCallError, stateTrackerFor, TeeClient, TrustError, UpstreamError,
   type CallOptions, type ConnectOptions, type SealedStream, type TeeResponse, type VerifiedAttestation,
 } from './client.js';
-export { verifyAttestation, type Check, type DecodedDocument, type VerificationResult, type VerifyOptions } from './attestation/verify.js';
-export { AWS_NITRO_ROOT_G1_PEM } from './attestation/aws-root.js';
+export { verifyAttestation, type Check, type DecodedDocument, type VerificationResult, type VerifyOptions } from '../protocol/attestation/verify.js';
+export { AWS_NITRO_ROOT_G1_PEM } from '../protocol/attestation/aws-root.js';
 export {
   canonicalJson, manifestSigningBytes, ManifestError, MANIFEST_TYPE, verifyManifest,
   type ReleaseManifest, type SignedManifest, type VerifiedManifest,

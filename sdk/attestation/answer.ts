@@ -11,7 +11,7 @@
  * no code), and debug-mode enclaves are always refused.
  */
 import { ManifestError, verifyManifest } from './manifest.js';
-import { verifyAttestation, type Check, type VerificationResult } from './verify.js';
+import { verifyAttestation, type Check, type VerificationResult } from '../../protocol/attestation/verify.js';
 import { fromBase64, fromHex } from '../../protocol/bytes.js';
 
 /** What the user typed: PCR lines, or a signed manifest's JSON and the operator key (base64 or hex). */

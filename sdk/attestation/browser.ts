@@ -4,5 +4,5 @@
  * no copy of it.
  */
 export { checkAttestationAnswer, parsePcrLines, type AnswerCheckOptions, type AnswerVerification, type Pins } from './answer.js';
-export { verifyAttestation } from './verify.js';
+export { verifyAttestation } from '../../protocol/attestation/verify.js';
 export { toHex } from '../../protocol/bytes.js';

@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { parseArgs as parseNodeArgs } from 'node:util';
 import { ManifestError, verifyManifest, type VerifiedManifest } from '../attestation/manifest.js';
-import { verifyAttestation, type Check, type VerificationResult } from '../attestation/verify.js';
+import { verifyAttestation, type Check, type VerificationResult } from '../../protocol/attestation/verify.js';
 import { checkSignature, sha256Hex, SIGNATURE_HEADER, STATE_HEADER, STORE_HEADER, TIMESTAMP_HEADER, type SignedRequest } from '../../protocol/response-signature.js';
 import { checkReceipt } from '../../protocol/deletion-receipt.js';
 import { invokedDirectly } from './invoked-directly.js';

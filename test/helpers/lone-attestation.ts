@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { EnclaveConnection } from '../../proxy/enclave-client.js';
 import { simulatedRootPath } from '../../enclave/attestation/simulated-nsm.js';
-import { verifyAttestation, type VerificationResult } from '../../sdk/attestation/verify.js';
+import { verifyAttestation, type VerificationResult } from '../../protocol/attestation/verify.js';
 
 /**
  * Asks an enclave for its attestation document over gRPC, as the proxy would, and verifies

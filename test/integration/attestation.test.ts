@@ -3,7 +3,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { promisify } from 'node:util';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { verifyAttestation } from '../../sdk/attestation/verify.js';
+import { verifyAttestation } from '../../protocol/attestation/verify.js';
 import { expectError, request } from '../helpers/http.js';
 import { startService, type RunningService } from '../helpers/service.js';
 

@@ -6,7 +6,7 @@ import nacl from 'tweetnacl';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SimulatedNsm } from '../../enclave/attestation/simulated-nsm.js';
 import { FsBlobStore } from '../../host-store/fs-blob-store.js';
-import { AWS_NITRO_ROOT_G1_PEM } from '../../sdk/attestation/aws-root.js';
+import { AWS_NITRO_ROOT_G1_PEM } from '../../protocol/attestation/aws-root.js';
 import { decodeCoseSign1, decodeNitroDocument } from '../../protocol/cose.js';
 import { ed25519SpkiDer } from '../../protocol/public-key.js';
 import { encodeUserData } from '../../protocol/user-data.js';

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { measureModel } from '../../enclave/attestation/pcrs.js';
 import type { ModelPin } from '../../enclave/embedding/transformer-pins.js';
 import { importModel } from '../../scripts/fetch-model.js';
-import { verifyAttestation } from '../../sdk/attestation/verify.js';
+import { verifyAttestation } from '../../protocol/attestation/verify.js';
 import { request } from '../helpers/http.js';
 import { freePort, startService, type RunningService } from '../helpers/service.js';
 import { TINY_HIDDEN, buildTinyBert, sha256, tinyTokenizerJson } from '../helpers/tiny-bert.js';

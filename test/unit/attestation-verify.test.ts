@@ -4,7 +4,7 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AWS_NITRO_ROOT_G1_PEM } from '../../sdk/attestation/aws-root.js';
+import { AWS_NITRO_ROOT_G1_PEM } from '../../protocol/attestation/aws-root.js';
 import {
   AttestationFormatError,
   decodeCoseSign1,
@@ -14,7 +14,7 @@ import {
   signNitroDocument,
   type NitroDocument,
 } from '../../protocol/cose.js';
-import { verifyAttestation, type VerificationResult, type VerifyOptions } from '../../sdk/attestation/verify.js';
+import { verifyAttestation, type VerificationResult, type VerifyOptions } from '../../protocol/attestation/verify.js';
 import 'reflect-metadata';
 import * as x509 from '@peculiar/x509';
 import { SimulatedNsm, simulatedRootPath } from '../../enclave/attestation/simulated-nsm.js';

@@ -16,7 +16,7 @@ import { FsBlobStore } from '../../host-store/fs-blob-store.js';
 import { CONSOLE_BUNDLE, consoleBundleOptions } from '../../scripts/build-console.js';
 import * as answerModule from '../../sdk/attestation/answer.js';
 import { decodeCoseSign1, encodeCoseSign1 } from '../../protocol/cose.js';
-import * as verifyModule from '../../sdk/attestation/verify.js';
+import * as verifyModule from '../../protocol/attestation/verify.js';
 import { encodeUserData } from '../../protocol/user-data.js';
 import { signedManifest } from '../helpers/manifests.js';
 

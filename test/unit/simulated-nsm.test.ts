@@ -10,7 +10,7 @@ import { isMainThread } from 'node:worker_threads';
 import { promisify } from 'node:util';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { decodeCoseSign1, decodeNitroDocument, encodeCoseSign1, encodeNitroDocument } from '../../protocol/cose.js';
-import { verifyAttestation } from '../../sdk/attestation/verify.js';
+import { verifyAttestation } from '../../protocol/attestation/verify.js';
 import { main, parseArgs, type Io } from '../../sdk/bin/agent-verify.js';
 import { NitroProvider } from '../../enclave/attestation/nitro-provider.js';
 import {

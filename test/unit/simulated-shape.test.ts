@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SimulatedNitroProvider } from '../../enclave/attestation/simulated-nsm.js';
 import { FsBlobStore } from '../../host-store/fs-blob-store.js';
 import { decodeCoseSign1, decodeNitroDocument, type NitroDocument } from '../../protocol/cose.js';
-import { verifyAttestation } from '../../sdk/attestation/verify.js';
+import { verifyAttestation } from '../../protocol/attestation/verify.js';
 import { ed25519KeyFromSpki, ed25519SpkiDer, publicKeyMatches } from '../../protocol/public-key.js';
 import { ensureCommand } from '../helpers/system-package.js';
 

@@ -19,10 +19,10 @@
  */
 import { AWS_NITRO_ROOT_G1_PEM, AWS_NITRO_ROOT_G1_SHA256 } from './aws-root.js';
 import { ecdsaKey, fingerprint256, mayHaveIssued, parseCertificate, pemToDer, signedBy, type Certificate } from './certificate.js';
-import { decodeCoseSign1, decodeNitroDocument, sigStructure, type CoseSign1, type NitroDocument } from '../../protocol/cose.js';
-import { bytesEqual, toHex } from '../../protocol/bytes.js';
-import { ed25519KeyFromSpki, publicKeyMatches } from '../../protocol/public-key.js';
-import { parseUserData } from '../../protocol/user-data.js';
+import { decodeCoseSign1, decodeNitroDocument, sigStructure, type CoseSign1, type NitroDocument } from '../cose.js';
+import { bytesEqual, toHex } from '../bytes.js';
+import { ed25519KeyFromSpki, publicKeyMatches } from '../public-key.js';
+import { parseUserData } from '../user-data.js';
 
 export interface VerifyOptions {
   /** PEM of the root to pin; defaults to the AWS Nitro Enclaves Root G1. */

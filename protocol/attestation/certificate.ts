@@ -12,7 +12,7 @@
  * certificate of an AWS Nitro or simulated chain is ECDSA P-384.
  */
 import { children, DerError, expectTag, oid, readOne, smallInteger, TAG, time, type Tlv } from './der.js';
-import { bytesEqual, fromBase64 } from '../../protocol/bytes.js';
+import { bytesEqual, fromBase64 } from '../bytes.js';
 
 export interface Certificate {
   der: Uint8Array;
