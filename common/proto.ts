@@ -13,6 +13,9 @@ export type { ExchangeRequest, ExchangeRequest__Output as ExchangeRequestIn } fr
 export type { ExchangeReply, ExchangeReply__Output as ExchangeReplyIn } from './generated/agent/enclave/v1/ExchangeReply.js';
 export type { HealthReply, HealthReply__Output as HealthReplyIn } from './generated/agent/enclave/v1/HealthReply.js';
 export type { MetricsReply } from './generated/agent/enclave/v1/MetricsReply.js';
+export type { JoinChallengeReply, JoinChallengeReply__Output as JoinChallengeReplyIn } from './generated/agent/enclave/v1/JoinChallengeReply.js';
+export type { JoinRequest, JoinRequest__Output as JoinRequestIn } from './generated/agent/enclave/v1/JoinRequest.js';
+export type { JoinReply, JoinReply__Output as JoinReplyIn } from './generated/agent/enclave/v1/JoinReply.js';
 export type { EnclaveClient, EnclaveHandlers } from './generated/agent/enclave/v1/Enclave.js';
 export type { HostStoreClient, HostStoreHandlers } from './generated/agent/hoststore/v1/HostStore.js';
 export type { BlobChunk, BlobChunk__Output as BlobChunkIn } from './generated/agent/hoststore/v1/BlobChunk.js';

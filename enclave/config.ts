@@ -1,4 +1,4 @@
-import { ConfigError, flag, hostPort, integer, logFormat, logLevel, oneOf, list, optionalText, text, type Setting } from '../common/config.js';
+import { ConfigError, flag, hostPort, parseHostPort, integer, logFormat, logLevel, oneOf, list, optionalText, text, type Setting } from '../common/config.js';
 import { kmsKeyArnProblem, parseKmsKeyArn } from './storage/kms-key-arn.js';
 
 /** An optional http(s) URL, checked at start-up rather than at the first chat request. */
@@ -17,6 +17,19 @@ function optionalHttpUrl(name: string, description: string): Setting<string | un
       if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:')) {
         throw new ConfigError([`${name}: expected an http(s) URL, got "${raw}"`]);
       }
+      return raw;
+    },
+  };
+}
+
+/** An optional host:port. */
+function optionalHostPort(name: string, description: string): Setting<string | undefined> {
+  return {
+    name,
+    description,
+    parse(raw) {
+      if (raw === undefined || raw === '') return undefined;
+      if (!parseHostPort(raw)) throw new ConfigError([`${name}: expected host:port, got "${raw}"`]);
       return raw;
     },
   };
@@ -62,6 +75,7 @@ export const enclaveSettings = {
   address: hostPort('ENCLAVE_ADDR', 'Address the enclave\'s gRPC server listens on', '127.0.0.1:50051'),
   hostStoreAddr: hostPort('HOST_STORE_ADDR', 'Where the enclave dials the host store that keeps its sealed state (the enclave has no disk of its own)', '127.0.0.1:50052'),
   hostStoreTimeoutMs: integer('HOST_STORE_TIMEOUT_MS', 'Longest one host-store call may take (a write not confirmed by then answers 503); also how long start-up waits for the host store', 15_000, 100, 600_000),
+  joinEnclaveAddr: optionalHostPort('JOIN_ENCLAVE_ADDR', 'Another running enclave of this service (its ENCLAVE_ADDR, as this one reaches it) to take the signing and box keys from, so clients see one service key: it hands them over only if this enclave\'s attestation verifies with PCRs and operator key equal to its own, and this one takes them only if that enclave\'s does (docs/trust-model.md, Keys shared by attestation). Refuses to start if the join fails. Unset: new keys'),
   teeMode: oneOf('TEE_MODE', 'Attestation provider', ['simulated', 'nitro'] as const, 'simulated'),
   operatorPubkey: optionalText('OPERATOR_PUBKEY', 'Operator Ed25519 public key, base64 or hex (default: a key pair kept in the host store)'),
   modelBaseUrl: optionalHttpUrl('MODEL_BASE_URL', 'OpenAI-compatible chat model base URL, e.g. https://api.openai.com/v1 (default: built-in offline responder)'),

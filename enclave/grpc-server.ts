@@ -1,8 +1,9 @@
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from '../common/logger.js';
 import { PendingTable } from '../common/pending-table.js';
-import { channelOptions, enclaveProto, type ApiChunk, type ApiRequest, type ExchangeReply, type ExchangeRequestIn, type HealthReply, type MetricsReply } from '../common/proto.js';
+import { channelOptions, enclaveProto, type ApiChunk, type ApiRequest, type ExchangeReply, type ExchangeRequestIn, type HealthReply, type JoinChallengeReply, type JoinReply, type JoinRequestIn, type MetricsReply } from '../common/proto.js';
 import type { EnclaveApi, Handler, StreamHandler } from './api/create-api.js';
+import { KeySharingError, type KeyMember } from './cluster/key-sharing.js';
 
 /**
  * The gRPC adapter: decodes calls, hands them to the API and sends its replies back.
@@ -12,6 +13,8 @@ import type { EnclaveApi, Handler, StreamHandler } from './api/create-api.js';
 export interface GrpcServerOptions {
   /** Most reply bytes an Exchange stream may hold unsent (default MAX_UNSENT_EXCHANGE_BYTES). */
   maxUnsentExchangeBytes?: number;
+  /** Hands the service's keys to enclaves that prove they run as this one (enclave/cluster/key-sharing.ts). */
+  keyMember?: KeyMember;
 }
 
 export function createGrpcServer(api: EnclaveApi, health: () => HealthReply, log: Logger, metrics?: () => Promise<string>, options: GrpcServerOptions = {}): grpc.Server {
@@ -30,9 +33,38 @@ export function createGrpcServer(api: EnclaveApi, health: () => HealthReply, log
     },
   };
   handlers.CallStream = streaming(api.CallStream, log);
+  const member = options.keyMember;
+  handlers.JoinChallenge = (_call: unknown, callback: grpc.sendUnaryData<JoinChallengeReply>) => {
+    if (!member) return callback({ code: grpc.status.UNIMPLEMENTED, details: 'this enclave shares no keys' });
+    try {
+      callback(null, { challenge: Buffer.from(member.challenge()) });
+    } catch (err) {
+      callback(joinError(err, log));
+    }
+  };
+  handlers.Join = (call: grpc.ServerUnaryCall<JoinRequestIn, JoinReply>, callback: grpc.sendUnaryData<JoinReply>) => {
+    if (!member) return callback({ code: grpc.status.UNIMPLEMENTED, details: 'this enclave shares no keys' });
+    member.share(new Uint8Array(call.request.challenge), new Uint8Array(call.request.document)).then(
+      ({ document, sealedKeys }) => {
+        log.info('shared the service keys with an enclave whose attestation verified');
+        callback(null, { document: Buffer.from(document), sealed_keys: Buffer.from(sealedKeys) });
+      },
+      (err: unknown) => callback(joinError(err, log)),
+    );
+  };
   handlers.Exchange = exchange(api.Call, log, options.maxUnsentExchangeBytes ?? MAX_UNSENT_EXCHANGE_BYTES);
   server.addService(enclaveProto().Enclave.service, handlers);
   return server;
+}
+
+/** A refused join says why (the check that failed: nothing secret); anything else is internal. */
+function joinError(err: unknown, log: Logger): Partial<grpc.StatusObject> {
+  if (err instanceof KeySharingError) {
+    log.warn({ problem: err.message }, 'refused to share the service keys');
+    return { code: grpc.status.PERMISSION_DENIED, details: err.message };
+  }
+  log.error({ err }, 'key sharing failed');
+  return { code: grpc.status.INTERNAL, details: 'internal error' };
 }
 
 /** The caller's gRPC deadline as epoch ms (Infinity when none was set). */

@@ -15,7 +15,9 @@ import { loadEmbedder } from './embedding/embedder.js';
 import { MemoryService } from './memory/memory-service.js';
 import { listen } from '../common/grpc-listen.js';
 import { createGrpcServer } from './grpc-server.js';
-import { generateIdentity, generateSealedRequestKey } from './keys.js';
+import { generateServiceKeys, type ServiceKeys } from './keys.js';
+import { JoinClient } from './cluster/join-client.js';
+import { joinService, KeyMember } from './cluster/key-sharing.js';
 import { EnclaveMetrics } from './observability/metrics.js';
 import { hostLogSink } from './observability/host-log-sink.js';
 import { SearchReplicas } from './search-worker/search-replicas.js';
@@ -49,8 +51,6 @@ const blobs = new GrpcBlobStore(config.hostStoreAddr, { callTimeoutMs: config.ho
 await blobs.ready(config.hostStoreTimeoutMs).catch((err: unknown) => refuseToStart(log, err));
 bootStage('host-store');
 
-const identity = generateIdentity();
-const requestKey = generateSealedRequestKey();
 const operatorKey = await resolveOperatorKey(config.operatorPubkey, blobs).catch((err: unknown) => refuseToStart(log, err));
 
 let auth: AuthSetup;
@@ -102,7 +102,12 @@ const store = await openMemoryStore({
 }).catch((err: unknown) => refuseToStart(log, err));
 bootStage('store');
 const provider = await createAttestationProvider({ config, blobs, embedder, operatorKey });
+const attestationContext = { provider, rootPem: await provider.rootCertificatePem?.(), operatorKey };
+// The service's keys: new, or those of a running enclave of the service, handed over only by attestation.
+const keys = config.joinEnclaveAddr === undefined ? generateServiceKeys() : await joinAt(config.joinEnclaveAddr);
+const { identity, requestKey } = keys;
 const userData = encodeUserData({ operatorKey, boxPublicKey: requestKey.publicKey });
+bootStage('keys');
 
 // Pins say which model may see prompts and memories: without an https model to pin, they are a mistake, not a no-op.
 if (config.modelTlsPins.length > 0 && !config.modelBaseUrl?.startsWith('https:')) {
@@ -139,7 +144,7 @@ const server = createGrpcServer(api, () => ({
   // By construction: the server listens only after both (see HealthReply).
   embedding_model_loaded: true,
   store_recovered: true,
-}), log, () => metrics.exposition());
+}), log, () => metrics.exposition(), { keyMember: new KeyMember(keys, attestationContext, userData) });
 
 const port = await listen(server, config.address).catch((err: unknown) => {
   const line = listenErrorLine(addressTarget('ENCLAVE_ADDR', config.address), err);
@@ -153,6 +158,20 @@ log.info({
 bootStage('serving');
 sink?.serving();
 tellSupervisorReady();
+
+/** Takes the keys from the member at `address`, or stops: an enclave with keys of its own would be another service. */
+async function joinAt(address: string): Promise<ServiceKeys> {
+  const client = new JoinClient(address);
+  try {
+    const joined = await joinService(client, attestationContext);
+    log.info({ member: address }, 'took the service keys from a member enclave whose attestation verified');
+    return joined;
+  } catch (err) {
+    return refuseToStart(log, err);
+  } finally {
+    client.close();
+  }
+}
 
 stopOnSignals(server, log, 5000, () => Promise.allSettled([store.close(), embedder.close(), upstream?.close(), searchReplicas?.close()]).finally(() => blobs.close()));
 stopWithSupervisor();

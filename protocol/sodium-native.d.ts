@@ -1,6 +1,6 @@
 /**
  * The part of sodium-native (libsodium's binding; it ships no types) that this package uses:
- * NaCl secretbox and Ed25519 signatures (the enclave), NaCl box (sealed requests, both ends: box.ts), and secretstream (sealed streams, both
+ * NaCl secretbox and Ed25519 signatures (the enclave, and its keys sealed to another enclave: enclave/keys.ts), NaCl box (sealed requests, both ends: box.ts), and secretstream (sealed streams, both
  * ends: protocol/sealed-stream.ts). Here, beside the protocol, since the sdk uses it too.
  */
 declare module 'sodium-native' {
@@ -40,7 +40,14 @@ declare module 'sodium-native' {
     crypto_scalarmult_BYTES: number;
     /** X25519: writes secretKey · publicKey into `shared`; throws when the result is all zeros (a small-order key). */
     crypto_scalarmult(shared: Uint8Array, secretKey: Uint8Array, publicKey: Uint8Array): void;
+    /** X25519: writes secretKey · base point (the public key of `secretKey`) into `publicKey`. */
+    crypto_scalarmult_base(publicKey: Uint8Array, secretKey: Uint8Array): void;
+    crypto_box_MACBYTES: number;
+    /** The Ed25519 public key inside a 64-byte secret key. */
+    crypto_sign_ed25519_sk_to_pk(publicKey: Uint8Array, secretKey: Uint8Array): void;
     randombytes_buf(buffer: Uint8Array): void;
+    /** Overwrites the buffer with zeros (not optimised away). */
+    sodium_memzero(buffer: Uint8Array): void;
     /** A buffer in guarded memory: locked (never swapped), between guard pages, wiped when freed. */
     sodium_malloc(size: number): Buffer;
   };

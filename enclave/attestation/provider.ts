@@ -17,4 +17,6 @@ export interface AttestationProvider {
   readonly teeName: string;
   /** Returns the raw attestation document bytes (base64-encoded by the caller). */
   attest(request: AttestationRequest): Promise<Uint8Array>;
+  /** The root its documents chain to, where it is not the AWS Nitro root (the simulated CA). */
+  rootCertificatePem?(): Promise<string>;
 }
