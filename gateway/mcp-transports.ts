@@ -11,6 +11,7 @@ import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js'
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { limits } from '../common/limits.js';
 import { readRequest } from './forward.js';
+import { isLoopbackHost } from './loopback-host.js';
 import { createMcpServer, type McpCaller } from './mcp.js';
 
 export const TENANT_HEADER = 'x-tenant-id';
@@ -38,7 +39,7 @@ const rpcError = (res: ServerResponse, status: number, message: string, headers:
  */
 export async function handleMcpHttp(req: IncomingMessage, res: ServerResponse, deps: Omit<McpCaller, 'tenant' | 'authorization'>, signal: AbortSignal): Promise<void> {
   if (req.method !== 'POST') return void rpcError(res, 405, 'agent-gateway serves MCP over POST only (stateless: no session, no server-sent stream)', { allow: 'POST' });
-  if (!/^(127\.0\.0\.1|localhost|\[::1\])(:\d+)?$/.test(req.headers.host ?? '')) return void rpcError(res, 403, 'agent-gateway serves /mcp to loopback hosts only');
+  if (!isLoopbackHost(req.headers.host)) return void rpcError(res, 403, 'agent-gateway serves /mcp to loopback hosts only');
   const tenant = req.headers[TENANT_HEADER];
   if (typeof tenant !== 'string' || tenant === '') return void rpcError(res, 400, `the ${TENANT_HEADER} header must name the tenant whose memory the tools act on`);
   const request = await readRequest(req, limits.maxBodyBytes, signal);

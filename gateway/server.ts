@@ -10,6 +10,7 @@ import { ApiError, notFound, tooLarge } from '../common/errors.js';
 import { limits } from '../common/limits.js';
 import type { StateTracker } from '../protocol/response-signature.js';
 import { forward, readRequest } from './forward.js';
+import { isLoopbackHost } from './loopback-host.js';
 import { handleMcpHttp } from './mcp-transports.js';
 import type { StateFile } from './state-file.js';
 import type { Trust } from './trust.js';
@@ -21,7 +22,7 @@ export interface GatewayServer {
 }
 
 const sendError = (res: ServerResponse, error: ApiError) =>
-  res.writeHead(error.status, { 'content-type': 'application/json' }).end(JSON.stringify(error.toBody()));
+  res.writeHead(error.status, { 'content-type': 'application/json', ...error.headers }).end(JSON.stringify(error.toBody()));
 
 export async function startGateway(deps: { trust: Trust; tracker: StateTracker; stateFile: StateFile; port: number }): Promise<GatewayServer> {
   const server = createServer((req, res) => {
@@ -32,6 +33,7 @@ export async function startGateway(deps: { trust: Trust; tracker: StateTracker; 
     void (async () => {
       const afterCall = () => deps.stateFile.save(deps.tracker.current);
       if ((req.url ?? '').split('?')[0] === '/mcp') return handleMcpHttp(req, res, { trust: deps.trust, afterCall }, client.signal);
+      if (!isLoopbackHost(req.headers.host)) return sendError(res, new ApiError('gateway_host_refused', 'agent-gateway serves the API to loopback hosts only (Host: 127.0.0.1, localhost or [::1])'));
       if (!(req.url ?? '').startsWith('/v1/')) return sendError(res, notFound(`agent-gateway serves the API under /v1/, not ${req.url?.split('?')[0]}`));
       const request = await readRequest(req, limits.maxBodyBytes, client.signal);
       if (request === 'too-large') return sendError(res, tooLarge(`the request body is larger than ${limits.maxBodyBytes} bytes`));

@@ -402,7 +402,7 @@ export class TeeClient {
     );
     if (!result.ok) {
       const text = Buffer.from(body).toString('utf8');
-      throw new ResponseSignatureError(`${request.method} ${request.target} (HTTP ${status}): ${result.reason}`, status, text, Boolean(headers[SIGNATURE_HEADER]));
+      throw new ResponseSignatureError(`${request.method} ${request.target} (HTTP ${status}): ${result.reason}`, status, text, Boolean(headers[SIGNATURE_HEADER]), headers['retry-after']);
     }
     // The enclave names the tenant it acted for; where the request named one, it must be that one.
     const asked = tenantAskedFor(request);

@@ -27,6 +27,8 @@ export class ResponseSignatureError extends TrustError {
     readonly body: string,
     /** Whether the answer carried a signature at all (one that fails may be by keys this client does not know yet). */
     readonly signed = false,
+    /** The answer's Retry-After header, as sent (unverified, like the rest of it). */
+    readonly retryAfter?: string,
   ) {
     super(message);
   }

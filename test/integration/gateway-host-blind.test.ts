@@ -146,6 +146,29 @@ describe('a byte flipped by the host', () => {
     }
   });
 
+  it('a 429 or 503 the host makes itself keeps its status (the client backs off), and nothing else of it passes', async () => {
+    const HOST_TEXT = 'host-written text that must not reach the client';
+    for (const [status, code, retryAfter, passed] of [[429, 'gateway_service_rate_limited', '7', '7'], [503, 'gateway_service_unavailable', 'Wed, 21 Oct 2099 07:28:00 GMT', null]] as const) {
+      flipper.tamper = (exchange) => (exchange.url.startsWith('/v1/sealed')
+        ? { ...exchange, status, headers: { 'content-type': 'application/json', 'retry-after': retryAfter }, body: Buffer.from(JSON.stringify({ error: { message: HOST_TEXT } })) }
+        : exchange);
+      try {
+        const listed = await request(flipped.url, 'GET', `/v1/memory?tenant_id=${TENANT}`, undefined, { authorization: `Bearer ${key}` });
+        expect(listed.status).toBe(status);
+        expect(listed.body.error).toMatchObject({ code, message: expect.stringMatching(/not signed by the enclave/) });
+        expect(listed.headers.get('retry-after')).toBe(passed);
+        expect(listed.text).not.toContain(HOST_TEXT);
+        // The openai client reads it as what it is (and would retry it; here it is told not to).
+        const client = openai(flipped.url);
+        const failed = await client.chat.completions.create({ model: 'echo', messages: [{ role: 'user', content: 'busy?' }] }).catch((e: unknown) => e);
+        expect(failed).toBeInstanceOf(status === 429 ? OpenAI.RateLimitError : OpenAI.InternalServerError);
+        expect(failed).toMatchObject({ status, code });
+      } finally {
+        flipper.tamper = (exchange) => exchange;
+      }
+    }
+  });
+
   it('unflipped, the same relay passes everything (the flip is the only change)', async () => {
     const listed = await request(flipped.url, 'GET', `/v1/memory?tenant_id=${TENANT}`, undefined, { authorization: `Bearer ${key}` });
     expect(listed.status).toBe(200);

@@ -12,6 +12,7 @@ import { spawnGateway, startGateway, type GatewayProcess } from '../helpers/gate
 import { exportKeyPair, exportLines } from '../../sdk/memory-export.js';
 import { startModelServer, type ModelServer } from '../helpers/model-server.js';
 import { issueKey } from '../helpers/processes.js';
+import { rawRequest } from '../helpers/raw-http.js';
 import { startRecordingRelay, type RecordingRelay } from '../helpers/relay.js';
 import { startService, type RunningService } from '../helpers/service.js';
 
@@ -170,6 +171,17 @@ describe('curl, and what the host saw', () => {
     for (const needle of [key, key.slice(-12), ORG, '/v1/chat/completions', '/v1/memory', '/v1/embeddings', '/v1/responses', 'kettle', 'Authorization: Bearer']) {
       expect(seen.includes(Buffer.from(needle)), needle).toBe(false);
     }
+  });
+});
+
+describe('who may use it', () => {
+  it('only clients that name this machine\'s loopback as Host: a page on another name resolving here (DNS rebinding) is refused', async () => {
+    const port = Number(new URL(gateway.url).port);
+    const ask = (host: string) => rawRequest(port, `GET /v1/models HTTP/1.1\r\nHost: ${host}\r\nAuthorization: Bearer ${key}\r\nConnection: close\r\n\r\n`);
+    const rebound = await ask(`evil.example:${port}`);
+    expect(rebound.status).toBe(403);
+    expect(rebound.body.error).toMatchObject({ code: 'gateway_host_refused', type: 'permission_error' });
+    for (const host of [`127.0.0.1:${port}`, `localhost:${port}`, 'localhost']) expect((await ask(host)).status, host).toBe(200);
   });
 });
 
