@@ -159,6 +159,9 @@ export async function connect(options: ConnectOptions): Promise<TeeClient> {
       'only for local development, `insecureSkipPcrPinning: true` accepts any code the root vouches for',
     );
   }
+  if (Object.keys(pinned).length > 0 && !Object.keys(pinned).includes('0')) {
+    throw new AttestationError('pin PCR0: it measures the code (on Nitro, the whole image); other PCRs alone pin no code');
+  }
   if (options.requireUpstream !== undefined) options = { ...options, requireUpstream: normalizeOrigin(options.requireUpstream) };
   const fetchImpl = options.fetch ?? globalThis.fetch;
   const tracker = options.stateTracker ?? stateTrackerFor(options.baseUrl);

@@ -106,7 +106,7 @@ describe('connect', () => {
   });
 
   it('refuses a pinned PCR or operator key that does not match, the AWS root, and an unsigned or impostor-signed answer', async () => {
-    const wrongPcr = await connect({ baseUrl, rootPem, pcrs: { 1: 'ff'.repeat(48) } }).catch((e: AttestationError) => e);
+    const wrongPcr = await connect({ baseUrl, rootPem, pcrs: { 0: PCRS.get(0)!, 1: 'ff'.repeat(48) } }).catch((e: AttestationError) => e);
     expect(wrongPcr.message).toMatch(/PCR1: PCR1 mismatch: expected ffff/);
     expect(wrongPcr.checks.find((c) => c.name === 'PCR1')?.ok).toBe(false);
     await expect(connect({ baseUrl, rootPem, insecureSkipPcrPinning: true, operatorKey: Buffer.alloc(32, 1).toString('hex') })).rejects.toThrow(/operator key in user_data mismatch/);
@@ -124,6 +124,8 @@ describe('PCR pinning is required (finding 12)', () => {
     const spy: typeof fetch = (input, init) => { fetched++; return fetch(input, init); };
     await expect(connect({ baseUrl, rootPem, fetch: spy })).rejects.toThrow(/no PCRs pinned/);
     await expect(connect({ baseUrl, rootPem, pcrs: {}, fetch: spy })).rejects.toThrow(/no PCRs pinned/);
+    // PCR1 alone pins a configuration, not code: any code under the root could claim it.
+    await expect(connect({ baseUrl, rootPem, pcrs: { 1: 'ab'.repeat(48), 2: 'cd'.repeat(48) }, fetch: spy })).rejects.toThrow(/pin PCR0/);
     expect(fetched).toBe(0);
     expect((await connect({ baseUrl, rootPem, insecureSkipPcrPinning: true, fetch: spy })).attestation.teeName).toBe('simulated');
   });
