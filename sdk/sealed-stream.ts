@@ -28,6 +28,19 @@ export type VerifyInner = (status: number, headers: Record<string, string>, body
 const failure = (error: unknown): Error =>
   error instanceof SealedStreamError ? new SealedCallError(`the sealed stream cannot be trusted: ${error.message}`) : (error as Error);
 
+/** What may follow the final frame: the outer signature event. More, and the rest is not read. */
+const MAX_EVENTS_AFTER_END = 4;
+
+/** Reads the outer events left after the final frame; false when more came than may, or reading failed. */
+async function drained(events: AsyncIterator<unknown>): Promise<boolean> {
+  try {
+    for (let i = 0; i <= MAX_EVENTS_AFTER_END; i++) if ((await events.next()).done) return true;
+  } catch {
+    // A connection closed after the end changes nothing that was verified.
+  }
+  return false;
+}
+
 /** Opens the header and the head frame, then returns the stream of the inner body. */
 export async function readSealedStream(
   source: AsyncIterable<Uint8Array>,
@@ -56,6 +69,7 @@ export async function readSealedStream(
   const streamed = (headers['content-type'] ?? '').startsWith('text/event-stream');
   let verified: SealedStream['verified'];
   let used = false;
+  let ended = false;
 
   async function* body(): AsyncGenerator<Uint8Array> {
     if (used) throw new TypeError('a sealed stream can be read once');
@@ -64,7 +78,10 @@ export async function readSealedStream(
     try {
       for (;;) {
         const frame = opener.open(await next());
-        if (frame.kind === 'end') break;
+        if (frame.kind === 'end') {
+          ended = true;
+          break;
+        }
         if (frame.kind !== 'data') throw new SealedStreamError('a second head');
         received.push(frame.bytes);
         if (streamed) yield frame.bytes;
@@ -75,9 +92,11 @@ export async function readSealedStream(
     } catch (error) {
       throw error instanceof TrustError ? error : failure(error);
     } finally {
-      // Done, failed or left early: stop reading. What follows the final frame (the outer
-      // signature event) is not part of the answer.
-      await cancel().catch(() => undefined);
+      // Failed or left early: stop reading. Ended: read what follows the final frame (the
+      // outer signature event, not part of the answer) so the connection can be used again;
+      // cancelling closed it, and a new connection per call cost more than the rest of the
+      // client's work on a streamed chat.
+      if (!ended || !(await drained(events))) await cancel().catch(() => undefined);
     }
   }
 
