@@ -181,7 +181,7 @@ describe('the enclave side (enclave/api/signing.ts)', () => {
   const state = { head: () => HEAD, storeId: STORE, ancestry: (known: { seq: number; hash: string }) => (known.hash === 'cd'.repeat(32) ? 'yes' as const : 'no' as const) };
   const identity = { ...generateIdentity(), state };
   const apiRequest: ApiRequest = {
-    request_id: 'r1', target: request.target, body: Buffer.from(request.body), authorization: 'Bearer x', organization: 'org-1', known_state: '',
+    request_id: 'r1', method: request.method, target: request.target, body: Buffer.from(request.body), authorization: 'Bearer x', organization: 'org-1', known_state: '',
   };
   // What the client sent, as the sdk names it: the same request, with its key.
   const sent = { ...request, authorization: 'Bearer x' };
@@ -282,8 +282,9 @@ describe('routes (common/routes.ts)', () => {
   it('carry every API request on two RPCs of the channel, all signed by the enclave', () => {
     const service = enclaveProto().Enclave.service as Record<string, { responseStream: boolean }>;
     // Exchange (many requests on one stream) and CallStream (an answer that streams) carry
-    // the requests; Health and Metrics carry no request of a client: the proxy's own probes and scrapes.
-    expect(Object.keys(service).sort()).toEqual(['CallStream', 'Exchange', 'Health', 'Metrics']);
+    // the requests; Health and Metrics carry no request of a client: the proxy's own probes and
+    // scrapes; JoinChallenge and Join are another enclave taking the keys (enclave/cluster/key-sharing.ts).
+    expect(Object.keys(service).sort()).toEqual(['CallStream', 'Exchange', 'Health', 'Join', 'JoinChallenge', 'Metrics']);
     for (const name of routeNames) expect(apiRoutes[name].method).toMatch(/^(GET|POST|PATCH|DELETE)$/);
   });
 
