@@ -15,6 +15,8 @@ declare module 'sodium-native' {
     crypto_sign_PUBLICKEYBYTES: number;
     crypto_sign_SECRETKEYBYTES: number;
     crypto_sign_BYTES: number;
+    /** The Ed25519 key pair of a 32-byte seed (test/helpers/key-scan.ts searches bytes with it). */
+    crypto_sign_seed_keypair(publicKey: Uint8Array, secretKey: Uint8Array, seed: Uint8Array): void;
     /** A fresh Ed25519 key pair from the system's randomness, written into the two buffers. */
     crypto_sign_keypair(publicKey: Uint8Array, secretKey: Uint8Array): void;
     /** Writes the 64-byte signature of `message` into `signature`. */

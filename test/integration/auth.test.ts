@@ -52,7 +52,7 @@ describe('API keys, checked by the enclave', () => {
     ['a key without the Bearer scheme', { authorization: 'placeholder' }, 'invalid_api_key'],
     ['another scheme', { authorization: 'Basic dXNlcjpwYXNz' }, 'invalid_api_key'],
   ])('every memory endpoint answers 401 with %s', async (_name, headers, code) => {
-    const h = headers.authorization === 'placeholder' ? { authorization: keyA } : headers;
+    const h = 'authorization' in headers && headers.authorization === 'placeholder' ? { authorization: keyA } : headers;
     for (const [name, call] of endpoints('alpha')) {
       const res = await call(h as Record<string, string>);
       expect(res.status, name).toBe(401);

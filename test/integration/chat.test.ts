@@ -297,7 +297,7 @@ describe('memory tools', () => {
   it('a client tool with a memory tool\'s name wins: the enclave does not offer its own', async () => {
     const own = { type: 'function' as const, function: { name: 'search_memory', parameters: { type: 'object' } } };
     const completion = await client('org-a').chat.completions.create({ model: 'tool-search', tools: [own], messages: [{ role: 'user', content: 'x' }] });
-    expect(completion.choices[0].message.tool_calls![0].function.name).toBe('search_memory');
+    expect(completion.choices[0].message.tool_calls![0]).toMatchObject({ type: 'function', function: { name: 'search_memory' } });
     expect(lastRequest().body.tools.map((t: any) => t.function.name)).toEqual(['search_memory', 'add_memory']);
     expect(lastRequest().body.tools[0]).toEqual(own);
   });

@@ -16,6 +16,14 @@ import { request } from '../helpers/http.js';
 import { issueKey } from '../helpers/processes.js';
 import { startService, type RunningService } from '../helpers/service.js';
 
+// What the page.evaluate callbacks below touch, run in the browser: typed here, without the DOM library for the whole project.
+declare const document: { getElementById(id: string): unknown; querySelectorAll(selector: string): { length: number } };
+declare const window: unknown;
+declare const localStorage: Storage;
+interface Storage { getItem(key: string): string | null; [key: string]: unknown }
+interface HTMLTextAreaElement { value: string }
+interface HTMLOptionElement { value: string }
+
 const artifacts = resolve(import.meta.dirname, '../../test-artifacts');
 const TENANT = 'console-demo';
 /** The operator key the service binds, so that a test can sign a release manifest for it. */

@@ -82,7 +82,7 @@ function rawClient(address: string): EnclaveClient {
   return client;
 }
 
-const request = (target: string): ApiRequest => ({ request_id: target, method: 'GET', target, body: Buffer.alloc(0), authorization: '', organization: '' });
+const request = (target: string): ApiRequest => ({ request_id: target, method: 'GET', target, body: Buffer.alloc(0), authorization: '', organization: '', known_state: '' });
 const reply = (text: string): ApiReply => ({ status: 200, body: Buffer.from(text), headers: { 'x-test': text } });
 const settle = () => new Promise((resolve) => setTimeout(resolve, 150));
 /** Waits until `holds()` is true (a message on its way), failing after 10 s. */

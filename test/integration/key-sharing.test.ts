@@ -37,9 +37,14 @@ const dirs: string[] = [];
 
 /** A host store folder for another enclave of the same (simulated) service: the CA is the one thing shared. */
 function folderWithCa(): string {
+  const dir = emptyFolder();
+  for (const file of CA_FILES) copyFileSync(join(member.dataDir, file), join(dir, file));
+  return dir;
+}
+
+function emptyFolder(): string {
   const dir = mkdtempSync(join(tmpdir(), 'key-sharing-'));
   dirs.push(dir);
-  for (const file of CA_FILES) copyFileSync(join(member.dataDir, file), join(dir, file));
   return dir;
 }
 
@@ -108,22 +113,25 @@ describe('the member refuses', () => {
 
   it('a document under another root, a challenge it did not issue, and one used twice (direct gRPC, as the host)', async () => {
     const client = new (enclaveProto().Enclave)(member.enclaveAddr, grpc.credentials.createInsecure(), channelOptions);
-    const call = <T>(method: 'JoinChallenge' | 'Join', request: object) => new Promise<T>((resolve, reject) => {
-      (client[method] as (r: object, cb: (err: grpc.ServiceError | null, reply: T) => void) => void)(request, (err, reply) => (err ? reject(err) : resolve(reply)));
+    const askChallenge = () => new Promise<Buffer>((resolve, reject) => {
+      client.JoinChallenge({}, (err, reply) => (err ? reject(err) : resolve(reply!.challenge)));
+    });
+    const askToJoin = (challenge: Buffer, document: Uint8Array) => new Promise<void>((resolve, reject) => {
+      client.Join({ challenge, document: Buffer.from(document) }, (err) => (err ? reject(err) : resolve()));
     });
     try {
       // A document with the member's PCRs, signed by a CA of the host's own.
       const memberPcrs = (await attestLoneEnclave(member.enclaveAddr, member.dataDir)).document!.pcrs;
       const forger = new SimulatedNitroProvider({
-        blobs: new FsBlobStore(mkdtempSync(join(tmpdir(), 'key-sharing-forger-'))),
+        blobs: new FsBlobStore(emptyFolder()),
         pcrs: new Map(Object.entries(memberPcrs).map(([i, hex]) => [Number(i), new Uint8Array(Buffer.from(hex, 'hex'))])),
       });
-      const { challenge } = await call<{ challenge: Buffer }>('JoinChallenge', {});
+      const challenge = await askChallenge();
       const forged = await forger.attest({ publicKey: new Uint8Array(32).fill(1), nonce: challenge });
-      await expect(call('Join', { challenge, document: forged })).rejects.toMatchObject({ code: grpc.status.PERMISSION_DENIED, details: expect.stringMatching(/certificate chain/) });
+      await expect(askToJoin(challenge, forged)).rejects.toMatchObject({ code: grpc.status.PERMISSION_DENIED, details: expect.stringMatching(/certificate chain/) });
       // Used once, even by a refused join.
-      await expect(call('Join', { challenge, document: forged })).rejects.toMatchObject({ details: expect.stringMatching(/not issued by this enclave, was already used, or expired/) });
-      await expect(call('Join', { challenge: Buffer.alloc(32, 7), document: forged })).rejects.toMatchObject({ details: expect.stringMatching(/not issued by this enclave/) });
+      await expect(askToJoin(challenge, forged)).rejects.toMatchObject({ details: expect.stringMatching(/not issued by this enclave, was already used, or expired/) });
+      await expect(askToJoin(Buffer.alloc(32, 7), forged)).rejects.toMatchObject({ details: expect.stringMatching(/not issued by this enclave/) });
     } finally {
       client.close();
     }

@@ -76,7 +76,7 @@ describe('state head', () => {
 describe('the attestation provider', () => {
   it('on Nitro asks the security module through the configured helper, measuring nothing itself', async () => {
     const provider = await createAttestationProvider({
-      config: { teeMode: 'nitro', embeddingModel: 'static', nsmHelper: '/nonexistent/nsm-helper-for-test' },
+      config: { teeMode: 'nitro', embeddingModel: 'static', nsmHelper: '/nonexistent/nsm-helper-for-test', modelTlsPins: [], memoryUpstream: 'send' },
       blobs: undefined as never,
       embedder: undefined as never,
       operatorKey: key(1),

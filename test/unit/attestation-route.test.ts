@@ -8,7 +8,7 @@ import { generateIdentity } from '../../enclave/keys.js';
 
 // Through the enclave's router, as a request relayed by the proxy would go.
 const request = (target: string) =>
-  resolveCall({ request_id: 'r', method: 'GET', target, body: Buffer.alloc(0), authorization: '', organization: '' }, openAuthorizer.identify('')).call as RouteCall<'GetAttestation'>;
+  resolveCall({ request_id: 'r', method: 'GET', target, body: Buffer.alloc(0), authorization: '', organization: '', known_state: '' }, openAuthorizer.identify('')).call as RouteCall<'GetAttestation'>;
 
 describe('GET /v1/attestation in the enclave', () => {
   it('answers 503 when the security module fails, and tries again on the next request', async () => {

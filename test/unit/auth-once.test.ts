@@ -22,9 +22,9 @@ import { openReply, SEALED_MAX_AGE_MS, sealRequest } from '../../protocol/sealed
 
 const key = 'key-of-t1-0123456789abcdef';
 const ring = new KeyRing([
-  { hash: hashApiKey(key), tenants: ['t1'], plaintext: true },
+  { hash: hashApiKey(key), tenants: ['t1'], plaintext: true, scope: {} },
   // Other keys, so a lookup is a scan of several.
-  ...Array.from({ length: 9 }, (_, i) => ({ hash: hashApiKey(`other-key-${i}-0123456789abcdef`), tenants: [`o${i}`], plaintext: false })),
+  ...Array.from({ length: 9 }, (_, i) => ({ hash: hashApiKey(`other-key-${i}-0123456789abcdef`), tenants: [`o${i}`], plaintext: false, scope: {} })),
 ]);
 let lookups = 0;
 

@@ -10,7 +10,7 @@ import { refusal } from '../helpers/refusal.js';
 
 const one = 'key-one-0123456789abcdef';
 const two = 'key-two-0123456789abcdef';
-const ring = new KeyRing([{ hash: hashApiKey(one), tenants: ['t1'], plaintext: true }, { hash: hashApiKey(two), tenants: ['t2', 't3'], plaintext: false }]);
+const ring = new KeyRing([{ hash: hashApiKey(one), tenants: ['t1'], plaintext: true, scope: {} }, { hash: hashApiKey(two), tenants: ['t2', 't3'], plaintext: false, scope: {} }]);
 const auth = keyAuthorizer(() => ring);
 
 describe('key authorizer', () => {

@@ -96,7 +96,7 @@ describe('memory tools loop, not streamed', () => {
 
 // ----- streaming -----
 
-const chunk = (delta: object, finish: string | null = null, id = 'up-1'): CompletionChunk => ({
+const chunk = (delta: CompletionChunk['choices'][number]['delta'], finish: string | null = null, id = 'up-1'): CompletionChunk => ({
   id, object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta, finish_reason: finish }],
 });
 const piece = (index: number, name: string | undefined, args: string, id?: string) => ({

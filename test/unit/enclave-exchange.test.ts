@@ -23,7 +23,7 @@ function standIn() {
 }
 
 const reply = { status: 200, body: Buffer.from('ok'), headers: {} };
-const request = { request_id: 'r', method: 'GET', target: '/v1/attestation', body: Buffer.alloc(0), authorization: '', organization: '' };
+const request = { request_id: 'r', method: 'GET', target: '/v1/attestation', body: Buffer.alloc(0), authorization: '', organization: '', known_state: '' };
 const unavailable = Object.assign(new Error('dropped'), { code: grpc.status.UNAVAILABLE, details: 'dropped', metadata: new grpc.Metadata() });
 
 describe('EnclaveExchange', () => {

@@ -55,7 +55,7 @@ beforeAll(async () => {
       tee_box_public_key: b64(lie === 'other-box-key' ? nacl.box.keyPair().publicKey : boxKey),
     }));
     const knownState = req.headers['x-tee-known-state'];
-    const request = { request_id: '', target: req.url!, body: Buffer.alloc(0), authorization: '', organization: '', known_state: typeof knownState === 'string' ? knownState : '' };
+    const request = { request_id: '', method: 'GET', target: req.url!, body: Buffer.alloc(0), authorization: '', organization: '', known_state: typeof knownState === 'string' ? knownState : '' };
     const signer = lie === 'other-signer' ? impostor : identity;
     const reply = lie === 'unsigned' ? { status: 200, body, headers: {} } : signReply(signer, 'GET', request, { status: 200, body, headers: {} });
     res.writeHead(200, { 'content-type': 'application/json', ...reply.headers }).end(body);
@@ -106,7 +106,7 @@ describe('connect', () => {
   });
 
   it('refuses a pinned PCR or operator key that does not match, the AWS root, and an unsigned or impostor-signed answer', async () => {
-    const wrongPcr = await connect({ baseUrl, rootPem, pcrs: { 0: PCRS.get(0)!, 1: 'ff'.repeat(48) } }).catch((e: AttestationError) => e);
+    const wrongPcr = await connect({ baseUrl, rootPem, pcrs: { 0: PCRS.get(0)!, 1: 'ff'.repeat(48) } }).then(() => { throw new Error('connected, but a refusal was expected'); }, (e: AttestationError) => e);
     expect(wrongPcr.message).toMatch(/PCR1: PCR1 mismatch: expected ffff/);
     expect(wrongPcr.checks.find((c) => c.name === 'PCR1')?.ok).toBe(false);
     await expect(connect({ baseUrl, rootPem, insecureSkipPcrPinning: true, operatorKey: Buffer.alloc(32, 1).toString('hex') })).rejects.toThrow(/operator key in user_data mismatch/);
@@ -142,7 +142,7 @@ describe('connect with a release manifest instead of pcrs', () => {
   });
 
   it('refuses a manifest whose PCRs are not the running code’s (another build)', async () => {
-    const error = await connect({ baseUrl, rootPem, manifest: manifestOf({ ...released, 0: 'ab'.repeat(48) }), operatorKey }).catch((e: AttestationError) => e);
+    const error = await connect({ baseUrl, rootPem, manifest: manifestOf({ ...released, 0: 'ab'.repeat(48) }), operatorKey }).then(() => { throw new Error('connected, but a refusal was expected'); }, (e: AttestationError) => e);
     expect(error).toBeInstanceOf(AttestationError);
     expect(error.message).toMatch(/PCR0: PCR0 mismatch: expected abab/);
   });
@@ -187,7 +187,7 @@ describe('TeeClient.verifyStream', () => {
     tee = await connect({ baseUrl, rootPem, insecureSkipPcrPinning: true });
   });
   const request = { method: 'POST', target: '/v1/chat/completions', organization: 'org', body: Buffer.from('{"stream":true}') };
-  const apiRequest = { request_id: '', target: request.target, body: request.body, authorization: '', organization: 'org', known_state: '' };
+  const apiRequest = { request_id: '', method: request.method, target: request.target, body: request.body, authorization: '', organization: 'org', known_state: '' };
 
   it('returns the signed bytes of a stream that ends with the enclave\'s signature event', () => {
     const signer = streamSigner(identity, 'POST', apiRequest, 200);

@@ -15,8 +15,8 @@ import { encodeUserData, parseUserData } from '../../protocol/user-data.js';
 
 const utf8 = (text: string) => new Uint8Array(Buffer.from(text, 'utf8'));
 /** POST /v1/sealed as the enclave's router hands it to the route: resolved and validated. */
-const sealedCall = async (request: Omit<ApiRequest, 'method' | 'target'>) =>
-  resolveCall({ ...request, method: 'POST', target: '/v1/sealed' }, openAuthorizer.identify(request.authorization)).call as RouteCall<'Sealed'>;
+const sealedCall = async (request: Omit<ApiRequest, 'method' | 'target' | 'known_state'> & { known_state?: string }) =>
+  resolveCall({ known_state: '', ...request, method: 'POST', target: '/v1/sealed' }, openAuthorizer.identify(request.authorization)).call as RouteCall<'Sealed'>;
 const enclave = nacl.box.keyPair();
 const inner = {
   method: 'POST',
@@ -221,7 +221,7 @@ describe('POST /v1/sealed in the enclave (enclave/api/sealed-route.ts)', () => {
   });
 
   it.each([
-    ['not JSON', 400, 'invalid_json', () => '{'],
+    ['not JSON', 400, 'invalid_json', (): unknown => '{'],
     ['a missing field', 400, 'missing_required_parameter', () => ({ nonce: fresh().envelope.nonce, ciphertext: fresh().envelope.ciphertext })],
     ['an extra field', 400, 'unknown_parameter', () => ({ ...fresh().envelope, plain: 'x' })],
     ['a key that decodes to 31 bytes', 400, 'invalid_sealed_request', () => ({ ...fresh().envelope, client_public_key: `${'A'.repeat(42)}==` })],
@@ -285,7 +285,7 @@ describe('the replay guard cannot be filled by traffic without a valid API key (
     const route = sealedRoute({
       key,
       replay,
-      identify: keyAuthorizer(() => new KeyRing([{ hash: hashApiKey('good'), tenants: ['t1'], plaintext: true }])).identify,
+      identify: keyAuthorizer(() => new KeyRing([{ hash: hashApiKey('good'), tenants: ['t1'], plaintext: true, scope: {} }])).identify,
       dispatch: async (): Promise<ApiReply> => ({ status: 200, headers: {}, body: Buffer.from('{}') }),
     });
     const send = async (authorization: string | undefined) => route(await sealedCall({

@@ -52,7 +52,7 @@ const HOST_ARN = 'arn:aws:kms:eu-west-1:444455556666:key/99999999-8888-7777-6666
 describe('KMS sealing key (kmstool_enclave_cli)', () => {
   let tool: string;
   const config = () => ({
-    teeMode: 'nitro' as const, snapshotLogBytes: 1, kmsKeyId: ARN, awsRegion: 'eu-west-1', kmsProxyPort: 8000,
+    teeMode: 'nitro' as const, onModelChange: 'refuse' as const, snapshotLogBytes: 1, kmsKeyId: ARN, awsRegion: 'eu-west-1', kmsProxyPort: 8000,
     kmsTool: tool, awsAccessKeyId: 'AKIAEXAMPLE', awsSecretAccessKey: 'secret-access-key-value', awsSessionToken: 'token',
   });
   beforeEach(() => {
@@ -98,7 +98,7 @@ describe('KMS sealing key (kmstool_enclave_cli)', () => {
 
   it('refuses a sealing-key.kms the host planted under a key of its own, and seals nothing under it', async () => {
     const hostKnows = plant(HOST_ARN);
-    const err = await load().catch((e: Error) => e);
+    const err = await load().then(() => { throw new Error('loaded, but a refusal was expected'); }, (e: Error) => e);
     expect(err).toBeInstanceOf(Error);
     expect((err as Error).message).toMatch(/sealing-key\.kms in the host store does not open under KMS_KEY_ID arn:aws:kms:eu-west-1:111122223333:key\/1234abcd.*IncorrectKeyException/);
     expect((err as Error).message).not.toContain('secret-access-key-value');
@@ -110,12 +110,12 @@ describe('KMS sealing key (kmstool_enclave_cli)', () => {
 
   it('fails closed with KMS\'s reason and without echoing credentials', async () => {
     process.env.FAKE_KMS_FAIL = '1';
-    const err = await load().catch((e: Error) => e);
+    const err = await load().then(() => { throw new Error('loaded, but a refusal was expected'); }, (e: Error) => e);
     expect(err.message).toMatch(/genkey failed: AccessDeniedException: attestation PCR0 does not match/);
     expect(err.message).not.toContain('secret-access-key-value');
     expect(existsSync(join(dir, KMS_KEY_FILE))).toBe(false);
 
-    const missing = await createSealingKeySource({ ...config(), kmsTool: join(dir, 'no-such-tool') }, new FsBlobStore(dir)).load().catch((e: Error) => e);
+    const missing = await createSealingKeySource({ ...config(), kmsTool: join(dir, 'no-such-tool') }, new FsBlobStore(dir)).load().then(() => { throw new Error('loaded, but a refusal was expected'); }, (e: Error) => e);
     expect(missing.message).toMatch(/no-such-tool genkey failed: exit ENOENT/);
     expect(missing.message).not.toContain('secret-access-key-value');
   });

@@ -238,7 +238,7 @@ describe('the search worker', () => {
     unknown.ready = true;
     const vector = new Float32Array(embedder.dimension);
     await expect(replicas.match(unknown, 'any question', 5)).rejects.toThrow('no replica 999');
-    await expect(replicas.search(unknown, 'any question', vector, vector, 5)).rejects.toThrow('no replica 999');
+    await expect(replicas.search(unknown, 'any question', vector, vector, 5, 5)).rejects.toThrow('no replica 999');
     // The worker lives on: a failed query is not a failed worker.
     expect(replicas.exitCode).toBeUndefined();
   });

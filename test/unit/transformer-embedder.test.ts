@@ -231,7 +231,7 @@ describe('transformer model loading refuses what it cannot trust', () => {
       files: { model: { path: 'model.onnx', sha256: manifest.files.model.sha256 }, tokenizer: { path: 'tokenizer.json', sha256: 'b'.repeat(64) } },
     };
     await expect(loadTransformerEmbedder(modelsDir, 'pinned-tiny', pin)).rejects.toThrow(/tokenizer\.json is not the pinned file/);
-    const good = { ...pin, files: { ...pin.files, tokenizer: { path: 'tokenizer.json', sha256: manifest.files.tokenizer.sha256 } } };
+    const good = { ...pin, files: { ...pin.files, tokenizer: { path: 'tokenizer.json' as const, sha256: manifest.files.tokenizer.sha256 } } };
     await (await loadTransformerEmbedder(modelsDir, 'pinned-tiny', good)).close();
   });
 
