@@ -26,8 +26,10 @@ export interface ChatCaller {
   keyTenants: ReadonlySet<string> | undefined;
   /** The memory scopes it uses and saves in: those the request names and those its key is limited to. */
   scope: MemoryScope;
+  /** The caller's key id: the author of the memories the model saves (their history). */
+  keyId: string | undefined;
 }
 
 export function chatCaller(request: { organization: string }, caller: Caller, requested: MemoryScope = {}): ChatCaller {
-  return { tenant: chatTenant(request, caller), keyTenants: caller.tenants, scope: scopeFor(caller, requested) };
+  return { tenant: chatTenant(request, caller), keyTenants: caller.tenants, scope: scopeFor(caller, requested), keyId: caller.keyId };
 }

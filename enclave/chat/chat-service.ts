@@ -30,6 +30,8 @@ export interface ChatCall {
   keyTenants?: ReadonlySet<string>;
   /** The memory scopes it reads and saves in (none: tenant-wide). */
   scope?: MemoryScope;
+  /** The caller's key id, recorded as the author of memories the model saves. */
+  keyId?: string;
   /** Told of the memory searches and saves the answer makes (none for a sealed call). */
   meter?: MemoryMeter;
   /** Aborted when the client goes away; the model call is aborted with it. */
@@ -92,7 +94,7 @@ export class ChatService {
     );
   }
 
-  private async plan(request: ChatCompletionInput, { tenant, keyTenants, meter, scope = {} }: ChatCall) {
+  private async plan(request: ChatCompletionInput, { tenant, keyTenants, meter, scope = {}, keyId }: ChatCall) {
     const offline = !this.upstream || request.model === OFFLINE_MODEL;
     const refusal = offline ? offlineRefusal(request) : undefined;
     if (refusal) throw badRequest(refusal.message, refusal.param, 'unsupported_by_offline_model');
@@ -102,7 +104,7 @@ export class ChatService {
     const memories = withheld ? [] : await retrieveMemories(this.memory, { tenant, scope }, request.messages, this.settings.memoryTopK, meter);
     const injected = memories.map((m) => m.id);
     const upstream = offline ? AnswerUpstream.local() : AnswerUpstream.remote(this.upstream!.origin, withheld);
-    const runner = tenant && !offline && !withheld ? new MemoryToolRunner(this.memory, { tenant, scope, keyTenants, meter, topK: this.settings.memoryTopK, maxAdds: this.settings.toolMaxAdds }) : undefined;
+    const runner = tenant && !offline && !withheld ? new MemoryToolRunner(this.memory, { tenant, scope, keyTenants, keyId, meter, topK: this.settings.memoryTopK, maxAdds: this.settings.toolMaxAdds }) : undefined;
     const loop: MemoryToolLoop = {
       offered: memoryToolsToOffer(request, runner !== undefined && this.settings.toolRounds > 0),
       runner,

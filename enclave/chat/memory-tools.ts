@@ -74,6 +74,8 @@ export interface ToolScope {
   scope?: MemoryScope;
   /** Every tenant of the caller's key: add_memory counts against the key's share (MAX_MEMORIES_PER_KEY). */
   keyTenants?: ReadonlySet<string>;
+  /** The caller's key id: the author add_memory records in the memory's history. */
+  keyId?: string;
   /** Told of the tools' searches and saves (none for a sealed call). */
   meter?: MemoryMeter;
   /** search_memory's top_k when the model gives none. */
@@ -133,7 +135,7 @@ export class MemoryToolRunner {
     }
     const input = validAdd({ content: args.content, tenant_id: this.scope.tenant, metadata: { source: ADD_MEMORY }, dedupe: true, ...this.scope.scope });
     this.added++;
-    const record = await this.memory.add(input, this.scope.keyTenants, this.scope.meter);
+    const record = await this.memory.add(input, this.scope.keyTenants, this.scope.meter, { keyId: this.scope.keyId });
     return { id: record.id, saved: true };
   }
 }

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hashApiKey } from '../../enclave/auth/keys-file.js';
 import { expectError, request } from '../helpers/http.js';
+import { startModelServer, type ModelServer } from '../helpers/model-server.js';
 import { issueKey } from '../helpers/processes.js';
 import { startService, type RunningService } from '../helpers/service.js';
 
@@ -15,6 +16,7 @@ import { startService, type RunningService } from '../helpers/service.js';
  */
 
 let svc: RunningService;
+let model: ModelServer;
 let dir: string;
 let keyA: string;
 let keyB: string;
@@ -38,10 +40,12 @@ beforeAll(async () => {
   keyA = issueKey(file, ['hist', 'hist-cap']);
   keyB = issueKey(file, ['hist']);
   issueKey(file, ['elsewhere']);
-  svc = await startService({ API_KEYS_FILE: file, SNAPSHOT_LOG_BYTES: '4096', MEMORY_HISTORY_VERSIONS: '3' });
+  model = await startModelServer();
+  svc = await startService({ API_KEYS_FILE: file, SNAPSHOT_LOG_BYTES: '4096', MEMORY_HISTORY_VERSIONS: '3', MODEL_BASE_URL: model.url, MODEL_NAMES: 'tool-add' });
 });
 afterAll(async () => {
   await svc?.stop();
+  await model?.close();
   rmSync(dir, { recursive: true, force: true });
 });
 
@@ -62,6 +66,15 @@ describe('GET /v1/memory/{id}/history', () => {
       { object: 'memory.version', version: 1, event: 'add', at: added.body.created_at, key_id: idOf(keyA), extracted: false, memory: addedMemory },
       { object: 'memory.version', version: 2, event: 'update', at: patched.body.updated_at, key_id: idOf(keyB), extracted: false, memory: patched.body },
     ]);
+  });
+
+  it('a memory the chat model saves (add_memory) is authored by the chat caller\'s key', async () => {
+    const chat = await request(svc.baseUrl, 'POST', '/v1/chat/completions', { model: 'tool-add', messages: [{ role: 'user', content: 'my locker code is 4417' }] },
+      { authorization: `Bearer ${keyB}`, organization_id: 'hist' });
+    expect(chat.status, chat.text).toBe(200);
+    const found = await api(keyB, 'GET', '/v1/memory?tenant_id=hist&query=locker%20code%204417&top_k=1');
+    expect(found.body.data[0].content).toBe('my locker code is 4417 (saved by the model)');
+    expect((await history(keyB, 'hist', found.body.data[0].id)).data).toEqual([expect.objectContaining({ event: 'add', key_id: idOf(keyB), extracted: false })]);
   });
 
   it('keeps at most MEMORY_HISTORY_VERSIONS versions, the oldest going first', async () => {
