@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { badRequest, methodNotAllowed } from '../common/errors.js';
 import { limits } from '../common/limits.js';
+import { TENANT_KEY_HEADER } from '../protocol/sealed.js';
 import type { Logger } from '../common/logger.js';
 import type { ApiReplyIn } from '../common/proto.js';
 import { apiRoutes, pathMethods, routeNames } from '../common/routes.js';
@@ -100,6 +101,13 @@ export async function buildProxy(options: ProxyOptions): Promise<FastifyInstance
     req.log.info({ method: req.method, path: req.url.split('?')[0], status: reply.statusCode, ms: Math.round(reply.elapsedTime) }, 'request');
     metrics.observe(req, reply);
     done();
+  });
+
+  // A tenant key belongs inside a sealed request: one in a plain header has passed the host in
+  // the clear. Refused at once (and never relayed), so the client learns it instead of quietly leaking it.
+  app.addHook('onRequest', (req, reply, done) => {
+    if (req.headers[TENANT_KEY_HEADER] === undefined) return done();
+    done(badRequest(`a tenant key travels only inside a sealed request (the sdk's tenantKeyFile, the gateway's --tenant-key-file): this one was sent in a plain ${TENANT_KEY_HEADER} header, which the host reads; use a new key`, TENANT_KEY_HEADER, 'tenant_key_in_plain'));
   });
 
   await registerGuards(app, options.guards);

@@ -26,8 +26,10 @@ export interface ChatCaller {
   keyTenants: ReadonlySet<string> | undefined;
   /** The memory scopes it uses and saves in: those the request names and those its key is limited to. */
   scope: MemoryScope;
+  /** The tenant key its sealed request carried, if any. */
+  tenantKey?: Uint8Array;
 }
 
 export function chatCaller(request: { organization: string }, caller: Caller, requested: MemoryScope = {}): ChatCaller {
-  return { tenant: chatTenant(request, caller), keyTenants: caller.tenants, scope: scopeFor(caller, requested) };
+  return { tenant: chatTenant(request, caller), keyTenants: caller.tenants, scope: scopeFor(caller, requested), tenantKey: caller.tenantKey };
 }

@@ -1,0 +1,115 @@
+import { hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto';
+import { ApiError, badRequest } from '../../common/errors.js';
+import type { TenantLocks } from '../memory/journal.js';
+import type { MemoryEvent } from '../memory/types.js';
+import { CorruptStoreError } from './errors.js';
+import { decodePayload, encodeEvent, TENANT_SEALED } from './payloads.js';
+import { SECRETBOX, secretbox, secretboxOpen } from './secretbox.js';
+
+/** Domain of the HKDF that turns a tenant key into the key its entries are sealed under. */
+const TENANT_KEY_INFO = 'agent-service/tenant-key/v1\0';
+
+/**
+ * The key a tenant's entries are sealed under: HKDF-SHA256 of the secret the client holds,
+ * salted with the store's id and bound to the tenant, so the same secret opens nothing of
+ * another tenant or another store, and the sealing key alone opens nothing at all.
+ */
+export function deriveTenantKey(secret: Uint8Array, storeId: string, tenantId: string): Buffer {
+  return Buffer.from(hkdfSync('sha256', secret, Buffer.from(storeId, 'utf8'), Buffer.from(TENANT_KEY_INFO + tenantId, 'utf8'), SECRETBOX.keyLength));
+}
+
+/** Entry 0x0b (payloads.ts): the tenant in the clear (replay must route it), the change sealed under the tenant's key. */
+export function sealForTenant(tenantId: string, key: Uint8Array, inner: Uint8Array): Buffer {
+  const id = Buffer.from(tenantId, 'utf8');
+  const nonce = randomBytes(SECRETBOX.nonceLength);
+  return Buffer.concat([Buffer.of(TENANT_SEALED, id.length), id, nonce, secretbox(inner, nonce, key)]);
+}
+
+/** The change inside a 0x0b entry, or undefined when it does not open under `key`. */
+export function openForTenant(payload: Buffer, key: Uint8Array): Buffer | undefined {
+  const at = 2 + payload[1];
+  return secretboxOpen(payload.subarray(at + SECRETBOX.nonceLength), payload.subarray(at, at + SECRETBOX.nonceLength), key);
+}
+
+const tenantOf = (event: MemoryEvent) => (event.type === 'delete' || event.type === 'tombstone' ? event.tenant_id : event.record.tenant_id);
+
+const locked = (tenantId: string) => new ApiError('tenant_locked',
+  `tenant '${tenantId}' keeps its memories sealed under a tenant key: send its calls sealed, with the key (the gateway's --tenant-key-file, the sdk's tenantKeyFile)`);
+// The same answer whatever was wrong with it: nothing about the tenant's content is told.
+const wrongKey = (tenantId: string) => new ApiError('wrong_tenant_key', `this is not the tenant key of tenant '${tenantId}'`);
+
+/**
+ * Tenants whose memories are sealed under a key derived from a secret the client sends with
+ * each sealed request (docs/api.md, Tenant keys). The secret is never kept: only the derived
+ * key, in memory, from the tenant's first call that carries it until the enclave stops.
+ * Until then (after a restart) the tenant is locked: its entries, read from the snapshot and
+ * logs, are held here as they are, unopened, in log order, and written as they are into
+ * every snapshot; nothing of it is in the indexes, and every call for it is refused.
+ */
+export class TenantKeys implements TenantLocks {
+  /** The store's id (DurableStore.storeId), which every tenant key is derived with; set once the store is open. */
+  storeId = '';
+  private readonly keys = new Map<string, Buffer>();
+  private readonly held = new Map<string, Buffer[]>();
+
+  /** At recovery: a locked tenant's entry, kept unopened. */
+  hold(tenantId: string, payload: Buffer): void {
+    let entries = this.held.get(tenantId);
+    if (!entries) this.held.set(tenantId, entries = []);
+    entries.push(payload);
+  }
+
+  /** The entry to log or snapshot for `event`: sealed under its tenant's key when it has one. */
+  encode(event: MemoryEvent): Buffer {
+    const tenantId = tenantOf(event);
+    // A locked tenant's change must never be written in the clear (every route refuses it earlier).
+    if (this.held.has(tenantId)) throw locked(tenantId);
+    const key = this.keys.get(tenantId);
+    return key ? sealForTenant(tenantId, key, encodeEvent(event)) : encodeEvent(event);
+  }
+
+  /** The locked tenants' entries now (a snapshot carries them over unopened). */
+  lockedEntries(): ReadonlyMap<string, readonly Buffer[]> {
+    return new Map(this.held);
+  }
+
+  isLocked(tenantId: string): boolean {
+    return this.held.has(tenantId);
+  }
+
+  admit(tenantId: string, secret: Uint8Array | undefined, holdsMemories: boolean, apply: (event: MemoryEvent) => void): void {
+    const key = this.keys.get(tenantId);
+    const held = this.held.get(tenantId);
+    if (!key && !held) {
+      if (!secret) return;
+      // Turning it on for a tenant whose memories were logged in the clear would protect nothing of them.
+      if (holdsMemories) {
+        throw new ApiError('tenant_key_not_enabled', `tenant '${tenantId}' holds memories stored without a tenant key: a tenant key can be turned on only for a tenant with no memories (export them, delete them, and import them with the key)`);
+      }
+      if (!this.storeId) throw badRequest('tenant keys need the durable store', null, 'invalid_tenant_key');
+      this.keys.set(tenantId, deriveTenantKey(secret, this.storeId, tenantId));
+      return;
+    }
+    if (!secret) throw locked(tenantId);
+    const derived = deriveTenantKey(secret, this.storeId, tenantId);
+    if (key) {
+      if (!timingSafeEqual(key, derived)) throw wrongKey(tenantId);
+      return;
+    }
+    // Every entry is opened before any is applied: a wrong key leaves the tenant locked as it was.
+    const events = held!.map((payload, i) => {
+      const inner = openForTenant(payload, derived);
+      if (!inner) {
+        if (i === 0) throw wrongKey(tenantId);
+        // The first opened, so the key is right: this entry was damaged (the frame's seal would have caught the host).
+        throw new CorruptStoreError(`an entry of tenant '${tenantId}' does not open under its tenant key`);
+      }
+      const p = decodePayload(inner, `tenant '${tenantId}' entry ${i}`);
+      if (p.type !== 'event') throw new CorruptStoreError(`tenant '${tenantId}' entry ${i} is not a change`);
+      return p.event;
+    });
+    this.held.delete(tenantId);
+    this.keys.set(tenantId, derived);
+    for (const event of events) apply(event);
+  }
+}
