@@ -15,9 +15,10 @@
  *     change: u8 flags (1 extracted, 2 a key id of 32 hex digits, 4 another key id, 8 past versions)
  *             | u32 BE at | the key id: 16 bytes (2), or u8 length and UTF-8 (4) | u32 BE length and JSON of the past versions (8)
  *   0x0a tombstone  JSON {tenant_id, id, versions}: a deleted memory's history, without content (snapshots)
- *   0x0b tenant-sealed  u8 tenant id length | tenant id UTF-8 | 24-byte nonce | secretbox of another payload
- *                (0x03, 0x08, 0x09, 0x0a) under the tenant's key (tenant-keys.ts): a change of a tenant whose
- *                memories are sealed under a key the client holds. Only the tenant id is readable with the sealing key.
+ *   0x0b tenant-sealed  u8 tenant id length | tenant id UTF-8 | 8 bytes naming the embedding model | 24-byte nonce
+ *                | secretbox of another payload (0x03, 0x08, 0x09, 0x0a) under the tenant's key (tenant-keys.ts):
+ *                a change of a tenant whose memories are sealed under a key the client holds. With the sealing key
+ *                alone, only the tenant id and the model (which every file's header names anyway) are readable.
  *
  * 0x08 and 0x09 carry who made the change and when (ChangeInfo) and, in a snapshot, the
  * memory's past versions (memory/history.ts), apart from the record, in binary: a recovery

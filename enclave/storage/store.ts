@@ -209,7 +209,7 @@ export class DurableStore implements MemoryJournal {
     let events = 0;
     const skipped: NonNullable<RecoveryReport['skipped']> = [];
     // A keyed tenant's changes stay sealed until a call brings its key (tenant-keys.ts).
-    const locks = new TenantKeys();
+    const locks = new TenantKeys(options.embedding);
     const apply = (event: MemoryEvent | SealedEntry, at: string) => {
       events++;
       if (event.type === 'sealed') {

@@ -1,7 +1,7 @@
-import { hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto';
-import { ApiError, badRequest } from '../../common/errors.js';
+import { createHash, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto';
+import { ApiError, badRequest, unavailable } from '../../common/errors.js';
 import type { TenantLocks } from '../memory/journal.js';
-import type { MemoryEvent } from '../memory/types.js';
+import type { EmbeddingModelId, MemoryEvent } from '../memory/types.js';
 import { CorruptStoreError } from './errors.js';
 import { decodePayload, encodeEvent, TENANT_SEALED } from './payloads.js';
 import { SECRETBOX, secretbox, secretboxOpen } from './secretbox.js';
@@ -18,16 +18,28 @@ export function deriveTenantKey(secret: Uint8Array, storeId: string, tenantId: s
   return Buffer.from(hkdfSync('sha256', secret, Buffer.from(storeId, 'utf8'), Buffer.from(TENANT_KEY_INFO + tenantId, 'utf8'), SECRETBOX.keyLength));
 }
 
-/** Entry 0x0b (payloads.ts): the tenant in the clear (replay must route it), the change sealed under the tenant's key. */
-export function sealForTenant(tenantId: string, key: Uint8Array, inner: Uint8Array): Buffer {
+/**
+ * 8 bytes naming an embedding model. A locked tenant's entries keep the vectors of the model
+ * they were written under, even when a model change rewrites the store around them: opening
+ * them under another model would mix two models' vectors in one index.
+ */
+export const modelTag = (model: EmbeddingModelId): Buffer =>
+  createHash('sha256').update(`${model.id}\0${model.dimension}\0${model.sha256}`).digest().subarray(0, MODEL_TAG_BYTES);
+const MODEL_TAG_BYTES = 8;
+
+/** Entry 0x0b (payloads.ts): the tenant and model in the clear (replay must route it), the change sealed under the tenant's key. */
+export function sealForTenant(tenantId: string, model: Buffer, key: Uint8Array, inner: Uint8Array): Buffer {
   const id = Buffer.from(tenantId, 'utf8');
   const nonce = randomBytes(SECRETBOX.nonceLength);
-  return Buffer.concat([Buffer.of(TENANT_SEALED, id.length), id, nonce, secretbox(inner, nonce, key)]);
+  return Buffer.concat([Buffer.of(TENANT_SEALED, id.length), id, model, nonce, secretbox(inner, nonce, key)]);
 }
+
+/** The model tag of a 0x0b entry. */
+const modelOf = (payload: Buffer) => payload.subarray(2 + payload[1], 2 + payload[1] + MODEL_TAG_BYTES);
 
 /** The change inside a 0x0b entry, or undefined when it does not open under `key`. */
 export function openForTenant(payload: Buffer, key: Uint8Array): Buffer | undefined {
-  const at = 2 + payload[1];
+  const at = 2 + payload[1] + MODEL_TAG_BYTES;
   return secretboxOpen(payload.subarray(at + SECRETBOX.nonceLength), payload.subarray(at, at + SECRETBOX.nonceLength), key);
 }
 
@@ -47,6 +59,13 @@ const wrongKey = (tenantId: string) => new ApiError('wrong_tenant_key', `this is
  * every snapshot; nothing of it is in the indexes, and every call for it is refused.
  */
 export class TenantKeys implements TenantLocks {
+  /** The model of the vectors written now (modelTag). */
+  private readonly model: Buffer;
+
+  constructor(model: EmbeddingModelId) {
+    this.model = modelTag(model);
+  }
+
   /** The store's id (DurableStore.storeId), which every tenant key is derived with; set once the store is open. */
   storeId = '';
   private readonly keys = new Map<string, Buffer>();
@@ -65,7 +84,7 @@ export class TenantKeys implements TenantLocks {
     // A locked tenant's change must never be written in the clear (every route refuses it earlier).
     if (this.held.has(tenantId)) throw locked(tenantId);
     const key = this.keys.get(tenantId);
-    return key ? sealForTenant(tenantId, key, encodeEvent(event)) : encodeEvent(event);
+    return key ? sealForTenant(tenantId, this.model, key, encodeEvent(event)) : encodeEvent(event);
   }
 
   /** The locked tenants' entries now (a snapshot carries them over unopened). */
@@ -98,6 +117,10 @@ export class TenantKeys implements TenantLocks {
     }
     // Every entry is opened before any is applied: a wrong key leaves the tenant locked as it was.
     const events = held!.map((payload, i) => {
+      if (!modelOf(payload).equals(this.model)) {
+        // Not yet done: re-embedding a tenant as it opens. Its entries stay as they are, for an enclave of their model.
+        throw unavailable(`tenant '${tenantId}' was sealed with vectors of another embedding model than this enclave's; it cannot be opened until re-embedding at opening is supported`, 'storage_unavailable');
+      }
       const inner = openForTenant(payload, derived);
       if (!inner) {
         if (i === 0) throw wrongKey(tenantId);

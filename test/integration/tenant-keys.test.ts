@@ -8,6 +8,7 @@ import { StateTracker } from '../../protocol/response-signature.js';
 import { deriveStorageKey, readSealedFile } from '../../enclave/storage/sealed-file.js';
 import { SIMULATED_KEY_FILE } from '../../enclave/storage/sealing-key.js';
 import { decodePayload } from '../../enclave/storage/payloads.js';
+import { startGateway } from '../helpers/gateway.js';
 import { request } from '../helpers/http.js';
 import { occurrences } from '../helpers/key-scan.js';
 import { startService, waitFor, type RunningService } from '../helpers/service.js';
@@ -120,7 +121,7 @@ describe('a tenant sealed under a key its client holds', () => {
     expect(read.sealed).toBeGreaterThanOrEqual(6);
   });
 
-  it('refuses plain calls, sealed calls without the key and with another key, and a key sent in a plain header', async () => {
+  it('refuses plain calls, sealed calls without the key and with another key, and a key sent in a plain header; agent-gateway --tenant-key-file brings it', async () => {
     const plainList = await request(svc.baseUrl, 'GET', `/v1/memory?tenant_id=${TENANT}`);
     expect([plainList.status, code(plainList)]).toEqual([423, 'tenant_locked']);
     const plainAdd = await request(svc.baseUrl, 'POST', '/v1/memory', { tenant_id: TENANT, content: 'a plain add' });
@@ -132,6 +133,14 @@ describe('a tenant sealed under a key its client holds', () => {
     expect(JSON.stringify(wrong.body)).not.toMatch(/HERON|heron/);
     const inPlain = await request(svc.baseUrl, 'GET', `/v1/memory?tenant_id=${TENANT}`, undefined, { 'x-tenant-key': readFileSync(keyFile).toString('base64') });
     expect([inPlain.status, code(inPlain)]).toEqual([400, 'tenant_key_in_plain']);
+    // An unmodified client through agent-gateway --tenant-key-file: the gateway seals the key into every call.
+    const gateway = await startGateway(['--service', svc.baseUrl, '--root', join(svc.dataDir, 'simulated-root.pem'), '--insecure-dev', '--state-file', join(dir, 'gw-state.json'), '--tenant-key-file', keyFile]);
+    try {
+      const through = await request(gateway.url, 'POST', '/v1/memory/search', { tenant_id: TENANT, query: 'safe combination', top_k: 1 });
+      expect([through.status, (through.body as { data: Array<{ content: string }> }).data[0].content]).toEqual([200, combination]);
+    } finally {
+      await gateway.stop();
+    }
     // A key sent for a tenant whose memories were stored without one turns nothing on.
     const late = await (await client(svc, keyFile)).sealedCall('GET', '/v1/memory?tenant_id=plain');
     expect([late.status, code(late)]).toEqual([409, 'tenant_key_not_enabled']);
