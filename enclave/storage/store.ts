@@ -8,9 +8,9 @@ import { describeModel, sameEmbeddingModel } from '../memory/model-change.js';
 import { CorruptStoreError, EmbeddingModelChangedError } from './errors.js';
 import { GroupCommitLog, type CommitStats } from './group-commit.js';
 import { logGeneration, logName, SealedLog, type LogFile } from './log-file.js';
-import { decodePayload, FORMAT_VERSION, READABLE_FORMATS, type FileMeta } from './payloads.js';
+import { decodePayload, encodeEvent, FORMAT_VERSION, READABLE_FORMATS, type FileMeta } from './payloads.js';
 import { deriveStorageKey, readSealedLog, readSealedStream, type StorageKey } from './sealed-file.js';
-import { readSnapshot, SNAPSHOT_NAME, writeSnapshot, type SealedEntry, type SnapshotEntry, type SnapshotReader, type SnapshotTombstone } from './snapshot.js';
+import { readSnapshot, SNAPSHOT_NAME, writeSnapshot, type SealedEntry, type SnapshotEntry, type SnapshotReader, type SnapshotSealing, type SnapshotTombstone } from './snapshot.js';
 import { TenantKeys } from './tenant-keys.js';
 import type { Ancestry } from '../../protocol/response-signature.js';
 import { HeadChain } from './head-chain.js';
@@ -423,12 +423,16 @@ export class DurableStore implements MemoryJournal {
     // its memories in neither the target's entries (skipped) nor twice, and its later changes are in log `generation`.
     const locked = this.locks.lockedEntries();
     const entries = filter(this.target.entries(), (entry) => !locked.has(entry.record.tenant_id));
-    const deleted = filter(this.target.deletedHistories?.() ?? [], (tombstone) => !locked.has(tombstone.tenant_id));
+    // What memory holds of a locked tenant's deleted memories was logged before it had a key, in
+    // the clear: taken now, before it can open, and written as it was (its keyed ones are in `held`).
+    const beforeKey = new Set(locked.size === 0 ? [] : filter(this.target.deletedHistories?.() ?? [], (tombstone) => locked.has(tombstone.tenant_id)));
+    const deleted = concat(filter(this.target.deletedHistories?.() ?? [], (tombstone) => !locked.has(tombstone.tenant_id)), beforeKey);
     const held = [...locked.values()].flat();
     const previous = this.commits.current;
     this.commits.switchTo(next);
     await previous.close();
-    const snapshot = this.snapshot(generation, head, entries, deleted, held, previous);
+    const encode = (event: MemoryEvent) => (event.type === 'tombstone' && beforeKey.has(event) ? encodeEvent(event) : this.locks.encode(event));
+    const snapshot = this.snapshot(generation, head, entries, deleted, { encode, held }, previous);
     this.snapshotting = snapshot.catch(() => {}).finally(() => {
       this.snapshotting = undefined;
     });
@@ -436,7 +440,7 @@ export class DurableStore implements MemoryJournal {
   }
 
   private async snapshot(
-    generation: number, head: StateHead, entries: Iterable<SnapshotEntry>, deleted: Iterable<SnapshotTombstone>, held: readonly Buffer[], previous: LogFile,
+    generation: number, head: StateHead, entries: Iterable<SnapshotEntry>, deleted: Iterable<SnapshotTombstone>, sealing: SnapshotSealing, previous: LogFile,
   ): Promise<void> {
     const started = performance.now();
     try {
@@ -444,7 +448,6 @@ export class DurableStore implements MemoryJournal {
       // The chain of heads up to the snapshot's: a restarted enclave still places any head a client saw.
       const heads = { first: this.heads.baseSeq, pieces: this.heads.prefixes(head.seq) };
       const replaces = this.snapshotVersion === undefined ? { ifAbsent: true } : { ifVersion: this.snapshotVersion };
-      const sealing = { encode: (event: MemoryEvent) => this.locks.encode(event), held };
       const written = await writeSnapshot(this.options.blobs, this.prefix + SNAPSHOT_NAME, this.key, meta, entries, heads, deleted, replaces, sealing);
       this.snapshotVersion = written.version;
       this.lastSnapshotBytes = written.bytes;
@@ -472,6 +475,10 @@ export class DurableStore implements MemoryJournal {
 
 function* filter<T>(items: Iterable<T>, keep: (item: T) => boolean): Generator<T> {
   for (const item of items) if (keep(item)) yield item;
+}
+
+function* concat<T>(...lists: Array<Iterable<T>>): Generator<T> {
+  for (const list of lists) yield* list;
 }
 
 const takenOver = () => unavailable('memory storage was taken over by another writer; this enclave no longer saves changes', 'storage_unavailable');

@@ -89,6 +89,21 @@ describe('a keyed tenant in the store', () => {
     expect(refusal(() => c.memory.admitTenant('k', undefined))).toBe('423 tenant_locked');
   });
 
+  it('keeps, through a compaction while it is locked, the history of memories it deleted before it had a key', async () => {
+    const a = await start();
+    const early = await a.memory.add({ tenant_id: 'k', content: 'stored before the key' });
+    await a.memory.delete('k', early.id);
+    a.memory.admitTenant('k', secret);
+    await a.memory.add({ tenant_id: 'k', content: 'the piano is in the castle' });
+    await a.store.close();
+    const b = await start();
+    await b.store.compact();
+    await b.store.close();
+    const c = await start();
+    c.memory.admitTenant('k', secret);
+    expect(c.memory.historyOf('k', early.id)).toMatchObject({ deleted: true });
+  });
+
   it('stays locked, and is refused rather than opened, when the enclave\'s embedding model is not the one its vectors came from', async () => {
     const a = await start();
     a.memory.admitTenant('k', secret);
