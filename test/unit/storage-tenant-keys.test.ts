@@ -6,6 +6,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { ApiError } from '../../common/errors.js';
 import { modelsDir } from '../../common/paths.js';
 import { loadEmbedder, type Embedder } from '../../enclave/embedding/embedder.js';
+import { importedMemory } from '../../enclave/memory/import.js';
 import { MemoryService } from '../../enclave/memory/memory-service.js';
 import type { EmbeddingModelId } from '../../enclave/memory/types.js';
 import { DurableStore } from '../../enclave/storage/store.js';
@@ -102,6 +103,21 @@ describe('a keyed tenant in the store', () => {
     const c = await start();
     c.memory.admitTenant('k', secret);
     expect(c.memory.historyOf('k', early.id)).toMatchObject({ deleted: true });
+  });
+
+  it('moves a tenant stored in the clear under a key as the docs say: export, delete, import with the key', async () => {
+    const a = await start();
+    await a.memory.add({ tenant_id: 'm', content: 'the piano is in the castle', user_id: 'u1' });
+    expect(refusal(() => a.memory.admitTenant('m', secret))).toBe('409 tenant_key_not_enabled');
+    const exported = [...a.memory.exportTenant('m')].map(({ record, history }) => importedMemory('m', { type: 'memory', memory: record, history }, 'line', 0));
+    await a.memory.deleteAll('m');
+    expect(refusal(() => a.memory.admitTenant('m', secret))).toBe('let through');
+    expect((await a.memory.importMany('m', exported)).imported).toEqual([exported[0].record.id]);
+    await a.store.close();
+    const b = await start();
+    expect(refusal(() => b.memory.admitTenant('m', undefined))).toBe('423 tenant_locked');
+    b.memory.admitTenant('m', secret);
+    expect(b.memory.get('m', exported[0].record.id)).toMatchObject({ content: 'the piano is in the castle', user_id: 'u1' });
   });
 
   it('stays locked, and is refused rather than opened, when the enclave\'s embedding model is not the one its vectors came from', async () => {
