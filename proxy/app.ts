@@ -103,13 +103,6 @@ export async function buildProxy(options: ProxyOptions): Promise<FastifyInstance
     done();
   });
 
-  // A tenant key belongs inside a sealed request: one in a plain header has passed the host in
-  // the clear. Refused at once (and never relayed), so the client learns it instead of quietly leaking it.
-  app.addHook('onRequest', (req, reply, done) => {
-    if (req.headers[TENANT_KEY_HEADER] === undefined) return done();
-    done(badRequest(`a tenant key travels only inside a sealed request (the sdk's tenantKeyFile, the gateway's --tenant-key-file): this one was sent in a plain ${TENANT_KEY_HEADER} header, which the host reads; use a new key`, TENANT_KEY_HEADER, 'tenant_key_in_plain'));
-  });
-
   await registerGuards(app, options.guards);
 
   app.setErrorHandler((err, req, reply) => {
@@ -122,15 +115,22 @@ export async function buildProxy(options: ProxyOptions): Promise<FastifyInstance
     void reply.code(error.status).send(error.toBody());
   });
 
-  const forward = (req: FastifyRequest): ForwardedRequest => ({
-    requestId: String(req.id),
-    method: req.method,
-    target: req.url,
-    body: req.rawBody,
-    authorization: req.headers.authorization,
-    organization: header(req, 'organization_id') ?? header(req, 'openai-organization'),
-    knownState: header(req, 'x-tee-known-state'),
-  });
+  const forward = (req: FastifyRequest): ForwardedRequest => {
+    // A tenant key belongs inside a sealed request: one in a plain header has passed the host in
+    // the clear. Refused (never relayed), so the client learns it instead of quietly leaking it.
+    if (req.headers[TENANT_KEY_HEADER] !== undefined) {
+      throw badRequest(`a tenant key travels only inside a sealed request (the sdk's tenantKeyFile, the gateway's --tenant-key-file): this one was sent in a plain ${TENANT_KEY_HEADER} header, which the host reads; use a new key`, TENANT_KEY_HEADER, 'tenant_key_in_plain');
+    }
+    return {
+      requestId: String(req.id),
+      method: req.method,
+      target: req.url,
+      body: req.rawBody,
+      authorization: req.headers.authorization,
+      organization: header(req, 'organization_id') ?? header(req, 'openai-organization'),
+      knownState: header(req, 'x-tee-known-state'),
+    };
+  };
   const send = (req: FastifyRequest, reply: FastifyReply, answer: ApiReplyIn) => {
     void reply.code(answer.status).headers(answer.headers).header('x-request-id', req.id).type('application/json').send(answer.body);
   };
