@@ -8,9 +8,10 @@ import { StateTracker } from '../../protocol/response-signature.js';
 import { deriveStorageKey, readSealedFile } from '../../enclave/storage/sealed-file.js';
 import { SIMULATED_KEY_FILE } from '../../enclave/storage/sealing-key.js';
 import { decodePayload } from '../../enclave/storage/payloads.js';
+import { deriveTenantKey, openForTenant } from '../../enclave/storage/tenant-keys.js';
 import { startGateway } from '../helpers/gateway.js';
 import { request } from '../helpers/http.js';
-import { occurrences } from '../helpers/key-scan.js';
+import { filesUnder, occurrences } from '../helpers/key-scan.js';
 import { startService, waitFor, type RunningService } from '../helpers/service.js';
 
 /**
@@ -112,6 +113,21 @@ describe('a tenant sealed under a key its client holds', () => {
     keep();
     const search = await owner.sealedCall<{ data: Array<{ content: string }> }>('GET', `/v1/memory?tenant_id=${TENANT}&query=${encodeURIComponent('safe combination')}`);
     expect(search.body.data[0]).toMatchObject({ content: combination });
+
+    // Neither the secret nor the key derived from it is in any file the host kept (opened with the sealing key or not) or in the logs.
+    const secret = readFileSync(keyFile);
+    const derived = deriveTenantKey(secret, search.store, TENANT);
+    const everything: Record<string, Buffer> = { 'enclave, proxy and host store output': Buffer.from(svc.output()) };
+    for (const kept of keptDirs()) {
+      for (const [name, bytes] of Object.entries(filesUnder(kept))) everything[`${kept}/${name}`] = bytes;
+      for (const { where, payload } of await openedPayloads(kept)) everything[`${where} (opened)`] = payload;
+    }
+    expect(occurrences(everything, secret)).toEqual([]);
+    expect(occurrences(everything, derived)).toEqual([]);
+    // (That is the key: it opens the tenant's entries, so the scan looked for the right bytes.)
+    const entry = (await openedPayloads(keptDirs()[1])).map(({ payload }) => payload).find((p) => decodePayload(p, 'entry').type === 'sealed')!;
+    expect(openForTenant(entry, derived)).toBeDefined();
+    expect(openForTenant(entry, deriveTenantKey(randomBytes(32), search.store, TENANT))).toBeUndefined();
 
     const read = await hostReads(keptDirs());
     expect(read.found).toEqual([]);
