@@ -125,10 +125,11 @@ export class TenantKeys implements TenantLocks {
       if (!inner) {
         if (i === 0) throw wrongKey(tenantId);
         // The first opened, so the key is right: this entry was damaged (the frame's seal would have caught the host).
-        throw new CorruptStoreError(`an entry of tenant '${tenantId}' does not open under its tenant key`);
+        // Named by place, never by tenant: this goes to the host's log.
+        throw new CorruptStoreError(`entry ${i} of a locked tenant does not open under its tenant key`);
       }
-      const p = decodePayload(inner, `tenant '${tenantId}' entry ${i}`);
-      if (p.type !== 'event') throw new CorruptStoreError(`tenant '${tenantId}' entry ${i} is not a change`);
+      const p = decodePayload(inner, `entry ${i} of a locked tenant`);
+      if (p.type !== 'event') throw new CorruptStoreError(`entry ${i} of a locked tenant is not a change`);
       return p.event;
     });
     this.held.delete(tenantId);

@@ -172,6 +172,9 @@ describe('a tenant sealed under a key its client holds', () => {
     // Locked: nothing of it is loaded, so nothing can be read or searched, by any call without the key.
     const search = await request(s.baseUrl, 'POST', '/v1/memory/search', { tenant_id: TENANT, query: 'safe combination' });
     expect([search.status, code(search)]).toEqual([423, 'tenant_locked']);
+    // Nor deleted: erasing a keyed tenant takes its key too (docs/api.md, Tenant keys).
+    const erase = await request(s.baseUrl, 'DELETE', `/v1/memory?tenant_id=${TENANT}`);
+    expect([erase.status, code(erase)]).toEqual([423, 'tenant_locked']);
     const noKey = await (await client(s)).sealedCall('GET', `/v1/memory?tenant_id=${TENANT}`);
     expect([noKey.status, code(noKey)]).toEqual([423, 'tenant_locked']);
     const wrong = await (await client(s, join(dir, 'wrong.key'))).sealedCall('GET', `/v1/memory?tenant_id=${TENANT}`);
