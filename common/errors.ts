@@ -54,10 +54,13 @@ export const errorCatalogue = {
   sealed_open_failed: invalid(400, 'a sealed request does not open with the enclave\'s key (altered, or sealed to an old key)'),
   sealed_request_expired: invalid(400, 'a sealed request\'s timestamp is too far from the enclave\'s clock'),
   sealed_outer_authorization: invalid(400, 'a sealed request carried an Authorization header outside its envelope, where the host reads it'),
+  tenant_key_in_plain: invalid(400, 'a plain request carried an X-Tenant-Key header, which the host reads: a tenant key travels only inside a sealed request'),
+  invalid_tenant_key: invalid(400, 'a sealed request\'s tenant_key is not 32 to 256 bytes'),
   // 401, 403
   missing_api_key: { status: 401, type: 'authentication_error', when: 'no Authorization header, and the service requires API keys' },
   invalid_api_key: { status: 401, type: 'authentication_error', when: 'the key is not Bearer <key>, or not a key the enclave knows' },
   tenant_not_allowed: { status: 403, type: 'permission_error', when: 'the API key does not hold the tenant the request names' },
+  wrong_tenant_key: { status: 403, type: 'permission_error', when: 'the tenant key sent is not the one the tenant\'s memories are sealed under' },
   // 404, 405
   unknown_route: { status: 404, type: 'not_found_error', when: 'no endpoint has this path' },
   memory_not_found: { status: 404, type: 'not_found_error', when: 'no memory with this id for this tenant (the same answer whether it exists for another tenant or not at all)' },
@@ -69,6 +72,8 @@ export const errorCatalogue = {
   memory_limit_reached: invalid(409, 'the tenant holds MAX_MEMORIES_PER_TENANT memories'),
   term_limit_reached: invalid(409, 'the memories would give the tenant more than MAX_TERMS_PER_TENANT distinct words'),
   key_memory_limit_reached: invalid(409, 'the tenants of the API key hold MAX_MEMORIES_PER_KEY memories'),
+  tenant_key_not_enabled: invalid(409, 'a tenant key was sent for a tenant that holds memories stored without one (a tenant key is turned on only for a tenant with no memories)'),
+  tenant_locked: { status: 423, type: 'permission_error', when: 'the tenant\'s memories are sealed under a tenant key and the request did not carry it (a plain call, or a sealed call without tenant_key)' },
   too_large: invalid(413, 'the body is larger than the endpoint takes'),
   uri_too_long: invalid(414, 'a path segment is too long'),
   unsupported_media_type: invalid(415, 'the body is not Content-Type application/json'),

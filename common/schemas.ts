@@ -342,6 +342,8 @@ export const sealedPayloadSchema = {
     organization: { type: 'string', maxLength: 256 },
     /** The x-tee-known-state header of a plain call. */
     known_state: stateHead,
+    /** The secret the tenant's memories are sealed under (base64 of 32 to 256 bytes). */
+    tenant_key: base64('must be base64 of 32 to 256 bytes', 44, 344),
     timestamp: { type: 'integer', minimum: 0 },
     /** Spaces that round the plaintext's size up to a bucket (protocol/sealed.ts paddedSize). */
     pad: { type: 'string', maxLength: 65536, pattern: '^ *$' },

@@ -47,6 +47,12 @@ Options:
   --state-file <path>    where the newest state head seen is kept across restarts, so an
                          older or forked copy of the store is refused (default
                          ~/.agent-gateway/state-<hash of the service URL>.json)
+  --tenant-key-file <path>
+                         a file of 32 to 256 random bytes (head -c 32 /dev/urandom):
+                         sent inside every sealed call, it seals the memories of the
+                         tenants you use under keys derived from it, which the host's
+                         copies and later enclaves cannot open without it (docs/api.md,
+                         Tenant keys). Lose the file and those memories are gone
   --mcp                  serve the memory tools over MCP on stdin/stdout instead of HTTP;
                          everything else the gateway prints goes to stderr
   --tenant <id>          with --mcp: the tenant whose memory the tools act on (required)
@@ -75,6 +81,8 @@ export interface GatewayCommand {
   mcp?: { tenant: string; apiKeyFile?: string };
   /** The only chat model origin answers may name (sdk requireUpstream). */
   requireUpstream?: string;
+  /** The tenant key sent inside every sealed call (sdk tenantKeyFile). */
+  tenantKeyFile?: string;
 }
 
 export type Command = GatewayCommand | { kind: 'help' } | { kind: 'usage-error'; message: string };
@@ -106,6 +114,7 @@ export function parseArgs(argv: string[]): Command {
         mcp: { type: 'boolean', default: false },
         tenant: { type: 'string' },
         'api-key-file': { type: 'string' },
+        'tenant-key-file': { type: 'string' },
         'require-upstream': { type: 'string' },
         help: { type: 'boolean', short: 'h', default: false },
       },
@@ -165,5 +174,6 @@ export function parseArgs(argv: string[]): Command {
     stateFile: values['state-file'] ?? defaultStateFile(service),
     ...(values.mcp ? { mcp: { tenant: values.tenant!, ...(values['api-key-file'] !== undefined ? { apiKeyFile: values['api-key-file'] } : {}) } } : {}),
     ...(requireUpstream ? { requireUpstream } : {}),
+    ...(values['tenant-key-file'] !== undefined ? { tenantKeyFile: values['tenant-key-file'] } : {}),
   };
 }

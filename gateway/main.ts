@@ -77,12 +77,14 @@ async function start(command: GatewayCommand, io: Io): Promise<Running> {
     insecureSkipPcrPinning: command.insecureDev,
     stateTracker: tracker,
     ...(command.requireUpstream ? { requireUpstream: command.requireUpstream } : {}),
+    ...(command.tenantKeyFile !== undefined ? { tenantKeyFile: command.tenantKeyFile } : {}),
   });
   const { attestation } = trust.client;
   for (const check of attestation.checks) io.out(`✓ ${check.name}: ${check.detail}`);
   io.out(`✓ answer signature: the attestation answer is signed by the attested key ${Buffer.from(attestation.teePublicKey).toString('base64')}`);
   io.out(`✓ state head: ${tracker.current ? formatState(tracker.current) : 'none yet'}${remembered ? ` (not older than ${formatState(remembered)}, remembered in ${command.stateFile})` : ` (remembered from now on in ${command.stateFile})`}`);
   if (command.requireUpstream) io.out(`✓ upstream: answers whose prompt and memories went to another chat model than ${command.requireUpstream} are refused`);
+  if (command.tenantKeyFile !== undefined) io.out(`✓ tenant key: read from ${command.tenantKeyFile}, sent only inside sealed calls`);
   if (command.insecureDev) io.out('! no PCRs pinned (--insecure-dev): any code the root vouches for is trusted; development only');
   stateFile.save(tracker.current);
   if (command.mcp) {

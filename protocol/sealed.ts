@@ -12,10 +12,12 @@
  *
  *   {"type":"agent-service/sealed-request/v1","method":"POST","target":"/v1/memory",
  *    "body":"<b64 of the exact body bytes>","authorization":"…","organization":"…",
- *    "known_state":"<seq>:<hash>","timestamp":<unix ms>}
+ *    "known_state":"<seq>:<hash>","tenant_key":"<b64>","timestamp":<unix ms>}
  *
- * (authorization, organization and known_state optional; known_state is the plain calls'
- * x-tee-known-state header, which the sealed request carries inside instead). The enclave answers 200 with
+ * (authorization, organization, known_state and tenant_key optional; known_state is the plain calls'
+ * x-tee-known-state header, which the sealed request carries inside instead; tenant_key is the
+ * secret a tenant's memories are sealed under (docs/api.md, Tenant keys), which only ever
+ * travels inside an envelope). The enclave answers 200 with
  *
  *   {"nonce":"<b64, 24 bytes>","ciphertext":"<b64>"}
  *
@@ -35,6 +37,11 @@ export const SEALED_REQUEST_TYPE = 'agent-service/sealed-request/v1';
 export const SEALED_REPLY_TYPE = 'agent-service/sealed-reply/v1';
 /** A sealed request older (or further in the future) than this is refused as a possible replay. */
 export const SEALED_MAX_AGE_MS = 5 * 60 * 1000;
+/** A tenant key (the secret a tenant's memories are sealed under) is 32 to 256 bytes: a file of random bytes. */
+export const TENANT_KEY_MIN_BYTES = 32;
+export const TENANT_KEY_MAX_BYTES = 256;
+/** A plain request carrying this header is refused: the host would read the tenant key in it. */
+export const TENANT_KEY_HEADER = 'x-tenant-key';
 
 export interface SealedRequest {
   method: string;
@@ -44,6 +51,8 @@ export interface SealedRequest {
   organization?: string;
   /** The newest state head the client has seen (formatState), for the enclave to place on its chain. */
   knownState?: string;
+  /** The tenant key (TENANT_KEY_MIN_BYTES to TENANT_KEY_MAX_BYTES): the secret the tenant's memories are sealed under. */
+  tenantKey?: Uint8Array;
   /** Unix milliseconds when sealed. */
   timestamp: number;
 }
@@ -74,6 +83,8 @@ export interface SealedRequestPlaintext {
   authorization?: string;
   organization?: string;
   known_state?: string;
+  /** Base64 of the tenant key. */
+  tenant_key?: string;
   timestamp: number;
   /** Padding (spaces), ignored. */
   pad?: string;
@@ -126,6 +137,7 @@ export function sealRequest(
     ...(request.authorization ? { authorization: request.authorization } : {}),
     ...(request.organization ? { organization: request.organization } : {}),
     ...(request.knownState ? { known_state: request.knownState } : {}),
+    ...(request.tenantKey ? { tenant_key: b64(request.tenantKey) } : {}),
     timestamp: request.timestamp,
   };
   // One X25519 multiplication serves both directions.

@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { badRequest, methodNotAllowed } from '../common/errors.js';
 import { limits } from '../common/limits.js';
+import { TENANT_KEY_HEADER } from '../protocol/sealed.js';
 import type { Logger } from '../common/logger.js';
 import type { ApiReplyIn } from '../common/proto.js';
 import { apiRoutes, pathMethods, routeNames } from '../common/routes.js';
@@ -114,15 +115,22 @@ export async function buildProxy(options: ProxyOptions): Promise<FastifyInstance
     void reply.code(error.status).send(error.toBody());
   });
 
-  const forward = (req: FastifyRequest): ForwardedRequest => ({
-    requestId: String(req.id),
-    method: req.method,
-    target: req.url,
-    body: req.rawBody,
-    authorization: req.headers.authorization,
-    organization: header(req, 'organization_id') ?? header(req, 'openai-organization'),
-    knownState: header(req, 'x-tee-known-state'),
-  });
+  const forward = (req: FastifyRequest): ForwardedRequest => {
+    // A tenant key belongs inside a sealed request: one in a plain header has passed the host in
+    // the clear. Refused (never relayed), so the client learns it instead of quietly leaking it.
+    if (req.headers[TENANT_KEY_HEADER] !== undefined) {
+      throw badRequest(`a tenant key travels only inside a sealed request (the sdk's tenantKeyFile, the gateway's --tenant-key-file): this one was sent in a plain ${TENANT_KEY_HEADER} header, which the host reads; use a new key`, TENANT_KEY_HEADER, 'tenant_key_in_plain');
+    }
+    return {
+      requestId: String(req.id),
+      method: req.method,
+      target: req.url,
+      body: req.rawBody,
+      authorization: req.headers.authorization,
+      organization: header(req, 'organization_id') ?? header(req, 'openai-organization'),
+      knownState: header(req, 'x-tee-known-state'),
+    };
+  };
   const send = (req: FastifyRequest, reply: FastifyReply, answer: ApiReplyIn) => {
     void reply.code(answer.status).headers(answer.headers).header('x-request-id', req.id).type('application/json').send(answer.body);
   };

@@ -21,6 +21,7 @@
  * pass a `new StateTracker()`.
  */
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import type { Check, DecodedDocument } from '../protocol/attestation/verify.js';
 import { verifyAttestation } from '../protocol/attestation/verify.js';
 import { verifyManifest, type VerifiedManifest } from './attestation/manifest.js';
@@ -29,7 +30,9 @@ import {
   StateTracker, splitSignedStream, STORE_HEADER, TENANT_HEADER, STREAM_SIGNATURE_EVENT, TIMESTAMP_HEADER, UPSTREAM_HEADER, type Ancestry, type KnownState,
   type SignedRequest, type StateHead,
 } from '../protocol/response-signature.js';
-import { decodeBase64, openReply, SEALED_PATH, sealRequest, SealedFormatError } from '../protocol/sealed.js';
+import {
+  decodeBase64, openReply, SEALED_PATH, sealRequest, SealedFormatError, TENANT_KEY_MAX_BYTES, TENANT_KEY_MIN_BYTES,
+} from '../protocol/sealed.js';
 import { SEALED_STREAM_PATH, sealedStreamKey } from '../protocol/sealed-stream.js';
 import { normalizeOrigin, upstreamRefusal } from '../protocol/upstream.js';
 import { parseUserData } from '../protocol/user-data.js';
@@ -64,6 +67,14 @@ export interface ConnectOptions {
   operatorKey?: string | Uint8Array;
   /** Sent as the Authorization header of plain calls, and only inside the envelope of sealed calls. */
   authorization?: string;
+  /**
+   * A file holding the tenant key (32 to 256 bytes, e.g. `head -c 32 /dev/urandom`): sent
+   * inside every sealed call, it seals the tenant's memories under a key derived from it
+   * (docs/api.md, Tenant keys). Never sent with a plain call. Lose it and the memories are gone.
+   */
+  tenantKeyFile?: string;
+  /** The tenant key itself, instead of tenantKeyFile. */
+  tenantKey?: Uint8Array;
   /** Largest accepted gap between a signature's timestamp and this machine's clock (default 5 minutes). */
   maxClockSkewMs?: number;
   /** Time at which certificates must be valid (default now). */
@@ -100,6 +111,8 @@ export interface CallOptions {
   headers?: Record<string, string>;
   /** Sent sealed instead of the client's own authorization (a gateway relays each caller's key). */
   authorization?: string;
+  /** Sent sealed instead of the client's own tenant key (ConnectOptions.tenantKeyFile). */
+  tenantKey?: Uint8Array;
   /** Abandons the call (and, for a stream, the enclave's work). */
   signal?: AbortSignal;
 }
@@ -231,6 +244,8 @@ function releaseManifest(options: ConnectOptions): VerifiedManifest {
 export class TeeClient {
   /** The newest state head seen from this service (rollback and fork detection); shared by reconnect(). */
   readonly state: StateTracker;
+  /** The tenant key sealed calls carry (ConnectOptions.tenantKeyFile). */
+  private readonly tenantKey?: Uint8Array;
 
   constructor(
     private readonly options: ConnectOptions,
@@ -238,7 +253,12 @@ export class TeeClient {
     readonly attestation: VerifiedAttestation,
   ) {
     this.state = options.stateTracker ?? new StateTracker();
+    this.tenantKey = options.tenantKey ?? (options.tenantKeyFile === undefined ? undefined : readTenantKey(options.tenantKeyFile));
+    if (this.tenantKey && (this.tenantKey.length < TENANT_KEY_MIN_BYTES || this.tenantKey.length > TENANT_KEY_MAX_BYTES)) {
+      throw new TypeError(`a tenant key must be ${TENANT_KEY_MIN_BYTES} to ${TENANT_KEY_MAX_BYTES} bytes`);
+    }
   }
+
 
   /** What an answer to a request sent now must continue. */
   stateFloor(): KnownState | undefined {
@@ -315,6 +335,7 @@ export class TeeClient {
       authorization,
       organization: options.organization,
       knownState,
+      tenantKey: options.tenantKey ?? this.tenantKey,
       timestamp: Date.now(),
     });
     // The outer request is itself a signed plain call, and carries no key: the host reads
@@ -358,7 +379,7 @@ export class TeeClient {
     const floor = this.stateFloor();
     const knownState = floor && formatState(floor);
     const { envelope, replyKey } = sealRequest(this.attestation.boxPublicKey, {
-      method, target, body: bytes, authorization, organization: options.organization, knownState, timestamp: Date.now(),
+      method, target, body: bytes, authorization, organization: options.organization, knownState, tenantKey: options.tenantKey ?? this.tenantKey, timestamp: Date.now(),
     });
     const abort = new AbortController();
     const signal = options.signal ? AbortSignal.any([options.signal, abort.signal]) : abort.signal;
@@ -478,6 +499,11 @@ interface RawExchange {
   raw: Uint8Array;
   headers: Record<string, string>;
   floor: KnownState | undefined;
+}
+
+/** The tenant key file's bytes, as they are (a file of random bytes; a trailing newline would be part of it). */
+function readTenantKey(path: string): Uint8Array {
+  return new Uint8Array(readFileSync(path));
 }
 
 function encodeBody(body: Body): Uint8Array {

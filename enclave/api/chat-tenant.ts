@@ -28,8 +28,10 @@ export interface ChatCaller {
   scope: MemoryScope;
   /** The caller's key id: the author of the memories the model saves (their history). */
   keyId: string | undefined;
+  /** The tenant key its sealed request carried, if any. */
+  tenantKey?: Uint8Array;
 }
 
 export function chatCaller(request: { organization: string }, caller: Caller, requested: MemoryScope = {}): ChatCaller {
-  return { tenant: chatTenant(request, caller), keyTenants: caller.tenants, scope: scopeFor(caller, requested), keyId: caller.keyId };
+  return { tenant: chatTenant(request, caller), keyTenants: caller.tenants, scope: scopeFor(caller, requested), keyId: caller.keyId, tenantKey: caller.tenantKey };
 }

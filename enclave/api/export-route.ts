@@ -26,6 +26,7 @@ export const exportUnary = async (): Promise<ApiReply> => {
 export function exportRoute(memory: MemoryService) {
   return async ({ caller, query: { tenant_id, public_key } }: RouteCall<'ExportMemories'>, sink: ChunkSink, signal: AbortSignal): Promise<void> => {
     authorize(caller, tenant_id);
+    memory.admitTenant(tenant_id, caller.tenantKey);
     const theirs = Buffer.from(public_key, 'base64');
     if (theirs.length !== PUBLIC_KEY_BYTES) throw badRequest('public_key must be a base64 X25519 public key (32 bytes)', 'public_key', 'invalid_value');
     const mine = boxKeyPair();

@@ -67,8 +67,13 @@ const periodOf = (input: PeriodInput): Period => ({ since: instant(input.since, 
 export function memoryRoutes(memory: MemoryService, receipt?: Receipts): {
   [N in 'AddMemory' | 'ImportMemories' | 'ListMemories' | 'DeleteMemories' | 'SearchMemory' | 'GetMemory' | 'GetMemoryHistory' | 'UpdateMemory' | 'DeleteMemory']: RouteHandler<N>
 } {
-  const lookup = (caller: Caller, tenantId: string, id: string): MemoryRecord => {
+  /** The key holds the tenant, and the call carries its tenant key if it has one (MemoryService.admitTenant). */
+  const admit = (caller: Caller, tenantId: string): void => {
     authorize(caller, tenantId);
+    memory.admitTenant(tenantId, caller.tenantKey);
+  };
+  const lookup = (caller: Caller, tenantId: string, id: string): MemoryRecord => {
+    admit(caller, tenantId);
     const record = memory.get(tenantId, id);
     // The same answer whether the id does not exist or belongs to another tenant, or to a
     // scope the caller's key is not limited to.
@@ -80,20 +85,20 @@ export function memoryRoutes(memory: MemoryService, receipt?: Receipts): {
     async AddMemory({ caller, body: input }, context) {
       // A batch is validated whole, and every tenant in it authorized, before anything is stored.
       if ('memories' in input) {
-        for (const item of input.memories) authorize(caller, item.tenant_id);
+        for (const item of input.memories) admit(caller, item.tenant_id);
         const items = input.memories.map((item, i) =>
           ({ ...item, occurred_at: instant(item.occurred_at, `memories.${i}.occurred_at`), dedupe: item.dedupe ?? true, ...scopeFor(caller, scopeOf(item)) }));
         const data = (await memory.remember(items, caller.tenants, context?.meter, authorOf(caller))).map(addAnswer);
         return jsonReply(200, { object: 'list', data }, forTenant(...input.memories.map((m) => m.tenant_id)));
       }
-      authorize(caller, input.tenant_id);
+      admit(caller, input.tenant_id);
       const item = { ...input, occurred_at: instant(input.occurred_at, 'occurred_at'), dedupe: input.dedupe ?? true, ...scopeFor(caller, scopeOf(input)) };
       const [outcome] = await memory.remember([item], caller.tenants, context?.meter, authorOf(caller));
       return jsonReply(200, addAnswer(outcome), forTenant(input.tenant_id));
     },
 
     async ImportMemories({ caller, body: { tenant_id, memories } }, context) {
-      authorize(caller, tenant_id);
+      admit(caller, tenant_id);
       const now = Math.floor(Date.now() / 1000);
       const items = memories.map((item, i) => importedMemory(tenant_id, item, `memories.${i}`, now));
       const { imported, skipped } = await memory.importMany(tenant_id, items, caller.tenants, context?.meter, authorOf(caller));
@@ -101,7 +106,7 @@ export function memoryRoutes(memory: MemoryService, receipt?: Receipts): {
     },
 
     async ListMemories({ caller, query: input }: RouteCall<'ListMemories'>, context?: CallContext): Promise<ApiReply> {
-      authorize(caller, input.tenant_id);
+      admit(caller, input.tenant_id);
       const scope = scopeFor(caller, scopeOf(input));
       const period = periodOf(input);
       if (input.query !== undefined) {
@@ -126,14 +131,14 @@ export function memoryRoutes(memory: MemoryService, receipt?: Receipts): {
 
     async DeleteMemories({ caller, query }) {
       const { tenant_id } = query;
-      authorize(caller, tenant_id);
+      admit(caller, tenant_id);
       const count = await memory.deleteAll(tenant_id, scopeFor(caller, scopeOf(query)), authorOf(caller));
       const signed = receipt?.({ scope: 'tenant', tenant_id, ids: [], count });
       return jsonReply(200, { object: 'memory.deleted', deleted: true, count, ...(signed ? { receipt: signed } : {}) }, forTenant(tenant_id));
     },
 
     async SearchMemory({ caller, body: input }, context) {
-      authorize(caller, input.tenant_id);
+      admit(caller, input.tenant_id);
       const query = { ...input, ...scopeFor(caller, scopeOf(input)), ...periodOf(input) };
       return searchReply(input.tenant_id, input.query, input.top_k, await memory.query(query, undefined, context?.meter));
     },
@@ -143,7 +148,7 @@ export function memoryRoutes(memory: MemoryService, receipt?: Receipts): {
     },
 
     async GetMemoryHistory({ caller, query: { tenant_id }, params: { id } }) {
-      authorize(caller, tenant_id);
+      admit(caller, tenant_id);
       const history = memory.historyOf(tenant_id, id);
       // As GetMemory: the same answer for an id never seen, forgotten, or another tenant's.
       if (!history) throw notFound(`no memory '${id}' for tenant '${tenant_id}'`, 'memory_not_found');

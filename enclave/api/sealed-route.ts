@@ -3,7 +3,9 @@ import { limits } from '../../common/limits.js';
 import type { ApiReply, ApiRequest } from '../../common/proto.js';
 import { sealedPayloadSchema } from '../../common/schemas.js';
 import { validator } from '../../common/validation.js';
-import { decodeBase64, SealedFormatError, sealReply, type RequestEnvelope, type SealedRequestPlaintext } from '../../protocol/sealed.js';
+import {
+  decodeBase64, SealedFormatError, sealReply, TENANT_KEY_MAX_BYTES, TENANT_KEY_MIN_BYTES, type RequestEnvelope, type SealedRequestPlaintext,
+} from '../../protocol/sealed.js';
 import { authenticate, type Caller } from '../auth/caller.js';
 import type { SealedRequestKey } from '../keys.js';
 import type { ReplayGuard } from './replay-guard.js';
@@ -83,8 +85,14 @@ export function admitSealed(deps: Omit<SealedDeps, 'dispatch'>, outer: Pick<Rout
   }
   if (body.length > limits.maxBodyBytes) throw tooLarge(`the sealed request body is larger than ${limits.maxBodyBytes} bytes`);
 
-  const caller = deps.identify(payload.authorization ?? '');
-  authenticate(caller);
+  const tenantKey = payload.tenant_key === undefined ? undefined : decodeBase64(payload.tenant_key, 'tenant_key');
+  if (tenantKey && (tenantKey.length < TENANT_KEY_MIN_BYTES || tenantKey.length > TENANT_KEY_MAX_BYTES)) {
+    throw badRequest(`the sealed request's tenant_key must be ${TENANT_KEY_MIN_BYTES} to ${TENANT_KEY_MAX_BYTES} bytes`, null, 'invalid_tenant_key');
+  }
+  const identified = deps.identify(payload.authorization ?? '');
+  authenticate(identified);
+  // The tenant key travels with the caller, for this request only: no handler sees the envelope.
+  const caller: Caller = tenantKey ? { ...identified, tenantKey } : identified;
   switch (deps.replay.admit(opened.replayId, payload.timestamp)) {
     case 'stale':
       throw badRequest('the sealed request\'s timestamp is too far from the enclave\'s clock (seal it again)', null, 'sealed_request_expired');

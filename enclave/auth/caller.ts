@@ -27,6 +27,11 @@ export interface Caller {
   readonly refused?: 'missing' | 'not-bearer' | 'invalid';
   /** Whether the request carried an Authorization header at all (a sealed call's outer request must not). */
   readonly sentHeader: boolean;
+  /**
+   * The tenant key a sealed request carried inside its envelope (never a plain one's): what
+   * a tenant's memories are sealed under (storage/tenant-keys.ts). Held for the request only.
+   */
+  readonly tenantKey?: Uint8Array;
 }
 
 const tenantPattern = new RegExp(limits.tenantIdPattern);

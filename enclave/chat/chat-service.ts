@@ -32,6 +32,8 @@ export interface ChatCall {
   scope?: MemoryScope;
   /** The caller's key id, recorded as the author of memories the model saves. */
   keyId?: string;
+  /** The tenant key its sealed request carried (MemoryService.admitTenant). */
+  tenantKey?: Uint8Array;
   /** Told of the memory searches and saves the answer makes (none for a sealed call). */
   meter?: MemoryMeter;
   /** Aborted when the client goes away; the model call is aborted with it. */
@@ -94,7 +96,9 @@ export class ChatService {
     );
   }
 
-  private async plan(request: ChatCompletionInput, { tenant, keyTenants, meter, scope = {}, keyId }: ChatCall) {
+  private async plan(request: ChatCompletionInput, { tenant, keyTenants, meter, scope = {}, keyId, tenantKey }: ChatCall) {
+    // Before anything reads or saves a memory: a keyed tenant needs its key, a locked one opens with it.
+    if (tenant) this.memory.admitTenant(tenant, tenantKey);
     const offline = !this.upstream || request.model === OFFLINE_MODEL;
     const refusal = offline ? offlineRefusal(request) : undefined;
     if (refusal) throw badRequest(refusal.message, refusal.param, 'unsupported_by_offline_model');

@@ -13,4 +13,22 @@ export interface MemoryJournal {
    * answer, may keep a prefix: the batch was never acknowledged).
    */
   commit(events: readonly MemoryEvent[], apply: () => void): Promise<void>;
+  /** Tenants sealed under keys their clients hold; absent: no tenant may have one. */
+  readonly locks?: TenantLocks;
+}
+
+/**
+ * Tenants whose memories are sealed under a key the client holds (storage/tenant-keys.ts):
+ * every call for a tenant passes here with the tenant key its sealed request carried, if any.
+ */
+export interface TenantLocks {
+  /**
+   * Lets the call through, or refuses it (ApiError): a keyed tenant needs its key (423
+   * without, 403 with another); a key sent for a tenant without one turns it on, if the
+   * tenant holds no memories (409 if it does). A locked tenant (after a restart) opens with
+   * the right key: its stored changes are handed to `apply`, in order, before this returns.
+   */
+  admit(tenantId: string, secret: Uint8Array | undefined, holdsMemories: boolean, apply: (event: MemoryEvent) => void): void;
+  /** Whether the tenant's stored changes are held unopened (no call has brought its key since the start). */
+  isLocked(tenantId: string): boolean;
 }

@@ -1,6 +1,7 @@
 import type { AddMemoryInput, QueryMemoryInput, UpdateMemoryInput } from '../../common/schemas.js';
+import { badRequest } from '../../common/errors.js';
 import type { Embedder } from '../embedding/types.js';
-import type { MemoryJournal } from './journal.js';
+import type { MemoryJournal, TenantLocks } from './journal.js';
 import type { ChangeInfo, EmbeddingModelId, MemoryEvent, MemoryRecord, MemoryScope, MemoryVersion, RestoredEvent, ScoredMemory } from './types.js';
 import { inScope, recordMatcher, scopeOf } from './memory-scope.js';
 import type { Period } from './memory-time.js';
@@ -58,6 +59,8 @@ export class MemoryService {
   /** What the applied changes hold; tenants are counted from `tenants`. */
   private readonly applied: UsageChange = { memories: 0, storedBytes: 0, terms: 0 };
   private journal?: MemoryJournal;
+  /** Tenants sealed under keys their clients hold (the journal's; none without one). */
+  private locks?: TenantLocks;
   private reembedding = false;
   /** Queries under way now (query() to its answer). */
   private querying = 0;
@@ -78,6 +81,27 @@ export class MemoryService {
   /** From now on every change is made durable in `journal` before it is applied and acknowledged. */
   useJournal(journal: MemoryJournal): void {
     this.journal = journal;
+    this.locks = journal.locks;
+  }
+
+  /**
+   * Every call for a tenant passes here first, with the tenant key its sealed request carried
+   * (TenantLocks.admit): refused when the tenant is keyed and the key is missing or wrong; a
+   * locked tenant is opened (its changes applied) by the first call with its key.
+   */
+  admitTenant(tenantId: string, tenantKey: Uint8Array | undefined): void {
+    if (!this.locks) {
+      if (tenantKey) throw badRequest('this enclave keeps no durable store, so it seals nothing under tenant keys', null, 'invalid_tenant_key');
+      return;
+    }
+    this.locks.admit(tenantId, tenantKey, this.tenants.has(tenantId), (event) => {
+      // As at recovery (storage/store.ts): a change that cannot apply is skipped, never half applied.
+      try {
+        this.apply(event);
+      } catch {
+        // Nothing to do: apply() left nothing half done.
+      }
+    });
   }
 
   /** The model every indexed vector comes from; record it with the memories (model-change.ts). */

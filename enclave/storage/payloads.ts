@@ -4,7 +4,7 @@
  *   0x01 header  JSON
  *   0x02 add     u32 BE JSON length | JSON of the record | vector as float32 little-endian
  *   0x03 delete  JSON {tenant_id, id, change?}
- *   0x04 end     JSON {count, deleted?}
+ *   0x04 end     JSON {count, deleted?, sealed?}: memories, deleted memories' histories, tenant-sealed entries
  *   0x05 update  as add: the memory's new version
  *   0x06 heads   u64 BE seq of the first | 8 bytes per head: its hash's first 8 bytes, in order (snapshots, format 4)
  *   0x07 fence   JSON {writer}: a writer took the log over here (an enclave that opened the store); no change.
@@ -15,6 +15,10 @@
  *     change: u8 flags (1 extracted, 2 a key id of 32 hex digits, 4 another key id, 8 past versions)
  *             | u32 BE at | the key id: 16 bytes (2), or u8 length and UTF-8 (4) | u32 BE length and JSON of the past versions (8)
  *   0x0a tombstone  JSON {tenant_id, id, versions}: a deleted memory's history, without content (snapshots)
+ *   0x0b tenant-sealed  u8 tenant id length | tenant id UTF-8 | 8 bytes naming the embedding model | 24-byte nonce
+ *                | secretbox of another payload (0x03, 0x08, 0x09, 0x0a) under the tenant's key (tenant-keys.ts):
+ *                a change of a tenant whose memories are sealed under a key the client holds. With the sealing key
+ *                alone, only the tenant id and the model (which every file's header names anyway) are readable.
  *
  * 0x08 and 0x09 carry who made the change and when (ChangeInfo) and, in a snapshot, the
  * memory's past versions (memory/history.ts), apart from the record, in binary: a recovery
@@ -66,10 +70,12 @@ export type Payload =
   | { type: 'header'; meta: FileMeta }
   | { type: 'event'; event: MemoryEvent }
   /** `deleted`: the tombstones before it (absent in snapshots written before them). */
-  | { type: 'end'; count: number; deleted?: number }
+  | { type: 'end'; count: number; deleted?: number; sealed?: number }
   /** Prefixes of the heads from seq `first` on (head-chain.ts). */
   | { type: 'heads'; first: number; prefixes: Buffer }
-  | { type: 'fence'; writer: string };
+  | { type: 'fence'; writer: string }
+  /** A change of `tenant_id` sealed under its tenant key: `payload` is the whole entry, kept as it is while the tenant is locked. */
+  | { type: 'sealed'; tenant_id: string; payload: Buffer };
 
 const HEADER = 0x01;
 const ADD = 0x02;
@@ -81,6 +87,7 @@ const FENCE = 0x07;
 const ADD_CHANGE = 0x08;
 const UPDATE_CHANGE = 0x09;
 const TOMBSTONE = 0x0a;
+export const TENANT_SEALED = 0x0b;
 
 /**
  * Vectors are stored as float32 little-endian: on a little-endian machine (x86, Graviton)
@@ -92,7 +99,8 @@ const LITTLE_ENDIAN = endianness() === 'LE';
 const tagged = (tag: number, json: unknown) => Buffer.concat([Buffer.of(tag), Buffer.from(JSON.stringify(json))]);
 
 export const encodeHeader = (meta: FileMeta): Buffer => tagged(HEADER, meta);
-export const encodeEnd = (count: number, deleted?: number): Buffer => tagged(END, deleted ? { count, deleted } : { count });
+export const encodeEnd = (count: number, deleted?: number, sealed?: number): Buffer =>
+  tagged(END, { count, ...(deleted ? { deleted } : {}), ...(sealed ? { sealed } : {}) });
 export const encodeFence = (writer: string): Buffer => tagged(FENCE, { writer });
 
 export function encodeHeads(first: number, prefixes: Uint8Array): Buffer {
@@ -192,12 +200,17 @@ export function decodePayload(payload: Buffer, where: string): Payload {
       case FENCE:
         return { type: 'fence', writer: String((JSON.parse(payload.subarray(1).toString('utf8')) as { writer: unknown }).writer) };
       case END: {
-        const { count, deleted } = JSON.parse(payload.subarray(1).toString('utf8')) as { count: number; deleted?: number };
-        return deleted === undefined ? { type: 'end', count } : { type: 'end', count, deleted };
+        const { count, deleted, sealed } = JSON.parse(payload.subarray(1).toString('utf8')) as { count: number; deleted?: number; sealed?: number };
+        return { type: 'end', count, ...(deleted === undefined ? {} : { deleted }), ...(sealed === undefined ? {} : { sealed }) };
       }
       case DELETE: {
         const { tenant_id, id, change } = JSON.parse(payload.subarray(1).toString('utf8')) as { tenant_id: string; id: string; change?: ChangeInfo };
         return { type: 'event', event: change ? { type: 'delete', tenant_id, id, change } : { type: 'delete', tenant_id, id } };
+      }
+      case TENANT_SEALED: {
+        const end = 2 + payload[1];
+        if (payload[1] === 0 || end > payload.length) throw new Error('a tenant-sealed entry without its tenant');
+        return { type: 'sealed', tenant_id: payload.toString('utf8', 2, end), payload };
       }
       case TOMBSTONE: {
         const { tenant_id, id, versions } = JSON.parse(payload.subarray(1).toString('utf8')) as { tenant_id: string; id: string; versions: MemoryVersion[] };

@@ -1,7 +1,7 @@
 import type { BlobStore, PutConditions } from '../../common/blob-store.js';
 import type { ChangeInfo, MemoryEvent, MemoryRecord, MemoryVersion } from '../memory/types.js';
 import { CorruptStoreError } from './errors.js';
-import { decodePayload, encodeEnd, encodeEvent, encodeHeader, encodeHeads, type FileMeta } from './payloads.js';
+import { decodePayload, encodeEnd, encodeEvent, encodeHeader, encodeHeads, TENANT_SEALED, type FileMeta } from './payloads.js';
 import { newHeader, readSealedStream, sealFrame, type StorageKey } from './sealed-file.js';
 
 export const SNAPSHOT_NAME = 'snapshot.sealed';
@@ -23,6 +23,21 @@ export interface SnapshotEntry {
 /** A deleted memory's history, without content. */
 export type SnapshotTombstone = Extract<MemoryEvent, { type: 'tombstone' }>;
 
+/** An entry sealed under its tenant's key (payloads.ts 0x0b), read or written as it is. */
+export interface SealedEntry {
+  type: 'sealed';
+  tenant_id: string;
+  payload: Buffer;
+}
+
+/** How a snapshot writes each memory and tombstone, and the locked tenants' entries it carries over unopened (tenant-keys.ts). */
+export interface SnapshotSealing {
+  encode(event: MemoryEvent): Buffer;
+  held: Iterable<Buffer>;
+}
+
+const plainly: SnapshotSealing = { encode: encodeEvent, held: [] };
+
 /**
  * Sealed bytes are handed to the host store in chunks of about this size. Sealing a chunk
  * runs on the event loop, so a small chunk keeps a snapshot of a large store from delaying
@@ -34,16 +49,21 @@ const CHUNK_BYTES = 64 * 1024;
  * Writes a snapshot atomically (one put: the host store replaces the blob only once all of
  * it is on disk): the header frame, the chain of heads (if given), every record as a sealed
  * frame, then every deleted memory's history (`deleted`), and an end frame, which carries
- * both counts, so a shortened snapshot is detected. Returns its size, count and version;
- * refused (BlobConflictError) if `conditions` fail.
+ * their counts, so a shortened snapshot is detected. A keyed tenant's memories and
+ * tombstones are sealed under its key (`sealing.encode`), and locked tenants' entries are
+ * copied as they are after the memories (`sealing.held`); all of them are counted apart.
+ * Returns its size, count and version; refused (BlobConflictError) if `conditions` fail.
  */
 export async function writeSnapshot(
   blobs: BlobStore, name: string, key: StorageKey, meta: FileMeta, entries: Iterable<SnapshotEntry>, heads?: SnapshotHeads,
-  deleted: Iterable<SnapshotTombstone> = [], conditions?: PutConditions,
+  deleted: Iterable<SnapshotTombstone> = [], conditions?: PutConditions, sealing: SnapshotSealing = plainly,
 ): Promise<{ bytes: number; count: number; version: string }> {
   let bytes = 0;
   let count = 0;
   let tombstones = 0;
+  let keyed = 0;
+  // A frame of a keyed tenant (0x0b) counts as sealed, whatever it holds.
+  const isSealed = (payload: Buffer) => payload[0] === TENANT_SEALED;
   async function* sealed(): AsyncIterable<Buffer> {
     const header = newHeader('snapshot', key);
     let chunk: Buffer[] = [header, sealFrame(key, header, 0, encodeHeader(meta))];
@@ -62,22 +82,32 @@ export async function writeSnapshot(
       first += piece.length / 8;
       yield flush();
     }
-    for (const { record, vector, change, past } of entries) {
-      const frame = sealFrame(key, header, seq++, encodeEvent({ type: 'add', record, vector, change, past }));
-      count++;
+    const add = (payload: Buffer) => {
+      const frame = sealFrame(key, header, seq++, payload);
       chunk.push(frame);
       chunkBytes += frame.length;
+    };
+    for (const { record, vector, change, past } of entries) {
+      const payload = sealing.encode({ type: 'add', record, vector, change, past });
+      if (isSealed(payload)) keyed++;
+      else count++;
+      add(payload);
       // Each chunk handed over also yields, so sealing a large snapshot does not stall requests.
       if (chunkBytes >= CHUNK_BYTES) yield flush();
     }
-    for (const tombstone of deleted) {
-      const frame = sealFrame(key, header, seq++, encodeEvent(tombstone));
-      tombstones++;
-      chunk.push(frame);
-      chunkBytes += frame.length;
+    for (const payload of sealing.held) {
+      keyed++;
+      add(payload);
       if (chunkBytes >= CHUNK_BYTES) yield flush();
     }
-    chunk.push(sealFrame(key, header, seq, encodeEnd(count, tombstones)));
+    for (const tombstone of deleted) {
+      const payload = sealing.encode(tombstone);
+      if (isSealed(payload)) keyed++;
+      else tombstones++;
+      add(payload);
+      if (chunkBytes >= CHUNK_BYTES) yield flush();
+    }
+    chunk.push(sealFrame(key, header, seq, encodeEnd(count, tombstones, keyed)));
     yield flush();
   }
   const { version } = await blobs.put(name, sealed(), conditions);
@@ -89,8 +119,8 @@ export interface SnapshotReader {
   meta: FileMeta;
   /** Its chain of heads (format 4), read before its memories: consecutive pieces from `first`. */
   heads?: { first: number; pieces: Buffer[] };
-  /** Its memories, streamed; throws at the end if the snapshot is incomplete. */
-  events: AsyncIterable<MemoryEvent>;
+  /** Its memories (and keyed tenants' sealed entries), streamed; throws at the end if the snapshot is incomplete. */
+  events: AsyncIterable<MemoryEvent | SealedEntry>;
 }
 
 /**
@@ -115,16 +145,23 @@ export async function readSnapshot(chunks: AsyncIterable<Buffer>, key: StorageKe
     heads.pieces.push(p.prefixes);
   }
   const firstEvent = { frame, next: pending };
-  async function* events(): AsyncIterable<MemoryEvent> {
+  async function* events(): AsyncIterable<MemoryEvent | SealedEntry> {
     let count = 0;
     let tombstones = 0;
+    let sealed = 0;
     for (let { frame, next } = firstEvent; !next.done; frame++, next = await payloads.next()) {
       const p = decodePayload(next.value, `${name} frame ${frame}`);
       if (p.type === 'end') {
         if (p.count !== count) throw new CorruptStoreError(`${name} says it holds ${p.count} memories but holds ${count}`);
         if ((p.deleted ?? 0) !== tombstones) throw new CorruptStoreError(`${name} says it holds ${p.deleted ?? 0} deleted memories' histories but holds ${tombstones}`);
+        if ((p.sealed ?? 0) !== sealed) throw new CorruptStoreError(`${name} says it holds ${p.sealed ?? 0} entries sealed under tenant keys but holds ${sealed}`);
         if (!(await payloads.next()).done) throw new CorruptStoreError(`${name} has entries after its end mark`);
         return;
+      }
+      if (p.type === 'sealed') {
+        sealed++;
+        yield p;
+        continue;
       }
       if (p.type === 'event' && p.event.type === 'tombstone') {
         tombstones++;

@@ -10,7 +10,8 @@ import { GroupCommitLog, type CommitStats } from './group-commit.js';
 import { logGeneration, logName, SealedLog, type LogFile } from './log-file.js';
 import { decodePayload, encodeEvent, FORMAT_VERSION, READABLE_FORMATS, type FileMeta } from './payloads.js';
 import { deriveStorageKey, readSealedLog, readSealedStream, type StorageKey } from './sealed-file.js';
-import { readSnapshot, SNAPSHOT_NAME, writeSnapshot, type SnapshotEntry, type SnapshotReader, type SnapshotTombstone } from './snapshot.js';
+import { readSnapshot, SNAPSHOT_NAME, writeSnapshot, type SealedEntry, type SnapshotEntry, type SnapshotReader, type SnapshotSealing, type SnapshotTombstone } from './snapshot.js';
+import { TenantKeys } from './tenant-keys.js';
 import type { Ancestry } from '../../protocol/response-signature.js';
 import { HeadChain } from './head-chain.js';
 import { advanceHead, describeHead, genesisHead, sameHead, type StateHead } from './state-head.js';
@@ -125,6 +126,8 @@ export class DurableStore implements MemoryJournal {
     private readonly heads: HeadChain,
     /** The snapshot's version as this store last saw or wrote it; undefined: there is none. */
     private snapshotVersion: string | undefined,
+    /** Tenants sealed under keys their clients hold: how their changes are written, and those held locked. */
+    readonly locks: TenantKeys,
   ) {
     this.commits = new GroupCommitLog(file, {
       groupCommit: options.groupCommit ?? true,
@@ -205,8 +208,14 @@ export class DurableStore implements MemoryJournal {
     const restoredIds = changed ? new Set<string>() : undefined;
     let events = 0;
     const skipped: NonNullable<RecoveryReport['skipped']> = [];
-    const apply = (event: MemoryEvent, at: string) => {
+    // A keyed tenant's changes stay sealed until a call brings its key (tenant-keys.ts).
+    const locks = new TenantKeys(options.embedding);
+    const apply = (event: MemoryEvent | SealedEntry, at: string) => {
       events++;
+      if (event.type === 'sealed') {
+        locks.hold(event.tenant_id, event.payload);
+        return;
+      }
       try {
         target.apply(changed && (event.type === 'add' || event.type === 'update') ? { ...event, vector: null } : event);
       } catch (err) {
@@ -245,9 +254,9 @@ export class DurableStore implements MemoryJournal {
         }
         // Where a writer took the log over: not a change, and no step of the chain of heads.
         if (p.type === 'fence') return;
-        if (p.type !== 'event') throw new CorruptStoreError(`${name} holds an entry that is not a change`);
+        if (p.type !== 'event' && p.type !== 'sealed') throw new CorruptStoreError(`${name} holds an entry that is not a change`);
         chain.advance(payload);
-        apply(p.event, `${name} frame ${f}`);
+        apply(p.type === 'event' ? p.event : p, `${name} frame ${f}`);
       });
       if (file.frames === 0) throw new CorruptStoreError(`${name} changed while it was being read`);
       if (file.tail) cutTail = { file: name, offset: file.tail.offset, bytes: file.tail.bytes };
@@ -261,6 +270,7 @@ export class DurableStore implements MemoryJournal {
     if (modelChange && modelChange.memories > 0 && !options.reembed) throw new EmbeddingModelChangedError(modelChange.from, modelChange.to, changed.where);
 
     const storeId = chain.storeId ?? randomBytes(16).toString('hex');
+    locks.storeId = storeId;
     const head = chain.head ?? genesisHead(storeId);
     // Legacy files carry no chain: it starts at the head they are rewritten from.
     const heads = chain.heads && sameHead(chain.heads.head, head) ? chain.heads : HeadChain.startingAt(head);
@@ -277,7 +287,7 @@ export class DurableStore implements MemoryJournal {
       ...(skipped.length > 0 ? { skipped } : {}),
       ...(cutTail ? { cutTail } : {}),
       ...(modelChange ? { modelChange } : {}),
-    }, heads, snapshotVersion);
+    }, heads, snapshotVersion, locks);
     // Segments a finished compaction had not yet deleted: the snapshot holds their changes.
     if (stale.length > 0) await store.deleteLogsBefore(start);
     try {
@@ -312,7 +322,7 @@ export class DurableStore implements MemoryJournal {
   commit(events: readonly MemoryEvent[], apply: () => void): Promise<void> {
     if (this.closed) return Promise.reject(new Error('the memory store is closed'));
     if (this.fenced) return Promise.reject(takenOver());
-    return this.commits.appendAll(events.map(encodeEvent), apply);
+    return this.commits.appendAll(events.map((event) => this.locks.encode(event)), apply);
   }
 
   /** The state head after the last durable change (what signed responses carry). */
@@ -409,26 +419,36 @@ export class DurableStore implements MemoryJournal {
     // snapshot reads it as it goes, not as a copy: changes made meanwhile (which log
     // `generation` holds too) may or may not be in it, and replaying that log after the
     // snapshot gives the same state either way, since applying a change twice is harmless.
-    const entries = this.target.entries();
-    const deleted = this.target.deletedHistories?.() ?? [];
+    // Tenants locked now are written as their held entries only: one that opens meanwhile has
+    // its memories in neither the target's entries (skipped) nor twice, and its later changes are in log `generation`.
+    const locked = this.locks.lockedEntries();
+    const entries = filter(this.target.entries(), (entry) => !locked.has(entry.record.tenant_id));
+    // What memory holds of a locked tenant's deleted memories was logged before it had a key, in
+    // the clear: taken now, before it can open, and written as it was (its keyed ones are in `held`).
+    const beforeKey = new Set(locked.size === 0 ? [] : filter(this.target.deletedHistories?.() ?? [], (tombstone) => locked.has(tombstone.tenant_id)));
+    const deleted = concat(filter(this.target.deletedHistories?.() ?? [], (tombstone) => !locked.has(tombstone.tenant_id)), beforeKey);
+    const held = [...locked.values()].flat();
     const previous = this.commits.current;
     this.commits.switchTo(next);
     await previous.close();
-    const snapshot = this.snapshot(generation, head, entries, deleted, previous);
+    const encode = (event: MemoryEvent) => (event.type === 'tombstone' && beforeKey.has(event) ? encodeEvent(event) : this.locks.encode(event));
+    const snapshot = this.snapshot(generation, head, entries, deleted, { encode, held }, previous);
     this.snapshotting = snapshot.catch(() => {}).finally(() => {
       this.snapshotting = undefined;
     });
     return { snapshot };
   }
 
-  private async snapshot(generation: number, head: StateHead, entries: Iterable<SnapshotEntry>, deleted: Iterable<SnapshotTombstone>, previous: LogFile): Promise<void> {
+  private async snapshot(
+    generation: number, head: StateHead, entries: Iterable<SnapshotEntry>, deleted: Iterable<SnapshotTombstone>, sealing: SnapshotSealing, previous: LogFile,
+  ): Promise<void> {
     const started = performance.now();
     try {
       const meta = { ...fileMeta(this.options, 'snapshot', generation, this.storeId), head };
       // The chain of heads up to the snapshot's: a restarted enclave still places any head a client saw.
       const heads = { first: this.heads.baseSeq, pieces: this.heads.prefixes(head.seq) };
       const replaces = this.snapshotVersion === undefined ? { ifAbsent: true } : { ifVersion: this.snapshotVersion };
-      const written = await writeSnapshot(this.options.blobs, this.prefix + SNAPSHOT_NAME, this.key, meta, entries, heads, deleted, replaces);
+      const written = await writeSnapshot(this.options.blobs, this.prefix + SNAPSHOT_NAME, this.key, meta, entries, heads, deleted, replaces, sealing);
       this.snapshotVersion = written.version;
       this.lastSnapshotBytes = written.bytes;
       this.snapshots++;
@@ -451,6 +471,14 @@ export class DurableStore implements MemoryJournal {
       if (g !== undefined && g < generation) await this.options.blobs.delete(name);
     }
   }
+}
+
+function* filter<T>(items: Iterable<T>, keep: (item: T) => boolean): Generator<T> {
+  for (const item of items) if (keep(item)) yield item;
+}
+
+function* concat<T>(...lists: Array<Iterable<T>>): Generator<T> {
+  for (const list of lists) yield* list;
 }
 
 const takenOver = () => unavailable('memory storage was taken over by another writer; this enclave no longer saves changes', 'storage_unavailable');

@@ -33,6 +33,13 @@ describe('agent-gateway arguments', () => {
     expect(parseArgs(base)).not.toHaveProperty('mcp');
   });
 
+  it('takes --tenant-key-file over HTTP and with --mcp', () => {
+    const base = ['--service', 'http://h:1', '--insecure-dev'];
+    expect(parseArgs([...base, '--tenant-key-file', 'k'])).toMatchObject({ kind: 'run', tenantKeyFile: 'k' });
+    expect(parseArgs([...base, '--mcp', '--tenant', 't1', '--tenant-key-file', 'k'])).toMatchObject({ kind: 'run', tenantKeyFile: 'k', mcp: { tenant: 't1' } });
+    expect(parseArgs(base)).not.toHaveProperty('tenantKeyFile');
+  });
+
   it('keeps one state file per service under the home folder by default', () => {
     const a = defaultStateFile(new URL('https://a.example'), '/home/u');
     expect(a).toMatch(/^\/home\/u\/\.agent-gateway\/state-[0-9a-f]{16}\.json$/);
