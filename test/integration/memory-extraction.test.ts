@@ -1,4 +1,7 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { connect } from '../../sdk/client.js';
 import { DECISION_PROMPT, EXTRACTION_PROMPT_VERSION, FACTS_PROMPT } from '../../enclave/chat/extraction-prompt.js';
 import { expectError, request } from '../helpers/http.js';
 import { API_KEY_IN_ERRORS, startModelServer, type ModelServer } from '../helpers/model-server.js';
@@ -198,6 +201,20 @@ describe('the model\'s answer is untrusted: a bad one changes nothing and is a 5
     expect(error.message).not.toContain(API_KEY_IN_ERRORS);
     expect(error.message).toContain('[redacted]');
     expect(await contents('fails')).toEqual(['I live in Lisbon']);
+  });
+});
+
+describe('sealed', () => {
+  it('an extraction sent sealed: the same answer, signed, naming the model it went to (the sdk checks it)', async () => {
+    const tee = await connect({
+      insecureSkipPcrPinning: true, baseUrl: svc.baseUrl, rootPem: readFileSync(join(svc.dataDir, 'simulated-root.pem'), 'utf8'), requireUpstream: new URL(model.url).origin,
+    });
+    const res = await tee.sealedCall<{ data: { event: string; memory: string }[]; prompt_version: string }>('POST', '/v1/memory', {
+      tenant_id: 'sealed-extraction', infer: true, model: 'any-model', messages: [{ role: 'user', content: 'My locker number is 314.' }],
+    });
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({ data: [{ event: 'ADD', memory: 'My locker number is 314.' }], prompt_version: EXTRACTION_PROMPT_VERSION });
+    expect(await contents('sealed-extraction')).toEqual(['My locker number is 314.']);
   });
 });
 
