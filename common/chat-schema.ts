@@ -78,6 +78,8 @@ export const chatCompletionSchema = {
     tool_choice: { type: ['string', 'object', 'null'] },
     // The memory scopes the chat uses, as Mem0's chat proxy takes them: never sent to the model.
     ...scopeProperties,
+    // After answering, extract the conversation's memories (POST /v1/memory's infer: true): never sent to the model.
+    memory_infer: { type: ['boolean', 'null'] },
   },
   additionalProperties: true,
 } as const;

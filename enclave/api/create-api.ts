@@ -84,7 +84,7 @@ export function createApi(deps: ApiDeps): EnclaveApi {
   const timeLimit = (name: RouteName, body: unknown) => (budgetOf(apiRoutes[name], body) === 'model' ? Infinity : undefined);
 
   const memory = memoryRoutes(deps.memory, (deletion) => deletionReceipt(signer, deletion), deps.extraction);
-  const chat = chatRoutes(deps.chat);
+  const chat = chatRoutes(deps.chat, deps.extraction);
   const responses = responsesRoutes(deps.chat);
   const handlers: RouteHandlers = {
     ...memory,

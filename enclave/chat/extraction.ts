@@ -31,6 +31,8 @@ export interface ExtractionCall {
   keyId?: string;
   meter?: MemoryMeter;
   signal: AbortSignal;
+  /** Where a chat answer's requests went: extraction after it must go to the same key (answer-upstream.ts). */
+  upstream?: AnswerUpstream;
 }
 
 /** What was done about one fact: `memory` the memory's text now (for DELETE: as it was), `previous_memory` before an UPDATE. */
@@ -74,7 +76,7 @@ export class Extractor {
     }
     if (!model) throw badRequest('name the model that extracts memories ("model"), or set MODEL_NAMES', 'model', 'missing_required_parameter');
     const withheld = this.settings.memoryUpstream === 'never';
-    const upstream = AnswerUpstream.remote(this.upstream.origin, withheld);
+    const upstream = call.upstream ?? AnswerUpstream.remote(this.upstream.origin, withheld);
     const done = (results: ExtractedResult[], shownIds: string[] = []): ExtractionOutcome => ({ results, upstream, shownIds, model });
     const conversation = conversationText(request.messages);
     if (conversation === '') return { ...done([]), upstream: AnswerUpstream.local() };

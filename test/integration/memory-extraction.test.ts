@@ -218,6 +218,38 @@ describe('sealed', () => {
   });
 });
 
+describe('chat completions with memory_infer: true', () => {
+  const chat = (body: Record<string, unknown>, organization = 'chatty') => request(svc.baseUrl, 'POST', '/v1/chat/completions', body, { organization_id: organization });
+
+  it('answers, then extracts the conversation\'s memories into the chat\'s tenant and scope; the model never sees memory_infer', async () => {
+    const before = model.requests.length;
+    const res = await chat({ model: 'any-model', user_id: 'carol', memory_infer: true, messages: [{ role: 'user', content: 'I play the cello on Sundays.' }] });
+    expect(res.status, res.text).toBe(200);
+    expect(res.body.choices[0].message.content).toBe('echo: I play the cello on Sundays.');
+    expect(res.body.memory_extraction).toMatchObject({ object: 'list', prompt_version: EXTRACTION_PROMPT_VERSION, data: [{ event: 'ADD', memory: 'I play the cello on Sundays.' }] });
+    const sent = model.requests.slice(before);
+    expect(sent).toHaveLength(3); // the answer, then the two passes
+    expect(sent[0].body).not.toHaveProperty('memory_infer');
+    expect(sent[0].body).not.toHaveProperty('user_id');
+    expect(sent[1].body.messages[1].content).toContain('assistant: echo: I play the cello on Sundays.');
+    const carols = await api('GET', '/v1/memory?tenant_id=chatty&user_id=carol');
+    expect(carols.body.data).toMatchObject([{ content: 'I play the cello on Sundays.', user_id: 'carol' }]);
+  });
+
+  it('the answer stands when extraction fails: the error is in memory_extraction; streamed answers and the offline responder are refused first', async () => {
+    const res = await chat({ model: 'fail-500', memory_infer: true, messages: [{ role: 'user', content: 'I play the cello.' }] });
+    // fail-500 fails the answer itself: nothing to extract after.
+    expectError(res, 502, 'model_error');
+    model.script('x-chat-bad', (body) => (body.messages[0].content === FACTS_PROMPT ? 'not json' : 'fine answer'));
+    const bad = await chat({ model: 'x-chat-bad', memory_infer: true, messages: [{ role: 'user', content: 'I play the cello.' }] });
+    expect(bad.status, bad.text).toBe(200);
+    expect(bad.body.choices[0].message.content).toBe('fine answer');
+    expect(bad.body.memory_extraction.error).toMatchObject({ code: 'model_bad_extraction', type: 'upstream_error' });
+    expectError(await chat({ model: 'any-model', stream: true, memory_infer: true, messages: [{ role: 'user', content: 'hi' }] }), 400, 'invalid_value');
+    expectError(await chat({ model: 'local-memory', memory_infer: true, messages: [{ role: 'user', content: 'hi' }] }), 400, 'unsupported_by_offline_model');
+  });
+});
+
 describe('requests', () => {
   it('infer must be true, and needs a model named (no MODEL_NAMES here)', async () => {
     expectError(await api('POST', '/v1/memory', { tenant_id: 'req', infer: false, messages: [{ role: 'user', content: 'hi' }] }), 400);
