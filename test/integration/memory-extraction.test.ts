@@ -259,3 +259,31 @@ describe('requests', () => {
     expectError(await api('POST', '/v1/memory', { tenant_id: 'req', infer: true, model: 'local-memory', messages: [{ role: 'user', content: 'I live in Porto' }] }), 400, 'unsupported_by_offline_model');
   });
 });
+
+describe('MEMORY_UPSTREAM=never', () => {
+  let never: RunningService;
+  beforeAll(async () => {
+    never = await startService({ MODEL_BASE_URL: model.url, MEMORY_UPSTREAM: 'never' });
+  });
+  afterAll(async () => {
+    await never?.stop();
+  });
+
+  it('no memory reaches the model: one pass for the facts, then the near-duplicate rule (ADD or UPDATE), and the answer says memories were withheld', async () => {
+    const held = await request(never.baseUrl, 'POST', '/v1/memory', { tenant_id: 'private', content: 'I live in Lisbon, secret-marker-7c1' });
+    const before = model.requests.length;
+    const res = await request(never.baseUrl, 'POST', '/v1/memory', {
+      tenant_id: 'private', infer: true, model: 'any-model', messages: [{ role: 'user', content: 'I live in Lisbon, secret-marker-7c1. I have two cats.' }],
+    });
+    expect(res.status, res.text).toBe(200);
+    expect(res.body.data.map((r: any) => [r.event, r.memory])).toEqual([['UPDATE', 'I live in Lisbon, secret-marker-7c1.'], ['ADD', 'I have two cats.']]);
+    expect(res.body.data[0].id).toBe(held.body.id);
+    expect(res.body.memory_ids).toEqual([]);
+    expect(res.headers.get('x-tee-upstream')).toContain('memories-withheld');
+    const sent = model.requests.slice(before);
+    expect(sent).toHaveLength(1);
+    expect(sent[0].body.messages[0].content).toBe(FACTS_PROMPT);
+    // The held memory's text is only in the conversation the client sent, never as a memory.
+    expect(JSON.stringify(sent[0].body)).not.toContain('I live in Lisbon, secret-marker-7c1"');
+  });
+});
