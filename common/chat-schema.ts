@@ -31,7 +31,7 @@ const contentParts = {
   items: { type: 'object', required: ['type'], properties: { type: { type: 'string', maxLength: 64 }, text: { type: 'string' } } },
 } as const;
 
-const message = {
+export const chatMessageSchema = {
   type: 'object',
   required: ['role'],
   properties: {
@@ -70,7 +70,7 @@ export const chatCompletionSchema = {
   required: ['model', 'messages'],
   properties: {
     model: { type: 'string', minLength: 1, maxLength: 256 },
-    messages: { type: 'array', minItems: 1, maxItems: limits.maxChatMessages, items: message },
+    messages: { type: 'array', minItems: 1, maxItems: limits.maxChatMessages, items: chatMessageSchema },
     stream: { type: ['boolean', 'null'] },
     stream_options: { type: ['object', 'null'] },
     n: { type: ['integer', 'null'], minimum: 1, maximum: 128 },
@@ -78,6 +78,8 @@ export const chatCompletionSchema = {
     tool_choice: { type: ['string', 'object', 'null'] },
     // The memory scopes the chat uses, as Mem0's chat proxy takes them: never sent to the model.
     ...scopeProperties,
+    // After answering, extract the conversation's memories (POST /v1/memory's infer: true): never sent to the model.
+    memory_infer: { type: ['boolean', 'null'] },
   },
   additionalProperties: true,
 } as const;

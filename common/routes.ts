@@ -1,11 +1,12 @@
 import { chatCompletionSchema, chatHeadersSchema, type ChatCompletionInput } from './chat-schema.js';
 import { limits } from './limits.js';
 import {
-  addMemoryRequestSchema, attestationQuerySchema, embeddingsRequestSchema, exportQuerySchema, importMemoriesSchema, type ExportQuery, type ImportMemoriesInput, listOrQueryMemorySchema, memoryIdParamsSchema, modelIdParamsSchema,
+  attestationQuerySchema, embeddingsRequestSchema, exportQuerySchema, importMemoriesSchema, type ExportQuery, type ImportMemoriesInput, listOrQueryMemorySchema, memoryIdParamsSchema, modelIdParamsSchema,
   knownStateHeadersSchema, responsesRequestSchema, searchMemorySchema, sealedEnvelopeSchema, tenantQuerySchema, deleteMemoriesQuerySchema, updateMemorySchema,
-  type AddMemoryRequest, type AttestationQuery, type EmbeddingsInput, type ListOrQueryMemoryInput, type ResponsesInput, type SealedEnvelopeInput,
+  type AttestationQuery, type EmbeddingsInput, type ListOrQueryMemoryInput, type ResponsesInput, type SealedEnvelopeInput,
   type SearchMemoryInput, type TenantInput, type TenantScopeInput, type UpdateMemoryInput,
 } from './schemas.js';
+import { memoryRequestSchema, type MemoryRequest } from './infer-schema.js';
 
 /**
  * The API's one route table. The proxy registers its HTTP routes from it, the enclave
@@ -39,6 +40,8 @@ export interface RouteSpec {
    * enclave bounds its own part by the model's timeouts instead).
    */
   budget: 'enclave' | 'model';
+  /** The budget of a body with `infer: true` (it waits on the model: extraction), when not `budget`. */
+  inferBudget?: 'model';
   /**
    * `true`: the body may ask for a stream (`stream: true`), and the proxy then uses the
    * streaming call; `'always'`: the answer is always a stream (a sealed stream).
@@ -66,10 +69,10 @@ export const apiRoutes = {
     summary: 'The enclave\'s attestation document, its signing key and sealed-request key',
     schema: { querystring: attestationQuerySchema, headers: knownStateHeadersSchema },
   }),
-  AddMemory: route<AddMemoryRequest>()({
-    method: 'POST', path: '/v1/memory', tag: 'memory', budget: 'enclave', sealable: true,
-    summary: 'Store one memory, or a batch under `memories`',
-    schema: { body: addMemoryRequestSchema, headers: knownStateHeadersSchema },
+  AddMemory: route<MemoryRequest>()({
+    method: 'POST', path: '/v1/memory', tag: 'memory', budget: 'enclave', inferBudget: 'model', sealable: true,
+    summary: 'Store one memory, or a batch under `memories`; or, with `messages` and `infer: true`, the memories the model extracts from a conversation',
+    schema: { body: memoryRequestSchema, headers: knownStateHeadersSchema },
   }),
   ListMemories: route<undefined, ListOrQueryMemoryInput>()({
     method: 'GET', path: '/v1/memory', tag: 'memory', budget: 'enclave', sealable: true,
@@ -166,6 +169,12 @@ export type ParamsOf<N extends RouteName> = InputsOf<N>['params'];
 export type StreamRouteName = { [N in RouteName]: (typeof apiRoutes)[N] extends { streams: true | 'always' } ? N : never }[RouteName];
 
 export const routeNames = Object.keys(apiRoutes) as RouteName[];
+
+/** The time budget of one call of a route: its `inferBudget` when the body asks for extraction (`infer: true`). */
+export function budgetOf(spec: RouteSpec, body: unknown): RouteSpec['budget'] {
+  const infers = typeof body === 'object' && body !== null && (body as { infer?: unknown }).infer === true;
+  return infers && spec.inferBudget ? spec.inferBudget : spec.budget;
+}
 
 interface CompiledPath {
   pattern: RegExp;

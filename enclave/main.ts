@@ -8,6 +8,7 @@ import { createAttestationProvider } from './attestation/create-provider.js';
 import { hostStoreKeysProblem, setUpAuth, type AuthSetup } from './auth/setup.js';
 import { startHostStoreKeys } from './auth/host-store-keys.js';
 import { ChatService } from './chat/chat-service.js';
+import { Extractor } from './chat/extraction.js';
 import { OFFLINE_MODEL } from './chat/offline-responder.js';
 import { UpstreamModel } from './chat/upstream.js';
 import { enclaveSettings } from './config.js';
@@ -123,9 +124,12 @@ const upstream = config.modelBaseUrl === undefined ? undefined : new UpstreamMod
 });
 const chat = new ChatService(memory, upstream, { memoryTopK: config.chatMemoryTopK, toolRounds: config.chatToolRounds, toolMaxAdds: config.chatToolMaxAdds, memoryUpstream: config.memoryUpstream });
 
+const extraction = new Extractor(memory, upstream, { memoryUpstream: config.memoryUpstream, defaultModel: config.modelNames[0] });
+
 const api = createApi({
   memory,
   chat,
+  extraction,
   models: { chatModels: config.modelNames, offlineModel: OFFLINE_MODEL, created: Math.floor(Date.now() / 1000) },
   attestation: { provider, identity, operatorKey, boxPublicKey: requestKey.publicKey, userData, log },
   identity,

@@ -6,7 +6,7 @@ import { limits } from '../common/limits.js';
 import { TENANT_KEY_HEADER } from '../protocol/sealed.js';
 import type { Logger } from '../common/logger.js';
 import type { ApiReplyIn } from '../common/proto.js';
-import { apiRoutes, pathMethods, routeNames } from '../common/routes.js';
+import { apiRoutes, budgetOf, pathMethods, routeNames } from '../common/routes.js';
 import { compileSchema } from '../common/validation.js';
 import { answerProtocolEdges, clientErrorHandler } from './client-errors.js';
 import { streamingRoute } from './streaming-route.js';
@@ -140,7 +140,7 @@ export async function buildProxy(options: ProxyOptions): Promise<FastifyInstance
   for (const name of routeNames) {
     const spec = apiRoutes[name];
     // Routes that wait on the model (a sealed request may carry chat, which the host cannot see) get chat's time.
-    const timeoutMs = spec.budget === 'model' ? chatTimeoutMs : undefined;
+    const timeoutMs = (body: unknown) => (budgetOf(spec, body) === 'model' ? chatTimeoutMs : undefined);
     app.route({
       method: spec.method,
       url: spec.path,
@@ -148,7 +148,10 @@ export async function buildProxy(options: ProxyOptions): Promise<FastifyInstance
       ...('bodyLimit' in spec ? { bodyLimit: spec.bodyLimit } : {}),
       handler: 'streams' in spec
         ? streamingRoute({ enclave: options.enclave, forward, send, timeoutMs: chatTimeoutMs, always: spec.streams === 'always' })
-        : async (req, reply) => send(req, reply, await options.enclave.call(forward(req), timeoutMs === undefined ? {} : { timeoutMs })),
+        : async (req, reply) => {
+          const ms = timeoutMs(req.body);
+          send(req, reply, await options.enclave.call(forward(req), ms === undefined ? {} : { timeoutMs: ms }));
+        },
     });
   }
   // A known path with another method: 405 with the methods it takes.

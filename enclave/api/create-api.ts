@@ -1,11 +1,12 @@
 import { ApiError, internal, notFound } from '../../common/errors.js';
 import type { Logger } from '../../common/logger.js';
 import type { ApiReply, ApiRequest } from '../../common/proto.js';
-import { apiRoutes, routeLabel, type RouteName } from '../../common/routes.js';
+import { apiRoutes, budgetOf, routeLabel, type RouteName } from '../../common/routes.js';
 import type { Authorizer } from '../auth/authorizer.js';
 import type { Caller } from '../auth/caller.js';
 import type { EnclaveIdentity, SealedRequestKey } from '../keys.js';
 import type { ChatService } from '../chat/chat-service.js';
+import type { Extractor } from '../chat/extraction.js';
 import type { MemoryService } from '../memory/memory-service.js';
 import { attestationRoute, type AttestationDeps } from './attestation-route.js';
 import { chatRoutes } from './chat-route.js';
@@ -57,6 +58,8 @@ export interface ApiDeps {
   auth: Authorizer;
   work: WorkLimits;
   chat: ChatService;
+  /** Memories extracted from a conversation (POST /v1/memory with infer: true). */
+  extraction?: Extractor;
   models: Omit<ModelsDeps, 'embeddingModel' | 'authenticate'>;
   log: Logger;
   observer?: ApiObserver;
@@ -78,10 +81,10 @@ export function createApi(deps: ApiDeps): EnclaveApi {
   const sign = (request: ApiRequest, reply: ApiReply) => signReply(signer, request.method, request, reply);
   // Routes that wait on the model are bounded by its own timeouts and the caller's deadline;
   // ENCLAVE_TIMEOUT_MS bounds the enclave's own work.
-  const timeLimit = (name: RouteName | undefined) => (name && apiRoutes[name].budget === 'model' ? Infinity : undefined);
+  const timeLimit = (name: RouteName, body: unknown) => (budgetOf(apiRoutes[name], body) === 'model' ? Infinity : undefined);
 
-  const memory = memoryRoutes(deps.memory, (deletion) => deletionReceipt(signer, deletion));
-  const chat = chatRoutes(deps.chat);
+  const memory = memoryRoutes(deps.memory, (deletion) => deletionReceipt(signer, deletion), deps.extraction);
+  const chat = chatRoutes(deps.chat, deps.extraction);
   const responses = responsesRoutes(deps.chat);
   const handlers: RouteHandlers = {
     ...memory,
@@ -139,7 +142,7 @@ export function createApi(deps: ApiDeps): EnclaveApi {
         reply = await run(resolved.name, resolved.call, { ...context, meter: NO_METER });
       } else {
         // Each API key gets a fair share of the gate, counted by the key it matched.
-        reply = await gate.run((place) => run(resolved.name, resolved.call, { ...context, place }), context?.deadline, timeLimit(name), shareOf(caller));
+        reply = await gate.run((place) => run(resolved.name, resolved.call, { ...context, place }), context?.deadline, timeLimit(resolved.name, resolved.call.body), shareOf(caller));
       }
     } catch (err) {
       if (err instanceof ApiError) {

@@ -1,4 +1,4 @@
-import { badRequest, notFound } from '../../common/errors.js';
+import { badRequest, internal, notFound } from '../../common/errors.js';
 import { limits } from '../../common/limits.js';
 import type { ApiReply } from '../../common/proto.js';
 import { authorize, scopeFor, type Caller } from '../auth/caller.js';
@@ -10,6 +10,8 @@ import { importedMemory } from '../memory/import.js';
 import type { MemoryRecord, MemoryVersion, ScoredMemory } from '../memory/types.js';
 import { TENANT_HEADER } from '../../protocol/response-signature.js';
 import { jsonReply } from './request.js';
+import { EXTRACTION_PROMPT_VERSION, type ExtractionOutcome, type Extractor } from '../chat/extraction.js';
+import { normalizeChat } from '../chat/messages.js';
 import type { DeletionReceipt, UnsignedReceipt } from '../../protocol/deletion-receipt.js';
 
 /** Signs a deletion's receipt once it is durable (signing.ts deletionReceipt). */
@@ -49,6 +51,16 @@ const addAnswer = (outcome: AddOutcome) => (outcome.event === 'ADD'
   ? Object.assign({}, outcome.record, { event: outcome.event })
   : Object.assign({}, outcome.record, { event: outcome.event, previous_content: outcome.previous.content }));
 
+/**
+ * An extraction's answer: what was done per fact (`event`, the memory's `id` and text, and
+ * for an update the text before), the prompt version and model that decided it; the signed
+ * headers name the tenant, where the conversation and memories went, and which held
+ * memories were shown to the model (x-memory-ids, as chat's).
+ */
+const extractReply = (tenantId: string, outcome: ExtractionOutcome) => jsonReply(200, {
+  object: 'list', data: outcome.results, tenant_id: tenantId, model: outcome.model, prompt_version: EXTRACTION_PROMPT_VERSION, memory_ids: outcome.shownIds,
+}, { ...forTenant(tenantId), ...outcome.upstream.headers(), 'x-memory-ids': outcome.shownIds.join(',') });
+
 /** A time the schema let through, as the enclave keeps it; 400 when it names no real time. */
 function instant<T extends string | undefined>(value: T, param: string): T {
   if (value === undefined) return value;
@@ -64,7 +76,7 @@ const periodOf = (input: PeriodInput): Period => ({ since: instant(input.since, 
  * table): check the caller's key holds the tenant, act, answer. The key is checked before
  * any lookup, so a refused caller learns nothing about what exists.
  */
-export function memoryRoutes(memory: MemoryService, receipt?: Receipts): {
+export function memoryRoutes(memory: MemoryService, receipt?: Receipts, extractor?: Extractor): {
   [N in 'AddMemory' | 'ImportMemories' | 'ListMemories' | 'DeleteMemories' | 'SearchMemory' | 'GetMemory' | 'GetMemoryHistory' | 'UpdateMemory' | 'DeleteMemory']: RouteHandler<N>
 } {
   /** The key holds the tenant, and the call carries its tenant key if it has one (MemoryService.admitTenant). */
@@ -83,6 +95,15 @@ export function memoryRoutes(memory: MemoryService, receipt?: Receipts): {
 
   return {
     async AddMemory({ caller, body: input }, context) {
+      if ('messages' in input) {
+        // Admitted like any add: a keyed tenant's memories go to no model without its key.
+        admit(caller, input.tenant_id);
+        if (!extractor) throw internal();
+        return extractReply(input.tenant_id, await extractor.extract(
+          { tenant: input.tenant_id, scope: scopeFor(caller, scopeOf(input)), messages: normalizeChat(input).messages, model: input.model, occurred_at: instant(input.occurred_at, 'occurred_at'), metadata: input.metadata },
+          { keyTenants: caller.tenants, keyId: caller.keyId, meter: context?.meter, signal: context?.signal ?? new AbortController().signal },
+        ));
+      }
       // A batch is validated whole, and every tenant in it authorized, before anything is stored.
       if ('memories' in input) {
         for (const item of input.memories) admit(caller, item.tenant_id);

@@ -61,6 +61,11 @@ export class ChatService {
     private readonly settings: ChatSettings,
   ) {}
 
+  /** Whether the request is answered by the upstream model (not the offline responder). */
+  upstreamFor(request: ChatCompletionInput): boolean {
+    return this.upstream !== undefined && request.model !== OFFLINE_MODEL;
+  }
+
   async complete(request: ChatCompletionInput, call: ChatCall): Promise<{ completion: Completion; memoryIds: string[]; upstream: AnswerUpstream }> {
     const plan = await this.plan(request, call);
     if (plan.offline) {

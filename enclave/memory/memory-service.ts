@@ -23,6 +23,20 @@ import { findDuplicates } from './near-duplicates.js';
 export type AddOutcome = { record: MemoryRecord; event: 'ADD' } | { record: MemoryRecord; event: 'UPDATE'; previous: MemoryRecord };
 import { unreachable } from '../unreachable.js';
 
+/** One tenant's adds, updates (new content) and deletes, made as one change (MemoryService.change). */
+export interface ChangePlan {
+  adds: Omit<AddMemoryInput, 'tenant_id'>[];
+  updates: { id: string; content: string; occurred_at?: string }[];
+  deletes: string[];
+}
+
+/** What a change did: the memories added, updated (with each one's version before) and deleted (as they were). */
+export interface ChangeOutcome {
+  added: MemoryRecord[];
+  updated: { record: MemoryRecord; previous: MemoryRecord }[];
+  deleted: MemoryRecord[];
+}
+
 /** Who asks for a change: the Caller's key id (enclave/auth/caller.ts), and whether it comes from extraction. */
 export interface ChangeAuthor {
   keyId?: string;
@@ -196,6 +210,59 @@ export class MemoryService {
       return outcomes;
     } finally {
       admitted.release();
+    }
+  }
+
+  /**
+   * Adds, updates and deletes memories of one tenant as one change, all or nothing: what
+   * extraction decided (chat/extraction.ts). Everything is checked before anything is logged
+   * (the limits, embedding, and that every memory to update or delete is still the tenant's:
+   * undefined when one is gone, and nothing changed); the lot is then journaled as one batch.
+   * Adds are stored as they are (the decision already compared them with what is held).
+   */
+  async change(tenantId: string, plan: ChangePlan, keyTenants?: ReadonlySet<string>, meter = this.meter, author?: ChangeAuthor): Promise<ChangeOutcome | undefined> {
+    const before = [...plan.updates.map((u) => u.id), ...plan.deletes].map((id) => this.get(tenantId, id));
+    if (before.some((record) => record === undefined)) return undefined;
+    const tenant = this.tenants.get(tenantId);
+    const adds = plan.adds.map((add) => ({ ...add, tenant_id: tenantId }));
+    const admitted = [this.admission.adds(adds, keyTenants)];
+    try {
+      const updated = plan.updates.map((u, i) => {
+        const admission = this.admission.update(tenant!, before[i]!, { content: u.content }, this.keepsPast);
+        admitted.push({ terms: [admission.terms ?? []], release: admission.release });
+        return admission.terms;
+      });
+      const texts = [...adds.map((a) => a.content), ...plan.updates.map((u) => u.content)];
+      const vectors = texts.length > 0 ? await this.embed(texts, meter) : [];
+      for (const vector of vectors) {
+        if (vector.length !== this.embedder.dimension) throw new Error(`embedder returned ${vector.length} dimensions, not ${this.embedder.dimension}`);
+      }
+      // Still the tenant's after the embedding's wait: a memory deleted meanwhile fails the whole change.
+      const current = [...plan.updates.map((u) => u.id), ...plan.deletes].map((id) => this.get(tenantId, id));
+      if (current.some((record) => record === undefined)) return undefined;
+      const at = Math.floor(Date.now() / 1000);
+      const change = changeBy(author, at);
+      const added = adds.map((input): MemoryRecord => ({
+        id: newMemoryId(), object: 'memory', tenant_id: tenantId, content: input.content, metadata: { ...(input.metadata ?? {}) },
+        created_at: at, occurred_at: input.occurred_at ?? new Date(at * 1000).toISOString(), ...scopeOf(input),
+      }));
+      const updates = plan.updates.map((u, i): MemoryRecord => ({
+        ...current[i]!, content: u.content, updated_at: at, ...(u.occurred_at === undefined ? {} : { occurred_at: u.occurred_at }),
+      }));
+      const events: MemoryEvent[] = [
+        ...added.map((record, i): MemoryEvent => ({ type: 'add', record, vector: vectors[i], change })),
+        ...updates.map((record, i): MemoryEvent => ({ type: 'update', record, vector: vectors[adds.length + i], change })),
+        ...plan.deletes.map((id): MemoryEvent => ({ type: 'delete', tenant_id: tenantId, id, change })),
+      ];
+      const terms = [...admitted[0].terms, ...updated.map((t) => t ?? [])];
+      await this.commit(events, () => admitted.forEach((a) => a.release()), terms);
+      return {
+        added,
+        updated: updates.map((record, i) => ({ record, previous: current[i]! })),
+        deleted: current.slice(plan.updates.length) as MemoryRecord[],
+      };
+    } finally {
+      for (const a of admitted) a.release();
     }
   }
 

@@ -11,6 +11,8 @@ import { storedBytes, type Usage } from './admission.js';
 import type { Embedder } from '../embedding/types.js';
 import type { MemoryRecord } from './types.js';
 
+const sameVector = (a: Float32Array, b: Float32Array): boolean => a.length === b.length && a.every((x, i) => x === b[i]);
+
 /** A large tenant's queries before it gets a copy in the search worker (search-worker/search-replicas.ts). */
 export const REPLICATE_AFTER_QUERIES = 50;
 
@@ -79,11 +81,17 @@ export class TenantMemories {
   update(record: MemoryRecord, vector: Float32Array | null, terms?: readonly string[]): UsageChange {
     const old = this.records.get(record.id);
     if (!old) return NO_CHANGE;
+    const before = this.index.vector(record.id);
+    if (record.content === old.content && vector && before && sameVector(before, vector)) {
+      // A restatement in the same words (dedupe: the same text added again): only the record
+      // changes. Taking the vector out of an HNSW graph and in again cost as much as an add.
+      this.records.set(record.id, record);
+      return { memories: 0, storedBytes: storedBytes(record.content, record.metadata) - storedBytes(old.content, old.metadata), terms: 0 };
+    }
     const distinct = this.lexical.distinctTerms;
     this.lexical.remove(record.id, old.content);
     this.lexical.addTerms(record.id, terms ?? lexicalTerms(record.content));
     // The mean loses the old vector and gains the new one.
-    const before = this.index.vector(record.id);
     if (before && !isZero(before)) this.centre.remove(before);
     this.index.remove(record.id);
     if (vector) {

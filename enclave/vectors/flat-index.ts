@@ -1,4 +1,4 @@
-import { dot, isZero, rowScorer, TopK, type Neighbour, type VectorIndex, type VectorRows } from './vector-index.js';
+import { dot, isZero, mayReach, rowScorer, TopK, type Neighbour, type VectorIndex, type VectorRows } from './vector-index.js';
 
 /**
  * Exact search over one contiguous Float32Array: a tenant of n vectors costs n × dim × 4
@@ -73,6 +73,18 @@ export class FlatIndex implements VectorIndex {
     for (let row = 0; row < ids.length; row++) {
       if (zero[row] || (accept && !accept(ids[row]))) continue;
       top.offer(ids[row], dot(query, data, row * dimension));
+    }
+    return top.items;
+  }
+
+  searchAbove(query: Float32Array, k: number, minScore: number): Neighbour[] {
+    if (k <= 0 || isZero(query)) return [];
+    const top = new TopK(k);
+    const { dimension, data, zero, ids } = this;
+    for (let row = 0; row < ids.length; row++) {
+      if (zero[row] || !mayReach(query, data, row * dimension, minScore)) continue;
+      const score = dot(query, data, row * dimension);
+      if (score >= minScore) top.offer(ids[row], score);
     }
     return top.items;
   }

@@ -125,6 +125,10 @@ export class HnswIndex implements VectorIndex {
     return neighbors.map((label, i) => ({ id: this.ids[label], score: 1 - distances[i] }));
   }
 
+  searchAbove(query: Float32Array, k: number, minScore: number): Neighbour[] {
+    return this.search(query, k).filter((hit) => hit.score >= minScore);
+  }
+
   /**
    * search() by label, for a caller that keeps its own integer keys (the search worker's
    * copy): the labels of the `k` most similar non-zero vectors, best first.

@@ -63,6 +63,10 @@ export class TieredIndex implements VectorIndex {
     return this.current.search(query, k, accept);
   }
 
+  searchAbove(query: Float32Array, k: number, minScore: number): Neighbour[] {
+    return this.current.searchAbove(query, k, minScore);
+  }
+
   private promote(flat: FlatIndex): void {
     const graph = new HnswIndex(this.dimension, this.options.hnsw, Math.max(1024, flat.size * 2));
     for (const [id, vector] of flat.entries()) graph.add(id, vector);

@@ -50,6 +50,12 @@ export interface VectorIndex {
    * are considered, so a filtered search still returns `k` when that many match.
    */
   search(query: Float32Array, k: number, accept?: (id: string) => boolean): Neighbour[];
+  /**
+   * search()'s hits (no filter) that score at least `minScore`: the same ids and scores, to
+   * the bit, as search(query, k) with the rest cut off. Dedupe asks this of every add, and a
+   * high `minScore` lets an exact scan give up on most rows after a few dimensions.
+   */
+  searchAbove(query: Float32Array, k: number, minScore: number): Neighbour[];
 }
 
 export function isZero(v: Float32Array): boolean {
@@ -77,6 +83,26 @@ export function cosineFrom(a: Float32Array, b: Float32Array, bOffset: number, or
     nb += y * y;
   }
   return aZero || bZero || na === 0 || nb === 0 ? 0 : dotted / Math.sqrt(na * nb);
+}
+
+/**
+ * Whether unit vectors `a` and b[bOffset ..] may have a cosine of at least `minScore`: false
+ * once the squared distance of the dimensions read so far exceeds what that cosine allows
+ * (|a - b|² = 2 - 2 a·b for unit vectors), with a margin for float rounding and vectors a
+ * little off unit length, so that a true answer may be wrong but a false one never is.
+ * Unrelated texts are far apart in their first few dimensions already.
+ */
+export function mayReach(a: Float32Array, b: Float32Array, bOffset: number, minScore: number): boolean {
+  const limit = 2 - 2 * minScore + 1e-3;
+  const n = a.length;
+  let sum = 0;
+  let d = 0;
+  for (; d + 7 < n; d += 8) {
+    for (let j = d; j < d + 8; j++) sum += (a[j] - b[bOffset + j]) ** 2;
+    if (sum > limit) return false;
+  }
+  for (; d < n; d++) sum += (a[d] - b[bOffset + d]) ** 2;
+  return sum <= limit;
 }
 
 /**

@@ -86,6 +86,7 @@ function operation(name: RouteName, spec: RouteSpec): Json {
       '5XX': { $ref: '#/components/responses/Error' },
     },
     'x-time-budget': spec.budget,
+    ...('inferBudget' in spec ? { 'x-time-budget-infer': spec.inferBudget } : {}),
     'x-sealable': spec.sealable,
   };
 }

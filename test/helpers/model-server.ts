@@ -1,6 +1,7 @@
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
+import { DECISION_PROMPT, FACTS_PROMPT } from '../../enclave/chat/extraction-prompt.js';
 
 /**
  * A real OpenAI-compatible chat model server on loopback, standing in for what lies outside
@@ -21,6 +22,12 @@ import type { AddressInfo } from 'node:net';
  *   tool-add        asks for add_memory, then answers "saved"
  *   tool-client     asks for the client's get_weather tool
  *   tool-both       asks for search_memory and get_weather in one turn
+ *
+ * A model name given to script() answers with whatever its script returns for the request
+ * (the assistant message's text). A name not listed above, asked with extraction's prompts
+ * (enclave/chat/extraction-prompt.ts), extracts like a plain model would, by rule: each
+ * sentence of the user's that is not a question is a fact, and a fact is NONE when a memory
+ * shown says exactly that, ADD otherwise.
  */
 
 export interface RecordedRequest {
@@ -37,6 +44,8 @@ export interface ModelServer {
   abandoned: RecordedRequest[];
   /** Resolves once `n` requests have been abandoned by the caller. */
   waitForAbandoned(n: number): Promise<void>;
+  /** Requests naming `model` are answered with the text `answer` returns for their body. */
+  script(model: string, answer: (body: any) => string): void;
   close(): Promise<void>;
 }
 
@@ -51,6 +60,7 @@ export async function startModelServer(options: ModelServerOptions = {}): Promis
   const requests: RecordedRequest[] = [];
   const abandoned: RecordedRequest[] = [];
   const waiters: Array<{ n: number; resolve: () => void }> = [];
+  const scripts = new Map<string, (body: any) => string>();
 
   const handle = (req: IncomingMessage, res: ServerResponse) => {
     let raw = '';
@@ -70,7 +80,9 @@ export async function startModelServer(options: ModelServerOptions = {}): Promis
         abandoned.push(recorded);
         for (const w of waiters.filter((w) => abandoned.length >= w.n)) w.resolve();
       });
-      behave(body, res);
+      const script = scripts.get(body?.model);
+      if (script) json(res, 200, completion(body, { content: script(body) }));
+      else behave(body, res);
     });
   };
   const server: Server = options.tls ? createHttpsServer(options.tls, handle) : createServer(handle);
@@ -84,6 +96,7 @@ export async function startModelServer(options: ModelServerOptions = {}): Promis
       if (abandoned.length >= n) resolve();
       else waiters.push({ n, resolve });
     }),
+    script: (model, answer) => void scripts.set(model, answer),
     close: () => new Promise((resolve) => {
       server.closeAllConnections();
       server.close(() => resolve());
@@ -164,6 +177,24 @@ function askTools(body: any, res: ServerResponse, calls: Call[]): void {
 
 const toolResults = (body: any): any[] => (body.messages ?? []).filter((m: any) => m.role === 'tool');
 
+/** A plain extractor (see the top): the facts of the conversation, then ADD or NONE for each. */
+function extractByRule(body: any): string | undefined {
+  const system = body?.messages?.[0]?.content;
+  const input = String(body?.messages?.[1]?.content ?? '');
+  if (system === FACTS_PROMPT) {
+    const said = input.split('\n').filter((line) => line.startsWith('user: ')).map((line) => line.slice(6));
+    return JSON.stringify({ facts: said.flatMap((text) => text.match(/[^.!?]+[.!?]?/g) ?? []).map((s) => s.trim()).filter((s) => s && !s.endsWith('?')) });
+  }
+  if (system === DECISION_PROMPT) {
+    const { memories, facts } = JSON.parse(input) as { memories: { id: string; text: string }[]; facts: string[] };
+    return JSON.stringify({ actions: facts.map((fact) => {
+      const held = memories.find((m) => m.text.toLowerCase() === fact.toLowerCase());
+      return held ? { event: 'NONE', id: held.id } : { event: 'ADD', text: fact };
+    }) });
+  }
+  return undefined;
+}
+
 function behave(body: any, res: ServerResponse): void {
   switch (body?.model) {
     case 'fail-500':
@@ -208,7 +239,10 @@ function behave(body: any, res: ServerResponse): void {
       ]);
     case 'echo-paced':
       return answer(body, res, `echo: ${latestUser(body)}`, 30);
-    default:
+    default: {
+      const extracted = extractByRule(body);
+      if (extracted !== undefined) return json(res, 200, completion(body, { content: extracted }));
       return answer(body, res, `echo: ${latestUser(body)}`);
+    }
   }
 }

@@ -75,3 +75,14 @@ describe('no MODEL_BASE_URL: the offline responder', () => {
     expect(completion.choices[0].message.content).toMatch(/^I have no memories that relate to your message\./);
   });
 });
+
+describe('no MODEL_BASE_URL: extraction', () => {
+  it('infer: true is a clear 400, and nothing is stored', async () => {
+    const res = await request(svc.baseUrl, 'POST', '/v1/memory', { tenant_id: 'home', infer: true, model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'I moved to Porto.' }] });
+    expect(res.status, res.text).toBe(400);
+    expect(res.body.error).toMatchObject({ code: 'unsupported_by_offline_model', param: 'infer' });
+    expect(res.body.error.message).toMatch(/MODEL_BASE_URL/);
+    const list = await request(svc.baseUrl, 'GET', '/v1/memory?tenant_id=home');
+    expect(list.body.data.map((m: { content: string }) => m.content)).not.toContain('I moved to Porto.');
+  });
+});

@@ -179,3 +179,21 @@ describe('durability', () => {
     expect(alice).toMatchObject({ user_id: 'alice', agent_id: 'vet', run_id: 'r1' });
   });
 });
+
+describe('extraction (infer: true) with a scoped key', () => {
+  it('acts in the key\'s scope: shows the model only that scope\'s memories, stores there, and naming another scope is 403', async () => {
+    const conversation = { tenant_id: 'home', infer: true, model: 'any-model', messages: [{ role: 'user', content: 'The dog now eats salmon at noon.' }] };
+    expectError(await api('POST', '/v1/memory', { ...conversation, user_id: 'bob' }, aliceKey), 403);
+    const before = model.requests.length;
+    const res = await api('POST', '/v1/memory', conversation, aliceKey);
+    expect(res.status, res.text).toBe(200);
+    expect(res.body.data).toMatchObject([{ event: 'ADD', memory: 'The dog now eats salmon at noon.' }]);
+    const decision = model.requests.slice(before).find((r) => String(r.body.messages[0].content).startsWith('You keep'))!;
+    const shown = JSON.parse(decision.body.messages[1].content).memories.map((m: { text: string }) => m.text);
+    expect(shown).toContain('Alice feeds the dog salmon');
+    expect(shown).not.toContain('Bob feeds the dog biscuits');
+    expect(shown).not.toContain('The dog eats at noon');
+    const stored = await api('GET', `/v1/memory/${res.body.data[0].id}?tenant_id=home`);
+    expect(stored.body).toMatchObject({ user_id: 'alice' });
+  });
+});

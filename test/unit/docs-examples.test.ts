@@ -1,8 +1,10 @@
-import { execFileSync } from 'node:child_process';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { repoRoot } from '../../common/paths.js';
+import { startModelServer, type ModelServer } from '../helpers/model-server.js';
 import { startService, type RunningService } from '../helpers/service.js';
 
 // docs/api.md's memory examples are one sequence a reader runs in order on a fresh
@@ -68,17 +70,27 @@ const compare = (lang: string, text: string, ids: Map<string, string>) => (lang 
 
 describe('docs/api.md: the memory examples, run in order on a fresh service', () => {
   let service: RunningService;
-  beforeAll(async () => { service = await startService(); });
-  afterAll(async () => { await service?.stop(); });
+  // A model on loopback for the extraction example: with no script for the model it is asked
+  // for, it extracts by rule (test/helpers/model-server.ts). Chat examples name local-memory.
+  let model: ModelServer;
+  beforeAll(async () => {
+    model = await startModelServer();
+    service = await startService({ MODEL_BASE_URL: model.url });
+  });
+  afterAll(async () => {
+    await service?.stop();
+    await model?.close();
+  });
 
-  it('print what the docs show after each of them', () => {
+  it('print what the docs show after each of them', async () => {
     const page = readFileSync(join(repoRoot, 'docs/api.md'), 'utf8');
     const steps = examples(page);
     expect(steps.length, 'marked examples in docs/api.md').toBeGreaterThanOrEqual(10);
     const script = ['set -eo pipefail', ...steps.map((s) => `${s.script.replaceAll('http://127.0.0.1:8080', service.baseUrl)}\necho; echo '${SEPARATOR}'`)].join('\n');
     let output: string;
     try {
-      output = execFileSync('bash', ['-c', script], { encoding: 'utf8', timeout: 20_000, cwd: repoRoot });
+      // Not execFileSync: the model server answering the extraction example runs in this process.
+      output = (await promisify(execFile)('bash', ['-c', script], { encoding: 'utf8', timeout: 20_000, cwd: repoRoot })).stdout;
     } catch (err) {
       const e = err as { stdout?: string; stderr?: string };
       throw new Error(`the docs' examples failed as a script:\n${e.stdout ?? ''}\n${e.stderr ?? ''}`);

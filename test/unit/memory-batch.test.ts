@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { modelsDir } from '../../common/paths.js';
 import { loadEmbedder, type Embedder } from '../../enclave/embedding/embedder.js';
 import { MemoryService } from '../../enclave/memory/memory-service.js';
+import { DEFAULT_HNSW } from '../../enclave/vectors/hnsw-index.js';
 
 describe('MemoryService.addMany and hybrid query (real embedder)', () => {
   let embedder: Embedder;
@@ -54,5 +55,31 @@ describe('MemoryService.addMany and hybrid query (real embedder)', () => {
     expect(hit.record.id).toBe(codes.id);
     expect(hit.scores.vector).toBe(0);
     expect(hit.scores.lexical).toBeGreaterThan(0);
+  });
+
+  it('the same text added again updates the memory where it stands (flat and HNSW tenants): still found, then changed and deleted as any', async () => {
+    for (const promoteAbove of [4096, 8]) {
+      const memory = new MemoryService(embedder, { vectorIndex: { promoteAbove, hnsw: DEFAULT_HNSW } });
+      const texts = Array.from({ length: 20 }, (_, i) => `Ticket QA-${1000 + i} is about the printer on floor ${i}`);
+      const added = await memory.remember(texts.map((content) => ({ content, tenant_id: 't', dedupe: true })));
+      expect(added.every((o) => o.event === 'ADD')).toBe(true);
+      const id = added[3].record.id;
+      const again = await memory.remember([
+        { content: texts[3], tenant_id: 't', dedupe: true, metadata: { n: 1 } },
+        { content: texts[3], tenant_id: 't', dedupe: true },
+      ]);
+      expect(again.map((o) => [o.event, o.record.id])).toEqual([['UPDATE', id], ['UPDATE', id]]);
+      expect(memory.usage.memories).toBe(20);
+      const [hit] = await memory.query({ query: 'QA-1003 printer', tenant_id: 't', top_k: 1 });
+      expect(hit.record).toMatchObject({ id, content: texts[3], metadata: { n: 1 } });
+      expect(hit.scores.vector).toBeGreaterThan(0);
+      await memory.update('t', id, { content: 'The boiler needs a service in March' });
+      const [boiler] = await memory.query({ query: 'boiler service', tenant_id: 't', top_k: 1 });
+      expect(boiler.record.id).toBe(id);
+      expect((await memory.query({ query: 'QA-1003', tenant_id: 't', top_k: 20 })).some((h) => h.record.content === texts[3])).toBe(false);
+      await memory.delete('t', id);
+      expect((await memory.query({ query: 'boiler service', tenant_id: 't', top_k: 20 })).some((h) => h.record.id === id)).toBe(false);
+      expect(memory.usage.memories).toBe(19);
+    }
   });
 });

@@ -128,6 +128,23 @@ describe.each(implementations)('VectorIndex contract: %s', (_name, make) => {
     expect(hits.every((h) => even(h.id))).toBe(true);
   });
 
+  it('searchAbove gives search()\'s hits from a minimum score on, to the bit, near copies and a zero vector among them', () => {
+    const index = make(24);
+    const base = randomUnits(300, 24, 11);
+    base.forEach((v, i) => index.add(`m${i}`, v));
+    // Close copies of the first vectors, from a cosine of about 0.999 down to 0.9.
+    const jitter = randomUnits(40, 24, 12);
+    for (let i = 0; i < 40; i++) index.add(`near${i}`, unit(...base[i % 5].map((x, d) => x + (0.01 + i * 0.012) * jitter[i][d])));
+    index.add('zero', new Float32Array(24));
+    for (const q of [0, 1, 4, 77]) {
+      for (const [k, minScore] of [[16, 0.96], [3, 0.9], [16, 0.999], [5, -1]] as const) {
+        expect(index.searchAbove(base[q], k, minScore)).toEqual(index.search(base[q], k).filter((h) => h.score >= minScore));
+      }
+    }
+    expect(index.searchAbove(base[0], 16, 0.96).length).toBeGreaterThan(1);
+    expect(index.searchAbove(new Float32Array(24), 16, -1)).toEqual([]);
+  });
+
   it('refuses vectors of the wrong dimension', () => {
     expect(() => make(3).add('a', unit(1, 0))).toThrow(/dimensions/);
   });
