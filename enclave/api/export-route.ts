@@ -18,6 +18,12 @@ export const exportUnary = async (): Promise<ApiReply> => {
   throw badRequest('GET /v1/memory/export must be sent on the streaming call', null, 'stream_mismatch');
 };
 
+/** The export's lines (protocol/memory-export.ts): each memory with its history, then what is kept of those deleted. */
+function* exportedLines(memory: MemoryService, tenantId: string): Generator<string> {
+  for (const { record, history } of memory.exportTenant(tenantId)) yield `${JSON.stringify({ type: 'memory', memory: record, history })}\n`;
+  for (const { id, versions } of memory.exportDeleted(tenantId)) yield `${JSON.stringify({ type: 'deleted', id, history: versions })}\n`;
+}
+
 /**
  * GET /v1/memory/export: the tenant's memories with their history, as JSON Lines sealed to
  * the caller's X25519 key (protocol/memory-export.ts), streamed a frame at a time and never
@@ -50,9 +56,8 @@ export function exportRoute(memory: MemoryService) {
       lines = [];
       bytes = 0;
     };
-    for (const { record, history } of memory.exportTenant(tenant_id)) {
+    for (const line of exportedLines(memory, tenant_id)) {
       if (signal.aborted) return;
-      const line = `${JSON.stringify({ type: 'memory', memory: record, history })}\n`;
       lines.push(line);
       bytes += line.length;
       if (bytes >= FRAME_BYTES) await flush();
