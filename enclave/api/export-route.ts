@@ -5,7 +5,7 @@ import { boxBefore, boxKeyPair, PUBLIC_KEY_BYTES, randomNonce } from '../../prot
 import { exportKey } from '../../protocol/memory-export.js';
 import { FrameSealer, frameEvent } from '../../protocol/sealed-stream.js';
 import { TENANT_HEADER } from '../../protocol/response-signature.js';
-import { authorize } from '../auth/caller.js';
+import { authorize, requireWholeTenant } from '../auth/caller.js';
 import type { MemoryService } from '../memory/memory-service.js';
 import type { RouteCall } from './resolve-call.js';
 import type { ChunkSink } from './stream.js';
@@ -32,6 +32,7 @@ function* exportedLines(memory: MemoryService, tenantId: string): Generator<stri
 export function exportRoute(memory: MemoryService) {
   return async ({ caller, query: { tenant_id, public_key } }: RouteCall<'ExportMemories'>, sink: ChunkSink, signal: AbortSignal): Promise<void> => {
     authorize(caller, tenant_id);
+    requireWholeTenant(caller);
     memory.admitTenant(tenant_id, caller.tenantKey);
     const theirs = Buffer.from(public_key, 'base64');
     if (theirs.length !== PUBLIC_KEY_BYTES) throw badRequest('public_key must be a base64 X25519 public key (32 bytes)', 'public_key', 'invalid_value');

@@ -1,7 +1,7 @@
 import { badRequest, internal, notFound } from '../../common/errors.js';
 import { limits } from '../../common/limits.js';
 import type { ApiReply } from '../../common/proto.js';
-import { authorize, scopeFor, type Caller } from '../auth/caller.js';
+import { authorize, requireWholeTenant, scopeFor, type Caller } from '../auth/caller.js';
 import { inScope, scopeOf } from '../memory/memory-scope.js';
 import { normalizeInstant, type Period } from '../memory/memory-time.js';
 import type { PeriodInput } from '../../common/schemas.js';
@@ -120,6 +120,7 @@ export function memoryRoutes(memory: MemoryService, receipt?: Receipts, extracto
 
     async ImportMemories({ caller, body: { tenant_id, memories } }, context) {
       admit(caller, tenant_id);
+      requireWholeTenant(caller);
       const now = Math.floor(Date.now() / 1000);
       const items = memories.map((item, i) => importedItem(tenant_id, item, `memories.${i}`, now));
       const { imported, deleted, skipped } = await memory.importMany(tenant_id, items, caller.tenants, context?.meter, authorOf(caller));
