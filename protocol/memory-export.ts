@@ -13,6 +13,8 @@
  *                                 salt = nonce, info = "agent-service/memory-export/v1", 32 bytes)
  *             whose data, in order, is JSON Lines: one line per memory
  *               {"type":"memory","memory":{…the record…},"history":[{event, at, key_id, extracted, record?}, …]}
+ *             then one per deleted memory whose history is kept (no content: times, events, key ids)
+ *               {"type":"deleted","id":"…","history":[{event, at, key_id, extracted}, …, {"event":"delete", …}]}
  *
  * and, after them, the enclave's tee.signature event over every byte before it (the export as
  * a whole is signed like every answer). The file saved is the stream as received; opening it
@@ -31,12 +33,16 @@ export function exportKey(shared: Uint8Array, nonce: Uint8Array): Buffer {
   return Buffer.from(hkdfSync('sha256', shared, nonce, EXPORT_KDF_INFO, sodium.crypto_secretstream_xchacha20poly1305_KEYBYTES));
 }
 
-/** One line of an export (and of an import). */
-export interface ExportLine {
+/** One line of an export (and of an import): a memory, or a deleted memory's history. */
+export type ExportLine = {
   type: 'memory';
   memory: { id: string; content: string; metadata?: Record<string, unknown>; created_at?: number; updated_at?: number } & Record<string, unknown>;
   history?: Array<Record<string, unknown>>;
-}
+} | {
+  type: 'deleted';
+  id: string;
+  history: Array<{ event: 'add' | 'update' | 'delete'; at: number; key_id: string | null; extracted: boolean }>;
+};
 
 /**
  * Opens an export, as it streams in or from its file, with the caller's X25519 secret key:

@@ -35,15 +35,19 @@ export function exportLines(file: AsyncIterable<Uint8Array>, secretKey: Uint8Arr
 /**
  * Imports `items` (lines of an export or of plain JSON Lines, or a Mem0 export's items) into
  * `tenantId` in sealed calls of up to `batch` (100 at most), holding one batch at a time.
+ * Returns the memories restored, the deleted memories' histories restored, and the ids skipped
+ * (already held).
  */
-export async function importMemories(client: TeeClient, tenantId: string, items: AsyncIterable<unknown> | Iterable<unknown>, batch = 100): Promise<{ imported: number; skipped: string[] }> {
+export async function importMemories(client: TeeClient, tenantId: string, items: AsyncIterable<unknown> | Iterable<unknown>, batch = 100): Promise<{ imported: number; deleted: number; skipped: string[] }> {
   let imported = 0;
+  let deleted = 0;
   const skipped: string[] = [];
   let pending: unknown[] = [];
   const send = async () => {
-    const answer = await client.sealedCall<{ imported: number; skipped: string[]; error?: { message: string } }>('POST', '/v1/memory/import', { tenant_id: tenantId, memories: pending });
+    const answer = await client.sealedCall<{ imported: number; deleted: number; skipped: string[]; error?: { message: string } }>('POST', '/v1/memory/import', { tenant_id: tenantId, memories: pending });
     if (answer.status !== 200) throw new Error(`import refused (${answer.status}): ${answer.body.error?.message ?? ''}`);
     imported += answer.body.imported;
+    deleted += answer.body.deleted;
     skipped.push(...answer.body.skipped);
     pending = [];
   };
@@ -52,5 +56,5 @@ export async function importMemories(client: TeeClient, tenantId: string, items:
     if (pending.length >= batch) await send();
   }
   if (pending.length > 0) await send();
-  return { imported, skipped };
+  return { imported, deleted, skipped };
 }

@@ -5,7 +5,7 @@ import { boxBefore, boxKeyPair, PUBLIC_KEY_BYTES, randomNonce } from '../../prot
 import { exportKey } from '../../protocol/memory-export.js';
 import { FrameSealer, frameEvent } from '../../protocol/sealed-stream.js';
 import { TENANT_HEADER } from '../../protocol/response-signature.js';
-import { authorize } from '../auth/caller.js';
+import { authorize, requireWholeTenant } from '../auth/caller.js';
 import type { MemoryService } from '../memory/memory-service.js';
 import type { RouteCall } from './resolve-call.js';
 import type { ChunkSink } from './stream.js';
@@ -18,6 +18,12 @@ export const exportUnary = async (): Promise<ApiReply> => {
   throw badRequest('GET /v1/memory/export must be sent on the streaming call', null, 'stream_mismatch');
 };
 
+/** The export's lines (protocol/memory-export.ts): each memory with its history, then what is kept of those deleted. */
+function* exportedLines(memory: MemoryService, tenantId: string): Generator<string> {
+  for (const { record, history } of memory.exportTenant(tenantId)) yield `${JSON.stringify({ type: 'memory', memory: record, history })}\n`;
+  for (const { id, versions } of memory.exportDeleted(tenantId)) yield `${JSON.stringify({ type: 'deleted', id, history: versions })}\n`;
+}
+
 /**
  * GET /v1/memory/export: the tenant's memories with their history, as JSON Lines sealed to
  * the caller's X25519 key (protocol/memory-export.ts), streamed a frame at a time and never
@@ -26,6 +32,7 @@ export const exportUnary = async (): Promise<ApiReply> => {
 export function exportRoute(memory: MemoryService) {
   return async ({ caller, query: { tenant_id, public_key } }: RouteCall<'ExportMemories'>, sink: ChunkSink, signal: AbortSignal): Promise<void> => {
     authorize(caller, tenant_id);
+    requireWholeTenant(caller);
     memory.admitTenant(tenant_id, caller.tenantKey);
     const theirs = Buffer.from(public_key, 'base64');
     if (theirs.length !== PUBLIC_KEY_BYTES) throw badRequest('public_key must be a base64 X25519 public key (32 bytes)', 'public_key', 'invalid_value');
@@ -50,9 +57,8 @@ export function exportRoute(memory: MemoryService) {
       lines = [];
       bytes = 0;
     };
-    for (const { record, history } of memory.exportTenant(tenant_id)) {
+    for (const line of exportedLines(memory, tenant_id)) {
       if (signal.aborted) return;
-      const line = `${JSON.stringify({ type: 'memory', memory: record, history })}\n`;
       lines.push(line);
       bytes += line.length;
       if (bytes >= FRAME_BYTES) await flush();

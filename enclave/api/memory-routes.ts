@@ -1,12 +1,12 @@
 import { badRequest, internal, notFound } from '../../common/errors.js';
 import { limits } from '../../common/limits.js';
 import type { ApiReply } from '../../common/proto.js';
-import { authorize, scopeFor, type Caller } from '../auth/caller.js';
+import { authorize, requireWholeTenant, scopeFor, type Caller } from '../auth/caller.js';
 import { inScope, scopeOf } from '../memory/memory-scope.js';
 import { normalizeInstant, type Period } from '../memory/memory-time.js';
 import type { PeriodInput } from '../../common/schemas.js';
 import type { AddOutcome, ChangeAuthor, MemoryService } from '../memory/memory-service.js';
-import { importedMemory } from '../memory/import.js';
+import { importedItem } from '../memory/import.js';
 import type { MemoryRecord, MemoryVersion, ScoredMemory } from '../memory/types.js';
 import { TENANT_HEADER } from '../../protocol/response-signature.js';
 import { jsonReply } from './request.js';
@@ -120,10 +120,11 @@ export function memoryRoutes(memory: MemoryService, receipt?: Receipts, extracto
 
     async ImportMemories({ caller, body: { tenant_id, memories } }, context) {
       admit(caller, tenant_id);
+      requireWholeTenant(caller);
       const now = Math.floor(Date.now() / 1000);
-      const items = memories.map((item, i) => importedMemory(tenant_id, item, `memories.${i}`, now));
-      const { imported, skipped } = await memory.importMany(tenant_id, items, caller.tenants, context?.meter, authorOf(caller));
-      return jsonReply(200, { object: 'memory.import', tenant_id, imported: imported.length, skipped }, forTenant(tenant_id));
+      const items = memories.map((item, i) => importedItem(tenant_id, item, `memories.${i}`, now));
+      const { imported, deleted, skipped } = await memory.importMany(tenant_id, items, caller.tenants, context?.meter, authorOf(caller));
+      return jsonReply(200, { object: 'memory.import', tenant_id, imported: imported.length, deleted: deleted.length, skipped }, forTenant(tenant_id));
     },
 
     async ListMemories({ caller, query: input }: RouteCall<'ListMemories'>, context?: CallContext): Promise<ApiReply> {

@@ -81,6 +81,15 @@ export function chatTenant(caller: Caller, organization: string | undefined): st
 }
 
 /**
+ * Refuses (403) a key limited to scopes an act on the whole tenant (export, import): an
+ * export holds every user's memories, and an import writes ids and scopes as the file says.
+ */
+export function requireWholeTenant(caller: Caller): void {
+  const limited = SCOPE_FIELDS.filter((field) => caller.scope?.[field] !== undefined);
+  if (limited.length > 0) throw forbidden(`this API key is limited to ${limited.map((field) => `${field} '${caller.scope![field]}'`).join(', ')}; export and import act on the whole tenant`);
+}
+
+/**
  * The scopes a request acts in: those it names, plus those the caller's key is limited to.
  * A key limited to a scope acts in it whether the request names it or not, and naming
  * another value of it is refused (403), so a scoped key never reads, writes or deletes

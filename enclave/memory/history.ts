@@ -140,6 +140,20 @@ export class MemoryHistories {
     }
   }
 
+  /** One tenant's deleted memories' histories, the oldest deletion first (what its export carries). */
+  *deletedOf(tenantId: string): Generator<{ id: string; versions: readonly MemoryVersion[] }> {
+    // Looked up afresh at each step: the export streams while the tenant may change.
+    for (const id of this.deletions.get(tenantId) ?? []) {
+      const kept = this.tenants.get(tenantId)?.get(id);
+      if (kept && isEntry(kept) && kept.deleted) yield { id, versions: kept.versions };
+    }
+  }
+
+  /** Whether anything is kept of this id in the tenant: a live memory's history or a deleted one's. */
+  holds(tenantId: string, id: string): boolean {
+    return this.tenants.get(tenantId)?.has(id) ?? false;
+  }
+
   /** `change`, or the last one kept when it says the same (one object for a batch, or a second of one key's adds). */
   private share(change: ChangeInfo): ChangeInfo {
     const last = this.last;

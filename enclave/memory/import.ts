@@ -14,6 +14,13 @@ export interface ImportedMemory {
   past?: MemoryVersion[];
 }
 
+/** A deleted memory's history to restore with its id (a "deleted" line of an export of this service). */
+export interface ImportedDeletion {
+  deleted: { id: string; versions: MemoryVersion[] };
+}
+
+export type ImportItem = ImportedMemory | ImportedDeletion;
+
 const ID = /^[A-Za-z0-9._:@-]{1,128}$/;
 const validAdd = validator<AddMemoryInput>(addMemorySchema, 'body');
 
@@ -81,4 +88,28 @@ export function importedMemory(tenantId: string, item: unknown, where: string, n
   }
   const change = changeOf(history.at(-1));
   return { record, ...(change ? { change } : {}), ...(past.length > 0 ? { past } : {}) };
+}
+
+/**
+ * A "deleted" line of an export ({type: "deleted", id, history}): the history of a memory the
+ * tenant deleted, its times, events and key ids, without content (none is taken if sent).
+ */
+export function importedDeletion(item: Record<string, unknown>, where: string): ImportedDeletion {
+  if (typeof item.id !== 'string' || !ID.test(item.id)) throw badRequest(`${where}: id must be 1 to 128 letters, digits or . _ : @ -`, where, 'invalid_value');
+  const history = Array.isArray(item.history) ? (item.history as Array<Record<string, unknown> | null>) : [];
+  const versions: MemoryVersion[] = [];
+  for (const [i, version] of history.entries()) {
+    const change = changeOf(version ?? undefined);
+    const event = version?.event;
+    if (!change || (event !== 'add' && event !== 'update' && event !== 'delete')) throw badRequest(`${where}: history ${i} is not a version of a deleted memory`, where, 'invalid_value');
+    versions.push({ event, ...change });
+  }
+  if (versions.at(-1)?.event !== 'delete') throw badRequest(`${where}: a deleted memory's history ends with its delete`, where, 'invalid_value');
+  return { deleted: { id: item.id, versions } };
+}
+
+/** One item of an import: a deleted memory's history, or a memory (importedMemory). */
+export function importedItem(tenantId: string, item: unknown, where: string, now: number): ImportItem {
+  const value = item as Record<string, unknown> | null;
+  return value?.type === 'deleted' ? importedDeletion(value, where) : importedMemory(tenantId, item, where, now);
 }

@@ -6,7 +6,7 @@ import type { ChangeInfo, EmbeddingModelId, MemoryEvent, MemoryRecord, MemorySco
 import { inScope, recordMatcher, scopeOf } from './memory-scope.js';
 import type { Period } from './memory-time.js';
 import { MemoryHistories } from './history.js';
-import type { ImportedMemory } from './import.js';
+import type { ImportedMemory, ImportItem } from './import.js';
 import { TermDictionary } from '../lexical/term-dictionary.js';
 import { rankHybrid, type Ranker } from '../retrieval/hybrid.js';
 import { DEFAULT_TIERS } from '../vectors/tiered-index.js';
@@ -268,20 +268,28 @@ export class MemoryService {
 
   /**
    * Restores memories of one tenant with their ids (and, from an export of this service, their
-   * history): admitted against the limits like adds, embedded in one call, logged as one batch.
-   * An id the tenant already holds is skipped (an import run twice restores nothing twice).
-   * Returns the ids restored and skipped.
+   * history, and deleted memories' histories): admitted against the limits like adds, embedded
+   * in one call, logged as one batch. An id the tenant already holds, or holds a history of, is
+   * skipped (an import run twice restores nothing twice). Returns the ids restored and skipped.
    */
-  async importMany(tenantId: string, items: readonly ImportedMemory[], keyTenants?: ReadonlySet<string>, meter = this.meter, author?: ChangeAuthor): Promise<{ imported: string[]; skipped: string[] }> {
+  async importMany(tenantId: string, items: readonly ImportItem[], keyTenants?: ReadonlySet<string>, meter = this.meter, author?: ChangeAuthor): Promise<{ imported: string[]; deleted: string[]; skipped: string[] }> {
     const seen = new Set<string>();
     const fresh: ImportedMemory[] = [];
+    const tombstones: MemoryEvent[] = [];
     const skipped: string[] = [];
     for (const item of items) {
-      if (this.get(tenantId, item.record.id) || seen.has(item.record.id)) skipped.push(item.record.id);
+      const id = 'deleted' in item ? item.deleted.id : item.record.id;
+      if (this.get(tenantId, id) || this.history.holds(tenantId, id) || seen.has(id)) skipped.push(id);
+      else if ('deleted' in item) tombstones.push({ type: 'tombstone', tenant_id: tenantId, id, versions: item.deleted.versions });
       else fresh.push(item);
-      seen.add(item.record.id);
+      seen.add(id);
     }
-    if (fresh.length === 0) return { imported: [], skipped };
+    const deleted = tombstones.map((event) => (event as { id: string }).id);
+    if (fresh.length === 0) {
+      // A deleted memory's history holds no content: bounded per tenant (MEMORY_HISTORY_DELETED), nothing to admit or embed.
+      if (tombstones.length > 0) await this.commit(tombstones);
+      return { imported: [], deleted, skipped };
+    }
     const admitted = this.admission.adds(fresh.map(({ record }) => ({ tenant_id: tenantId, content: record.content, metadata: record.metadata })), keyTenants);
     try {
       const vectors = await this.embed(fresh.map(({ record }) => record.content), meter);
@@ -291,8 +299,9 @@ export class MemoryService {
       const now = changeBy(author);
       // An id added meanwhile by another call is not added twice: applying an add of a held id does nothing.
       const events: MemoryEvent[] = fresh.map(({ record, change, past }, i) => ({ type: 'add', record, vector: vectors[i], change: change ?? now, ...(past ? { past } : {}) }));
-      await this.commit(events, admitted.release, admitted.terms);
-      return { imported: fresh.map(({ record }) => record.id), skipped };
+      // The tombstones after the adds: `terms` (per event) covers the adds only.
+      await this.commit([...events, ...tombstones], admitted.release, admitted.terms);
+      return { imported: fresh.map(({ record }) => record.id), deleted, skipped };
     } finally {
       admitted.release();
     }
@@ -448,6 +457,11 @@ export class MemoryService {
     const tenant = this.tenants.get(tenantId);
     if (!tenant) return;
     for (const record of tenant.records.values()) yield { record, history: this.history.get(tenantId, record.id, record)?.versions ?? [] };
+  }
+
+  /** The tenant's deleted memories' histories (no content), oldest deletion first: an export ends with them. */
+  exportDeleted(tenantId: string): Generator<{ id: string; versions: readonly MemoryVersion[] }> {
+    return this.history.deletedOf(tenantId);
   }
 
   /** Every deleted memory's history (no content): what a snapshot keeps of them. */

@@ -70,7 +70,7 @@ export type MemoryEvent =
   /** A new version of a stored memory (same id and tenant), replacing it where it stands. */
   | { type: 'update'; record: MemoryRecord; vector: Float32Array; change?: ChangeInfo }
   | { type: 'delete'; tenant_id: string; id: string; change?: ChangeInfo }
-  /** A deleted memory's history, without content (snapshots only). */
+  /** A deleted memory's history, without content (snapshots, and an import's "deleted" lines). */
   | { type: 'tombstone'; tenant_id: string; id: string; versions: MemoryVersion[] };
 
 type Unembedded<E> = E extends { vector: Float32Array } ? Omit<E, 'vector'> & { vector: null } : never;

@@ -9,7 +9,8 @@ import { request } from '../helpers/http.js';
 import { startService, type RunningService } from '../helpers/service.js';
 
 /**
- * Issue 37 (export and import): a tenant's memories, with their history, exported as JSON
+ * Issue 37 (export and import): a tenant's memories, with their history (and the histories of
+ * those it deleted), exported as JSON
  * Lines sealed to the caller's X25519 key (the host relaying or storing the file sees sealed
  * frames only), signed by the enclave, and imported again with ids kept: from that file, from
  * plain JSON Lines, and from a Mem0 export. Through both processes, and after a restart.
@@ -23,7 +24,7 @@ async function collect<T>(items: AsyncIterable<T>): Promise<T[]> {
   for await (const item of items) out.push(item);
   return out;
 }
-const history = async (tenant: string, id: string) => (await request(svc.baseUrl, 'GET', `/v1/memory/${id}/history?tenant_id=${tenant}`)).body as { data: Array<{ event: string; at: number; memory: { content: string } | null }> };
+const history = async (tenant: string, id: string) => (await request(svc.baseUrl, 'GET', `/v1/memory/${id}/history?tenant_id=${tenant}`)).body as { tenant_id: string; deleted: boolean; data: Array<{ event: string; at: number; memory: { content: string } | null }> };
 
 beforeAll(async () => {
   svc = await startService();
@@ -60,7 +61,7 @@ describe('export and import', () => {
 
   it('imports the file into another tenant with ids and history kept; again, nothing twice', async () => {
     const result = await importMemories(client, 'exp-copy', exportLines(fileOf(file), keys.secretKey));
-    expect(result).toEqual({ imported: 250, skipped: [] });
+    expect(result).toEqual({ imported: 250, deleted: 0, skipped: [] });
     for (const id of [ids[0], ids[1], ids[249]]) {
       const [a, b] = await Promise.all([request(svc.baseUrl, 'GET', `/v1/memory/${id}?tenant_id=exp`), request(svc.baseUrl, 'GET', `/v1/memory/${id}?tenant_id=exp-copy`)]);
       expect(b.body).toEqual({ ...a.body, tenant_id: 'exp-copy' });
@@ -72,14 +73,44 @@ describe('export and import', () => {
     expect((await importMemories(client, 'exp-copy', exportLines(fileOf(file), keys.secretKey))).imported).toBe(0);
   });
 
+  const gone: string[] = [];
+  it('exports what is kept of deleted memories (history, no content) and imports it with ids kept; again, nothing twice', async () => {
+    const kept = (await client.call<{ id: string }>('POST', '/v1/memory', { tenant_id: 'del', content: 'the harbour master keeps the ledger' })).body.id;
+    for (const content of ['the ferry leaves at dawn from pier four', 'the harbour fee is paid in March']) {
+      gone.push((await client.call<{ id: string }>('POST', '/v1/memory', { tenant_id: 'del', content })).body.id);
+    }
+    await client.call('PATCH', `/v1/memory/${gone[0]}?tenant_id=del`, { content: 'the ferry leaves at noon from pier four' });
+    for (const id of gone) expect((await client.call('DELETE', `/v1/memory/${id}?tenant_id=del`)).status).toBe(200);
+
+    const file = join(dir, 'del.export');
+    writeFileSync(file, await fetchExport(client, svc.baseUrl, 'del', keys.publicKey));
+    const lines = await collect(exportLines(fileOf(file), keys.secretKey)) as Array<Record<string, unknown>>;
+    expect(lines.map((l) => [l.type, l.type === 'memory' ? (l.memory as { id: string }).id : l.id])).toEqual([['memory', kept], ['deleted', gone[0]], ['deleted', gone[1]]]);
+    expect(lines[1].history).toEqual((await history('del', gone[0])).data.map(({ event, at }) => expect.objectContaining({ event, at })));
+    expect(JSON.stringify(lines.slice(1))).not.toMatch(/ferry|harbour|pier/);
+
+    expect(await importMemories(client, 'del-copy', exportLines(fileOf(file), keys.secretKey))).toEqual({ imported: 1, deleted: 2, skipped: [] });
+    for (const id of gone) {
+      const [a, b] = await Promise.all([history('del', id), history('del-copy', id)]);
+      expect(b).toEqual({ ...a, tenant_id: 'del-copy' });
+      expect(b).toMatchObject({ deleted: true, data: [{ event: 'add', memory: null }, ...(id === gone[0] ? [{ event: 'update', memory: null }] : []), { event: 'delete', memory: null }] });
+      expect((await request(svc.baseUrl, 'GET', `/v1/memory/${id}?tenant_id=del-copy`)).status).toBe(404);
+    }
+    expect(await importMemories(client, 'del-copy', exportLines(fileOf(file), keys.secretKey))).toEqual({ imported: 0, deleted: 0, skipped: [kept, ...gone] });
+    // A deleted line is checked too: one whose history does not end with its delete refuses its call.
+    const bad = await client.sealedCall<{ error: { message: string } }>('POST', '/v1/memory/import', { tenant_id: 'del-copy', memories: [{ type: 'deleted', id: 'x-1', history: [{ event: 'add', at: 1, key_id: null, extracted: false }] }] });
+    expect(bad.status).toBe(400);
+    expect(bad.body.error.message).toMatch(/memories\.0/);
+  });
+
   it('imports plain JSON Lines and a Mem0 export (a JSON array), ids kept, and all of it survives a restart', async () => {
     const plain = '{"type":"memory","memory":{"id":"note-1","content":"plain line memory about tides","metadata":{"src":"jsonl"},"created_at":1700000000}}\n';
-    expect(await importMemories(client, 'imp', jsonLines((async function* () { yield Buffer.from(plain); })()))).toEqual({ imported: 1, skipped: [] });
+    expect(await importMemories(client, 'imp', jsonLines((async function* () { yield Buffer.from(plain); })()))).toEqual({ imported: 1, deleted: 0, skipped: [] });
     const mem0 = [
       { id: '0b4ec5e8-3c5d-4f3f-9a57-6a3f2c1d9e10', memory: 'Likes hiking in the Alps', metadata: { category: 'hobby' }, created_at: '2024-07-20T01:30:36.275141-07:00', updated_at: '2024-07-21T10:00:00-07:00', user_id: 'alice', hash: 'abc' },
       { id: '5c1f0a2b-1111-4e2a-8c3d-000000000002', memory: 'Allergic to peanuts', metadata: null, created_at: '2024-07-20T01:31:00-07:00' },
     ];
-    expect(await importMemories(client, 'imp', mem0)).toEqual({ imported: 2, skipped: [] });
+    expect(await importMemories(client, 'imp', mem0)).toEqual({ imported: 2, deleted: 0, skipped: [] });
     const hiking = (await request(svc.baseUrl, 'GET', `/v1/memory/${mem0[0].id}?tenant_id=imp`)).body;
     expect(hiking).toMatchObject({ id: mem0[0].id, content: 'Likes hiking in the Alps', metadata: { category: 'hobby' }, created_at: Math.floor(Date.parse(mem0[0].created_at) / 1000), updated_at: Math.floor(Date.parse(mem0[0].updated_at!) / 1000) });
     // A bad item refuses its batch, naming it; nothing of the batch is stored.
@@ -89,9 +120,11 @@ describe('export and import', () => {
     expect((await request(svc.baseUrl, 'GET', '/v1/memory/ok-1?tenant_id=imp')).status).toBe(404);
 
     const before = await history('exp-copy', ids[0]);
+    const deletedBefore = await history('del-copy', gone[0]);
     await svc.killEnclave('SIGKILL');
     await svc.startEnclave();
     expect(await history('exp-copy', ids[0])).toEqual(before);
+    expect(await history('del-copy', gone[0])).toEqual(deletedBefore);
     expect((await request(svc.baseUrl, 'GET', `/v1/memory/${mem0[1].id}?tenant_id=imp`)).body.content).toBe('Allergic to peanuts');
     expect((await request(svc.baseUrl, 'GET', '/v1/memory/note-1?tenant_id=imp')).body.metadata).toEqual({ src: 'jsonl' });
   });

@@ -6,6 +6,7 @@ import { expectError, request } from '../helpers/http.js';
 import { agentKeys, issueKey } from '../helpers/processes.js';
 import { startModelServer, type ModelServer } from '../helpers/model-server.js';
 import { startService, type RunningService } from '../helpers/service.js';
+import { exportKeyPair, exportLines } from '../../sdk/memory-export.js';
 
 /**
  * Scopes inside a tenant (user_id, agent_id, run_id, as Mem0 has them): stored with each
@@ -122,6 +123,22 @@ describe('an API key limited to a scope', () => {
     expectError(await api('PATCH', `/v1/memory/${bobs.id}?tenant_id=home`, { content: 'overwritten' }, aliceKey), 404);
     expectError(await api('DELETE', `/v1/memory/${bobs.id}?tenant_id=home`, undefined, aliceKey), 404);
     expect((await api('GET', `/v1/memory/${bobs.id}?tenant_id=home`)).body.content).toBe('Bob feeds the dog biscuits');
+  });
+
+  it('may not export or import (403): both act on the whole tenant, other users\' memories included', async () => {
+    const keys = exportKeyPair();
+    const res = await fetch(`${svc.baseUrl}/v1/memory/export?tenant_id=home&public_key=${encodeURIComponent(Buffer.from(keys.publicKey).toString('base64'))}`, { headers: as(aliceKey) });
+    const sent = new Uint8Array(await res.arrayBuffer());
+    if (res.status === 200) {
+      // What such an export would hand the key: opened, it must not hold Bob's memory.
+      const lines: unknown[] = [];
+      for await (const line of exportLines((async function* () { yield sent; })(), keys.secretKey)) lines.push(line);
+      expect(JSON.stringify(lines)).not.toMatch(/Bob feeds/);
+    }
+    expect(res.status).toBe(403);
+    const planted = await api('POST', '/v1/memory/import', { tenant_id: 'home', memories: [{ id: 'planted-1', memory: 'Bob now likes cats', user_id: 'bob' }] }, aliceKey);
+    expectError(planted, 403);
+    expect((await api('GET', '/v1/memory/planted-1?tenant_id=home')).status).toBe(404);
   });
 
   it('deletes only its scope with delete-all', async () => {
