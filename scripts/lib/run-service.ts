@@ -67,12 +67,19 @@ export async function startService(env: NodeJS.ProcessEnv, logFile: string): Pro
       await new Promise((r) => setTimeout(r, pollMs));
     }
   };
-  await ready(120_000, 200);
   const stopChild = (c: ChildProcess) => new Promise<void>((res) => {
     if (c.exitCode !== null || c.signalCode !== null) return res();
     c.once('exit', () => res());
     c.kill('SIGTERM');
   });
+  try {
+    await ready(120_000, 200);
+  } catch (err) {
+    // One failed to start: the others must not stay behind holding ports and memory.
+    await Promise.all([stopChild(proxy), stopChild(enclave), stopChild(hostStore)]);
+    log.end();
+    throw err;
+  }
   return {
     baseUrl,
     hostStore,

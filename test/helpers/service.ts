@@ -116,7 +116,13 @@ export async function startService(extraEnv: NodeJS.ProcessEnv = {}, options: St
   };
   const proxyEnclaveAddr = options.proxyEnclaveAddr ? await options.proxyEnclaveAddr(enclaveAddr) : enclaveAddr;
   service.proxy = launch('proxy/main.js', { ENCLAVE_ADDR: proxyEnclaveAddr });
-  await waitFor(ready, 60_000, () => logs);
+  try {
+    await waitFor(ready, 60_000, () => logs);
+  } catch (err) {
+    // One failed to start: the others must not outlive the test, holding ports and memory.
+    await service.stop();
+    throw err;
+  }
   return service;
 }
 
