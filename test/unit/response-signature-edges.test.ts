@@ -254,6 +254,14 @@ describe('a stream\'s signature', () => {
     expect(() => signedFinalEvent('"a":1}', signature)).toThrow('a final event must be a non-empty JSON object');
   });
 
+  it('a last event the host made with no JSON object before the signature member is no signature, not an exception', () => {
+    const member = `,"tee_signature":${JSON.stringify(signature)}}\n\n`;
+    for (const before of ['', '{', 'x', '[1]']) {
+      expect(splitSignedStream(utf8(`data: ${before}${member}`)), JSON.stringify(before)).toBeUndefined();
+      expect(splitSignedStream(utf8(`data: {"a":1}\n\ndata: ${before}${member}`)), JSON.stringify(before)).toBeUndefined();
+    }
+  });
+
   it('keeps every byte of the body, whatever its encoding', () => {
     const body = Buffer.from('data: {"t":"h\u00e9\u2713"}\n\n', 'utf8');
     const split = splitSignedStream(new Uint8Array(Buffer.concat([body, Buffer.from(event)])));
