@@ -204,6 +204,8 @@ describe('a stream\'s signature', () => {
     // The event cut, or a line break inside it.
     expect(splitSignedStream(utf8(event.slice(0, -1)))).toBeUndefined();
     expect(splitSignedStream(utf8(event.replace('"choices":[],', '"choices":[],\n')))).toBeUndefined();
+    // Two other bytes in place of the blank line that ends it.
+    expect(splitSignedStream(utf8(`${event.slice(0, -2)}xy`))).toBeUndefined();
     // Its JSON broken.
     expect(splitSignedStream(utf8(event.replace(/\}\}\n\n$/, '}\n\n')))).toBeUndefined();
     // [DONE] after it is fine; anything else after it is not.
@@ -239,6 +241,8 @@ describe('a stream\'s signature', () => {
     expect(splitSignedStream(utf8(`\n\n${final}`))).toEqual({ body: utf8('\n\ndata: {"type":"response.completed"}\n\n'), signature });
     const body = 'data: {"a":1}\n\n';
     expect(splitSignedStream(utf8(`${body}${final}`))).toEqual({ body: utf8(`${body}data: {"type":"response.completed"}\n\n`), signature });
+    // A byte before the only event (no blank line between).
+    expect(splitSignedStream(utf8(`X${final}`))).toBeUndefined();
     // Not an event, or an event with no signature member.
     expect(splitSignedStream(utf8(final.replace(/^data: /, 'event: ')))).toBeUndefined();
     expect(splitSignedStream(utf8(`${body}${final.replace(/^data: /, 'event: ')}`))).toBeUndefined();
