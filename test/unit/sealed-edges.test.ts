@@ -81,6 +81,9 @@ describe('sealed requests carry what the client set, and nothing it did not', ()
     expect(() => openRequest({ ...envelope, client_public_key: b64(Buffer.alloc(32)) }, enclave.secretKey))
       .toThrow(new SealedFormatError('client_public_key is not a canonical X25519 key of large order'));
     expect(() => openRequest({ ...envelope, nonce: b64(Buffer.alloc(23)) }, enclave.secretKey)).toThrow('nonce must be 24 bytes, got 23');
+    expect(() => openRequest({ ...envelope, client_public_key: b64(Buffer.alloc(31)) }, enclave.secretKey)).toThrow('client_public_key must be 32 bytes, got 31');
+    expect(() => openRequest({ ...envelope, ciphertext: 'not base64!' }, enclave.secretKey)).toThrow(new SealedFormatError('ciphertext is not base64'));
+    expect(new SealedFormatError('x').name).toBe('SealedFormatError');
   });
 });
 

@@ -67,6 +67,8 @@ describe('sealed stream framing, under the call\'s own key', () => {
   it('refuses a header that is not 24 bytes, naming its length', () => {
     expect(() => new FrameOpener(key(), new Uint8Array(23))).toThrow(new SealedStreamError('the sealed stream\'s header is 23 bytes, not 24'));
     expect(() => new FrameOpener(key(), new Uint8Array(25))).toThrow(SealedStreamError);
+    // Named as itself wherever it is printed or told apart from other errors.
+    expect(new SealedStreamError('x').name).toBe('SealedStreamError');
   });
 
   it('calls a frame shorter than tag and prefix too short, and one just long enough a frame that does not open', () => {
@@ -207,6 +209,10 @@ describe('the outer event reader', () => {
     expect(await collect(chunks('data: YWJj\n\n', 'data: {"cut'))).toEqual([{ frame: '616263' }, { text: 'data: {"cut' }]);
     expect(await collect(chunks('data: YWJj\n\n', ' \n'))).toEqual([{ frame: '616263' }]);
     expect(await collect(chunks('data: YWJj\n\n'))).toEqual([{ frame: '616263' }]);
+  });
+
+  it('reports a blank event as empty text, and reads the frame after it', async () => {
+    expect(await collect(chunks('\n\n', 'data: YWJj\n\n'))).toEqual([{ text: '' }, { frame: '616263' }]);
   });
 
   it('splits several events out of one chunk', async () => {
