@@ -149,6 +149,19 @@ describe('adds and updates', () => {
     unreadable(over, 'vector bytes not a multiple of 4');
   });
 
+  it('an add with another key id and past versions: the past versions follow the key\'s bytes', () => {
+    const past: MemoryVersion[] = [{ event: 'add', at: 1, key_id: null, extracted: false }];
+    const change: ChangeInfo = { at: 2, key_id: 'clé', extracted: true };
+    expect(roundTrip({ type: 'add', record, vector: vector(), change, past })).toStrictEqual({ type: 'event', event: { type: 'add', record, vector: vector(), change, past } });
+  });
+
+  it('refuses a key id whose length runs past the payload, though the overshoot is whole floats', () => {
+    const body = Buffer.from(JSON.stringify(record));
+    // Flags 4: a key of 8 bytes announced, 4 there: the vector would start 4 bytes past the end.
+    const over = Buffer.concat([Buffer.of(0x08), Buffer.from(u32(body.length), 'hex'), body, Buffer.from(`04${u32(0)}08`, 'hex'), Buffer.from('abcd')]);
+    unreadable(over, 'vector bytes not a multiple of 4');
+  });
+
   it('reads an add with no vector bytes as an empty vector', () => {
     const body = Buffer.from(JSON.stringify(record));
     expect(decodePayload(Buffer.concat([Buffer.of(0x02), Buffer.from(u32(body.length), 'hex'), body]), 'f'))

@@ -150,6 +150,41 @@ describe('how a file may end', () => {
     expect((await lenient(Buffer.concat([data, Buffer.from('junk')]))).tail).toEqual({ offset: end, bytes: 4 });
   });
 
+  it('refuses a frame prefix with no box and a box length below the smallest as damage, not as a frame cut short', async () => {
+    const data = sealedFile(payloads());
+    const prefix = Buffer.alloc(32);
+    prefix.write('SBX1');
+    await expect(strict(Buffer.concat([data, prefix]))).rejects.toThrow(new CorruptStoreError(`f: a frame that does not authenticate at byte ${data.length}`));
+  });
+
+  it('reads a file exactly as long as maxBytes whole, and names where the frames past maxBytes begin', async () => {
+    const data = sealedFile(payloads());
+    const spans = frameSpans(data);
+    const whole = await readSealedFile(data, 'log', key, 'f', { allowTail: false, maxBytes: data.length });
+    expect(whole.payloads).toHaveLength(3);
+    expect(whole.tail).toBeUndefined();
+    await expect(readSealedFile(data, 'log', key, 'f', { allowTail: false, maxBytes: spans[1][1] + 3 })).rejects.toThrow(
+      new CorruptStoreError(`f: bytes past ${spans[1][1] + 3}, the largest size this file can have at byte ${spans[1][1]}`),
+    );
+  });
+
+  it('streams a snapshot that is its header alone as no payloads', async () => {
+    expect(await streamed(newHeader('snapshot', key), 32, 'snapshot')).toEqual([]);
+    expect(await streamed(newHeader('snapshot', key), 7, 'snapshot')).toEqual([]);
+  });
+
+  it('names the byte of a bad or foreign frame in a snapshot that arrives whole', async () => {
+    const data = sealedFile(payloads(), 'snapshot');
+    const spans = frameSpans(data);
+    const damaged = Buffer.from(data);
+    damaged[spans[2][0] + 40] ^= 1;
+    await expect(streamed(damaged, data.length, 'snapshot')).rejects.toThrow(new CorruptStoreError(`f: a frame that does not authenticate at byte ${spans[2][0]}`));
+    const other = sealedFile(payloads(), 'snapshot');
+    const otherSpans = frameSpans(other);
+    const spliced = Buffer.concat([data.subarray(0, spans[2][0]), other.subarray(otherSpans[2][0], otherSpans[2][1])]);
+    await expect(streamed(spliced, data.length, 'snapshot')).rejects.toThrow(new CorruptStoreError(`f: the frame at byte ${spans[2][0]} belongs to another file`));
+  });
+
   it('refuses a damaged frame followed by an authentic one, also when the damage is a short box length', async () => {
     const header = newHeader('log', key);
     const frames = payloads().map((p, i) => sealFrame(key, header, i, p));
