@@ -15,6 +15,8 @@ export default {
     'protocol/cose.ts',
     'sdk/attestation/manifest.ts',
     'protocol/sealed.ts',
+    'protocol/sealed-stream.ts',
+    'protocol/deletion-receipt.ts',
     'protocol/response-signature.ts',
     'protocol/user-data.ts',
     'protocol/public-key.ts',

@@ -20,6 +20,8 @@ export default defineConfig({
       'test/unit/response-signature.test.ts',
       'test/unit/sdk-client.test.ts',
       'test/unit/sealed-requests.test.ts',
+      'test/unit/sealed-stream.test.ts',
+      'test/unit/deletion-receipt.test.ts',
       'test/unit/sealing-key.test.ts',
       'test/unit/simulated-nsm.test.ts',
       'test/unit/simulated-shape.test.ts',

@@ -330,9 +330,12 @@ const EMBEDDED_SIGNATURE = ',"tee_signature":';
  */
 export const finalEventBytes = (json: string): string => `data: ${json}\n\n`;
 
+/** Whether `json` can carry the signature as its last member: a non-empty JSON object. */
+const isFinalEventJson = (json: string): boolean => json.startsWith('{') && json.endsWith('}') && json !== '{}';
+
 /** The final event as sent: its JSON with `tee_signature` added as the last member. */
 export function signedFinalEvent(json: string, signature: ResponseSignature): string {
-  if (!json.startsWith('{') || !json.endsWith('}') || json === '{}') throw new Error('a final event must be a non-empty JSON object');
+  if (!isFinalEventJson(json)) throw new Error('a final event must be a non-empty JSON object');
   return `data: ${json.slice(0, -1)}${EMBEDDED_SIGNATURE}${JSON.stringify(signatureFields(signature))}}\n\n`;
 }
 
@@ -390,7 +393,8 @@ function splitEmbedded(transcript: Uint8Array, text: string): { body: Uint8Array
   if (!parsed) return undefined;
   // Exactly as signedFinalEvent writes it, or it is not ours (nothing else may ride there).
   const unsigned = `${line.slice(0, cut)}}`;
-  if (signedFinalEvent(unsigned, parsed) !== text.slice(eventAt)) return undefined;
+  // What the host put before the member may be no object at all: not ours either (and not an exception).
+  if (!isFinalEventJson(unsigned) || signedFinalEvent(unsigned, parsed) !== text.slice(eventAt)) return undefined;
   const body = Buffer.concat([Buffer.from(transcript.subarray(0, eventAt)), Buffer.from(finalEventBytes(unsigned), 'latin1')]);
   return { body: new Uint8Array(body), signature: parsed };
 }
