@@ -269,8 +269,9 @@ export class MemoryService {
   /**
    * Restores memories of one tenant with their ids (and, from an export of this service, their
    * history, and deleted memories' histories): admitted against the limits like adds, embedded
-   * in one call, logged as one batch. An id the tenant already holds, or holds a history of, is
-   * skipped (an import run twice restores nothing twice). Returns the ids restored and skipped.
+   * in one call, logged as one batch. A memory whose id the tenant holds live is skipped, and a
+   * deleted memory's history whose id it holds anything of (an import run twice restores nothing
+   * twice). Returns the ids restored and skipped.
    */
   async importMany(tenantId: string, items: readonly ImportItem[], keyTenants?: ReadonlySet<string>, meter = this.meter, author?: ChangeAuthor): Promise<{ imported: string[]; deleted: string[]; skipped: string[] }> {
     const seen = new Set<string>();
@@ -279,7 +280,10 @@ export class MemoryService {
     const skipped: string[] = [];
     for (const item of items) {
       const id = 'deleted' in item ? item.deleted.id : item.record.id;
-      if (this.get(tenantId, id) || this.history.holds(tenantId, id) || seen.has(id)) skipped.push(id);
+      // A memory is restored unless it is live (its add replaces a deleted history of its id:
+      // export, delete, import brings a tenant back); a deleted history only where nothing of the id is kept.
+      const held = 'deleted' in item ? this.get(tenantId, id) !== undefined || this.history.holds(tenantId, id) : this.get(tenantId, id) !== undefined;
+      if (held || seen.has(id)) skipped.push(id);
       else if ('deleted' in item) tombstones.push({ type: 'tombstone', tenant_id: tenantId, id, versions: item.deleted.versions });
       else fresh.push(item);
       seen.add(id);
