@@ -476,6 +476,13 @@ export class StateTracker {
     const refusal = floor && refuse(observed, floor);
     if (refusal) return refusal;
     const newest = this.newest;
+    // Judged against no floor (sent before any head was seen), an answer from another store than
+    // one seen since is still refused: one tracker follows one store, and a host serving two at
+    // once is showing a wiped or replaced copy (a new store on purpose takes a new tracker).
+    if (!floor && newest?.store !== undefined && store !== newest.store) {
+      return `the answer comes from store ${store}, but this client has seen store ${newest.store} (state ${headText(newest)}): ` +
+        'the host may have wiped or replaced the enclave\'s store; if the operator started a new store on purpose, use a new StateTracker';
+    }
     if (!newest || (newest.store !== undefined && newest.store !== store) || state.seq > newest.seq) {
       this.newest = { store, seq: state.seq, hash: state.hash };
     } else if (newest.store === undefined && state.seq === newest.seq && state.hash === newest.hash) {

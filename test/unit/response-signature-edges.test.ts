@@ -305,10 +305,10 @@ describe('the rollback tracker', () => {
     expect(tracker.current).toEqual({ store: A, ...head(5) });
     expect(tracker.observe({ state: head(6, 'cd'), store: A }, undefined)).toBeUndefined();
     expect(tracker.current).toEqual({ store: A, ...head(6, 'cd') });
-    // As it stands, an answer judged against no floor (a request sent before any head was seen)
-    // from another store moves the tracker to that store: open question in issue 39's notes.
-    expect(tracker.observe({ state: head(1), store: B }, undefined)).toBeUndefined();
-    expect(tracker.current).toEqual({ store: B, ...head(1) });
+    // An answer judged against no floor (a request sent before any head was seen) from another
+    // store than one seen since is refused, and the tracker stays with the store it follows.
+    expect(tracker.observe({ state: head(1), store: B }, undefined)).toMatch(/comes from store .* but this client has seen store/);
+    expect(tracker.current).toEqual({ store: A, ...head(6, 'cd') });
   });
 
   it('a head saved without a store takes a store only from the same head', () => {
