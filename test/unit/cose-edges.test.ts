@@ -131,6 +131,10 @@ describe('CBOR strings, arrays, maps and simple values', () => {
     expect(refusal(sign1(`a101${nested(7)}`))).toBe(`nesting is deeper than any Nitro document (at byte ${8 + 7})`);
   });
 
+  it('counts a map key\'s nesting like a value\'s: maps used as keys, a dozen deep, meet the limit before any key check', () => {
+    expect(refusal(sign1(`${'a1'.repeat(12)}01${'00'.repeat(12)}`))).toMatch(/^nesting is deeper than any Nitro document/);
+  });
+
   it('refuses an empty input, and names the trailing bytes after the item', () => {
     expect(refusal(new Uint8Array())).toBe('COSE_Sign1 is empty');
     expect(refusal(new Uint8Array([...sign1('a0'), 0, 0]))).toBe('COSE_Sign1 has 2 trailing byte(s) after the CBOR item');
