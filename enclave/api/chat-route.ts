@@ -32,7 +32,7 @@ export function chatRoutes(chat: ChatService, extractor?: Extractor) {
     const input = normalizeChat(rest as ChatCompletionInput);
     const infer = memory_infer === true;
     if (infer && input.stream === true) throw badRequest('memory_infer works with answers that do not stream (stream: false)', 'memory_infer', 'invalid_value');
-    return { input, infer, caller: chatCaller(request, caller, requested), keyId: caller.keyId };
+    return { input, infer, caller: chatCaller(request, caller, requested) };
   };
 
   /**
@@ -40,12 +40,12 @@ export function chatRoutes(chat: ChatService, extractor?: Extractor) {
    * extraction (chat/extraction.ts) with the chat's model, tenant and scope. The answer
    * stands whatever extraction does: its outcome, or its error, is `memory_extraction`.
    */
-  const extractAfter = async (input: ChatCompletionInput, completion: Completion, caller: ChatCaller, keyId: string | undefined, call: { signal: AbortSignal; meter?: MemoryMeter; upstream: AnswerUpstream }) => {
+  const extractAfter = async (input: ChatCompletionInput, completion: Completion, caller: ChatCaller, call: { signal: AbortSignal; meter?: MemoryMeter; upstream: AnswerUpstream }) => {
     if (!caller.tenant) return { memory_extraction: { error: badRequest('memory_infer needs a tenant (organization_id or OpenAI-Organization header)', 'memory_infer', 'invalid_value').toBody().error }, shown: [] };
     const said = completion.choices[0]?.message;
     const messages = said ? [...input.messages, { role: 'assistant' as const, content: said.content ?? '' }] : input.messages;
     try {
-      const outcome = await extractor!.extract({ tenant: caller.tenant, scope: caller.scope, messages, model: input.model }, { keyTenants: caller.keyTenants, keyId, ...call });
+      const outcome = await extractor!.extract({ tenant: caller.tenant, scope: caller.scope, messages, model: input.model }, { keyTenants: caller.keyTenants, keyId: caller.keyId, ...call });
       return { memory_extraction: { object: 'list', data: outcome.results, prompt_version: EXTRACTION_PROMPT_VERSION, memory_ids: outcome.shownIds }, shown: outcome.shownIds };
     } catch (err) {
       if (!(err instanceof ApiError)) throw err;
@@ -53,12 +53,12 @@ export function chatRoutes(chat: ChatService, extractor?: Extractor) {
     }
   };
 
-  const answer = async ({ input, infer, caller, keyId }: ReturnType<typeof parse>, signal: AbortSignal, meter?: MemoryMeter): Promise<ApiReply> => {
+  const answer = async ({ input, infer, caller }: ReturnType<typeof parse>, signal: AbortSignal, meter?: MemoryMeter): Promise<ApiReply> => {
     // Refused before answering: without a model there is nothing to extract with.
     if (infer && (!extractor || !chat.upstreamFor(input))) throw badRequest('memory_infer needs a chat model (MODEL_BASE_URL); the built-in offline responder cannot extract memories', 'memory_infer', 'unsupported_by_offline_model');
     const { completion, memoryIds, upstream } = await chat.complete(input, { ...caller, signal, meter });
     if (!infer) return jsonReply(200, completion, memoryIdsHeader(memoryIds, caller.tenant, upstream));
-    const { memory_extraction, shown } = await extractAfter(input, completion, caller, keyId, { signal, meter, upstream });
+    const { memory_extraction, shown } = await extractAfter(input, completion, caller, { signal, meter, upstream });
     const ids = [...new Set([...memoryIds, ...shown])];
     return jsonReply(200, { ...completion, memory_ids: ids, memory_extraction }, memoryIdsHeader(ids, caller.tenant, upstream));
   };
