@@ -1,5 +1,5 @@
 import sodium from 'sodium-native';
-import { boxAfter, boxBefore, boxKeyPair, boxOpenAfter, NONCE_BYTES, PUBLIC_KEY_BYTES, randomNonce, type BoxKeyPair } from '../protocol/box.js';
+import { boxAfter, boxBefore, boxKeyPair, boxOpenAfter, NONCE_BYTES, PUBLIC_KEY_BYTES, randomNonce, SharedKeyCache, type BoxKeyPair } from '../protocol/box.js';
 import { openRequest, type OpenedRequest, type RequestEnvelope } from '../protocol/sealed.js';
 
 /**
@@ -51,9 +51,12 @@ export function generateSealedRequestKey(): SealedRequestKey {
 }
 
 function requestKeyFrom({ publicKey, secretKey }: BoxKeyPair): SealedRequestKey {
+  // Clients keep a key pair for minutes (protocol/sealed.ts ClientSealingKey): the X25519
+  // multiplication is made once per client and window.
+  const shared = new SharedKeyCache(secretKey);
   return {
     publicKey,
-    open: (envelope) => openRequest(envelope, secretKey),
+    open: (envelope) => openRequest(envelope, shared),
   };
 }
 

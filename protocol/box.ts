@@ -66,3 +66,34 @@ export function boxOpenAfter(box: Uint8Array, nonce: Uint8Array, shared: Uint8Ar
   const message = new Uint8Array(box.length - MAC_BYTES);
   return sodium.crypto_secretbox_open_easy(message, box, nonce, shared) ? message : undefined;
 }
+
+/**
+ * The keys `mySecret` shares with recent peers, by the peer's public key: a client keeps its
+ * key pair for a while (sealed.ts ClientSealingKey), so the enclave's X25519 multiplication,
+ * most of what opening a sealed request costs, is made once per client and window instead of
+ * once per request. Bounded; the least recently used peer goes first. Keys handed out are
+ * never overwritten here (an evicted one may still seal an answer in flight).
+ */
+export class SharedKeyCache {
+  private readonly keys = new Map<string, Uint8Array>();
+
+  constructor(private readonly mySecret: Uint8Array, private readonly capacity = 1024) {}
+
+  /** boxBefore(theirPublic, mySecret), from the cache when this peer was seen recently. */
+  get(theirPublic: Uint8Array): Uint8Array {
+    const id = Buffer.from(theirPublic.buffer, theirPublic.byteOffset, theirPublic.byteLength).toString('base64');
+    let shared = this.keys.get(id);
+    if (shared) {
+      this.keys.delete(id);
+    } else {
+      shared = boxBefore(theirPublic, this.mySecret);
+      if (this.keys.size >= this.capacity) this.keys.delete(this.keys.keys().next().value as string);
+    }
+    this.keys.set(id, shared);
+    return shared;
+  }
+
+  get size(): number {
+    return this.keys.size;
+  }
+}

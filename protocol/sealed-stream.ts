@@ -10,8 +10,9 @@
  *                     salt = the envelope's 24-byte nonce
  *                     info = "agent-service/sealed-stream/v1", 32 bytes)
  *
- * A fresh client key per request makes the key the call's own; the info keeps it apart from
- * the box key that sealed the request.
+ * The nonce, fresh for every request, makes the key the call's own, also when the client
+ * seals many requests with one key pair (protocol/sealed.ts ClientSealingKey); the info keeps
+ * it apart from the box key that sealed the request.
  *
  * Answer: 200 `text/event-stream`, every event `data: <base64>\n\n`. The first holds the
  * 24-byte header of a libsodium crypto_secretstream_xchacha20poly1305 stream under that key;

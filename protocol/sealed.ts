@@ -2,9 +2,10 @@
  * Sealed requests: the one definition of the envelopes, used by the sdk to seal and by
  * the enclave to open (enclave/api/sealed-route.ts).
  *
- * The client makes a fresh X25519 key pair per request and encrypts with nacl.box
- * (X25519 + XSalsa20-Poly1305) to the enclave's `tee_box_public_key`, which the
- * attestation document binds in user_data. It POSTs to /v1/sealed:
+ * The client encrypts with nacl.box (X25519 + XSalsa20-Poly1305) from a key pair of its own,
+ * renewed every SEALING_KEY_LIFETIME_MS (ClientSealingKey), to the enclave's
+ * `tee_box_public_key`, which the attestation document binds in user_data. It POSTs to
+ * /v1/sealed:
  *
  *   {"client_public_key":"<b64, 32 bytes>","nonce":"<b64, 24 bytes>","ciphertext":"<b64>"}
  *
@@ -23,18 +24,26 @@
  *
  * boxed to the client's key, whose plaintext is
  *
- *   {"type":"agent-service/sealed-reply/v1","status":200,"headers":{…},"body":"<b64>"}
+ *   {"type":"agent-service/sealed-reply/v2","request_nonce":"<b64>","status":200,"headers":{…},"body":"<b64>"}
  *
  * The `type` tags keep a request from being reflected back as its own reply (both
- * directions share one box key). A fresh client key per request means a reply can be
- * opened only by the request's sender, and never as the answer to another request.
+ * directions share one box key). Only the holder of the client's key pair can open a
+ * reply, and `request_nonce` (the request envelope's nonce) binds it to its request: the
+ * client's key serves many requests, so without it the host could hand a reply (an older
+ * one, or another call's) back as the answer to another request sealed under the same key.
  */
 import { createHash } from 'node:crypto';
-import { boxAfter, boxBefore, boxKeyPair, boxOpenAfter, NONCE_BYTES, PUBLIC_KEY_BYTES, randomNonce, type BoxKeyPair } from './box.js';
+import { boxAfter, boxBefore, boxKeyPair, boxOpenAfter, NONCE_BYTES, PUBLIC_KEY_BYTES, randomNonce, SharedKeyCache, type BoxKeyPair } from './box.js';
 
 export const SEALED_PATH = '/v1/sealed';
 export const SEALED_REQUEST_TYPE = 'agent-service/sealed-request/v1';
-export const SEALED_REPLY_TYPE = 'agent-service/sealed-reply/v1';
+export const SEALED_REPLY_TYPE = 'agent-service/sealed-reply/v2';
+/**
+ * How long a client seals with one key pair. Reusing it spares both ends an X25519
+ * multiplication per request (the enclave keeps the keys it shares with recent clients,
+ * box.ts SharedKeyCache); renewing it bounds how many requests one client secret opens.
+ */
+export const SEALING_KEY_LIFETIME_MS = 5 * 60 * 1000;
 /** A sealed request older (or further in the future) than this is refused as a possible replay. */
 export const SEALED_MAX_AGE_MS = 5 * 60 * 1000;
 /** A tenant key (the secret a tenant's memories are sealed under) is 32 to 256 bytes: a file of random bytes. */
@@ -120,14 +129,15 @@ const utf8 = (value: Record<string, unknown>) => {
 // Client side
 
 /**
- * Seals a request to the enclave's box key with a fresh key pair (or the one given, for
- * tests). `replyKey` (the shared key, nacl.box.before) is what opens the reply; keep it
- * only for this call.
+ * Seals a request to the enclave's box key with a fresh key pair, or the one given (with
+ * the key it shares with the enclave, when known: ClientSealingKey). `replyKey` (the shared
+ * key, nacl.box.before) and the envelope's nonce are what open the reply (openReply).
  */
 export function sealRequest(
   enclaveBoxKey: Uint8Array,
   request: SealedRequest,
   ephemeral: BoxKeyPair = boxKeyPair(),
+  sharedKey: Uint8Array = boxBefore(enclaveBoxKey, ephemeral.secretKey),
 ): { envelope: RequestEnvelope; replyKey: Uint8Array } {
   const plaintext: SealedRequestPlaintext = {
     type: SEALED_REQUEST_TYPE,
@@ -140,8 +150,6 @@ export function sealRequest(
     ...(request.tenantKey ? { tenant_key: b64(request.tenantKey) } : {}),
     timestamp: request.timestamp,
   };
-  // One X25519 multiplication serves both directions.
-  const sharedKey = boxBefore(enclaveBoxKey, ephemeral.secretKey);
   const nonce = randomNonce();
   const ciphertext = boxAfter(utf8(plaintext as unknown as Record<string, unknown>), nonce, sharedKey);
   return {
@@ -150,8 +158,35 @@ export function sealRequest(
   };
 }
 
-/** Opens the enclave's sealed reply with the call's replyKey; throws SealedFormatError when it cannot. */
-export function openReply(envelope: unknown, replyKey: Uint8Array): SealedReply {
+/**
+ * A client's sealing key pair and the key it shares with the enclave, renewed after
+ * `lifetimeMs`: one X25519 multiplication per window instead of two per request.
+ */
+export class ClientSealingKey {
+  private current?: { pair: BoxKeyPair; shared: Uint8Array; renewAt: number };
+
+  constructor(
+    private readonly enclaveBoxKey: Uint8Array,
+    private readonly lifetimeMs = SEALING_KEY_LIFETIME_MS,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /** sealRequest with this window's key pair. */
+  seal(request: SealedRequest): { envelope: RequestEnvelope; replyKey: Uint8Array } {
+    const now = this.now();
+    if (!this.current || now >= this.current.renewAt) {
+      const pair = boxKeyPair();
+      this.current = { pair, shared: boxBefore(this.enclaveBoxKey, pair.secretKey), renewAt: now + this.lifetimeMs };
+    }
+    return sealRequest(this.enclaveBoxKey, request, this.current.pair, this.current.shared);
+  }
+}
+
+/**
+ * Opens the enclave's sealed reply with the call's replyKey, and checks that it answers the
+ * request whose envelope had `requestNonce` (base64, as sent); throws SealedFormatError when not.
+ */
+export function openReply(envelope: unknown, replyKey: Uint8Array, requestNonce: string): SealedReply {
   const { nonce, ciphertext } = (typeof envelope === 'object' && envelope !== null ? envelope : {}) as Record<string, unknown>;
   const nonceBytes = decodeBase64(nonce, 'nonce', NONCE_BYTES);
   const boxed = decodeBase64(ciphertext, 'ciphertext');
@@ -164,6 +199,9 @@ export function openReply(envelope: unknown, replyKey: Uint8Array): SealedReply 
     throw new SealedFormatError('the sealed reply is not JSON');
   }
   if (reply?.type !== SEALED_REPLY_TYPE) throw new SealedFormatError(`the sealed reply's type is not ${SEALED_REPLY_TYPE}`);
+  if (reply.request_nonce !== requestNonce) {
+    throw new SealedFormatError('the sealed reply answers another request (its request_nonce is not this request\'s): replayed or swapped on the way');
+  }
   const { status, headers, body } = reply;
   if (!Number.isInteger(status) || (status as number) < 100 || (status as number) > 599) throw new SealedFormatError('the sealed reply has no valid status');
   if (typeof headers !== 'object' || headers === null || Object.values(headers).some((v) => typeof v !== 'string')) {
@@ -204,24 +242,29 @@ const LOW_ORDER = [
   'ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f',
 ];
 
+/** p = 2^255 - 19, little-endian. */
+const P_BYTES = [0xed, ...new Array<number>(30).fill(0xff), 0x7f];
+
 export function isAcceptableX25519Key(key: Uint8Array): boolean {
   if (key.length !== 32 || LOW_ORDER.includes(Buffer.from(key).toString('hex'))) return false;
-  // Canonical: as a little-endian number, below p = 2^255 - 19.
-  let u = 0n;
-  for (let i = 31; i >= 0; i--) u = (u << 8n) | BigInt(key[i]);
-  return u < 2n ** 255n - 19n;
+  // Canonical: as a little-endian number, below p (compared from the most significant byte).
+  for (let i = 31; i >= 0; i--) {
+    if (key[i] !== P_BYTES[i]) return key[i] < P_BYTES[i];
+  }
+  return false;
 }
 
 /**
  * Opens a request envelope whose fields are already known to be base64 strings of the
- * right lengths (the schema). Returns undefined when the box does not open, i.e. it was
+ * right lengths (the schema), with the enclave's box secret key, or the cache of keys it
+ * shares with recent clients. Returns undefined when the box does not open, i.e. it was
  * altered or sealed to another key.
  */
-export function openRequest(envelope: RequestEnvelope, boxSecretKey: Uint8Array): OpenedRequest | undefined {
+export function openRequest(envelope: RequestEnvelope, boxKey: Uint8Array | SharedKeyCache): OpenedRequest | undefined {
   const clientPublicKey = decodeBase64(envelope.client_public_key, 'client_public_key', PUBLIC_KEY_BYTES);
   const nonce = decodeBase64(envelope.nonce, 'nonce', NONCE_BYTES);
   if (!isAcceptableX25519Key(clientPublicKey)) throw new SealedFormatError('client_public_key is not a canonical X25519 key of large order');
-  const sharedKey = boxBefore(clientPublicKey, boxSecretKey);
+  const sharedKey = boxKey instanceof SharedKeyCache ? boxKey.get(clientPublicKey) : boxBefore(clientPublicKey, boxKey);
   const opened = boxOpenAfter(decodeBase64(envelope.ciphertext, 'ciphertext'), nonce, sharedKey);
   if (!opened) return undefined;
   let plaintext: unknown;
@@ -234,19 +277,22 @@ export function openRequest(envelope: RequestEnvelope, boxSecretKey: Uint8Array)
   return { plaintext, clientPublicKey, sharedKey, nonce, replayId };
 }
 
-/** Seals the reply to the client, with the key shared when its request was opened. */
-export function sealReply(reply: SealedReply, sharedKey: Uint8Array): ReplyEnvelope {
-  const plaintext = { type: SEALED_REPLY_TYPE, status: reply.status, headers: reply.headers, body: b64(reply.body) };
+/** Seals the reply to the client, with the key shared when its request was opened, bound to that request's nonce. */
+export function sealReply(reply: SealedReply, sharedKey: Uint8Array, requestNonce: Uint8Array): ReplyEnvelope {
+  const plaintext = { type: SEALED_REPLY_TYPE, request_nonce: b64(requestNonce), status: reply.status, headers: reply.headers, body: b64(reply.body) };
   const nonce = randomNonce();
   return { nonce: b64(nonce), ciphertext: b64(boxAfter(utf8(plaintext), nonce, sharedKey)) };
 }
 
-/** Strict base64 (Buffer.from skips junk); optionally of an exact decoded length. */
+/**
+ * Strict base64, optionally of an exact decoded length: Buffer.from skips junk, so the
+ * bytes must encode back to exactly `value` (canonical base64, padded; a few times cheaper
+ * than a regular expression over a reply's kilobytes).
+ */
 export function decodeBase64(value: unknown, what: string, length?: number): Uint8Array {
-  if (typeof value !== 'string' || value.length % 4 !== 0 || !/^[A-Za-z0-9+/]*={0,2}$/.test(value)) {
-    throw new SealedFormatError(`${what} is not base64`);
-  }
-  const bytes = new Uint8Array(Buffer.from(value, 'base64'));
+  const decoded = typeof value === 'string' ? Buffer.from(value, 'base64') : undefined;
+  if (decoded === undefined || decoded.toString('base64') !== value) throw new SealedFormatError(`${what} is not base64`);
+  const bytes = new Uint8Array(decoded.buffer, decoded.byteOffset, decoded.byteLength);
   if (length !== undefined && bytes.length !== length) throw new SealedFormatError(`${what} must be ${length} bytes, got ${bytes.length}`);
   return bytes;
 }

@@ -31,7 +31,7 @@ import {
   type SignedRequest, type StateHead,
 } from '../protocol/response-signature.js';
 import {
-  decodeBase64, openReply, SEALED_PATH, sealRequest, SealedFormatError, TENANT_KEY_MAX_BYTES, TENANT_KEY_MIN_BYTES,
+  decodeBase64, openReply, ClientSealingKey, SEALED_PATH, SealedFormatError, TENANT_KEY_MAX_BYTES, TENANT_KEY_MIN_BYTES,
 } from '../protocol/sealed.js';
 import { SEALED_STREAM_PATH, sealedStreamKey } from '../protocol/sealed-stream.js';
 import { normalizeOrigin, upstreamRefusal } from '../protocol/upstream.js';
@@ -246,6 +246,8 @@ export class TeeClient {
   readonly state: StateTracker;
   /** The tenant key sealed calls carry (ConnectOptions.tenantKeyFile). */
   private readonly tenantKey?: Uint8Array;
+  /** The key pair sealed calls are sealed with, renewed every few minutes. */
+  private readonly sealing: ClientSealingKey;
 
   constructor(
     private readonly options: ConnectOptions,
@@ -253,6 +255,7 @@ export class TeeClient {
     readonly attestation: VerifiedAttestation,
   ) {
     this.state = options.stateTracker ?? new StateTracker();
+    this.sealing = new ClientSealingKey(attestation.boxPublicKey);
     this.tenantKey = options.tenantKey ?? (options.tenantKeyFile === undefined ? undefined : readTenantKey(options.tenantKeyFile));
     if (this.tenantKey && (this.tenantKey.length < TENANT_KEY_MIN_BYTES || this.tenantKey.length > TENANT_KEY_MAX_BYTES)) {
       throw new TypeError(`a tenant key must be ${TENANT_KEY_MIN_BYTES} to ${TENANT_KEY_MAX_BYTES} bytes`);
@@ -328,7 +331,7 @@ export class TeeClient {
     const floor = this.stateFloor();
     const knownState = floor && formatState(floor);
     const authorization = options.authorization ?? this.options.authorization;
-    const { envelope, replyKey } = sealRequest(this.attestation.boxPublicKey, {
+    const { envelope, replyKey } = this.sealing.seal({
       method,
       target,
       body: bytes,
@@ -353,7 +356,7 @@ export class TeeClient {
     const outerBody = parseJson(exchange.raw);
     let reply;
     try {
-      reply = openReply(outerBody, replyKey);
+      reply = openReply(outerBody, replyKey, envelope.nonce);
     } catch (error) {
       if (error instanceof SealedFormatError) throw new SealedCallError(error.message, exchange.status, outerBody);
       throw error;
@@ -378,7 +381,7 @@ export class TeeClient {
     const authorization = options.authorization ?? this.options.authorization;
     const floor = this.stateFloor();
     const knownState = floor && formatState(floor);
-    const { envelope, replyKey } = sealRequest(this.attestation.boxPublicKey, {
+    const { envelope, replyKey } = this.sealing.seal({
       method, target, body: bytes, authorization, organization: options.organization, knownState, tenantKey: options.tenantKey ?? this.tenantKey, timestamp: Date.now(),
     });
     const abort = new AbortController();

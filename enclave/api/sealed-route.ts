@@ -123,11 +123,12 @@ export function admitSealed(deps: Omit<SealedDeps, 'dispatch'>, outer: Pick<Rout
  */
 export function sealedRoute(deps: SealedDeps) {
   return async (call: RouteCall<'Sealed'>, context?: CallContext): Promise<ApiReply> => {
-    const { inner, caller, sharedKey } = admitSealed(deps, call, call.body);
+    const { inner, caller, sharedKey, nonce } = admitSealed(deps, call, call.body);
     const reply = await deps.dispatch(inner, caller, context);
     const sealed = sealReply(
       { status: reply.status ?? 200, headers: reply.headers ?? {}, body: (reply.body ?? new Uint8Array()) as Uint8Array },
       sharedKey,
+      nonce,
     );
     return jsonReply(200, sealed);
   };

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import nacl from 'tweetnacl';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { connect, ResponseSignatureError, SealedCallError, type TeeClient } from '../../sdk/client.js';
+import { connect, ResponseSignatureError, SealedCallError, TeeClient } from '../../sdk/client.js';
 import { openReply, SEALED_MAX_AGE_MS, sealRequest } from '../../protocol/sealed.js';
 import { expectError, request } from '../helpers/http.js';
 import { startRecordingRelay, startTamperingRelay, type RecordingRelay } from '../helpers/relay.js';
@@ -130,7 +130,7 @@ describe('replayed, altered and malformed envelopes fail cleanly (4xx, OpenAI er
     const { envelope, replyKey } = fresh();
     const first = await post(envelope);
     expect(first.status).toBe(200);
-    expect(openReply(first.body, replyKey).status).toBe(200);
+    expect(openReply(first.body, replyKey, envelope.nonce).status).toBe(200);
     expectError(await post(envelope), 409, 'sealed_request_replayed');
     const count = await tee.sealedCall<{ data: { content: string }[] }>('GET', `/v1/memory?tenant_id=${SECRET.tenant}&query=replay%20me&top_k=10`);
     expect(count.body.data.filter((m) => m.content === 'replay me')).toHaveLength(1);
@@ -167,8 +167,7 @@ describe('replayed, altered and malformed envelopes fail cleanly (4xx, OpenAI er
 
   it('the sdk turns a refused envelope into a SealedCallError naming the reason', async () => {
     // A client that believes in a stale box key (e.g. from before an enclave restart).
-    const stale = Object.create(tee) as TeeClient;
-    Object.defineProperty(stale, 'attestation', { value: { ...tee.attestation, boxPublicKey: nacl.box.keyPair().publicKey } });
+    const stale = new TeeClient({ baseUrl: frontUrl, insecureSkipPcrPinning: true }, fetch, { ...tee.attestation, boxPublicKey: nacl.box.keyPair().publicKey });
     const error = await stale.sealedCall('GET', '/v1/attestation').catch((e: unknown) => e);
     expect(error).toBeInstanceOf(SealedCallError);
     expect((error as SealedCallError).status).toBe(400);
@@ -232,6 +231,13 @@ describe('a host that answers a sealed call with an older sealed answer, or an a
       const replayed = await client.sealedCall('GET', `/v1/memory?tenant_id=${SECRET.tenant}&query=nothing%20here`).then(() => undefined, (e: unknown) => e);
       expect(replayed).toBeInstanceOf(Error);
       expect(String(replayed)).not.toContain('amber');
+
+      // Replayed to the same call made again: the client seals both with one key pair (the
+      // inner signature covers the same request and state), so only the reply's binding to
+      // its request's nonce tells the old answer from the new one.
+      const again = await client.sealedCall('GET', `/v1/memory?tenant_id=${SECRET.tenant}&query=amber%20lantern`).then(() => undefined, (e: unknown) => e);
+      expect(again).toBeInstanceOf(SealedCallError);
+      expect(String(again)).toMatch(/answers another request/);
 
       // One bit of the sealed answer flipped: refused too.
       relay.tamper = (exchange) => {

@@ -88,7 +88,7 @@ describe('an API key is looked up once per request', () => {
     });
     const reply = await api.Call(request({ method: 'POST', target: '/v1/sealed', body: Buffer.from(JSON.stringify(envelope)) }));
     expect(reply.status).toBe(200);
-    const inner = openReply(JSON.parse(Buffer.from(reply.body as Uint8Array).toString()), replyKey);
+    const inner = openReply(JSON.parse(Buffer.from(reply.body as Uint8Array).toString()), replyKey, envelope.nonce);
     expect(inner.status).toBe(200);
     expect(lookups).toBe(1);
   });

@@ -38,8 +38,8 @@ describe('sealed requests carry what the client set, and nothing it did not', ()
       expect(plain.length).toBe(paddedSize(bare));
       expect(boxed.length).toBe(plain.length + 16);
     }
-    const { replyKey } = sealRequest(enclave.publicKey, request);
-    const reply = sealReply({ status: 200, headers: {}, body: new Uint8Array(1500) }, replyKey);
+    const { replyKey, envelope } = sealRequest(enclave.publicKey, request);
+    const reply = sealReply({ status: 200, headers: {}, body: new Uint8Array(1500) }, replyKey, Buffer.from(envelope.nonce, 'base64'));
     expect(Buffer.from(reply.ciphertext, 'base64').length).toBe(4096 + 16);
   });
 
@@ -139,7 +139,8 @@ describe('strict base64', () => {
 
 describe('sealed replies that open under the call\'s key but are not a reply', () => {
   const call = () => sealRequest(enclave.publicKey, request).replyKey;
-  const reply = (fields: Record<string, unknown>) => JSON.stringify({ type: 'agent-service/sealed-reply/v1', status: 200, headers: {}, body: '', ...fields });
+  const NONCE = b64(new Uint8Array(24).fill(7));
+  const reply = (fields: Record<string, unknown>) => JSON.stringify({ type: 'agent-service/sealed-reply/v2', request_nonce: NONCE, status: 200, headers: {}, body: '', ...fields });
 
   it.each([
     ['not an object', null, 'nonce is not base64'],
@@ -147,12 +148,15 @@ describe('sealed replies that open under the call\'s key but are not a reply', (
     ['with a short nonce', { nonce: b64(new Uint8Array(23)), ciphertext: '' }, 'nonce must be 24 bytes, got 23'],
     ['with no ciphertext', { nonce: b64(new Uint8Array(24)) }, 'ciphertext is not base64'],
   ])('refuses an envelope %s', (_name, envelope, message) => {
-    expect(() => openReply(envelope, call())).toThrow(new SealedFormatError(message));
+    expect(() => openReply(envelope, call(), NONCE)).toThrow(new SealedFormatError(message));
   });
 
   it.each([
     ['not JSON', '{"type":', 'the sealed reply is not JSON'],
-    ['JSON null', 'null', 'the sealed reply\'s type is not agent-service/sealed-reply/v1'],
+    ['JSON null', 'null', 'the sealed reply\'s type is not agent-service/sealed-reply/v2'],
+    ['of the format before replies were bound to their request', reply({ type: 'agent-service/sealed-reply/v1', request_nonce: undefined }), 'the sealed reply\'s type is not agent-service/sealed-reply/v2'],
+    ['bound to no request', reply({ request_nonce: undefined }), 'the sealed reply answers another request (its request_nonce is not this request\'s): replayed or swapped on the way'],
+    ['bound to another request', reply({ request_nonce: b64(new Uint8Array(24).fill(8)) }), 'the sealed reply answers another request (its request_nonce is not this request\'s): replayed or swapped on the way'],
     ['status 99', reply({ status: 99 }), 'the sealed reply has no valid status'],
     ['status 600', reply({ status: 600 }), 'the sealed reply has no valid status'],
     ['status 200.5', reply({ status: 200.5 }), 'the sealed reply has no valid status'],
@@ -164,13 +168,13 @@ describe('sealed replies that open under the call\'s key but are not a reply', (
     ['a body not base64', reply({ body: 'not base64!' }), 'body is not base64'],
   ])('refuses a reply that is %s', (_name, text, message) => {
     const replyKey = call();
-    expect(() => openReply(boxedReply(text, replyKey), replyKey)).toThrow(new SealedFormatError(message));
+    expect(() => openReply(boxedReply(text, replyKey), replyKey, NONCE)).toThrow(new SealedFormatError(message));
   });
 
   it('takes statuses at the edges of the range, and ignores the padding', () => {
     const replyKey = call();
     for (const status of [100, 599]) {
-      expect(openReply(boxedReply(reply({ status, headers: { a: 'b' }, body: 'YWI=', pad: '   ' }), replyKey), replyKey))
+      expect(openReply(boxedReply(reply({ status, headers: { a: 'b' }, body: 'YWI=', pad: '   ' }), replyKey), replyKey, NONCE))
         .toEqual({ status, headers: { a: 'b' }, body: new Uint8Array([0x61, 0x62]) });
     }
   });

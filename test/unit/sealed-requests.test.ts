@@ -8,8 +8,9 @@ import { sealedRoute } from '../../enclave/api/sealed-route.js';
 import { KeyRing, keyAuthorizer, openAuthorizer } from '../../enclave/auth/authorizer.js';
 import { hashApiKey } from '../../enclave/auth/keys-file.js';
 import { generateSealedRequestKey } from '../../enclave/keys.js';
+import { SharedKeyCache } from '../../protocol/box.js';
 import {
-  openReply, openRequest, paddedSize, sealReply, sealRequest, SEALED_MAX_AGE_MS, SealedFormatError, type RequestEnvelope,
+  ClientSealingKey, openReply, openRequest, paddedSize, sealReply, sealRequest, SEALED_MAX_AGE_MS, SEALING_KEY_LIFETIME_MS, SealedFormatError, type RequestEnvelope,
 } from '../../protocol/sealed.js';
 import { encodeUserData, parseUserData } from '../../protocol/user-data.js';
 
@@ -65,8 +66,8 @@ describe('sealed envelopes (protocol/sealed.ts)', () => {
     });
     const reply = { status: 201, headers: { 'x-tee-signature': 'sig' }, body: utf8('{"id":"mem_1"}') };
     expect(opened.sharedKey).toEqual(replyKey);
-    const sealed = sealReply(reply, opened.sharedKey);
-    expect(openReply(sealed, replyKey)).toEqual(reply);
+    const sealed = sealReply(reply, opened.sharedKey, opened.nonce);
+    expect(openReply(sealed, replyKey, envelope.nonce)).toEqual(reply);
   });
 
   it('uses a fresh client key and nonce for every request', () => {
@@ -91,12 +92,59 @@ describe('sealed envelopes (protocol/sealed.ts)', () => {
     const first = sealRequest(enclave.publicKey, inner);
     const second = sealRequest(enclave.publicKey, inner);
     const opened = openRequest(first.envelope, enclave.secretKey)!;
-    const sealed = sealReply({ status: 200, headers: {}, body: utf8('{}') }, opened.sharedKey);
-    expect(() => openReply(sealed, second.replyKey)).toThrow(/does not open/);
-    expect(() => openReply({ ...sealed, ciphertext: flip(sealed.ciphertext, 20) }, first.replyKey)).toThrow(SealedFormatError);
+    const sealed = sealReply({ status: 200, headers: {}, body: utf8('{}') }, opened.sharedKey, opened.nonce);
+    expect(() => openReply(sealed, second.replyKey, second.envelope.nonce)).toThrow(/does not open/);
+    expect(() => openReply({ ...sealed, ciphertext: flip(sealed.ciphertext, 20) }, first.replyKey, first.envelope.nonce)).toThrow(SealedFormatError);
     // Both directions share one box key: the type tag tells a request from a reply.
-    expect(() => openReply(first.envelope, first.replyKey)).toThrow(/type is not agent-service\/sealed-reply\/v1/);
-    expect(() => openReply({ nonce: 'x', ciphertext: '' }, first.replyKey)).toThrow(/nonce is not base64/);
+    expect(() => openReply(first.envelope, first.replyKey, first.envelope.nonce)).toThrow(/type is not agent-service\/sealed-reply\/v2/);
+    expect(() => openReply({ nonce: 'x', ciphertext: '' }, first.replyKey, first.envelope.nonce)).toThrow(/nonce is not base64/);
+  });
+
+  it('a client seals with one key pair for SEALING_KEY_LIFETIME_MS, then a new one; the enclave opens both from its cache', () => {
+    let now = 1_000_000;
+    const sealing = new ClientSealingKey(enclave.publicKey, SEALING_KEY_LIFETIME_MS, () => now);
+    const cache = new SharedKeyCache(enclave.secretKey);
+    const a = sealing.seal(inner);
+    now += SEALING_KEY_LIFETIME_MS - 1;
+    const b = sealing.seal(inner);
+    now += 1;
+    const c = sealing.seal(inner);
+    expect(b.envelope.client_public_key).toBe(a.envelope.client_public_key);
+    expect(c.envelope.client_public_key).not.toBe(a.envelope.client_public_key);
+    expect(new Set([a, b, c].map((s) => s.envelope.nonce)).size).toBe(3);
+    for (const { envelope, replyKey } of [a, b, c]) {
+      const opened = openRequest(envelope, cache)!;
+      expect(opened.plaintext).toMatchObject({ target: '/v1/memory' });
+      expect(opened.sharedKey).toEqual(replyKey);
+    }
+    expect(cache.size).toBe(2);
+    // Each request of the window has its own replay id.
+    expect(openRequest(a.envelope, cache)!.replayId).not.toBe(openRequest(b.envelope, cache)!.replayId);
+  });
+
+  it('under one client key pair, a reply to one request does not pass as the reply to another (nor an old one as a new one)', () => {
+    const sealing = new ClientSealingKey(enclave.publicKey);
+    const first = sealing.seal(inner);
+    const second = sealing.seal(inner);
+    const opened = openRequest(first.envelope, enclave.secretKey)!;
+    const sealed = sealReply({ status: 200, headers: {}, body: utf8('{}') }, opened.sharedKey, opened.nonce);
+    expect(openReply(sealed, first.replyKey, first.envelope.nonce).status).toBe(200);
+    // The same key opens it: only the request nonce inside tells the two calls apart.
+    expect(() => openReply(sealed, second.replyKey, second.envelope.nonce)).toThrow(/answers another request/);
+  });
+
+  it('the enclave\'s cache of shared keys is bounded: the least recently used client goes first', () => {
+    const cache = new SharedKeyCache(enclave.secretKey, 2);
+    const [k1, k2, k3] = [1, 2, 3].map(() => nacl.box.keyPair().publicKey);
+    const first = cache.get(k1);
+    expect(first).toEqual(nacl.box.before(k1, enclave.secretKey));
+    cache.get(k2);
+    expect(cache.get(k1)).toBe(first); // a hit, and k1 is now the most recent
+    cache.get(k3); // evicts k2
+    expect(cache.size).toBe(2);
+    expect(cache.get(k1)).toBe(first);
+    expect(cache.get(k2)).not.toBe(undefined);
+    expect(cache.size).toBe(2);
   });
 });
 
@@ -168,7 +216,7 @@ describe('POST /v1/sealed in the enclave (enclave/api/sealed-route.ts)', () => {
       method: 'POST',
       request: { request_id: 'r1', target: '/v1/memory', body: Buffer.from(inner.body), authorization: 'Bearer k', organization: 'org-1', known_state: '' },
     });
-    const opened = openReply(JSON.parse(Buffer.from(reply.body as Uint8Array).toString()), replyKey);
+    const opened = openReply(JSON.parse(Buffer.from(reply.body as Uint8Array).toString()), replyKey, envelope.nonce);
     expect(opened).toEqual({ status: 201, headers: { 'x-inner': 'yes' }, body: utf8('{"id":"mem_1"}') });
   });
 
@@ -213,10 +261,10 @@ describe('POST /v1/sealed in the enclave (enclave/api/sealed-route.ts)', () => {
     await post(envelope);
     const count = dispatched.length;
     expect(await refusal(envelope)).toMatchObject({ status: 409, code: 'sealed_request_replayed' });
-    // The same bytes spelled differently (non-canonical base64 padding bits) are the same envelope.
+    // The same bytes spelled differently (non-canonical base64 padding bits) do not pass as a new envelope: not base64 at all.
     const respelled = { ...envelope, client_public_key: envelope.client_public_key.replace(/(.)=$/, (_m, c: string) => `${String.fromCharCode(c.charCodeAt(0) + 1)}=`) };
     expect(Buffer.from(respelled.client_public_key, 'base64')).toEqual(Buffer.from(envelope.client_public_key, 'base64'));
-    expect(await refusal(respelled)).toMatchObject({ status: 409 });
+    expect(await refusal(respelled)).toMatchObject({ status: 400, code: 'invalid_sealed_request' });
     expect(dispatched).toHaveLength(count);
   });
 
@@ -243,7 +291,7 @@ describe('POST /v1/sealed in the enclave (enclave/api/sealed-route.ts)', () => {
     const base = { type: 'agent-service/sealed-request/v1', method: 'GET', target: '/v1/memory', body: '', timestamp: Date.now() };
     for (const plaintext of [
       'not json',
-      JSON.stringify({ ...base, type: 'agent-service/sealed-reply/v1' }),
+      JSON.stringify({ ...base, type: 'agent-service/sealed-reply/v2' }),
       JSON.stringify({ ...base, method: 'PUT' }),
       JSON.stringify({ ...base, target: 'v1/memory' }),
       JSON.stringify({ ...base, body: 'not base64!' }),
@@ -315,9 +363,10 @@ describe('sealed sizes are padded to buckets (finding 11)', () => {
     expect(a.envelope.ciphertext.length).toBe(b.envelope.ciphertext.length);
     const opened = key.open(b.envelope)!;
     expect((opened.plaintext as { pad: string }).pad).toMatch(/^ +$/);
-    const r1 = sealReply({ status: 200, headers: {}, body: Buffer.from('{}') }, a.replyKey);
-    const r2 = sealReply({ status: 404, headers: { 'x-a': 'b' }, body: Buffer.from('{"error":"not here"}') }, a.replyKey);
+    const nonce = Buffer.from(a.envelope.nonce, 'base64');
+    const r1 = sealReply({ status: 200, headers: {}, body: Buffer.from('{}') }, a.replyKey, nonce);
+    const r2 = sealReply({ status: 404, headers: { 'x-a': 'b' }, body: Buffer.from('{"error":"not here"}') }, a.replyKey, nonce);
     expect(r1.ciphertext.length).toBe(r2.ciphertext.length);
-    expect(openReply(r2, a.replyKey)).toMatchObject({ status: 404, headers: { 'x-a': 'b' } });
+    expect(openReply(r2, a.replyKey, a.envelope.nonce)).toMatchObject({ status: 404, headers: { 'x-a': 'b' } });
   });
 });
