@@ -28,7 +28,7 @@ export type VerifyInner = (status: number, headers: Record<string, string>, body
 const failure = (error: unknown): Error =>
   error instanceof SealedStreamError ? new SealedCallError(`the sealed stream cannot be trusted: ${error.message}`) : (error as Error);
 
-/** What may follow the final frame: the outer signature event. More, and the rest is not read. */
+/** What may follow the final frame (nothing, from the enclave). More, and the rest is not read. */
 const MAX_EVENTS_AFTER_END = 4;
 
 /** Reads the outer events left after the final frame; false when more came than may, or reading failed. */
@@ -92,8 +92,8 @@ export async function readSealedStream(
     } catch (error) {
       throw error instanceof TrustError ? error : failure(error);
     } finally {
-      // Failed or left early: stop reading. Ended: read what follows the final frame (the
-      // outer signature event, not part of the answer) so the connection can be used again;
+      // Failed or left early: stop reading. Ended: read to the end of the body (nothing
+      // after the final frame is part of the answer) so the connection can be used again;
       // cancelling closed it, and a new connection per call cost more than the rest of the
       // client's work on a streamed chat.
       if (!ended || !(await drained(events))) await cancel().catch(() => undefined);

@@ -210,6 +210,7 @@ export function createApi(deps: ApiDeps): EnclaveApi {
     gate: (work, deadline, caller) => gate.run((place) => work(place), deadline, Infinity, shareOf(caller)),
     maxStreamMs: deps.work.maxStreamMs,
     observe: (route, status, seconds) => deps.observer?.handled(route, status, seconds, true),
+    boxed: (route, status) => route === 'SealedStream' && status === 200,
   });
 
   return {

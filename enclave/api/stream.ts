@@ -49,6 +49,12 @@ export interface StreamOptions {
   inner?: boolean;
   /** Told of each stream once it ends (metrics): its route's name, status (0: none sent) and duration. */
   observe?: (route: string, status: number, seconds: number) => void;
+  /**
+   * An answer the box already authenticates (a sealed stream's 200: every frame opens only
+   * under the call's key, and the inner answer is signed inside): not signed outside, where a
+   * signature would only cost time. Refusals are signed like any answer.
+   */
+  boxed?: (route: string, status: number) => boolean;
 }
 
 /** A complete JSON reply sent over a stream: the head, then the body as one piece. */
@@ -85,7 +91,9 @@ export function wrapStream(handler: PlacedStreamHandler, options: StreamOptions)
     const tracked: ChunkSink = {
       head(reply) {
         status = reply.status;
-        if (String(reply.headers?.['content-type'] ?? '').startsWith('text/event-stream')) {
+        if (options.boxed?.(route, reply.status ?? 200)) {
+          sink.head(reply);
+        } else if (String(reply.headers?.['content-type'] ?? '').startsWith('text/event-stream')) {
           signer = streamSigner(options.signer, method, request, reply.status ?? 200, reply.headers?.[TENANT_HEADER] ?? '', reply.headers?.[UPSTREAM_HEADER] ?? '');
           sink.head(reply);
         } else {

@@ -76,7 +76,6 @@ describe('a sealed stream through the host', () => {
     expect(JSON.stringify(model.requests.at(-1)!.body)).toContain(CANARY);
 
     expect(front.upstream().includes(Buffer.from('POST /v1/sealed/stream HTTP/1.1'))).toBe(true);
-    // (The host does see the outer stream's own signature event, which signs only the frames.)
     for (const needle of [CANARY, TENANT, '/v1/chat/completions', '"model":"echo"', 'x-memory-ids', '[DONE]']) expect(seen(needle), needle).toBe(0);
   });
 
@@ -130,8 +129,8 @@ describe('a host that edits the stream is caught', () => {
   });
 
   it('a stream cut before its final frame, even cleanly: SealedCallError naming the cut', async () => {
-    // events: header, head, data…, end, then the outer signature event; keep all but the last two.
-    const error = await attempt((events) => events.slice(0, -2));
+    // events: header, head, data…, end (the outer 200 is not signed); keep all but the end.
+    const error = await attempt((events) => events.slice(0, -1));
     expect(error).toBeInstanceOf(SealedCallError);
     expect(error!.message).toMatch(/cut/);
   });
