@@ -21,6 +21,8 @@ declare module 'sodium-native' {
     crypto_sign_keypair(publicKey: Uint8Array, secretKey: Uint8Array): void;
     /** Writes the 64-byte signature of `message` into `signature`. */
     crypto_sign_detached(signature: Uint8Array, message: Uint8Array, secretKey: Uint8Array): void;
+    /** True when `signature` is `publicKey`'s over `message` (throws on wrong lengths). */
+    crypto_sign_verify_detached(signature: Uint8Array, message: Uint8Array, publicKey: Uint8Array): boolean;
     crypto_secretstream_xchacha20poly1305_STATEBYTES: number;
     crypto_secretstream_xchacha20poly1305_HEADERBYTES: number;
     crypto_secretstream_xchacha20poly1305_KEYBYTES: number;
