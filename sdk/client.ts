@@ -38,6 +38,7 @@ import { normalizeOrigin, upstreamRefusal } from '../protocol/upstream.js';
 import { parseUserData } from '../protocol/user-data.js';
 import { AttestationError, ResponseSignatureError, RollbackError, SealedCallError, UpstreamError } from './errors.js';
 import { readSealedStream, type SealedStream } from './sealed-stream.js';
+import { fetchTransport, undiciTransport, type Transport } from './transport.js';
 
 export { AttestationError, ResponseSignatureError, RollbackError, SealedCallError, TrustError, UpstreamError } from './errors.js';
 export type { SealedStream } from './sealed-stream.js';
@@ -101,6 +102,7 @@ export interface ConnectOptions {
    * that used no model, or the enclave's own responder (`local`), are accepted.
    */
   requireUpstream?: string;
+  /** Send requests with this fetch function instead of undici's request() (sdk/transport.ts). */
   fetch?: typeof fetch;
 }
 
@@ -176,13 +178,13 @@ export async function connect(options: ConnectOptions): Promise<TeeClient> {
     throw new AttestationError('pin PCR0: it measures the code (on Nitro, the whole image); other PCRs alone pin no code');
   }
   if (options.requireUpstream !== undefined) options = { ...options, requireUpstream: normalizeOrigin(options.requireUpstream) };
-  const fetchImpl = options.fetch ?? globalThis.fetch;
+  const transport = options.fetch ? fetchTransport(options.fetch) : undiciTransport;
   const tracker = options.stateTracker ?? stateTrackerFor(options.baseUrl);
   const nonce = randomBytes(32);
   const target = `/v1/attestation?nonce=${nonce.toString('hex')}`;
   const floor = tracker.floor();
-  const response = await fetchImpl(new URL(target, options.baseUrl), { headers: knownStateHeaders(floor) });
-  const raw = new Uint8Array(await response.arrayBuffer());
+  const response = await transport(new URL(target, options.baseUrl), { method: 'GET', headers: knownStateHeaders(floor) });
+  const raw = await response.bytes();
   if (response.status !== 200) {
     throw new AttestationError(`GET ${target} returned HTTP ${response.status}: ${Buffer.from(raw).toString('utf8').slice(0, 300)}`);
   }
@@ -215,7 +217,7 @@ export async function connect(options: ConnectOptions): Promise<TeeClient> {
     throw new AttestationError(`the service says tee_name ${text('tee_name')}, the manifest is for ${manifest.manifest.tee_name}`, result.checks);
   }
   const bound = parseUserData(result.document.userData);
-  const client = new TeeClient({ ...options, stateTracker: tracker }, fetchImpl, {
+  const client = new TeeClient({ ...options, stateTracker: tracker }, transport, {
     teeName: text('tee_name'),
     teePublicKey,
     boxPublicKey: bound.boxPublicKey,
@@ -224,7 +226,7 @@ export async function connect(options: ConnectOptions): Promise<TeeClient> {
     checks: result.checks,
   });
   // The attestation answer itself is signed by the key it attests.
-  client.verify({ method: 'GET', target, body: new Uint8Array(), knownState: floor && formatState(floor) }, response.status, raw, headersOf(response.headers), floor);
+  client.verify({ method: 'GET', target, body: new Uint8Array(), knownState: floor && formatState(floor) }, response.status, raw, response.headers, floor);
   return client;
 }
 
@@ -251,7 +253,7 @@ export class TeeClient {
 
   constructor(
     private readonly options: ConnectOptions,
-    private readonly fetchImpl: typeof fetch,
+    private readonly transport: Transport,
     readonly attestation: VerifiedAttestation,
   ) {
     this.state = options.stateTracker ?? new StateTracker();
@@ -305,11 +307,11 @@ export class TeeClient {
     if (bytes.length > 0) headers['content-type'] = 'application/json';
     if (authorization) headers.authorization = authorization;
     if (options.organization) headers.organization_id = options.organization;
-    const response = await this.fetchImpl(url, { method, headers, body: bytes.length > 0 ? bytes : undefined, signal: options.signal });
-    const raw = new Uint8Array(await response.arrayBuffer());
+    const response = await this.transport(url, { method, headers, body: bytes.length > 0 ? bytes : undefined, signal: options.signal });
+    const raw = await response.bytes();
     return {
       request: { method, target, organization: options.organization, authorization, knownState: floor && formatState(floor), body: bytes },
-      status: response.status, raw, headers: headersOf(response.headers), floor,
+      status: response.status, raw, headers: response.headers, floor,
     };
   }
 
@@ -388,19 +390,19 @@ export class TeeClient {
     const signal = options.signal ? AbortSignal.any([options.signal, abort.signal]) : abort.signal;
     const extra = Object.fromEntries(Object.entries(options.headers ?? {}).filter(([name]) => name.toLowerCase() !== 'authorization'));
     const outerBody = encodeBody(envelope);
-    const response = await this.fetchImpl(new URL(SEALED_STREAM_PATH, url), {
+    const response = await this.transport(new URL(SEALED_STREAM_PATH, url), {
       method: 'POST', headers: { ...extra, ...knownStateHeaders(floor), 'content-type': 'application/json' }, body: outerBody, signal,
     });
-    if (response.status !== 200 || !response.body) {
+    if (response.status !== 200) {
       // A refused envelope: a plain answer, which must still be the enclave's (signed).
-      const raw = new Uint8Array(await response.arrayBuffer());
-      this.verify({ method: 'POST', target: SEALED_STREAM_PATH, knownState, body: outerBody }, response.status, raw, headersOf(response.headers), floor);
+      const raw = await response.bytes();
+      this.verify({ method: 'POST', target: SEALED_STREAM_PATH, knownState, body: outerBody }, response.status, raw, response.headers, floor);
       const refused = parseJson(raw);
       throw new SealedCallError(`the enclave refused the sealed request: ${describeError(refused) ?? `HTTP ${response.status}`}`, response.status, refused);
     }
     const request = { method, target, organization: options.organization, authorization, knownState, body: bytes };
     return readSealedStream(
-      response.body as unknown as AsyncIterable<Uint8Array>,
+      response.body,
       sealedStreamKey(replyKey, decodeBase64(envelope.nonce, 'nonce')),
       (status, headers, inner, streamed) => (streamed
         ? this.verifyStream(request, status, inner, floor)
@@ -522,10 +524,6 @@ function parseJson(raw: Uint8Array): unknown {
   } catch {
     return text;
   }
-}
-
-function headersOf(headers: Headers): Record<string, string> {
-  return Object.fromEntries(headers.entries());
 }
 
 function describeError(body: unknown): string | undefined {

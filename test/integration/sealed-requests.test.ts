@@ -7,6 +7,7 @@ import { openReply, SEALED_MAX_AGE_MS, sealRequest } from '../../protocol/sealed
 import { expectError, request } from '../helpers/http.js';
 import { startRecordingRelay, startTamperingRelay, type RecordingRelay } from '../helpers/relay.js';
 import { startService, type RunningService } from '../helpers/service.js';
+import { undiciTransport } from '../../sdk/transport.js';
 import { logsCaughtUp } from '../helpers/log-barrier.js';
 
 /**
@@ -167,7 +168,7 @@ describe('replayed, altered and malformed envelopes fail cleanly (4xx, OpenAI er
 
   it('the sdk turns a refused envelope into a SealedCallError naming the reason', async () => {
     // A client that believes in a stale box key (e.g. from before an enclave restart).
-    const stale = new TeeClient({ baseUrl: frontUrl, insecureSkipPcrPinning: true }, fetch, { ...tee.attestation, boxPublicKey: nacl.box.keyPair().publicKey });
+    const stale = new TeeClient({ baseUrl: frontUrl, insecureSkipPcrPinning: true }, undiciTransport, { ...tee.attestation, boxPublicKey: nacl.box.keyPair().publicKey });
     const error = await stale.sealedCall('GET', '/v1/attestation').catch((e: unknown) => e);
     expect(error).toBeInstanceOf(SealedCallError);
     expect((error as SealedCallError).status).toBe(400);
