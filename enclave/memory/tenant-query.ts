@@ -75,17 +75,19 @@ export async function queryTenant(tenant: TenantMemories, input: QueryMemoryInpu
 
 /**
  * A hit's neighbours for lendToNeighbours: the memories added just before and after it in
- * its session (memory/add-order.ts) that the query may return; one the ranking does not list
+ * its session (memory/add-order.ts), and the ones beyond those, that the query may return; one the ranking does not list
  * is scored as rankHybrid scores a candidate (its BM25 score asked of the lexical index).
  */
 function neighbourSource(tenant: TenantMemories, query: string, vector: Float32Array, mean: Float32Array, accept: ((record: MemoryRecord) => boolean) | undefined): NeighbourSource {
   return {
     beside: (id) => {
       const record = tenant.records.get(id)!;
-      return tenant.order.beside(id).filter((other) => {
-        const neighbour = tenant.records.get(other)!;
-        return sameSession(record, neighbour) && (!accept || accept(neighbour));
-      });
+      const inSession = (other: string) => sameSession(record, tenant.records.get(other)!);
+      const returnable = (other: string) => !accept || accept(tenant.records.get(other)!);
+      // Two away: past a turn of the session, whether or not the query may return that one.
+      const near = tenant.order.beside(id).filter(inSession);
+      const far = near.flatMap((next) => tenant.order.beside(next)).filter((other) => other !== id && !near.includes(other) && inSession(other));
+      return { near: near.filter(returnable), far: far.filter(returnable) };
     },
     unlisted: (ids) => {
       const score = tenant.index.scorer(vector, mean);

@@ -3,7 +3,7 @@ import { modelsDir } from '../../common/paths.js';
 import { loadEmbedder, type Embedder } from '../../enclave/embedding/embedder.js';
 import { AddOrder } from '../../enclave/memory/add-order.js';
 import { MemoryService } from '../../enclave/memory/memory-service.js';
-import { NEIGHBOUR_LENDERS, NEIGHBOUR_WEIGHT, lendToNeighbours, type NeighbourSource } from '../../enclave/retrieval/neighbour-lending.js';
+import { FAR_NEIGHBOUR_WEIGHT, NEIGHBOUR_LENDERS, NEIGHBOUR_WEIGHT, lendToNeighbours, type NeighbourSource } from '../../enclave/retrieval/neighbour-lending.js';
 import type { RankedHit } from '../../enclave/retrieval/tenant-search.js';
 
 describe('AddOrder', () => {
@@ -27,8 +27,8 @@ describe('AddOrder', () => {
 const hit = (id: string, fused: number): RankedHit => ({ id, fused, vector: fused, lexical: undefined });
 
 describe('lendToNeighbours', () => {
-  const source = (sides: Record<string, string[]>, unlisted: Record<string, number> = {}): NeighbourSource => ({
-    beside: (id) => sides[id] ?? [],
+  const source = (sides: Record<string, string[]>, unlisted: Record<string, number> = {}, far: Record<string, string[]> = {}): NeighbourSource => ({
+    beside: (id) => ({ near: sides[id] ?? [], far: far[id] ?? [] }),
     unlisted: (ids) => ids.map((id) => hit(id, unlisted[id] ?? 0)),
   });
 
@@ -38,6 +38,9 @@ describe('lendToNeighbours', () => {
     expect(lent.map((h) => h.id)).toEqual(['asks', 'reply', 'other', 'before']);
     expect(lent[1].fused).toBeCloseTo(0.1 + NEIGHBOUR_WEIGHT * 0.6, 12);
     expect(lent[3].fused).toBeCloseTo(0.05 + NEIGHBOUR_WEIGHT * 0.6, 12);
+    // Two turns away: a smaller share.
+    const two = lendToNeighbours([hit('asks', 0.6), hit('other', 0.15)], source({}, {}, { asks: ['answer'] }));
+    expect(two.map((h) => [h.id, h.fused])).toEqual([['asks', 0.6], ['other', 0.15], ['answer', FAR_NEIGHBOUR_WEIGHT * 0.6]]);
     // Close to the lender already: it stays just under it.
     const close = lendToNeighbours([hit('asks', 0.6), hit('reply', 0.55)], source({ asks: ['reply'] }));
     expect(close[1].fused).toBeLessThan(0.6);
