@@ -1,6 +1,7 @@
 /**
  * The long-conversation benchmark (bench/eval/conversations.json, see conversations/generate.ts):
- * every turn of a conversation is stored as a memory of one tenant, in order, and each
+ * every turn of a conversation is stored as a memory of one tenant, in order (its session as
+ * run_id, its time as occurred_at), and each
  * question is asked of that tenant. Scores recall@5, recall@10 and MRR per kind of question
  * for each ranking, separately for the tuning half and the held-back half.
  */
@@ -13,11 +14,10 @@ import type { ConversationSet } from './conversations/generate.js';
 import { EVAL_DIR } from './datasets.js';
 import { recallAt, reciprocalRank } from './metrics.js';
 import { RANKERS, type RankerName } from './rankers.js';
-import { withNeighbours } from './neighbours.js';
 
-/** `hybrid+neighbours`: the API's hybrid ranking with each hit's neighbouring turns lent its score (neighbours.ts; evaluation only). */
-export type ConversationMode = RankerName | 'hybrid+neighbours';
-export const CONVERSATION_MODES: ConversationMode[] = ['vector', 'lexical', 'hybrid', 'hybrid-max', 'hybrid+neighbours'];
+/** `hybrid` is the API's ranking, neighbour lending included (enclave/retrieval/neighbour-lending.ts); the others, comparisons. */
+export type ConversationMode = RankerName;
+export const CONVERSATION_MODES: ConversationMode[] = ['vector', 'lexical', 'hybrid', 'hybrid-max'];
 
 export interface ConversationScores {
   questions: number;
@@ -51,6 +51,9 @@ export async function storeConversations(embedder: Embedder, set?: ConversationS
   for (const conversation of set.conversations) {
     const records = await memory.addMany(conversation.turns.map((turn) => ({
       content: turn.memory, tenant_id: conversation.id, occurred_at: turn.occurred_at ?? new Date(`${turn.date} UTC`).toISOString(),
+      // Each session as the run it is, as an agent storing its conversations would: the API
+      // then knows which memories are a hit's neighbouring turns (retrieval/neighbour-lending.ts).
+      run_id: `session-${turn.session}`,
     })));
     records.forEach((record, i) => {
       turnId.set(record.id, conversation.turns[i].id);
@@ -60,18 +63,14 @@ export async function storeConversations(embedder: Embedder, set?: ConversationS
   return { set, memory, turnId, turnIndex };
 }
 
-export async function evaluateConversations({ set, memory, turnId, turnIndex }: StoredConversations, modes = CONVERSATION_MODES): Promise<ConversationReport> {
+export async function evaluateConversations({ set, memory, turnId }: StoredConversations, modes = CONVERSATION_MODES): Promise<ConversationReport> {
   const rows: { half: 'tune' | 'test'; mode: string; kind: string; r5: number; r10: number; rr: number }[] = [];
   for (const conversation of set.conversations) {
     const tenant = conversation.id;
     for (const question of conversation.questions) {
       for (const mode of modes) {
-        const neighbours = mode === 'hybrid+neighbours';
-        const hits = await memory.query({ query: question.query, tenant_id: tenant, top_k: FUSION_DEPTH }, RANKERS[neighbours ? 'hybrid' : mode]);
-        const { turns } = conversation;
-        const ranking = neighbours
-          ? withNeighbours(hits.map((hit) => ({ index: turnIndex.get(hit.record.id)!, score: hit.score })), turns.length, (i) => turns[i].session).map((r) => turns[r.index].id)
-          : hits.map((hit) => turnId.get(hit.record.id)!);
+        const hits = await memory.query({ query: question.query, tenant_id: tenant, top_k: FUSION_DEPTH }, RANKERS[mode]);
+        const ranking = hits.map((hit) => turnId.get(hit.record.id)!);
         rows.push({
           half: conversation.half, mode, kind: question.kind,
           r5: recallAt(ranking, question.evidence, 5),

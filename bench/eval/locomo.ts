@@ -4,7 +4,7 @@
  * copying it into the repository, so it is never committed and the eval says when it is absent.
  *
  * Each turn becomes a memory the way the synthetic set stores one ("[8 May 2023] Caroline: ...",
- * a shared photo's caption appended), with its session's time as `occurred_at`, each question with evidence asks the conversation's
+ * a shared photo's caption appended), with its session's time as `occurred_at` and the session as `run_id`, each question with evidence asks the conversation's
  * tenant. Category 5 (adversarial, no answer) is left out. Conversations alternate between the
  * tuning and the held-back half, so a cut calibrated on one half is checked on the other; the
  * other half of LoCoMo, kept outside this machine, judges the result.

@@ -10,6 +10,7 @@ import { isZero } from '../vectors/vector-index.js';
 import { storedBytes, type Usage } from './admission.js';
 import type { Embedder } from '../embedding/types.js';
 import type { MemoryRecord } from './types.js';
+import { AddOrder } from './add-order.js';
 
 const sameVector = (a: Float32Array, b: Float32Array): boolean => a.length === b.length && a.every((x, i) => x === b[i]);
 
@@ -26,7 +27,7 @@ const NO_CHANGE: UsageChange = { memories: 0, storedBytes: 0, terms: 0 };
 
 /**
  * One tenant's memories and everything built from them, kept in step: the records (in the
- * order they were added; an update keeps its place), their vectors, the vectors' mean, BM25
+ * order they were added, also kept as links; an update keeps its place), their vectors, the vectors' mean, BM25
  * over their words, and the copy in the search worker once the tenant has one. Every change
  * goes through add, update or delete, which change all of them or (if one fails) none.
  */
@@ -41,6 +42,8 @@ export class TenantMemories {
   /** The mean of the indexed vectors, which query similarities are measured from (retrieval/tenant-centre.ts). */
   centre: TenantCentre;
   readonly lexical: TieredLexical;
+  /** Which memory was added just before and after each (a hit's neighbouring turns: memory/add-order.ts). */
+  readonly order = new AddOrder();
   /** The large tenant's copy in the search worker, once it is queried often enough. */
   private replica?: Replica;
   /** Queries since the tenant was created (counted only while it has no copy). */
@@ -73,6 +76,7 @@ export class TenantMemories {
     }
     if (vector && !isZero(vector)) this.centre.add(vector);
     this.records.set(record.id, record);
+    this.order.append(record.id);
     if (this.replica) this.replicas!.add(this.replica, record.id, record.content, vector ?? undefined);
     return { memories: 1, storedBytes: storedBytes(record.content, record.metadata), terms: this.lexical.distinctTerms - distinct };
   }
@@ -114,6 +118,7 @@ export class TenantMemories {
     const record = this.records.get(id);
     if (!record) return NO_CHANGE;
     this.records.delete(id);
+    this.order.remove(id);
     const vector = this.index.vector(id);
     if (vector && !isZero(vector)) this.centre.remove(vector);
     this.index.remove(id);

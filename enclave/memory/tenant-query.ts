@@ -1,9 +1,12 @@
 import type { QueryMemoryInput } from '../../common/schemas.js';
 import { FUSION_DEPTH, rankHybrid, type Candidate, type Ranker } from '../retrieval/hybrid.js';
+import { lendToNeighbours, type NeighbourSource } from '../retrieval/neighbour-lending.js';
+import { sameSession } from './add-order.js';
 import { centred } from '../retrieval/tenant-centre.js';
 import { candidatesOf, searchTenant, searchTenantWith, similaritiesById, type RankedHit, type TenantSearch } from '../retrieval/tenant-search.js';
 import { recordMatcher, scopeOf } from './memory-scope.js';
 import type { TenantMemories } from './tenant-memories.js';
+import type { SearchCost } from '../lexical/lexical-index.js';
 import type { MemoryRecord, ScoredMemory } from './types.js';
 
 /**
@@ -48,24 +51,52 @@ export async function queryTenant(tenant: TenantMemories, input: QueryMemoryInpu
   const vector = await context.embed(input.query);
   const mean = tenant.centre.mean();
   const path: QueryPath = matching ? 'split' : plain ? 'worker' : 'event-loop';
+  // The API's ranking lends hits' scores to their neighbouring turns (retrieval/neighbour-lending.ts).
+  const neighbours = rank === rankHybrid ? neighbourSource(tenant, input.query, vector, mean, accept) : undefined;
   switch (path) {
     case 'split': {
       const searched = await searchTenantWith(tenant.index, tenant.lexical, input.query, centred(vector, mean), depth, matching!);
-      if (searched) return stillHeld(tenant, rankHere(tenant, input, vector, mean, depth, rank, accept, searched), input.top_k);
+      if (searched) return stillHeld(tenant, rankHere(tenant, input, vector, mean, depth, rank, accept, searched), input.top_k, neighbours).results;
       break;
     }
     case 'worker': {
       const keep = input.top_k + RANKING_SPARE;
       const remote = await tenant.searchInWorker(context.querying() > 1, input.query, vector, mean, depth, keep)?.catch(() => undefined);
-      const results = remote && stillHeld(tenant, remote, input.top_k);
+      const ranked = remote && stillHeld(tenant, remote, input.top_k, neighbours);
       // More of the worker's first `keep` deleted meanwhile than the spare: rank here.
-      if (results && (results.length === input.top_k || remote.length < keep)) return results;
+      if (ranked && (ranked.held >= input.top_k || remote.length < keep)) return ranked.results;
       break;
     }
     case 'event-loop':
       break;
   }
-  return stillHeld(tenant, rankHere(tenant, input, vector, mean, depth, rank, accept), input.top_k);
+  return stillHeld(tenant, rankHere(tenant, input, vector, mean, depth, rank, accept), input.top_k, neighbours).results;
+}
+
+/**
+ * A hit's neighbours for lendToNeighbours: the memories added just before and after it in
+ * its session (memory/add-order.ts), and the ones beyond those, that the query may return; one the ranking does not list
+ * is scored as rankHybrid scores a candidate (its BM25 score asked of the lexical index).
+ */
+function neighbourSource(tenant: TenantMemories, query: string, vector: Float32Array, mean: Float32Array, accept: ((record: MemoryRecord) => boolean) | undefined): NeighbourSource {
+  return {
+    beside: (id) => {
+      const record = tenant.records.get(id)!;
+      const inSession = (other: string) => sameSession(record, tenant.records.get(other)!);
+      const returnable = (other: string) => !accept || accept(tenant.records.get(other)!);
+      // Two away: past a turn of the session, whether or not the query may return that one.
+      const near = tenant.order.beside(id).filter(inSession);
+      const far = near.flatMap((next) => tenant.order.beside(next)).filter((other) => other !== id && !near.includes(other) && inSession(other));
+      return { near: near.filter(returnable), far: far.filter(returnable) };
+    },
+    unlisted: (ids) => {
+      const score = tenant.index.scorer(vector, mean);
+      const cost: SearchCost = { terms: 0, postingsRead: 0, postingsHeld: 0 };
+      const { askedScores } = tenant.lexical.searchWith(query, 0, ids, cost);
+      const candidates = ids.map((id, j) => ({ id, vector: score(id) ?? 0, lexical: askedScores[j] > 0 ? askedScores[j] : undefined }));
+      return rankHybrid(candidates, { lexicalIdeal: cost.idealScore ?? 0 });
+    },
+  };
 }
 
 /**
@@ -100,15 +131,22 @@ function rankHere(
 /**
  * The first `topK` of a ranking whose memories the tenant still holds, with their records:
  * the tenant may have changed while the worker ranked, and a ranking's order does not depend
- * on the other candidates, so skipping what is gone keeps the rest in order.
+ * on the other candidates, so skipping what is gone keeps the rest in order. With
+ * `neighbours`, the first topK + RANKING_SPARE held (on every path the same hits) lend to
+ * their neighbouring turns first. `held`: how many of the ranking are still held (at most that many).
  */
-function stillHeld(tenant: TenantMemories, ranked: RankedHit[], topK: number): ScoredMemory[] {
-  const results: ScoredMemory[] = [];
+function stillHeld(tenant: TenantMemories, ranked: RankedHit[], topK: number, neighbours?: NeighbourSource): { results: ScoredMemory[]; held: number } {
+  const listed: RankedHit[] = [];
   for (const hit of ranked) {
-    const record = tenant.records.get(hit.id);
-    if (!record) continue;
-    results.push({ record, score: hit.fused, scores: { vector: hit.vector, lexical: hit.lexical ?? null, fused: hit.fused } });
-    if (results.length === topK) break;
+    if (!tenant.records.has(hit.id)) continue;
+    listed.push(hit);
+    if (listed.length === topK + RANKING_SPARE) break;
   }
-  return results;
+  const final = neighbours ? lendToNeighbours(listed, neighbours) : listed;
+  const results = final.slice(0, topK).map((hit) => ({
+    record: tenant.records.get(hit.id)!,
+    score: hit.fused,
+    scores: { vector: hit.vector, lexical: hit.lexical ?? null, fused: hit.fused },
+  }));
+  return { results, held: listed.length };
 }

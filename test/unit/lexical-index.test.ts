@@ -20,7 +20,7 @@ function exhaustive(docs: Map<string, string>, query: string, k: number): Array<
     const idf = Math.log(1 + (n - holding.length + 0.5) / (holding.length + 0.5));
     for (const [id, t] of holding) {
       const tf = t.filter((x) => x === term).length;
-      scores.set(id, (scores.get(id) ?? 0) + (idf * tf * 2.2) / (tf + 1.2 * (1 - 0.75 + (0.75 * t.length) / average)));
+      scores.set(id, (scores.get(id) ?? 0) + (idf * tf * 2.2) / (tf + 1.2 * (1 - 0.3 + (0.3 * t.length) / average)));
     }
   }
   const order = [...docs.keys()];

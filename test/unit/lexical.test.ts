@@ -136,7 +136,7 @@ describe('Bm25Index', () => {
     bm25.add('y', 'cherry cherry date fig'); // 4 terms; average length 3
     const [hit] = bm25.search('apple', 1);
     const idf = Math.log(1 + (2 - 1 + 0.5) / (1 + 0.5));
-    const expected = (idf * 1 * 2.2) / (1 + 1.2 * (1 - 0.75 + (0.75 * 2) / 3));
+    const expected = (idf * 1 * 2.2) / (1 + 1.2 * (1 - 0.3 + (0.3 * 2) / 3));
     expect(hit.score).toBeCloseTo(expected, 10);
   });
 

@@ -25,12 +25,16 @@ afterAll(async () => {
   await embedder?.close();
 });
 
-/** A memory service with SIZE memories of tenant 'big', with or without a search worker. */
+/**
+ * A memory service with SIZE memories of tenant 'big', with or without a search worker. They
+ * are stored in runs of 20 (run_id), so every query's hits lend to their neighbouring turns
+ * (retrieval/neighbour-lending.ts), which the paths must do alike too.
+ */
 async function service(withWorker: boolean, onFailure?: (err: Error) => void) {
   const replicas = withWorker ? new SearchReplicas({ dimension: embedder.dimension, hnsw: DEFAULT_TIERS.hnsw }, onFailure) : undefined;
   const memory = new MemoryService(embedder, { searchReplicas: replicas });
   for (let i = 0; i < SIZE; i += 500) {
-    await memory.addMany(Array.from({ length: 500 }, (_, j) => ({ tenant_id: 'big', content: memoryText(i + j) })));
+    await memory.addMany(Array.from({ length: 500 }, (_, j) => ({ tenant_id: 'big', content: memoryText(i + j), run_id: `run-${Math.floor((i + j) / 20)}` })));
   }
   services.push({ memory, replicas });
   return { memory, replicas };
