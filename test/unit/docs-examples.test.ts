@@ -1,6 +1,6 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { repoRoot } from '../../common/paths.js';
@@ -14,11 +14,15 @@ import { startService, type RunningService } from '../helpers/service.js';
 // tenant, metadata, counts, order); timestamps and scores are compared by kind only, and
 // ids by the order they first appear in (so a GET, PATCH or DELETE must name the memory
 // the docs say it names).
+//
+// After a change of what the examples print (a score's scale, a new field), refresh the page
+// from a real run: DOCS_WRITE=1 npx vitest run test/unit/docs-examples.test.ts writes each
+// block with what its script printed, then check the diff of docs/api.md.
 
 const MARKER = '<!-- docs-test: run -->';
 const SEPARATOR = '@@docs-test: next block@@';
 
-interface Example { line: number; script: string; shown: string; lang: string }
+interface Example { line: number; script: string; shown: string; lang: string; shownLines: [number, number] }
 
 function examples(markdown: string): Example[] {
   const lines = markdown.split('\n');
@@ -33,7 +37,7 @@ function examples(markdown: string): Example[] {
     };
     const script = fence(i + 1, 'sh');
     const shown = fence(script.end + 1);
-    found.push({ line: i + 2, script: script.body, shown: shown.body, lang: shown.lang });
+    found.push({ line: i + 2, script: script.body, shown: shown.body, lang: shown.lang, shownLines: [script.end + 2, shown.end] });
   }
   return found;
 }
@@ -97,6 +101,15 @@ describe('docs/api.md: the memory examples, run in order on a fresh service', ()
     }
     const printed = output.split(`${SEPARATOR}\n`).slice(0, steps.length);
     expect(printed.length).toBe(steps.length);
+    if (process.env.DOCS_WRITE === '1') {
+      const lines = page.split('\n');
+      // From the last block up, so earlier line numbers stay right.
+      for (let i = steps.length - 1; i >= 0; i--) {
+        const [from, to] = steps[i].shownLines;
+        lines.splice(from, to - from, ...printed[i].replace(/\r/g, '').replace(/\n+$/, '').split('\n'));
+      }
+      writeFileSync(join(repoRoot, 'docs/api.md'), lines.join('\n'));
+    }
     const printedIds = new Map<string, string>();
     const shownIds = new Map<string, string>();
     steps.forEach((step, i) => {
