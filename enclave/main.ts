@@ -102,6 +102,9 @@ const store = await openMemoryStore({
   config, blobs, embedder, memory, log, onCommit: (entries, seconds) => metrics.committed(entries, seconds),
 }).catch((err: unknown) => refuseToStart(log, err));
 bootStage('store');
+// Until signed answers name their shard, one shard's head is the service's.
+if (store.count > 1) refuseToStart(log, new Error('SHARDS above 1 is not served yet: signed answers do not name their shard'));
+const shard0 = store.stores[0];
 const provider = await createAttestationProvider({ config, blobs, embedder, operatorKey });
 const attestationContext = { provider, rootPem: await provider.rootCertificatePem?.(), operatorKey };
 // The service's keys: new, or those of a running enclave of the service, handed over only by attestation.
@@ -133,7 +136,7 @@ const api = createApi({
   models: { chatModels: config.modelNames, offlineModel: OFFLINE_MODEL, created: Math.floor(Date.now() / 1000) },
   attestation: { provider, identity, operatorKey, boxPublicKey: requestKey.publicKey, userData, log },
   identity,
-  state: { head: () => store.head, storeId: store.storeId, ancestry: (known) => store.ancestry(known) },
+  state: { head: () => shard0.head, storeId: shard0.storeId, ancestry: (known) => shard0.ancestry(known) },
   sealed: { key: requestKey, replay: new ReplayGuard(SEALED_MAX_AGE_MS) },
   auth: auth.authorizer,
   work: { maxInFlight: config.maxInFlight, maxInFlightPerKey: config.maxInFlightPerKey, maxInFlightKeyless: config.maxInFlightKeyless, timeoutMs: config.timeoutMs, maxStreamMs: config.maxStreamMs },
