@@ -9,7 +9,7 @@ import { readFile } from 'node:fs/promises';
 import { parseArgs as parseNodeArgs } from 'node:util';
 import { ManifestError, verifyManifest, type VerifiedManifest } from '../attestation/manifest.js';
 import { verifyAttestation, type Check, type VerificationResult } from '../../protocol/attestation/verify.js';
-import { checkSignature, sha256Hex, SIGNATURE_HEADER, STATE_HEADER, STORE_HEADER, TIMESTAMP_HEADER, type SignedRequest } from '../../protocol/response-signature.js';
+import { checkSignature, sha256Hex, SIGNATURE_HEADER, SHARD_HEADER, STATE_HEADER, STORE_HEADER, TIMESTAMP_HEADER, type SignedRequest } from '../../protocol/response-signature.js';
 import { checkReceipt } from '../../protocol/deletion-receipt.js';
 import { invokedDirectly } from './invoked-directly.js';
 import { parseHex, parseKey32, parsePcrs, readManifestText } from './trust-args.js';
@@ -274,7 +274,7 @@ async function verifyReceiptFile(command: ReceiptCommand, io: Io): Promise<numbe
 interface LoadedDocument {
   document: Uint8Array;
   /** When fetched: what was asked and answered, to check the enclave's signature on it. */
-  reply?: { request: SignedRequest; status: number; body: Uint8Array; signature: { signature?: string; timestamp?: string; state?: string; store?: string } };
+  reply?: { request: SignedRequest; status: number; body: Uint8Array; signature: { signature?: string; timestamp?: string; state?: string; store?: string; shard?: string } };
   /** From the /v1/attestation JSON; the document must bind these keys. */
   teePublicKey?: Uint8Array;
   operatorKey?: Uint8Array;
@@ -306,7 +306,7 @@ async function loadDocument(command: VerifyCommand, fetchImpl: typeof fetch): Pr
         request: { method: 'GET', target: `${url.pathname}${url.search}`, body: new Uint8Array() },
         status: response.status,
         body,
-        signature: { signature: header(SIGNATURE_HEADER), timestamp: header(TIMESTAMP_HEADER), state: header(STATE_HEADER), store: header(STORE_HEADER) },
+        signature: { signature: header(SIGNATURE_HEADER), timestamp: header(TIMESTAMP_HEADER), state: header(STATE_HEADER), store: header(STORE_HEADER), shard: header(SHARD_HEADER) },
       },
     };
   }
