@@ -233,6 +233,8 @@ export class DurableStore implements MemoryJournal {
       try {
         target.apply(changed && (event.type === 'add' || event.type === 'update') ? { ...event, vector: null } : event);
       } catch (err) {
+        // Damage (e.g. a change of another shard's tenant in a shard's files) refuses the store.
+        if (err instanceof CorruptStoreError) throw err;
         // A change that cannot be applied must not stop every start after it (the enclave
         // would never come up, and nothing could be deleted): skipped, by name, never content.
         const id = event.type === 'delete' || event.type === 'tombstone' ? event.id : event.record.id;
