@@ -22,7 +22,8 @@ by GET /v1/attestation; with an http(s) <base-url>, fetches <base-url>/v1/attest
 When the JSON has tee_public_key, the document's public_key must equal it; when it has
 operator_pubkey and tee_box_public_key, the document's user_data must bind them. A fetched
 answer must also be signed by that key; its state head (changes the enclave's store has
-made durable, and their chained hash) and store id are printed: remember them, and a later
+made durable, and their chained hash), store id and shard (shard 0: the attestation answer
+acts for no tenant) are printed: remember them, and a later
 answer from an older state, or another store, is a rollback by the host.
 
 Options:
@@ -216,7 +217,7 @@ export async function main(argv: string[], io: Io = defaultIo): Promise<number> 
     if (reply && teePublicKey) {
       const check = checkSignature(teePublicKey, reply.request, { status: reply.status, bodySha256: sha256Hex(reply.body) }, reply.signature);
       result.checks.push(check.ok
-        ? { name: 'reply signature', ok: true, detail: `signed by public_key at ${check.signedAt.toISOString()}; state head ${check.state.seq}:${check.state.hash} of store ${check.store}` }
+        ? { name: 'reply signature', ok: true, detail: `signed by public_key at ${check.signedAt.toISOString()}; state head ${check.state.seq}:${check.state.hash} of store ${check.store} (shard ${check.shard.index} of ${check.shard.count})` }
         : { name: 'reply signature', ok: false, detail: check.reason });
       if (!check.ok) result.ok = false;
     }
