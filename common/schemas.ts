@@ -314,18 +314,19 @@ export const sealedEnvelopeSchema = {
 } as const;
 
 /** The decrypted request inside a sealed envelope; only the enclave ever sees it. */
-/** A state head as `<seq>:<sha256 hex>` (protocol/response-signature.ts parseState). */
-const stateHead = { type: 'string', pattern: '^[0-9]{1,15}:[0-9a-f]{64}$', maxLength: 80 } as const;
+/** The heads a client has seen, `<shard>/<seq>:<sha256 hex>` comma-separated (protocol/response-signature.ts parseKnownStates). */
+const knownStates = { type: 'string', pattern: '^[0-9]{1,2}/[0-9]{1,15}:[0-9a-f]{64}(,[0-9]{1,2}/[0-9]{1,15}:[0-9a-f]{64}){0,63}$', maxLength: 64 * 86 } as const;
 
 /**
- * The header every API route takes: the newest state head the client has seen, which the
- * enclave places on its chain of heads in the signed answer (x-tee-ancestor). A value that
- * is not a head is a 400 here; the enclave ignores one (and signs that none was sent).
+ * The header every API route takes: the newest state head the client has seen of each shard,
+ * which the enclave places on the chain of the answer's shard in the signed answer
+ * (x-tee-ancestor). A value that is not that is a 400 here; the enclave ignores one (and
+ * signs that none was sent).
  */
 export const knownStateHeadersSchema = {
   type: 'object',
   properties: {
-    'x-tee-known-state': { ...stateHead, description: 'must be a state head <seq>:<64 lowercase hex>, the newest x-tee-state the client has seen; the signed answer says in x-tee-ancestor whether it is on the enclave\'s chain' },
+    'x-tee-known-state': { ...knownStates, description: 'must be state heads <shard>/<seq>:<64 lowercase hex>, comma-separated in shard order: the newest x-tee-state the client has seen of each shard (x-tee-shard); the signed answer says in x-tee-ancestor whether the one of its shard is on its chain' },
   },
 } as const;
 
@@ -341,7 +342,7 @@ export const sealedPayloadSchema = {
     authorization: { type: 'string', maxLength: MAX_AUTHORIZATION_CHARS },
     organization: { type: 'string', maxLength: 256 },
     /** The x-tee-known-state header of a plain call. */
-    known_state: stateHead,
+    known_state: knownStates,
     /** The secret the tenant's memories are sealed under (base64 of 32 to 256 bytes). */
     tenant_key: base64('must be base64 of 32 to 256 bytes', 44, 344),
     timestamp: { type: 'integer', minimum: 0 },

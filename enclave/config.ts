@@ -1,4 +1,6 @@
 import { ConfigError, flag, hostPort, parseHostPort, integer, logFormat, logLevel, oneOf, list, optionalText, text, type Setting } from '../common/config.js';
+import { MAX_SHARDS } from '../protocol/shards.js';
+import { DEFAULT_SHARDS } from './storage/sharded-store.js';
 import { kmsKeyArnProblem, parseKmsKeyArn } from './storage/kms-key-arn.js';
 
 /** An optional http(s) URL, checked at start-up rather than at the first chat request. */
@@ -31,6 +33,22 @@ function optionalHostPort(name: string, description: string): Setting<string | u
       if (raw === undefined || raw === '') return undefined;
       if (!parseHostPort(raw)) throw new ConfigError([`${name}: expected host:port, got "${raw}"`]);
       return raw;
+    },
+  };
+}
+
+/**
+ * SHARDS: unset is not the same as the default, since a count set explicitly must equal the
+ * one the data was made with (storage/sharded-store.ts), while unset takes whatever it was.
+ */
+function shardCount(name: string, description: string): Setting<number | undefined> {
+  return {
+    name,
+    description,
+    parse(raw) {
+      if (raw === undefined || raw === '') return undefined;
+      if (!/^\d+$/.test(raw.trim()) || Number(raw) < 1 || Number(raw) > MAX_SHARDS) throw new ConfigError([`${name}: must be an integer from 1 to ${MAX_SHARDS}, got "${raw}"`]);
+      return Number(raw);
     },
   };
 }
@@ -116,6 +134,7 @@ export const enclaveSettings = {
   memoryHistoryDeleted: integer('MEMORY_HISTORY_DELETED', 'Deleted memories whose history (times and key ids, no content) each tenant keeps; the oldest deletions are forgotten first. Each version costs 64 bytes of MAX_STORED_BYTES', 1000, 0, 1_000_000),
   maxTermsPerMemory: integer('MAX_TERMS_PER_MEMORY', 'Most distinct words one memory\'s content may hold (words longer than 64 characters count by their first 64); more answers 400 too_many_terms', 4096, 1, 32_768),
   searchWorker: oneOf('SEARCH_WORKER', 'Large tenants (over 4,096 memories, from their 50th query) are searched on a second thread, which holds a copy of each (about 3 KB a memory: some 300 MiB more for a tenant of 100k): on, or off to search them on the event loop', ['on', 'off'] as const, 'on'),
+  shards: shardCount('SHARDS', `Shards the memories are kept in when the service's data is first made (1 to ${MAX_SHARDS}; unset: ${DEFAULT_SHARDS}); each tenant's shard is fixed by a hash of its id, and each shard is its own sealed store. Fixed once made: set, it must equal the count the data was made with (data from before shards is one shard)`),
   snapshotLogBytes: integer('SNAPSHOT_LOG_BYTES', 'Snapshot the memories and compact once the log passes this many bytes (and the last snapshot\'s size)', 64 * 1024 * 1024, 1, 2 ** 40),
   kmsKeyId: optionalKmsKeyArn('KMS_KEY_ID', 'With TEE_MODE=nitro: the ARN (arn:aws:kms:<region>:<account>:key/<id>; not an alias) of the KMS key whose data key seals the enclave\'s files; measured with the configuration (deploy/sealing.md)'),
   awsRegion: optionalText('AWS_REGION', 'With TEE_MODE=nitro: the region of KMS_KEY_ID'),

@@ -45,6 +45,7 @@ const metrics = new EnclaveMetrics({
   usage: (): { tenants: number; memories: number } => memory.usage,
   inFlight: () => api.inFlight(),
   searchWorker: () => ({ copies: searchReplicas?.copies ?? 0, searches: (searchReplicas?.answered ?? 0) + (searchReplicas?.matched ?? 0) }),
+  shardHeads: () => store.stores.map((shard) => shard.head.seq),
 }, { maxInFlight: config.maxInFlight });
 
 // The enclave has no disk: everything durable goes, sealed, to the host store.
@@ -102,6 +103,7 @@ const store = await openMemoryStore({
   config, blobs, embedder, memory, log, onCommit: (entries, seconds) => metrics.committed(entries, seconds),
 }).catch((err: unknown) => refuseToStart(log, err));
 bootStage('store');
+
 const provider = await createAttestationProvider({ config, blobs, embedder, operatorKey });
 const attestationContext = { provider, rootPem: await provider.rootCertificatePem?.(), operatorKey };
 // The service's keys: new, or those of a running enclave of the service, handed over only by attestation.
@@ -133,7 +135,7 @@ const api = createApi({
   models: { chatModels: config.modelNames, offlineModel: OFFLINE_MODEL, created: Math.floor(Date.now() / 1000) },
   attestation: { provider, identity, operatorKey, boxPublicKey: requestKey.publicKey, userData, log },
   identity,
-  state: { head: () => store.head, storeId: store.storeId, ancestry: (known) => store.ancestry(known) },
+  state: store,
   sealed: { key: requestKey, replay: new ReplayGuard(SEALED_MAX_AGE_MS) },
   auth: auth.authorizer,
   work: { maxInFlight: config.maxInFlight, maxInFlightPerKey: config.maxInFlightPerKey, maxInFlightKeyless: config.maxInFlightKeyless, timeoutMs: config.timeoutMs, maxStreamMs: config.maxStreamMs },

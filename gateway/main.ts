@@ -67,7 +67,9 @@ async function start(command: GatewayCommand, io: Io): Promise<Running> {
   const manifest = command.manifest === undefined ? undefined : await readManifestText(command.manifest, fetch);
   const stateFile = new StateFile(command.stateFile, command.service.origin);
   const remembered = stateFile.load();
-  const tracker = new StateTracker(remembered);
+  const tracker = remembered ?? new StateTracker();
+  const heads = (t: StateTracker) => [...(t.floor() ?? [])].map(([shard, head]) => `${shard}/${formatState(head)}`).join(', ');
+  const before = remembered && heads(remembered);
   const trust = await Trust.attest({
     baseUrl: command.service.origin,
     rootPem,
@@ -82,13 +84,13 @@ async function start(command: GatewayCommand, io: Io): Promise<Running> {
   const { attestation } = trust.client;
   for (const check of attestation.checks) io.out(`✓ ${check.name}: ${check.detail}`);
   io.out(`✓ answer signature: the attestation answer is signed by the attested key ${Buffer.from(attestation.teePublicKey).toString('base64')}`);
-  io.out(`✓ state head: ${tracker.current ? formatState(tracker.current) : 'none yet'}${remembered ? ` (not older than ${formatState(remembered)}, remembered in ${command.stateFile})` : ` (remembered from now on in ${command.stateFile})`}`);
+  io.out(`✓ state head: ${tracker.floor() ? heads(tracker) : 'none yet'}${before ? ` (not older than ${before}, remembered in ${command.stateFile})` : ` (remembered from now on in ${command.stateFile})`}`);
   if (command.requireUpstream) io.out(`✓ upstream: answers whose prompt and memories went to another chat model than ${command.requireUpstream} are refused`);
   if (command.tenantKeyFile !== undefined) io.out(`✓ tenant key: read from ${command.tenantKeyFile}, sent only inside sealed calls`);
   if (command.insecureDev) io.out('! no PCRs pinned (--insecure-dev): any code the root vouches for is trusted; development only');
-  stateFile.save(tracker.current);
+  stateFile.save(tracker);
   if (command.mcp) {
-    const mcp = await serveMcpStdio({ trust, tenant: command.mcp.tenant, authorization, afterCall: () => stateFile.save(tracker.current) });
+    const mcp = await serveMcpStdio({ trust, tenant: command.mcp.tenant, authorization, afterCall: () => stateFile.save(tracker) });
     io.out(`agent-gateway: serving ${command.service.origin} (${attestation.teeName}) sealed and verified as MCP memory tools on stdio`);
     return mcp;
   }

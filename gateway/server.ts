@@ -31,7 +31,7 @@ export async function startGateway(deps: { trust: Trust; tracker: StateTracker; 
       if (!res.writableFinished) client.abort();
     });
     void (async () => {
-      const afterCall = () => deps.stateFile.save(deps.tracker.current);
+      const afterCall = () => deps.stateFile.save(deps.tracker);
       if ((req.url ?? '').split('?')[0] === '/mcp') return handleMcpHttp(req, res, { trust: deps.trust, afterCall }, client.signal);
       if (!isLoopbackHost(req.headers.host)) return sendError(res, new ApiError('gateway_host_refused', 'agent-gateway serves the API to loopback hosts only (Host: 127.0.0.1, localhost or [::1])'));
       if (!(req.url ?? '').startsWith('/v1/')) return sendError(res, notFound(`agent-gateway serves the API under /v1/, not ${req.url?.split('?')[0]}`));

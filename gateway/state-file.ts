@@ -1,19 +1,23 @@
 /**
- * The newest state head the gateway has seen from one service, kept in a small JSON file so
- * that a restart of the gateway does not forget it: a host that later serves an older (or
- * forked) copy of the enclave's store is refused (sdk StateTracker). Written atomically
- * (a temporary file renamed over it), and only when the head moves.
+ * The newest state head the gateway has seen of each shard of one service, kept in a small
+ * JSON file so that a restart of the gateway does not forget them: a host that later serves
+ * an older (or forked) copy of a shard's store is refused (sdk StateTracker). Written
+ * atomically (a temporary file renamed over it), and only when a head moves.
  */
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { formatState, parseState, type KnownState } from '../protocol/response-signature.js';
+import { parseState, StateTracker, type SavedState } from '../protocol/response-signature.js';
 
 interface StateFileJson {
-  v: 1;
+  /** 1: one head (from before shards: shard 0's); 2: the tracker's heads by shard. */
+  v: 1 | 2;
   service: string;
-  state: string;
-  /** The store the head belongs to: a wiped or replaced store is refused across restarts too. */
+  /** v 1: the head. */
+  state?: string;
+  /** v 1: the store the head belongs to. */
   store?: string;
+  /** v 2: StateTracker.toJSON(). */
+  tracker?: SavedState;
 }
 
 export class StateFile {
@@ -21,8 +25,8 @@ export class StateFile {
 
   constructor(private readonly path: string, private readonly service: string) {}
 
-  /** The head remembered for this service; undefined when there is no file yet. Throws when the file is not ours. */
-  load(): KnownState | undefined {
+  /** A tracker at the heads remembered for this service; undefined when there is no file yet. Throws when the file is not ours. */
+  load(): StateTracker | undefined {
     let text: string;
     try {
       text = readFileSync(this.path, 'utf8');
@@ -31,21 +35,34 @@ export class StateFile {
       throw error;
     }
     const json = JSON.parse(text) as Partial<StateFileJson>;
-    const head = parseState(json.state);
-    if (json.v !== 1 || !head) throw new Error(`${this.path} is not an agent-gateway state file`);
+    const notOurs = () => new Error(`${this.path} is not an agent-gateway state file`);
+    if ((json.v !== 1 || !parseState(json.state)) && (json.v !== 2 || typeof json.tracker !== 'object')) throw notOurs();
     if (json.service !== this.service) throw new Error(`${this.path} holds the state of ${json.service}, not ${this.service}`);
-    this.saved = `${json.store ?? ''}/${json.state}`;
-    return typeof json.store === 'string' ? { store: json.store, ...head } : head;
+    let tracker: StateTracker;
+    if (json.v === 1) {
+      const head = parseState(json.state);
+      if (!head) throw notOurs();
+      tracker = new StateTracker(typeof json.store === 'string' ? { store: json.store, ...head } : head);
+    } else {
+      try {
+        tracker = StateTracker.from(json.tracker as SavedState);
+      } catch {
+        throw notOurs();
+      }
+    }
+    this.saved = JSON.stringify(tracker);
+    return tracker;
   }
 
-  /** Remembers `head` if it differs from what the file holds. */
-  save(head: KnownState | undefined): void {
-    if (!head || `${head.store ?? ''}/${formatState(head)}` === this.saved) return;
-    const json: StateFileJson = { v: 1, service: this.service, state: formatState(head), ...(head.store ? { store: head.store } : {}) };
+  /** Remembers the tracker's heads if they differ from what the file holds. */
+  save(tracker: StateTracker): void {
+    const saved = JSON.stringify(tracker);
+    if (saved === this.saved || tracker.floor() === undefined) return;
+    const json: StateFileJson = { v: 2, service: this.service, tracker: tracker.toJSON() };
     mkdirSync(dirname(this.path), { recursive: true, mode: 0o700 });
     const temporary = `${this.path}.${process.pid}.tmp`;
     writeFileSync(temporary, `${JSON.stringify(json)}\n`, { mode: 0o600 });
     renameSync(temporary, this.path);
-    this.saved = `${json.store ?? ''}/${json.state}`;
+    this.saved = saved;
   }
 }

@@ -3,9 +3,9 @@
  * checks. The enclave (enclave/api/signing.ts) and the sdk (sdk/client.ts) both build the
  * statement here, so the two cannot drift apart.
  *
- * The statement is UTF-8 text, fifteen lines joined by a single "\n" (no trailing newline):
+ * The statement is UTF-8 text, sixteen lines joined by a single "\n" (no trailing newline):
  *
- *   agent-service/response-signature/v4
+ *   agent-service/response-signature/v5
  *   method <HTTP method>                         e.g. method GET
  *   target <JSON string of the request target>  e.g. target "/v1/memory?query=dogs&tenant_id=t1"
  *   organization <JSON string>                   the organization_id header, "" when absent
@@ -19,8 +19,9 @@
  *   timestamp <decimal unix milliseconds>        = the x-tee-timestamp header
  *   state <decimal seq>:<64 lowercase hex>       = the x-tee-state header: the enclave's state head
  *   store <32 lowercase hex>                     = the x-tee-store header: the id of the sealed store it heads
- *   known-state <seq>:<hex, or nothing>          the x-tee-known-state header the client sent (a head it saw)
- *   ancestor <yes|no|unknown, or nothing>        = the x-tee-ancestor header: is that head on the enclave's chain?
+ *   shard <index>/<count>                        = the x-tee-shard header: which of the service's shards that store is
+ *   known-state <shard>/<seq>:<hex>,… or nothing the x-tee-known-state header the client sent (the newest head it saw of each shard)
+ *   ancestor <yes|no|unknown, or nothing>        = the x-tee-ancestor header: is the client's head of this shard on its chain?
  *
  * The signature is Ed25519 (the enclave's key, `tee_public_key`, bound in the attestation
  * document as `public_key`) over those bytes, sent base64 in `x-tee-signature`.
@@ -33,13 +34,16 @@
  * the head belongs to, so a wiped or replaced store is not mistaken for the one the client
  * knew. The known state and the enclave's answer about it (is that head an ancestor of, or
  * equal to, its own?) catch a fork: an older copy of the store that other writes have pushed
- * past the sequence number the client saw. The upstream (v4) names the chat model that saw
+ * past the sequence number the client saw. The shard (v5) names which of the service's shards
+ * (protocol/shards.ts) the head is of: each shard is its own store with its own chain, and an
+ * answer for a tenant must come from that tenant's shard. The upstream (v4) names the chat model that saw
  * the prompt and the tenant's memories, as the enclave's TLS saw it, so a client can refuse an
  * answer whose memories went anywhere else (requireUpstream). The target and organization are written as
  * JSON strings so that no value can contain a line break and shift the other fields.
  */
 import { hash } from 'node:crypto';
 import sodium from 'sodium-native';
+import { MAX_SHARDS, parseShard, shardOfAnswer } from './shards.js';
 import { parseUpstream } from './upstream.js';
 
 export { UPSTREAM_HEADER } from './upstream.js';
@@ -55,7 +59,9 @@ export const STORE_HEADER = 'x-tee-store';
 export const KNOWN_STATE_HEADER = 'x-tee-known-state';
 /** Whether the known state is on the enclave's chain of heads: yes, no or unknown (absent when none was sent). */
 export const ANCESTOR_HEADER = 'x-tee-ancestor';
-export const STATEMENT_TAG = 'agent-service/response-signature/v4';
+/** Which of the service's shards the store of x-tee-state is: <index>/<count> (protocol/shards.ts). */
+export const SHARD_HEADER = 'x-tee-shard';
+export const STATEMENT_TAG = 'agent-service/response-signature/v5';
 /** The name of the final Server-Sent Event that signs a streamed answer. */
 export const STREAM_SIGNATURE_EVENT = 'tee.signature';
 
@@ -71,7 +77,7 @@ export interface SignedRequest {
    * sealed call); only keyId() of it is in the statement. Empty or absent when none.
    */
   authorization?: string;
-  /** The x-tee-known-state header the request carried (formatState of a head); empty or absent when none. */
+  /** The x-tee-known-state header the request carried (formatKnownStates of the heads it saw); empty or absent when none. */
   knownState?: string;
   body: Uint8Array;
 }
@@ -100,6 +106,29 @@ export function parseState(text: string | undefined): StateHead | undefined {
   return m ? { seq: Number(m[1]), hash: m[2] } : undefined;
 }
 
+/** The heads a client has seen, by shard index (what it sends as x-tee-known-state). */
+export type KnownStates = ReadonlyMap<number, StateHead>;
+
+/** `<shard>/<seq>:<hash>` for each shard, in shard order, comma-separated; "" for none. */
+export const formatKnownStates = (heads: KnownStates | undefined): string =>
+  [...(heads ?? new Map<number, StateHead>())].sort(([a], [b]) => a - b).map(([shard, head]) => `${shard}/${formatState(head)}`).join(',');
+
+/** The heads of an x-tee-known-state header; undefined when it is not one (shards in increasing order, each at most once). */
+export function parseKnownStates(text: string | undefined): Map<number, StateHead> | undefined {
+  if (!text || text.length > MAX_SHARDS * 86) return undefined;
+  const heads = new Map<number, StateHead>();
+  let last = -1;
+  for (const part of text.split(',')) {
+    const m = /^(\d{1,2})\/(.*)$/.exec(part);
+    const head = m ? parseState(m[2]) : undefined;
+    const shard = m ? Number(m[1]) : -1;
+    if (!head || shard <= last || shard >= MAX_SHARDS) return undefined;
+    heads.set(shard, head);
+    last = shard;
+  }
+  return heads;
+}
+
 export interface SignedAnswer {
   status: number;
   /** SHA-256 of the response body, lowercase hex. */
@@ -110,6 +139,8 @@ export interface SignedAnswer {
   state: string;
   /** The id of the store the head belongs to. */
   store: string;
+  /** formatShard: which of the service's shards that store is. */
+  shard: string;
   /** Whether the request's known state is on the enclave's chain; absent (or "") when the request named none. */
   ancestor?: Ancestry | '';
   /** The x-tee-tenant header; "" when the answer acted for no tenant. */
@@ -127,6 +158,8 @@ export interface ResponseSignature {
   state: string;
   /** The x-tee-store header. */
   store: string;
+  /** The x-tee-shard header. */
+  shard: string;
   /** The x-tee-ancestor header (absent when the request named no known state). */
   ancestor?: Ancestry;
   /** The x-tee-tenant header (absent = ""). */
@@ -167,8 +200,9 @@ export function responseStatement(request: SignedRequest, answer: SignedAnswer):
   if (!/^\d{1,16}$/.test(answer.timestamp)) throw new Error(`not a timestamp in milliseconds: ${JSON.stringify(answer.timestamp)}`);
   if (!parseState(answer.state)) throw new Error(`not a state head: ${JSON.stringify(answer.state)}`);
   if (!STORE_ID.test(answer.store)) throw new Error(`not a store id: ${JSON.stringify(answer.store)}`);
+  if (!parseShard(answer.shard)) throw new Error(`not a shard: ${JSON.stringify(answer.shard)}`);
   const known = request.knownState ?? '';
-  if (known !== '' && !parseState(known)) throw new Error(`not a known state head: ${JSON.stringify(known)}`);
+  if (known !== '' && !parseKnownStates(known)) throw new Error(`not known state heads: ${JSON.stringify(known.slice(0, 200))}`);
   const ancestor = answer.ancestor ?? '';
   if (ancestor !== '' && !isAncestry(ancestor)) throw new Error(`not an ancestry: ${JSON.stringify(ancestor)}`);
   const upstream = answer.upstream ?? '';
@@ -187,6 +221,7 @@ export function responseStatement(request: SignedRequest, answer: SignedAnswer):
     `timestamp ${answer.timestamp}`,
     `state ${answer.state}`,
     `store ${answer.store}`,
+    `shard ${answer.shard}`,
     `known-state ${known}`,
     `ancestor ${ancestor}`,
   ].join('\n');
@@ -196,7 +231,7 @@ export function responseStatement(request: SignedRequest, answer: SignedAnswer):
 export function signAnswer(
   sign: (message: Uint8Array) => Uint8Array,
   request: SignedRequest,
-  answer: { status: number; bodySha256: string; state: string; store: string; ancestor?: Ancestry; tenant?: string; upstream?: string },
+  answer: { status: number; bodySha256: string; state: string; store: string; shard: string; ancestor?: Ancestry; tenant?: string; upstream?: string },
   now: number = Date.now(),
 ): ResponseSignature {
   const timestamp = String(Math.floor(now));
@@ -205,7 +240,7 @@ export function signAnswer(
   const statement = responseStatement(request, Object.assign({}, answer, { timestamp }));
   const signed = sign(Buffer.from(statement, 'utf8'));
   // A view of the signature, not a copy, to encode it.
-  const signature: ResponseSignature = { signature: Buffer.from(signed.buffer, signed.byteOffset, signed.byteLength).toString('base64'), timestamp, state: answer.state, store: answer.store };
+  const signature: ResponseSignature = { signature: Buffer.from(signed.buffer, signed.byteOffset, signed.byteLength).toString('base64'), timestamp, state: answer.state, store: answer.store, shard: answer.shard };
   if (answer.ancestor) signature.ancestor = answer.ancestor;
   if (answer.tenant) signature.tenant = answer.tenant;
   if (answer.upstream) signature.upstream = answer.upstream;
@@ -213,7 +248,7 @@ export function signAnswer(
 }
 
 export type SignatureCheck =
-  | { ok: true; signedAt: Date; state: StateHead; store: string; ancestor?: Ancestry; tenant: string; upstream: string }
+  | { ok: true; signedAt: Date; state: StateHead; store: string; shard: { index: number; count: number }; ancestor?: Ancestry; tenant: string; upstream: string }
   | { ok: false; reason: string };
 
 export interface CheckOptions {
@@ -242,6 +277,8 @@ export function checkSignature(
   const state = parseState(signature.state);
   if (!state) return { ok: false, reason: `the reply's ${STATE_HEADER} header is missing or not <seq>:<sha256 hex>` };
   if (!signature.store || !STORE_ID.test(signature.store)) return { ok: false, reason: `the reply's ${STORE_HEADER} header is missing or not a store id` };
+  const shard = parseShard(signature.shard);
+  if (!shard) return { ok: false, reason: `the reply's ${SHARD_HEADER} header is missing or not <index>/<count>` };
   const ancestor = signature.ancestor ?? '';
   if (ancestor !== '' && !isAncestry(ancestor)) return { ok: false, reason: `the reply's ${ANCESTOR_HEADER} header is not yes, no or unknown` };
   const sig = Buffer.from(signature.signature, 'base64');
@@ -250,7 +287,7 @@ export function checkSignature(
   }
   let statement: string;
   try {
-    statement = responseStatement(request, { ...answer, timestamp: signature.timestamp, state: signature.state!, store: signature.store, ancestor, tenant: signature.tenant ?? '', upstream: signature.upstream ?? '' });
+    statement = responseStatement(request, { ...answer, timestamp: signature.timestamp, state: signature.state!, store: signature.store, shard: signature.shard!, ancestor, tenant: signature.tenant ?? '', upstream: signature.upstream ?? '' });
   } catch (error) {
     return { ok: false, reason: (error as Error).message };
   }
@@ -272,7 +309,7 @@ export function checkSignature(
         `(${new Date(now).toISOString()}): a replayed or stale reply`,
     };
   }
-  return { ok: true, signedAt: new Date(signedAt), state, store: signature.store, ...(ancestor ? { ancestor } : {}), tenant: signature.tenant ?? '', upstream: signature.upstream ?? '' };
+  return { ok: true, signedAt: new Date(signedAt), state, store: signature.store, shard, ...(ancestor ? { ancestor } : {}), tenant: signature.tenant ?? '', upstream: signature.upstream ?? '' };
 }
 
 /** DER prefix of an SPKI Ed25519 public key; the 32-byte key follows. */
@@ -295,7 +332,7 @@ export function ed25519Verify(publicKey: Uint8Array, message: Uint8Array, signat
  * chunk with no choices (the shape of OpenAI's usage chunk, which every client skips over),
  * and, in a Responses stream, an event of a type clients do not know (which they ignore):
  *
- *   data: {"object":"chat.completion.chunk","type":"tee.signature","choices":[],"tee_signature":{"signature":"<base64>","timestamp":"<ms>","state":"<seq>:<hex>","store":"<hex>"}}\n\n
+ *   data: {"object":"chat.completion.chunk","type":"tee.signature","choices":[],"tee_signature":{"signature":"<base64>","timestamp":"<ms>","state":"<seq>:<hex>","store":"<hex>","shard":"<index>/<count>"}}\n\n
  *
  * (with "ancestor", "tenant" and "upstream" too when the answer has them).
  *
@@ -310,7 +347,7 @@ export function streamSignatureEvent(signature: ResponseSignature): string {
 
 function signatureFields(signature: ResponseSignature): Record<string, string> {
   return {
-    signature: signature.signature, timestamp: signature.timestamp, state: signature.state, store: signature.store,
+    signature: signature.signature, timestamp: signature.timestamp, state: signature.state, store: signature.store, shard: signature.shard,
     ...(signature.ancestor ? { ancestor: signature.ancestor } : {}), ...(signature.tenant ? { tenant: signature.tenant } : {}),
     ...(signature.upstream ? { upstream: signature.upstream } : {}),
   };
@@ -364,12 +401,12 @@ export function splitSignedStream(transcript: Uint8Array): { body: Uint8Array; s
 
 /** The signature fields a stream carries (signatureFields' output), or undefined when they are not that. */
 function signatureOf(data: unknown): ResponseSignature | undefined {
-  const { signature, timestamp, state, store, ancestor, tenant, upstream } = (data ?? {}) as Record<string, unknown>;
-  if (typeof signature !== 'string' || typeof timestamp !== 'string' || typeof state !== 'string' || typeof store !== 'string') return undefined;
+  const { signature, timestamp, state, store, shard, ancestor, tenant, upstream } = (data ?? {}) as Record<string, unknown>;
+  if (typeof signature !== 'string' || typeof timestamp !== 'string' || typeof state !== 'string' || typeof store !== 'string' || typeof shard !== 'string') return undefined;
   if (tenant !== undefined && typeof tenant !== 'string') return undefined;
   if (upstream !== undefined && typeof upstream !== 'string') return undefined;
   if (ancestor !== undefined && !isAncestry(ancestor)) return undefined;
-  return { signature, timestamp, state, store, ...(ancestor ? { ancestor } : {}), ...(tenant ? { tenant } : {}), ...(upstream ? { upstream } : {}) };
+  return { signature, timestamp, state, store, shard, ...(ancestor ? { ancestor } : {}), ...(tenant ? { tenant } : {}), ...(upstream ? { upstream } : {}) };
 }
 
 function splitEmbedded(transcript: Uint8Array, text: string): { body: Uint8Array; signature: ResponseSignature } | undefined {
@@ -398,94 +435,151 @@ function splitEmbedded(transcript: Uint8Array, text: string): { body: Uint8Array
 // ---------------------------------------------------------------------------------------
 // Rollback detection
 
+
 /** A head a client has seen, and the store it belongs to (absent in a head saved before stores were named). */
 export interface KnownState extends StateHead {
   store?: string;
 }
 
+/** The heads a client has seen, by shard: what answers to a request sent now must continue. */
+export type Floor = ReadonlyMap<number, KnownState>;
+
 /** What a signed answer says about the enclave's state (checkSignature's result). */
 export interface ObservedState {
   state: StateHead;
   store: string;
-  /** The enclave's answer about the floor the request carried; absent when it carried none. */
+  /** The shard whose store and head these are, and the service's shard count (x-tee-shard); absent: shard 0 of 1. */
+  shard?: { index: number; count: number };
+  /** The tenant(s) the answer acted for (x-tee-tenant); "" or absent for none. */
+  tenant?: string;
+  /** The enclave's answer about the floor the request carried for this shard; absent when it carried none. */
   ancestor?: Ancestry;
 }
 
+type SavedHead = { store?: string; seq: number; hash: string };
+
 /** The saved form of a StateTracker (toJSON / StateTracker.from): a small JSON object. */
-export interface SavedState {
-  v: 1;
-  newest?: { store?: string; seq: number; hash: string };
-}
+export type SavedState =
+  | { v: 1; newest?: SavedHead }
+  /** `shards`: the service's shard count once seen; `heads`: the newest head of each shard seen, by index. */
+  | { v: 2; shards?: number; heads: Record<string, SavedHead> };
 
 /**
- * Remembers the newest state head a client has seen from one service, and the store it
+ * Remembers, for each shard of one service (protocol/shards.ts: each shard is its own store
+ * with its own chain of heads), the newest state head a client has seen and the store it
  * belongs to, and refuses an answer that does not continue it:
  *
+ * - from another shard than its tenant's (or, acting for no tenant, than shard 0), or from a
+ *   service with another shard count than one seen before;
  * - from another store (a wiped or replaced store: its id differs);
  * - from an older state (a rollback), or the same state with another hash;
  * - from a newer state that the enclave itself says does not descend from the head this
  *   client saw (`ancestor no`: a fork, e.g. an older copy of the store that other writes
  *   have pushed past this client's sequence number), or cannot place (`ancestor unknown`).
  *
- * The client sends floor() with each request (x-tee-known-state) and the enclave signs its
- * answer about it. Only answers to requests sent after a newer head was seen are judged
- * against it (`floor()` is taken when a request is sent), so concurrent requests that
- * arrive out of order are not mistaken for a rollback. What it cannot know: a client that
- * never saw the newer state (a new tracker) accepts the older one; keep the tracker
- * (connect() does, per service, for the life of the process) and persist it across runs
- * (toJSON / StateTracker.from). To accept a deliberately new store, start a new tracker.
+ * The client sends floor() with each request (x-tee-known-state: its head of every shard) and
+ * the enclave signs its answer about the head of the answer's shard. Only answers to requests
+ * sent after a newer head was seen are judged against it (`floor()` is taken when a request
+ * is sent), so concurrent requests that arrive out of order are not mistaken for a rollback.
+ * What it cannot know: a client that never saw the newer state (a new tracker) accepts the
+ * older one; keep the tracker (connect() does, per service, for the life of the process) and
+ * persist it across runs (toJSON / StateTracker.from). To accept a deliberately new store,
+ * start a new tracker.
  */
 export class StateTracker {
-  private newest?: KnownState;
+  private readonly heads = new Map<number, KnownState>();
+  private shards?: number;
 
-  constructor(newest?: KnownState) {
-    if (newest) this.newest = { ...newest };
+  /** A tracker that has seen `newest` (of shard `shard`, default 0: a service of one shard, or a receipt's shard). */
+  constructor(newest?: KnownState, shard = 0) {
+    if (newest) this.heads.set(shard, { ...newest });
   }
 
-  /** A tracker from toJSON()'s output (or its JSON text); throws on anything else. */
+  /** A tracker from toJSON()'s output (or its JSON text; v 1, from before shards, is shard 0's head); throws on anything else. */
   static from(saved: SavedState | string): StateTracker {
     const value = (typeof saved === 'string' ? JSON.parse(saved) : saved) as Partial<SavedState> | null;
-    if (value?.v !== 1) throw new TypeError('not a saved StateTracker (v 1)');
-    const newest = value.newest;
-    if (newest === undefined) return new StateTracker();
-    const head = parseState(`${newest.seq}:${newest.hash}`);
-    if (!head || (newest.store !== undefined && !STORE_ID.test(newest.store))) throw new TypeError('a saved StateTracker holds an invalid head');
-    return new StateTracker(newest.store === undefined ? head : { store: newest.store, ...head });
+    const tracker = new StateTracker();
+    if (value?.v === 1) {
+      if (value.newest !== undefined) tracker.heads.set(0, savedHead(value.newest));
+      return tracker;
+    }
+    if (value?.v !== 2 || typeof value.heads !== 'object' || value.heads === null) throw new TypeError('not a saved StateTracker (v 1 or 2)');
+    if (value.shards !== undefined && !parseShard(`0/${value.shards}`)) throw new TypeError('a saved StateTracker holds an invalid shard count');
+    tracker.shards = value.shards;
+    for (const [index, head] of Object.entries(value.heads)) {
+      const shard = Number(index);
+      if (!/^\d{1,2}$/.test(index) || shard >= (value.shards ?? MAX_SHARDS)) throw new TypeError('a saved StateTracker holds an invalid shard');
+      tracker.heads.set(shard, savedHead(head));
+    }
+    return tracker;
   }
 
   toJSON(): SavedState {
-    return this.newest ? { v: 1, newest: { ...this.newest } } : { v: 1 };
+    const heads: Record<string, SavedHead> = {};
+    for (const [shard, head] of [...this.heads].sort(([a], [b]) => a - b)) heads[shard] = { ...head };
+    return { v: 2, ...(this.shards === undefined ? {} : { shards: this.shards }), heads };
   }
 
+  /** The newest head seen of shard 0 (a service of one shard: its only one). */
   get current(): KnownState | undefined {
-    return this.newest;
+    return this.heads.get(0);
   }
 
-  /** The head an answer to a request sent now must continue. */
-  floor(): KnownState | undefined {
-    return this.newest;
+  /** The newest head seen of `shard`. */
+  head(shard: number): KnownState | undefined {
+    return this.heads.get(shard);
+  }
+
+  /** The service's shard count, once an answer has said it. */
+  get shardCount(): number | undefined {
+    return this.shards;
+  }
+
+  /** The heads an answer to a request sent now must continue (one per shard seen); undefined before any. */
+  floor(): Floor | undefined {
+    return this.heads.size === 0 ? undefined : new Map([...this.heads].map(([shard, head]) => [shard, { ...head }]));
   }
 
   /** Says why `observed` cannot be accepted against `floor`, or records it and returns undefined. */
-  observe(observed: ObservedState, floor: KnownState | undefined): string | undefined {
-    const { state, store } = observed;
-    const refusal = floor && refuse(observed, floor);
+  observe(observed: ObservedState, floor: Floor | undefined): string | undefined {
+    const { state, store, shard = ONE_SHARD } = observed;
+    if (this.shards !== undefined && shard.count !== this.shards) {
+      return `the answer says the service has ${shard.count} shard${shard.count === 1 ? '' : 's'}, but this client has seen ${this.shards}: ` +
+        'the host may have replaced the enclave\'s store; if the operator started a new store on purpose, use a new StateTracker';
+    }
+    const expected = shardOfAnswer(observed.tenant, shard.count);
+    if (shard.index !== expected) {
+      const tenant = (observed.tenant ?? '').split(',')[0];
+      return `the answer comes from shard ${shard.index} of ${shard.count}, but ${tenant ? `tenant ${JSON.stringify(tenant)} is in shard ${expected}` : `an answer for no tenant comes from shard ${expected}`}: ` +
+        'the host may be answering with another shard\'s store';
+    }
+    const below = floor?.get(shard.index);
+    const refusal = below && refuse(observed, below);
     if (refusal) return refusal;
-    const newest = this.newest;
-    // Judged against no floor (sent before any head was seen), an answer from another store than
-    // one seen since is still refused: one tracker follows one store, and a host serving two at
+    const newest = this.heads.get(shard.index);
+    // Judged against no floor (sent before any head of this shard was seen), an answer from another store than
+    // one seen since is still refused: one tracker follows one store per shard, and a host serving two at
     // once is showing a wiped or replaced copy (a new store on purpose takes a new tracker).
-    if (!floor && newest?.store !== undefined && store !== newest.store) {
-      return `the answer comes from store ${store}, but this client has seen store ${newest.store} (state ${headText(newest)}): ` +
+    if (!below && newest?.store !== undefined && store !== newest.store) {
+      return `the answer comes from store ${store}, but this client has seen store ${newest.store} (state ${headText(newest)}) for shard ${shard.index}: ` +
         'the host may have wiped or replaced the enclave\'s store; if the operator started a new store on purpose, use a new StateTracker';
     }
+    this.shards = shard.count;
     if (!newest || (newest.store !== undefined && newest.store !== store) || state.seq > newest.seq) {
-      this.newest = { store, seq: state.seq, hash: state.hash };
+      this.heads.set(shard.index, { store, seq: state.seq, hash: state.hash });
     } else if (newest.store === undefined && state.seq === newest.seq && state.hash === newest.hash) {
-      this.newest = { store, ...state };
+      this.heads.set(shard.index, { store, ...state });
     }
     return undefined;
   }
+}
+
+const ONE_SHARD = { index: 0, count: 1 };
+
+function savedHead(saved: SavedHead): KnownState {
+  const head = parseState(`${saved?.seq}:${saved?.hash}`);
+  if (!head || (saved.store !== undefined && !STORE_ID.test(saved.store))) throw new TypeError('a saved StateTracker holds an invalid head');
+  return saved.store === undefined ? head : { store: saved.store, ...head };
 }
 
 const headText = (head: StateHead) => `${head.seq}:${head.hash.slice(0, 16)}…`;

@@ -26,8 +26,8 @@ import type { Check, DecodedDocument } from '../protocol/attestation/verify.js';
 import { verifyAttestation } from '../protocol/attestation/verify.js';
 import { verifyManifest, type VerifiedManifest } from './attestation/manifest.js';
 import {
-  ANCESTOR_HEADER, checkSignature, DEFAULT_MAX_SKEW_MS, formatState, isAncestry, KNOWN_STATE_HEADER, sha256Hex, SIGNATURE_HEADER, STATE_HEADER,
-  StateTracker, splitSignedStream, STORE_HEADER, TENANT_HEADER, STREAM_SIGNATURE_EVENT, TIMESTAMP_HEADER, UPSTREAM_HEADER, type Ancestry, type KnownState,
+  ANCESTOR_HEADER, checkSignature, DEFAULT_MAX_SKEW_MS, formatKnownStates, isAncestry, KNOWN_STATE_HEADER, sha256Hex, SHARD_HEADER, SIGNATURE_HEADER, STATE_HEADER,
+  StateTracker, splitSignedStream, STORE_HEADER, TENANT_HEADER, STREAM_SIGNATURE_EVENT, TIMESTAMP_HEADER, UPSTREAM_HEADER, type Ancestry, type Floor,
   type SignedRequest, type StateHead,
 } from '../protocol/response-signature.js';
 import {
@@ -160,9 +160,9 @@ export function stateTrackerFor(baseUrl: string): StateTracker {
   return tracker;
 }
 
-/** The x-tee-known-state header for `floor` (none when nothing has been seen yet). */
-export function knownStateHeaders(floor: KnownState | undefined): Record<string, string> {
-  return floor ? { [KNOWN_STATE_HEADER]: formatState(floor) } : {};
+/** The x-tee-known-state header for `floor`: the newest head seen of each shard (none when nothing has been seen yet). */
+export function knownStateHeaders(floor: Floor | undefined): Record<string, string> {
+  return floor ? { [KNOWN_STATE_HEADER]: formatKnownStates(floor) } : {};
 }
 
 export async function connect(options: ConnectOptions): Promise<TeeClient> {
@@ -226,7 +226,7 @@ export async function connect(options: ConnectOptions): Promise<TeeClient> {
     checks: result.checks,
   });
   // The attestation answer itself is signed by the key it attests.
-  client.verify({ method: 'GET', target, body: new Uint8Array(), knownState: floor && formatState(floor) }, response.status, raw, response.headers, floor);
+  client.verify({ method: 'GET', target, body: new Uint8Array(), knownState: floor && formatKnownStates(floor) }, response.status, raw, response.headers, floor);
   return client;
 }
 
@@ -265,8 +265,8 @@ export class TeeClient {
   }
 
 
-  /** What an answer to a request sent now must continue. */
-  stateFloor(): KnownState | undefined {
+  /** What an answer to a request sent now must continue: the newest head seen of each shard. */
+  stateFloor(): Floor | undefined {
     return this.state.floor();
   }
 
@@ -280,7 +280,7 @@ export class TeeClient {
   }
 
   /** Headers to send with a request made outside call() (e.g. a streamed chat) whose answer verifyStream() will judge. */
-  stateHeaders(floor: KnownState | undefined = this.stateFloor()): Record<string, string> {
+  stateHeaders(floor: Floor | undefined = this.stateFloor()): Record<string, string> {
     return knownStateHeaders(floor);
   }
 
@@ -310,7 +310,7 @@ export class TeeClient {
     const response = await this.transport(url, { method, headers, body: bytes.length > 0 ? bytes : undefined, signal: options.signal });
     const raw = await response.bytes();
     return {
-      request: { method, target, organization: options.organization, authorization, knownState: floor && formatState(floor), body: bytes },
+      request: { method, target, organization: options.organization, authorization, knownState: floor && formatKnownStates(floor), body: bytes },
       status: response.status, raw, headers: response.headers, floor,
     };
   }
@@ -331,7 +331,7 @@ export class TeeClient {
     const bytes = encodeBody(body);
     // The same floor inside the envelope and on the outer call: each answer is judged against it.
     const floor = this.stateFloor();
-    const knownState = floor && formatState(floor);
+    const knownState = floor && formatKnownStates(floor);
     const authorization = options.authorization ?? this.options.authorization;
     const { envelope, replyKey } = this.sealing.seal({
       method,
@@ -382,7 +382,7 @@ export class TeeClient {
     const bytes = encodeBody(body);
     const authorization = options.authorization ?? this.options.authorization;
     const floor = this.stateFloor();
-    const knownState = floor && formatState(floor);
+    const knownState = floor && formatKnownStates(floor);
     const { envelope, replyKey } = this.sealing.seal({
       method, target, body: bytes, authorization, organization: options.organization, knownState, tenantKey: options.tenantKey ?? this.tenantKey, timestamp: Date.now(),
     });
@@ -417,14 +417,14 @@ export class TeeClient {
    * returns when it was signed and the state it reports. Throws ResponseSignatureError,
    * RollbackError or (with requireUpstream) UpstreamError.
    */
-  verify(request: SignedRequest, status: number, body: Uint8Array, headers: Record<string, string>, floor: KnownState | undefined): { signedAt: Date; state: StateHead; store: string; tenant: string; upstream: string } {
+  verify(request: SignedRequest, status: number, body: Uint8Array, headers: Record<string, string>, floor: Floor | undefined): { signedAt: Date; state: StateHead; store: string; shard: { index: number; count: number }; tenant: string; upstream: string } {
     const ancestor = headers[ANCESTOR_HEADER];
     const result = checkSignature(
       this.attestation.teePublicKey,
       request,
       { status, bodySha256: sha256Hex(body) },
       {
-        signature: headers[SIGNATURE_HEADER], timestamp: headers[TIMESTAMP_HEADER], state: headers[STATE_HEADER], store: headers[STORE_HEADER],
+        signature: headers[SIGNATURE_HEADER], timestamp: headers[TIMESTAMP_HEADER], state: headers[STATE_HEADER], store: headers[STORE_HEADER], shard: headers[SHARD_HEADER],
         ancestor: ancestor as Ancestry | undefined, tenant: headers[TENANT_HEADER], upstream: headers[UPSTREAM_HEADER],
       },
       { maxSkewMs: this.options.maxClockSkewMs ?? DEFAULT_MAX_SKEW_MS },
@@ -440,9 +440,11 @@ export class TeeClient {
     }
     const elsewhere = upstreamRefusal(result.upstream, this.options.requireUpstream);
     if (elsewhere) throw new UpstreamError(`${request.method} ${request.target}: ${elsewhere}`, result.upstream);
-    const refusal = this.state.observe({ state: result.state, store: result.store, ancestor: isAncestry(result.ancestor) ? result.ancestor : undefined }, floor);
-    if (refusal) throw new RollbackError(`${request.method} ${request.target}: ${refusal}`, result.state, floor!, result.store);
-    return { signedAt: result.signedAt, state: result.state, store: result.store, tenant: result.tenant, upstream: result.upstream };
+    const refusal = this.state.observe({
+      state: result.state, store: result.store, shard: result.shard, tenant: result.tenant, ancestor: isAncestry(result.ancestor) ? result.ancestor : undefined,
+    }, floor);
+    if (refusal) throw new RollbackError(`${request.method} ${request.target}: ${refusal}`, result.state, floor?.get(result.shard.index), result.store);
+    return { signedAt: result.signedAt, state: result.state, store: result.store, shard: result.shard, tenant: result.tenant, upstream: result.upstream };
   }
 
   /**
@@ -451,7 +453,7 @@ export class TeeClient {
    * the signed bytes before that event. Send `stateHeaders(floor)` with the request and name
    * the same head in `request.knownState`, or an answer from a newer state is refused.
    */
-  verifyStream(request: SignedRequest, status: number, transcript: Uint8Array, floor: KnownState | undefined = this.stateFloor()): { body: Uint8Array; signedAt: Date; state: StateHead } {
+  verifyStream(request: SignedRequest, status: number, transcript: Uint8Array, floor: Floor | undefined = this.stateFloor()): { body: Uint8Array; signedAt: Date; state: StateHead } {
     const split = splitSignedStream(transcript);
     if (!split) {
       throw new ResponseSignatureError(
@@ -465,6 +467,7 @@ export class TeeClient {
       [TIMESTAMP_HEADER]: split.signature.timestamp,
       [STATE_HEADER]: split.signature.state,
       [STORE_HEADER]: split.signature.store,
+      [SHARD_HEADER]: split.signature.shard,
       ...(split.signature.ancestor ? { [ANCESTOR_HEADER]: split.signature.ancestor } : {}),
       ...(split.signature.tenant ? { [TENANT_HEADER]: split.signature.tenant } : {}),
       ...(split.signature.upstream ? { [UPSTREAM_HEADER]: split.signature.upstream } : {}),
@@ -503,7 +506,7 @@ interface RawExchange {
   status: number;
   raw: Uint8Array;
   headers: Record<string, string>;
-  floor: KnownState | undefined;
+  floor: Floor | undefined;
 }
 
 /** The tenant key file's bytes, as they are (a file of random bytes; a trailing newline would be part of it). */

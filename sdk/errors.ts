@@ -41,7 +41,7 @@ export class ResponseSignatureError extends TrustError {
  */
 export class RollbackError extends TrustError {
   override name = 'RollbackError';
-  constructor(message: string, readonly state: StateHead, readonly newestSeen: KnownState, readonly store?: string) {
+  constructor(message: string, readonly state: StateHead, readonly newestSeen: KnownState | undefined, readonly store?: string) {
     super(message);
   }
 }

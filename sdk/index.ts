@@ -10,11 +10,12 @@ export {
   type ReleaseManifest, type SignedManifest, type VerifiedManifest,
 } from './attestation/manifest.js';
 export {
-  ANCESTOR_HEADER, checkSignature, formatState, KNOWN_STATE_HEADER, parseState, responseStatement, sha256Hex, splitSignedStream, streamSignatureEvent,
-  SIGNATURE_HEADER, STATE_HEADER, STATEMENT_TAG, StateTracker, STORE_HEADER, STREAM_SIGNATURE_EVENT, TIMESTAMP_HEADER,
+  ANCESTOR_HEADER, checkSignature, formatKnownStates, formatState, KNOWN_STATE_HEADER, parseKnownStates, parseState, responseStatement, sha256Hex, SHARD_HEADER,
+  splitSignedStream, streamSignatureEvent, SIGNATURE_HEADER, STATE_HEADER, STATEMENT_TAG, StateTracker, STORE_HEADER, STREAM_SIGNATURE_EVENT, TIMESTAMP_HEADER,
   UPSTREAM_HEADER,
-  type Ancestry, type KnownState, type ResponseSignature, type SavedState, type SignedRequest, type StateHead,
+  type Ancestry, type Floor, type KnownState, type KnownStates, type ResponseSignature, type SavedState, type SignedRequest, type StateHead,
 } from '../protocol/response-signature.js';
+export { MAX_SHARDS, shardOf } from '../protocol/shards.js';
 export { openReply, sealRequest, SEALED_PATH, type SealedReply, type SealedRequest } from '../protocol/sealed.js';
 export { SEALED_STREAM_PATH, SealedStreamError } from '../protocol/sealed-stream.js';
 export { encodeUserData, parseUserData, type BoundKeys } from '../protocol/user-data.js';

@@ -1,18 +1,25 @@
 import { createHash } from 'node:crypto';
 import type { ApiReply, ApiRequest } from '../../common/proto.js';
 import {
-  ANCESTOR_HEADER, SIGNATURE_HEADER, STATE_HEADER, STORE_HEADER, TENANT_HEADER, TIMESTAMP_HEADER, UPSTREAM_HEADER, formatState, parseState, sha256Hex, signAnswer,
-  finalEventBytes, signedFinalEvent, streamSignatureEvent, type Ancestry, type SignedRequest, type StateHead,
+  ANCESTOR_HEADER, SHARD_HEADER, SIGNATURE_HEADER, STATE_HEADER, STORE_HEADER, TENANT_HEADER, TIMESTAMP_HEADER, UPSTREAM_HEADER, formatState, parseKnownStates, sha256Hex, signAnswer,
+  finalEventBytes, signedFinalEvent, streamSignatureEvent, type Ancestry, type KnownStates, type SignedRequest, type StateHead,
 } from '../../protocol/response-signature.js';
 import type { EnclaveIdentity } from '../keys.js';
 import { signReceipt, type DeletionReceipt, type UnsignedReceipt } from '../../protocol/deletion-receipt.js';
 
-/** The store's state as signed answers report it: its head (after any change made), its id, and its chain of heads. */
+/**
+ * The shards' state as signed answers report it (storage/sharded-store.ts): each shard's head
+ * (after any change made), its store id, and its chain of heads. An answer names the shard of
+ * the tenant it acted for (the first, for several), or shard 0 when it acted for none.
+ */
 export interface SignedState {
-  head(): StateHead;
-  readonly storeId: string;
+  readonly count: number;
+  /** The tenant's shard (protocol/shards.ts shardOf), cached. */
+  shardOf(tenantId: string): number;
+  head(shard: number): StateHead;
+  storeId(shard: number): string;
   /** O(1) (storage/head-chain.ts): signing runs on every answer. */
-  ancestry(known: StateHead): Ancestry;
+  ancestry(shard: number, known: StateHead): Ancestry;
 }
 
 /** The enclave's key, and the state each signed answer reports. */
@@ -25,17 +32,26 @@ export interface ResponseSigner extends EnclaveIdentity {
  * state is the client's claim, relayed by the host: a value that is not a head is signed as
  * none, and the client, who sent a head, then refuses the answer.
  */
-function signedRequest(method: string, request: ApiRequest, known: StateHead | undefined): SignedRequest {
+function signedRequest(method: string, request: ApiRequest, known: KnownStates | undefined): SignedRequest {
   return {
     method, target: request.target, organization: request.organization, authorization: request.authorization,
     knownState: known ? request.known_state : '', body: request.body,
   };
 }
 
-/** The state part of an answer: head, store and, when the client named a head it knows, whether it is on the chain. */
-function answerState(state: SignedState, known: StateHead | undefined): { state: string; store: string; ancestor?: Ancestry } {
-  const answer: { state: string; store: string; ancestor?: Ancestry } = { state: formatState(state.head()), store: state.storeId };
-  if (known) answer.ancestor = state.ancestry(known);
+/** The shard an answer for `tenant` (x-tee-tenant: one, several comma-separated, or "") names. */
+export function answerShard(state: SignedState, tenant: string): number {
+  if (tenant === '' || state.count === 1) return 0;
+  const comma = tenant.indexOf(',');
+  return state.shardOf(comma < 0 ? tenant : tenant.slice(0, comma));
+}
+
+/** The state part of an answer: its shard's head and store and, when the client named a head of that shard, whether it is on the chain. */
+function answerState(state: SignedState, known: KnownStates | undefined, tenant: string): { state: string; store: string; shard: string; ancestor?: Ancestry } {
+  const shard = answerShard(state, tenant);
+  const answer: { state: string; store: string; shard: string; ancestor?: Ancestry } = { state: formatState(state.head(shard)), store: state.storeId(shard), shard: `${shard}/${state.count}` };
+  const head = known?.get(shard);
+  if (head) answer.ancestor = state.ancestry(shard, head);
   return answer;
 }
 
@@ -47,12 +63,13 @@ function answerState(state: SignedState, known: StateHead | undefined): { state:
  */
 export function signReply(signer: ResponseSigner, method: string, request: ApiRequest, reply: ApiReply): ApiReply {
   const body = reply.body ?? new Uint8Array();
-  const known = parseState(request.known_state);
-  const answer = Object.assign(answerState(signer.state, known), { status: reply.status ?? 200, bodySha256: sha256Hex(body as Uint8Array), tenant: reply.headers?.[TENANT_HEADER] ?? '', upstream: reply.headers?.[UPSTREAM_HEADER] ?? '' });
-  const { signature, timestamp, state, store, ancestor } = signAnswer((message) => signer.sign(message), signedRequest(method, request, known), answer);
+  const known = parseKnownStates(request.known_state);
+  const tenant = reply.headers?.[TENANT_HEADER] ?? '';
+  const answer = Object.assign(answerState(signer.state, known, tenant), { status: reply.status ?? 200, bodySha256: sha256Hex(body as Uint8Array), tenant, upstream: reply.headers?.[UPSTREAM_HEADER] ?? '' });
+  const { signature, timestamp, state, store, shard, ancestor } = signAnswer((message) => signer.sign(message), signedRequest(method, request, known), answer);
   // Object.assign, not a literal spreading `reply` and adding to it: V8 (Node 20) promoted
   // what such literals made, on every reply (docs/performance-log.md#collections-again-2026-11-25-afternoon).
-  const headers = Object.assign({}, reply.headers, { [SIGNATURE_HEADER]: signature, [TIMESTAMP_HEADER]: timestamp, [STATE_HEADER]: state, [STORE_HEADER]: store });
+  const headers = Object.assign({}, reply.headers, { [SIGNATURE_HEADER]: signature, [TIMESTAMP_HEADER]: timestamp, [STATE_HEADER]: state, [STORE_HEADER]: store, [SHARD_HEADER]: shard });
   if (ancestor) headers[ANCESTOR_HEADER] = ancestor;
   return Object.assign({}, reply, { headers });
 }
@@ -78,8 +95,8 @@ export function streamSigner(signer: ResponseSigner, method: string, request: Ap
     if (finished) throw new Error('stream already signed');
     finished = true;
     // The head at the end: after any memory the stream's tool calls added.
-    const known = parseState(request.known_state);
-    const answer = Object.assign(answerState(signer.state, known), { status, bodySha256: hash.digest('hex'), tenant, upstream });
+    const known = parseKnownStates(request.known_state);
+    const answer = Object.assign(answerState(signer.state, known, tenant), { status, bodySha256: hash.digest('hex'), tenant, upstream });
     return signAnswer((m) => signer.sign(m), signedRequest(method, request, known), answer);
   };
   return {
@@ -103,5 +120,7 @@ export function streamSigner(signer: ResponseSigner, method: string, request: Ap
  * the deletion is durable, so its state head (read now: it or a later one) has the deletion in it.
  */
 export function deletionReceipt(signer: ResponseSigner, deletion: Omit<UnsignedReceipt, 'state' | 'store' | 'deleted_at'>): DeletionReceipt {
-  return signReceipt((message) => signer.sign(message), signer.publicKey, { ...deletion, deleted_at: Date.now(), state: signer.state.head(), store: signer.state.storeId });
+  // The tenant's shard: the store and chain the deletion was made durable in.
+  const shard = answerShard(signer.state, deletion.tenant_id);
+  return signReceipt((message) => signer.sign(message), signer.publicKey, { ...deletion, deleted_at: Date.now(), state: signer.state.head(shard), store: signer.state.storeId(shard) });
 }

@@ -10,9 +10,12 @@ export interface MemoryJournal {
   /**
    * Events that belong together (a batch) are written and synced together and applied
    * together: a failed write applies none of them (a crash during the write, before the
-   * answer, may keep a prefix: the batch was never acknowledged).
+   * answer, may keep a prefix: the batch was never acknowledged). A batch whose events are
+   * kept in several places (shards) may be applied in parts, each once it is durable
+   * (`part`: those events, in order; undefined: all of them); a batch that fails may then have
+   * had some parts applied.
    */
-  commit(events: readonly MemoryEvent[], apply: () => void): Promise<void>;
+  commit(events: readonly MemoryEvent[], apply: (part?: readonly MemoryEvent[]) => void): Promise<void>;
   /** Tenants sealed under keys their clients hold; absent: no tenant may have one. */
   readonly locks?: TenantLocks;
 }

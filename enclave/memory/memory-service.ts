@@ -485,12 +485,16 @@ export class MemoryService {
 
   /** Logs `events`, then applies them; `terms[i]`: the lexical terms of event i's content, when worked out. */
   private async commit(events: MemoryEvent[], applied?: () => void, terms?: ReadonlyArray<readonly string[]>): Promise<void> {
-    const apply = () => {
-      events.forEach((event, i) => this.apply(event, terms?.[i]));
-      applied?.();
+    let left = events.length;
+    const apply = (part: readonly MemoryEvent[] = events) => {
+      // Whole (one store), or in parts (a batch across shards): each event keeps its own terms.
+      const at = part === events ? undefined : new Map(events.map((event, i) => [event, i]));
+      part.forEach((event, i) => this.apply(event, terms?.[at ? at.get(event)! : i]));
+      left -= part.length;
+      if (left <= 0) applied?.();
     };
     if (this.journal) await this.journal.commit(events, apply);
-    else apply();
+    else apply(events);
   }
 
   private tenantFor(id: string): TenantMemories {

@@ -11,6 +11,8 @@ export interface EnclaveGauges {
   inFlight(): number;
   /** The search worker's copies of large tenants, and the searches it has answered (0 and 0 without one). */
   searchWorker(): { copies: number; searches: number };
+  /** Each shard's state head: changes made durable in it, by shard index (storage/sharded-store.ts). */
+  shardHeads?(): readonly number[];
 }
 
 /**
@@ -78,6 +80,13 @@ export class EnclaveMetrics {
         const now = gauges.searchWorker().searches;
         this.inc(now - searches);
         searches = now;
+      },
+    });
+    new Gauge({
+      name: name('storage_shard_changes'), help: 'Changes made durable in each shard\'s store since it was made (its state head\'s seq), by shard index (SHARDS; never which tenants)',
+      labelNames: ['shard'] as const, registers: [this.registry],
+      collect() {
+        (gauges.shardHeads?.() ?? []).forEach((seq, shard) => this.set({ shard: String(shard) }, seq));
       },
     });
     new Gauge({

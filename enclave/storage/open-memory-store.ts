@@ -7,11 +7,14 @@ import type { EmbeddingModelId } from '../memory/types.js';
 import { parseKmsKeyArn } from './kms-key-arn.js';
 import { KmsSealingKey } from './kms-sealing-key.js';
 import { SimulatedSealingKey, type SealingKeySource } from './sealing-key.js';
-import { DurableStore, MEMORY_PREFIX, type StoreTarget } from './store.js';
+import { ShardedStore } from './sharded-store.js';
+import { MEMORY_PREFIX, type StoreTarget } from './store.js';
 
 export interface DurabilityConfig {
   teeMode: 'simulated' | 'nitro';
   snapshotLogBytes: number;
+  /** SHARDS (undefined: unset). */
+  shards?: number;
   onModelChange: ModelChangePolicy;
   kmsKeyId?: string;
   awsRegion?: string;
@@ -63,15 +66,16 @@ export async function openMemoryStore(options: {
   log: Logger;
   /** Each durable batch: entries and seconds (metrics). */
   onCommit?: (entries: number, seconds: number) => void;
-}): Promise<DurableStore> {
+}): Promise<ShardedStore> {
   const { config, blobs, embedder, memory, log } = options;
   const source = createSealingKeySource(config, blobs);
   const sealingKey = await source.load();
   if (source.simulated) log.warn({ sealing: source.description }, 'SIMULATED sealing: files are encrypted, but this host can read the key');
   else log.info({ sealing: source.description }, 'sealing key released');
   const started = performance.now();
-  const store = await DurableStore.open({
+  const store = await ShardedStore.open({
     blobs,
+    shards: config.shards,
     sealingKey,
     embedding: memory.embeddingModel,
     reembed: config.onModelChange === 'reembed' ? () => reembedWithProgress(memory, embedder, log) : undefined,

@@ -24,6 +24,13 @@ export interface StoreOptions {
   blobs: BlobStore;
   /** The store's blob-name prefix (default MEMORY_PREFIX). */
   prefix?: string;
+  /**
+   * The id the store must have (a shard's, from the sealed shard map): a store found holding
+   * another is refused, and a new one is made with it. Default: whatever is found, or a new one.
+   */
+  storeId?: string;
+  /** How refusals name the store, e.g. "shard 3 (shard-03/)"; default: its prefix. */
+  name?: string;
   /** 32 bytes from a SealingKeySource. */
   sealingKey: Uint8Array;
   /** The model whose vectors are stored (MemoryService.embeddingModel). */
@@ -200,6 +207,13 @@ export class DurableStore implements MemoryJournal {
       metas.push({ meta, where: name });
       segmentMetas.push(meta);
     }
+    // Checked before anything is applied: a shard's folder holding another shard's (or another service's) store.
+    if (options.storeId !== undefined && chain.storeId !== undefined && chain.storeId !== options.storeId) {
+      throw new CorruptStoreError(
+        `${options.name ?? prefix} holds store ${chain.storeId}, but the shard map says it is store ${options.storeId} ` +
+        '(its blobs were swapped with another shard\'s, or brought from elsewhere)',
+      );
+    }
 
     // Vectors from another model cannot be compared with new ones: such a store is restored
     // without its vectors, to be re-embedded, or refused. An empty one simply starts over.
@@ -219,6 +233,8 @@ export class DurableStore implements MemoryJournal {
       try {
         target.apply(changed && (event.type === 'add' || event.type === 'update') ? { ...event, vector: null } : event);
       } catch (err) {
+        // Damage (e.g. a change of another shard's tenant in a shard's files) refuses the store.
+        if (err instanceof CorruptStoreError) throw err;
         // A change that cannot be applied must not stop every start after it (the enclave
         // would never come up, and nothing could be deleted): skipped, by name, never content.
         const id = event.type === 'delete' || event.type === 'tombstone' ? event.id : event.record.id;
@@ -269,7 +285,7 @@ export class DurableStore implements MemoryJournal {
     const modelChange = changed && { from: storedModel(changed.meta), to: options.embedding, memories: restoredIds!.size };
     if (modelChange && modelChange.memories > 0 && !options.reembed) throw new EmbeddingModelChangedError(modelChange.from, modelChange.to, changed.where);
 
-    const storeId = chain.storeId ?? randomBytes(16).toString('hex');
+    const storeId = chain.storeId ?? options.storeId ?? randomBytes(16).toString('hex');
     locks.storeId = storeId;
     const head = chain.head ?? genesisHead(storeId);
     // Legacy files carry no chain: it starts at the head they are rewritten from.
@@ -319,10 +335,10 @@ export class DurableStore implements MemoryJournal {
     log?.info({ model: to.id, memories }, 'memory store rewritten under the new embedding model');
   }
 
-  commit(events: readonly MemoryEvent[], apply: () => void): Promise<void> {
+  commit(events: readonly MemoryEvent[], apply: (part?: readonly MemoryEvent[]) => void): Promise<void> {
     if (this.closed) return Promise.reject(new Error('the memory store is closed'));
     if (this.fenced) return Promise.reject(takenOver());
-    return this.commits.appendAll(events.map((event) => this.locks.encode(event)), apply);
+    return this.commits.appendAll(events.map((event) => this.locks.encode(event)), () => apply(events));
   }
 
   /** The state head after the last durable change (what signed responses carry). */

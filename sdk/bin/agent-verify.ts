@@ -9,7 +9,7 @@ import { readFile } from 'node:fs/promises';
 import { parseArgs as parseNodeArgs } from 'node:util';
 import { ManifestError, verifyManifest, type VerifiedManifest } from '../attestation/manifest.js';
 import { verifyAttestation, type Check, type VerificationResult } from '../../protocol/attestation/verify.js';
-import { checkSignature, sha256Hex, SIGNATURE_HEADER, STATE_HEADER, STORE_HEADER, TIMESTAMP_HEADER, type SignedRequest } from '../../protocol/response-signature.js';
+import { checkSignature, sha256Hex, SIGNATURE_HEADER, SHARD_HEADER, STATE_HEADER, STORE_HEADER, TIMESTAMP_HEADER, type SignedRequest } from '../../protocol/response-signature.js';
 import { checkReceipt } from '../../protocol/deletion-receipt.js';
 import { invokedDirectly } from './invoked-directly.js';
 import { parseHex, parseKey32, parsePcrs, readManifestText } from './trust-args.js';
@@ -22,7 +22,8 @@ by GET /v1/attestation; with an http(s) <base-url>, fetches <base-url>/v1/attest
 When the JSON has tee_public_key, the document's public_key must equal it; when it has
 operator_pubkey and tee_box_public_key, the document's user_data must bind them. A fetched
 answer must also be signed by that key; its state head (changes the enclave's store has
-made durable, and their chained hash) and store id are printed: remember them, and a later
+made durable, and their chained hash), store id and shard (shard 0: the attestation answer
+acts for no tenant) are printed: remember them, and a later
 answer from an older state, or another store, is a rollback by the host.
 
 Options:
@@ -216,7 +217,7 @@ export async function main(argv: string[], io: Io = defaultIo): Promise<number> 
     if (reply && teePublicKey) {
       const check = checkSignature(teePublicKey, reply.request, { status: reply.status, bodySha256: sha256Hex(reply.body) }, reply.signature);
       result.checks.push(check.ok
-        ? { name: 'reply signature', ok: true, detail: `signed by public_key at ${check.signedAt.toISOString()}; state head ${check.state.seq}:${check.state.hash} of store ${check.store}` }
+        ? { name: 'reply signature', ok: true, detail: `signed by public_key at ${check.signedAt.toISOString()}; state head ${check.state.seq}:${check.state.hash} of store ${check.store} (shard ${check.shard.index} of ${check.shard.count})` }
         : { name: 'reply signature', ok: false, detail: check.reason });
       if (!check.ok) result.ok = false;
     }
@@ -274,7 +275,7 @@ async function verifyReceiptFile(command: ReceiptCommand, io: Io): Promise<numbe
 interface LoadedDocument {
   document: Uint8Array;
   /** When fetched: what was asked and answered, to check the enclave's signature on it. */
-  reply?: { request: SignedRequest; status: number; body: Uint8Array; signature: { signature?: string; timestamp?: string; state?: string; store?: string } };
+  reply?: { request: SignedRequest; status: number; body: Uint8Array; signature: { signature?: string; timestamp?: string; state?: string; store?: string; shard?: string } };
   /** From the /v1/attestation JSON; the document must bind these keys. */
   teePublicKey?: Uint8Array;
   operatorKey?: Uint8Array;
@@ -306,7 +307,7 @@ async function loadDocument(command: VerifyCommand, fetchImpl: typeof fetch): Pr
         request: { method: 'GET', target: `${url.pathname}${url.search}`, body: new Uint8Array() },
         status: response.status,
         body,
-        signature: { signature: header(SIGNATURE_HEADER), timestamp: header(TIMESTAMP_HEADER), state: header(STATE_HEADER), store: header(STORE_HEADER) },
+        signature: { signature: header(SIGNATURE_HEADER), timestamp: header(TIMESTAMP_HEADER), state: header(STATE_HEADER), store: header(STORE_HEADER), shard: header(SHARD_HEADER) },
       },
     };
   }

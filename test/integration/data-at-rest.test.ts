@@ -109,8 +109,8 @@ describe('the data directory', () => {
 
     const files = filesUnder(dataDir);
     const sealed = files.filter((f) => f.endsWith('.sealed'));
-    // Both kinds of memory file exist and hold the data: a snapshot and the log after it.
-    expect(sealed.map((f) => relative(dataDir, f)).sort()).toEqual([expect.stringMatching(/^memory\/log-\d{12}\.sealed$/), 'memory/snapshot.sealed']);
+    // Both kinds of memory file exist and hold the data: a snapshot and the log after it (and the shard map: the count and store ids).
+    expect(sealed.map((f) => relative(dataDir, f)).sort()).toEqual([expect.stringMatching(/^memory\/log-\d{12}\.sealed$/), 'memory/shards.sealed', 'memory/snapshot.sealed']);
     expect(sealed.reduce((n, f) => n + statSync(f).size, 0)).toBeGreaterThan(39 * marker.content.length);
     for (const file of files) expect(leaks(file, needles), relative(dataDir, file)).toEqual([]);
     // Beyond the markers: nothing readable at all in the memory files (records are JSON inside).

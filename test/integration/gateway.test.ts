@@ -60,7 +60,9 @@ describe('start', () => {
     for (const check of ['structure', 'signature', 'certificate chain', 'nonce', 'public key', 'operator key', 'box key', 'answer signature', 'state head']) {
       expect(lines.some((l) => l.startsWith(`✓ ${check}`)), check).toBe(true);
     }
-    expect(JSON.parse(readFileSync(join(dir, 'state.json'), 'utf8'))).toMatchObject({ v: 1, service: `http://${relay.address}`, state: expect.stringMatching(/^\d+:[0-9a-f]{64}$/) });
+    expect(JSON.parse(readFileSync(join(dir, 'state.json'), 'utf8'))).toMatchObject({
+      v: 2, service: `http://${relay.address}`, tracker: { v: 2, shards: 1, heads: { 0: { store: expect.stringMatching(/^[0-9a-f]{32}$/), seq: expect.any(Number), hash: expect.stringMatching(/^[0-9a-f]{64}$/) } } },
+    });
   });
 
   it('refuses to start without pinned PCRs or a manifest (exit 2), with a wrong PCR, or against a service that is not an enclave (exit 1): one line each', async () => {

@@ -105,7 +105,7 @@ describe('changing EMBEDDING_MODEL with memories stored', () => {
     // Re-embedded and rewritten before the enclave listened.
     expect(output.indexOf('memory store rewritten')).toBeLessThan(output.indexOf('enclave listening'));
     expect(output).toMatch(/"embedding":"tiny-bert","dim":8/);
-    expect(await storeFiles()).toEqual(['log-000000000002.sealed', 'snapshot.sealed']);
+    expect(await storeFiles()).toEqual(['log-000000000002.sealed', 'shards.sealed', 'snapshot.sealed']);
 
     await expectEveryMemoryFound(svc.baseUrl);
     await svc.stop();

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { connect, ResponseSignatureError, RollbackError, type TeeClient } from '../../sdk/client.js';
 import {
-  checkSignature, DEFAULT_MAX_SKEW_MS, formatState, sha256Hex, SIGNATURE_HEADER, STATE_HEADER, StateTracker, STORE_HEADER, TENANT_HEADER, TIMESTAMP_HEADER,
+  checkSignature, DEFAULT_MAX_SKEW_MS, formatKnownStates, sha256Hex, SIGNATURE_HEADER, STATE_HEADER, StateTracker, STORE_HEADER, TENANT_HEADER, TIMESTAMP_HEADER,
 } from '../../protocol/response-signature.js';
 import { request } from '../helpers/http.js';
 import { startTamperingRelay, type Exchange, type TamperingRelay } from '../helpers/relay.js';
@@ -68,7 +68,7 @@ describe('every answer from the enclave is signed', () => {
 
   it('the signature binds the organization header', async () => {
     const res = await request(svc.baseUrl, 'GET', '/v1/attestation', undefined, { organization_id: 'org-a' });
-    const sig = { signature: res.headers.get(SIGNATURE_HEADER)!, timestamp: res.headers.get(TIMESTAMP_HEADER)!, state: res.headers.get(STATE_HEADER)!, store: res.headers.get(STORE_HEADER)! };
+    const sig = { signature: res.headers.get(SIGNATURE_HEADER)!, timestamp: res.headers.get(TIMESTAMP_HEADER)!, state: res.headers.get(STATE_HEADER)!, store: res.headers.get(STORE_HEADER)!, shard: res.headers.get('x-tee-shard')! };
     const answer = { status: res.status, bodySha256: sha256Hex(Buffer.from(res.text)) };
     const asked = { method: 'GET', target: '/v1/attestation', body: new Uint8Array() };
     const key = direct.attestation.teePublicKey;
@@ -154,7 +154,7 @@ describe('a host that tampers with answers (an HTTP relay in front of the proxy)
       else if (exchange.url.includes('tenant_id=sig-t4') && recorded) return { ...recorded, url: exchange.url };
       return exchange;
     };
-    const knownState = formatState(relayed.stateFloor()!);
+    const knownState = formatKnownStates(relayed.stateFloor()!);
     const own = await relayed.call<{ data: { content: string }[] }>('GET', '/v1/memory?tenant_id=sig-t3&query=tea');
     expect(own.body.data[0].content).toBe('Tenant three likes green tea.');
     expect(recorded).toBeDefined();
@@ -168,7 +168,7 @@ describe('a host that tampers with answers (an HTTP relay in front of the proxy)
       { status: recorded!.status, bodySha256: sha256Hex(recorded!.body) },
       {
         signature: recorded!.headers[SIGNATURE_HEADER], timestamp: recorded!.headers[TIMESTAMP_HEADER], state: recorded!.headers[STATE_HEADER],
-        store: recorded!.headers[STORE_HEADER], ancestor: recorded!.headers['x-tee-ancestor'] as 'yes', tenant: recorded!.headers[TENANT_HEADER],
+        store: recorded!.headers[STORE_HEADER], shard: recorded!.headers['x-tee-shard'], ancestor: recorded!.headers['x-tee-ancestor'] as 'yes', tenant: recorded!.headers[TENANT_HEADER],
       },
     ).ok).toBe(true);
   });
@@ -201,7 +201,7 @@ describe('a host that tampers with answers (an HTTP relay in front of the proxy)
     relay.tamper = (exchange) => (exchange.method === 'GET' && exchange.url === target ? (recorded ??= exchange) : exchange);
     // The client's newest head is the current one, so its next requests name the same known state.
     await relayed.call('GET', '/v1/memory?tenant_id=sig-t7&query=warm');
-    const knownState = formatState(relayed.stateFloor()!);
+    const knownState = formatKnownStates(relayed.stateFloor()!);
     const first = await relayed.call<{ data: unknown[] }>('GET', target);
     expect(first.body.data).toEqual([]);
     // Another client writes: this one has not seen the newer state, so the old answer still verifies.
@@ -223,7 +223,7 @@ describe('a host that tampers with answers (an HTTP relay in front of the proxy)
       { status: recorded!.status, bodySha256: sha256Hex(recorded!.body) },
       {
         signature: recorded!.headers[SIGNATURE_HEADER], timestamp: recorded!.headers[TIMESTAMP_HEADER], state: recorded!.headers[STATE_HEADER],
-        store: recorded!.headers[STORE_HEADER], ancestor: recorded!.headers['x-tee-ancestor'] as 'yes', tenant: recorded!.headers[TENANT_HEADER],
+        store: recorded!.headers[STORE_HEADER], shard: recorded!.headers['x-tee-shard'], ancestor: recorded!.headers['x-tee-ancestor'] as 'yes', tenant: recorded!.headers[TENANT_HEADER],
       },
       { now: first.signedAt.getTime() + DEFAULT_MAX_SKEW_MS + 1 },
     );

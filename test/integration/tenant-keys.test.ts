@@ -44,7 +44,8 @@ const code = (r: TeeResponse | Awaited<ReturnType<typeof request>>) => (r.body a
 async function openedPayloads(dataDir: string): Promise<Array<{ where: string; payload: Buffer }>> {
   const key = deriveStorageKey(Buffer.from((JSON.parse(readFileSync(join(dataDir, SIMULATED_KEY_FILE), 'utf8')) as { key: string }).key, 'base64'));
   const out: Array<{ where: string; payload: Buffer }> = [];
-  for (const name of readdirSync(join(dataDir, 'memory')).filter((n) => n.endsWith('.sealed'))) {
+  // The store's snapshot and segments (memory/shards.sealed holds the shard count and store ids, nothing of a tenant).
+  for (const name of readdirSync(join(dataDir, 'memory')).filter((n) => /^(snapshot|log-\d+)\.sealed$/.test(n))) {
     const opened = await readSealedFile(readFileSync(join(dataDir, 'memory', name)), name.startsWith('snapshot') ? 'snapshot' : 'log', key, name, { allowTail: true });
     opened.payloads.forEach((payload, i) => out.push({ where: `${dataDir}/memory/${name} frame ${i}`, payload: Buffer.from(payload) }));
   }

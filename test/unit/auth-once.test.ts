@@ -51,7 +51,7 @@ describe('an API key is looked up once per request', () => {
         identity, operatorKey: new Uint8Array(32), boxPublicKey: sealedKey.publicKey, userData: new Uint8Array(), log: pino({ level: 'silent' }),
       },
       identity,
-      state: { head: () => ({ seq: 0, hash: '0'.repeat(64) }), storeId: '0'.repeat(32), ancestry: () => 'unknown' },
+      state: { count: 1, shardOf: () => 0, head: () => ({ seq: 0, hash: '0'.repeat(64) }), storeId: () => '0'.repeat(32), ancestry: () => 'unknown' },
       sealed: { key: sealedKey, replay: new ReplayGuard(SEALED_MAX_AGE_MS) },
       auth: keyAuthorizer(() => {
         lookups++;

@@ -30,8 +30,8 @@ describe('deletion receipts, checked offline', () => {
   it('start a StateTracker that refuses states that do not descend from the deletion', () => {
     const tracker = new StateTracker(receiptState(receipt));
     const floor = tracker.floor();
-    expect(tracker.observe({ state: { seq: 6, hash: 'ee'.repeat(32) }, store }, floor)).toMatch(/older than state 7/);
-    expect(tracker.observe({ state: { seq: 9, hash: 'ee'.repeat(32) }, store, ancestor: 'no' }, floor)).toMatch(/does not descend/);
-    expect(tracker.observe({ state: { seq: 9, hash: 'ee'.repeat(32) }, store, ancestor: 'yes' }, floor)).toBeUndefined();
+    expect(tracker.observe({ state: { seq: 6, hash: 'ee'.repeat(32) }, store, shard: { index: 0, count: 1 } }, floor)).toMatch(/older than state 7/);
+    expect(tracker.observe({ state: { seq: 9, hash: 'ee'.repeat(32) }, store, shard: { index: 0, count: 1 }, ancestor: 'no' }, floor)).toMatch(/does not descend/);
+    expect(tracker.observe({ state: { seq: 9, hash: 'ee'.repeat(32) }, store, shard: { index: 0, count: 1 }, ancestor: 'yes' }, floor)).toBeUndefined();
   });
 });

@@ -5,6 +5,8 @@ import { describe, expect, it, onTestFinished } from 'vitest';
 import { defaultStateFile, parseArgs } from '../../gateway/cli.js';
 import { asksToStream } from '../../gateway/forward.js';
 import { StateFile } from '../../gateway/state-file.js';
+import { StateTracker } from '../../protocol/response-signature.js';
+import { shardOf } from '../../protocol/shards.js';
 
 const PCR = `0=${'ab'.repeat(48)}`;
 const KEY = 'ab'.repeat(32);
@@ -54,11 +56,17 @@ describe('the state file', () => {
     const path = join(dir, 'sub', 'state.json');
     const file = new StateFile(path, 'https://a.example');
     expect(file.load()).toBeUndefined();
-    file.save({ seq: 7, hash: 'c'.repeat(64) });
-    expect(new StateFile(path, 'https://a.example').load()).toEqual({ seq: 7, hash: 'c'.repeat(64) });
-    // With the store it belongs to, so a wiped or replaced store is refused after a restart too.
-    file.save({ store: 'f'.repeat(32), seq: 8, hash: 'd'.repeat(64) });
-    expect(new StateFile(path, 'https://a.example').load()).toEqual({ store: 'f'.repeat(32), seq: 8, hash: 'd'.repeat(64) });
+    const tracker = new StateTracker();
+    const store = 'f'.repeat(32);
+    expect(tracker.observe({ state: { seq: 8, hash: 'd'.repeat(64) }, store, shard: { index: 0, count: 4 } }, undefined)).toBeUndefined();
+    expect(tracker.observe({ state: { seq: 3, hash: 'e'.repeat(64) }, store: 'a'.repeat(32), shard: { index: shardOf('t', 4), count: 4 }, tenant: 't' }, undefined)).toBeUndefined();
+    file.save(tracker);
+    // Every shard's head, with the store it belongs to and the shard count, so a wiped, replaced or re-sharded store is refused after a restart too.
+    expect(new StateFile(path, 'https://a.example').load()?.toJSON()).toEqual(tracker.toJSON());
+    expect(new StateFile(path, 'https://a.example').load()?.shardCount).toBe(4);
+    // A file from before shards: its head is shard 0's.
+    writeFileSync(path, JSON.stringify({ v: 1, service: 'https://a.example', state: `7:${'c'.repeat(64)}`, store }));
+    expect(new StateFile(path, 'https://a.example').load()?.current).toEqual({ store, seq: 7, hash: 'c'.repeat(64) });
     expect(() => new StateFile(path, 'https://b.example').load()).toThrow(/not https:\/\/b.example/);
     writeFileSync(path, '{"v":1}');
     expect(() => new StateFile(path, 'https://a.example').load()).toThrow(/not an agent-gateway state file/);

@@ -18,7 +18,7 @@ const EMPTY_SHA256 = sha256Hex(new Uint8Array());
 const NOW = 1_731_000_000_000;
 const request: SignedRequest = { method: 'POST', target: '/v1/memory', body: utf8('{}') };
 const answer = { status: 200, bodySha256: sha256Hex(utf8('{"id":"mem_1"}')) };
-const fields = { ...answer, timestamp: '1', state: STATE, store: STORE };
+const fields = { ...answer, timestamp: '1', state: STATE, store: STORE, shard: '0/1' };
 
 function signer() {
   const keys = nacl.sign.keyPair();
@@ -69,7 +69,7 @@ describe('the statement at its limits', () => {
   });
 
   it('refuses a known state or ancestry or upstream that is not one, naming it', () => {
-    expect(() => responseStatement({ ...request, knownState: '5:ab' }, fields)).toThrow('not a known state head: "5:ab"');
+    expect(() => responseStatement({ ...request, knownState: '5:ab' }, fields)).toThrow('not known state heads: "5:ab"');
     expect(() => responseStatement(request, { ...fields, ancestor: 'maybe' as never })).toThrow('not an ancestry: "maybe"');
     expect(() => responseStatement(request, { ...fields, upstream: 'ftp://x' })).toThrow('not an upstream: "ftp://x"');
     expect(responseStatement(request, { ...fields, upstream: 'local' })).toContain('\nupstream "local"\n');
@@ -82,10 +82,10 @@ describe('the statement at its limits', () => {
 describe('signing', () => {
   it('stamps the whole millisecond, and adds the optional headers only when they have a value', () => {
     const { sign } = signer();
-    const plain = signAnswer(sign, request, { ...answer, state: STATE, store: STORE, ancestor: undefined, tenant: '', upstream: '' }, NOW + 0.9);
+    const plain = signAnswer(sign, request, { ...answer, state: STATE, store: STORE, shard: '0/1', ancestor: undefined, tenant: '', upstream: '' }, NOW + 0.9);
     expect(plain.timestamp).toBe(String(NOW));
-    expect(Object.keys(plain).sort()).toEqual(['signature', 'state', 'store', 'timestamp']);
-    const full = signAnswer(sign, request, { ...answer, state: STATE, store: STORE, ancestor: 'yes', tenant: 't1', upstream: 'local' }, NOW);
+    expect(Object.keys(plain).sort()).toEqual(['shard', 'signature', 'state', 'store', 'timestamp']);
+    const full = signAnswer(sign, request, { ...answer, state: STATE, store: STORE, shard: '0/1', ancestor: 'yes', tenant: 't1', upstream: 'local' }, NOW);
     expect(full).toMatchObject({ ancestor: 'yes', tenant: 't1', upstream: 'local' });
   });
 
@@ -96,7 +96,7 @@ describe('signing', () => {
       under.set(sign(m), 8);
       return under.subarray(8, 72);
     };
-    const signature = signAnswer(viewed, request, { ...answer, state: STATE, store: STORE }, NOW);
+    const signature = signAnswer(viewed, request, { ...answer, state: STATE, store: STORE, shard: '0/1' }, NOW);
     expect(Buffer.from(signature.signature, 'base64')).toHaveLength(64);
     expect(checkSignature(publicKey, request, answer, signature, { now: NOW }).ok).toBe(true);
   });
@@ -104,7 +104,7 @@ describe('signing', () => {
 
 describe('checking, in order', () => {
   const { sign, publicKey } = signer();
-  const signed = () => signAnswer(sign, request, { ...answer, state: STATE, store: STORE }, NOW);
+  const signed = () => signAnswer(sign, request, { ...answer, state: STATE, store: STORE, shard: '0/1' }, NOW);
   const check = (signature: Partial<ResponseSignature>, options: { now?: number; maxSkewMs?: number } = { now: NOW }, key = publicKey) =>
     checkSignature(key, request, answer, signature, options);
 
@@ -153,7 +153,7 @@ describe('checking, in order', () => {
     expect(check(signature, { now: NOW }, publicKey.subarray(0, 31))).toMatchObject({ ok: false, reason: /does not verify with the enclave's key for POST \/v1\/memory/ });
     expect(ed25519Verify(new Uint8Array(33), utf8('m'), new Uint8Array(64))).toBe(false);
     const other = signer();
-    const theirs = signAnswer(other.sign, request, { ...answer, state: STATE, store: STORE }, NOW);
+    const theirs = signAnswer(other.sign, request, { ...answer, state: STATE, store: STORE, shard: '0/1' }, NOW);
     // Alternating keys: each check uses its own key, never the one it last verified with.
     expect(check(signature).ok).toBe(true);
     expect(check(theirs, { now: NOW }, other.publicKey).ok).toBe(true);
@@ -176,23 +176,23 @@ describe('checking, in order', () => {
   });
 
   it('reports the ancestry only when there is one, and the tenant and upstream always', () => {
-    const known = `5:${'cd'.repeat(32)}`;
+    const known = `0/5:${'cd'.repeat(32)}`;
     const withKnown = { ...request, knownState: known };
-    const yes = signAnswer(sign, withKnown, { ...answer, state: STATE, store: STORE, ancestor: 'yes', tenant: 't', upstream: 'local' }, NOW);
+    const yes = signAnswer(sign, withKnown, { ...answer, state: STATE, store: STORE, shard: '0/1', ancestor: 'yes', tenant: 't', upstream: 'local' }, NOW);
     expect(checkSignature(publicKey, withKnown, answer, yes, { now: NOW })).toStrictEqual({
-      ok: true, signedAt: new Date(NOW), state: { seq: 7, hash: 'ab'.repeat(32) }, store: STORE, ancestor: 'yes', tenant: 't', upstream: 'local',
+      ok: true, signedAt: new Date(NOW), state: { seq: 7, hash: 'ab'.repeat(32) }, store: STORE, shard: { index: 0, count: 1 }, ancestor: 'yes', tenant: 't', upstream: 'local',
     });
     expect(Object.keys(check(signed()))).not.toContain('ancestor');
   });
 });
 
 describe('a stream\'s signature', () => {
-  const signature: ResponseSignature = { signature: 'c2ln', timestamp: '1', state: STATE, store: STORE };
+  const signature: ResponseSignature = { signature: 'c2ln', timestamp: '1', state: STATE, store: STORE, shard: '0/1' };
   const event = streamSignatureEvent(signature);
 
   it('carries ancestor, tenant and upstream in the event only when they are set', () => {
     expect(streamSignatureEvent({ ...signature, ancestor: 'no', tenant: 't', upstream: 'local' }))
-      .toBe(`data: {"object":"chat.completion.chunk","type":"tee.signature","choices":[],"tee_signature":{"signature":"c2ln","timestamp":"1","state":"${STATE}","store":"${STORE}","ancestor":"no","tenant":"t","upstream":"local"}}\n\n`);
+      .toBe(`data: {"object":"chat.completion.chunk","type":"tee.signature","choices":[],"tee_signature":{"signature":"c2ln","timestamp":"1","state":"${STATE}","store":"${STORE}","shard":"0/1","ancestor":"no","tenant":"t","upstream":"local"}}\n\n`);
     const split = splitSignedStream(utf8(`data: {"a":1}\n\n${streamSignatureEvent({ ...signature, ancestor: 'no', tenant: 't', upstream: 'local' })}`));
     expect(split?.signature).toStrictEqual({ ...signature, ancestor: 'no', tenant: 't', upstream: 'local' });
     expect(splitSignedStream(utf8(event))?.signature).toStrictEqual(signature);
@@ -214,9 +214,9 @@ describe('a stream\'s signature', () => {
   });
 
   it.each([
-    ['no signature', { timestamp: '1', state: STATE, store: STORE }],
-    ['a numeric timestamp', { signature: 'c2ln', timestamp: 1, state: STATE, store: STORE }],
-    ['no state', { signature: 'c2ln', timestamp: '1', store: STORE }],
+    ['no signature', { timestamp: '1', state: STATE, store: STORE, shard: '0/1' }],
+    ['a numeric timestamp', { signature: 'c2ln', timestamp: 1, state: STATE, store: STORE, shard: '0/1' }],
+    ['no state', { signature: 'c2ln', timestamp: '1', store: STORE, shard: '0/1' }],
     ['no store', { signature: 'c2ln', timestamp: '1', state: STATE }],
     ['a numeric tenant', { ...signature, tenant: 1 }],
     ['a numeric upstream', { ...signature, upstream: 1 }],
@@ -235,7 +235,7 @@ describe('a stream\'s signature', () => {
 
   it('inside the final event: found in the only event, and refused when the event or its member is not as signedFinalEvent writes it', () => {
     const final = signedFinalEvent('{"type":"response.completed"}', signature);
-    expect(final).toBe(`data: {"type":"response.completed","tee_signature":{"signature":"c2ln","timestamp":"1","state":"${STATE}","store":"${STORE}"}}\n\n`);
+    expect(final).toBe(`data: {"type":"response.completed","tee_signature":{"signature":"c2ln","timestamp":"1","state":"${STATE}","store":"${STORE}","shard":"0/1"}}\n\n`);
     expect(splitSignedStream(utf8(final))).toEqual({ body: utf8('data: {"type":"response.completed"}\n\n'), signature });
     // After a body of a bare blank line, too.
     expect(splitSignedStream(utf8(`\n\n${final}`))).toEqual({ body: utf8('\n\ndata: {"type":"response.completed"}\n\n'), signature });
@@ -284,8 +284,10 @@ describe('the rollback tracker', () => {
   it('restores from JSON text or the object, with or without a store, and refuses anything else', () => {
     expect(StateTracker.from(JSON.stringify({ v: 1, newest: { store: A, ...head(3) } })).current).toEqual({ store: A, ...head(3) });
     expect(StateTracker.from({ v: 1, newest: head(3) }).current).toStrictEqual(head(3));
-    expect(StateTracker.from({ v: 1, newest: head(3) }).toJSON()).toStrictEqual({ v: 1, newest: head(3) });
-    for (const bad of ['null', '{}', '{"v":"1"}']) expect(() => StateTracker.from(bad), bad).toThrow(new TypeError('not a saved StateTracker (v 1)'));
+    expect(StateTracker.from({ v: 1, newest: head(3) }).toJSON()).toStrictEqual({ v: 2, heads: { 0: head(3) } });
+    for (const bad of ['null', '{}', '{"v":"1"}', '{"v":2}']) expect(() => StateTracker.from(bad), bad).toThrow(new TypeError('not a saved StateTracker (v 1 or 2)'));
+    expect(() => StateTracker.from({ v: 2, shards: 4, heads: { 4: head(3) } })).toThrow(/invalid shard/);
+    expect(() => StateTracker.from({ v: 2, shards: 65, heads: {} })).toThrow(/invalid shard count/);
     expect(() => StateTracker.from({ v: 1, newest: { seq: -1, hash: 'ab'.repeat(32) } })).toThrow(new TypeError('a saved StateTracker holds an invalid head'));
     expect(() => StateTracker.from({ v: 1, newest: { store: A, seq: 1, hash: 'x' } })).toThrow(/invalid head/);
   });
@@ -294,7 +296,7 @@ describe('the rollback tracker', () => {
     const start = { store: A, ...head(3) };
     const tracker = new StateTracker(start);
     start.seq = 9;
-    expect(tracker.floor()).toEqual({ store: A, ...head(3) });
+    expect(tracker.floor()).toEqual(new Map([[0, { store: A, ...head(3) }]]));
   });
 
   it('with no floor, moves to a newer head or another store, and keeps its head for an older or equal one', () => {

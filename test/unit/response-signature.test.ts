@@ -27,13 +27,13 @@ const STATE = `7:${'ab'.repeat(32)}`;
 const STORE = '5e'.repeat(16);
 
 describe('the signed statement', () => {
-  it('is exactly the documented fifteen lines', () => {
+  it('is exactly the documented sixteen lines', () => {
     const text = responseStatement(
-      { method: 'GET', target: '/v1/memory?query=dogs&tenant_id=t1', body: new Uint8Array(), knownState: `5:${'cd'.repeat(32)}` },
-      { status: 404, bodySha256: sha256Hex(utf8('{}')), timestamp: '1731000000000', state: STATE, store: STORE, ancestor: 'no' },
+      { method: 'GET', target: '/v1/memory?query=dogs&tenant_id=t1', body: new Uint8Array(), knownState: `0/5:${'cd'.repeat(32)}` },
+      { status: 404, bodySha256: sha256Hex(utf8('{}')), timestamp: '1731000000000', state: STATE, store: STORE, shard: '0/1', ancestor: 'no' },
     );
     expect(text).toBe([
-      'agent-service/response-signature/v4',
+      'agent-service/response-signature/v5',
       'method GET',
       'target "/v1/memory?query=dogs&tenant_id=t1"',
       'organization ""',
@@ -46,20 +46,21 @@ describe('the signed statement', () => {
       'timestamp 1731000000000',
       `state ${STATE}`,
       `store ${STORE}`,
-      `known-state 5:${'cd'.repeat(32)}`,
+      'shard 0/1',
+      `known-state 0/5:${'cd'.repeat(32)}`,
       'ancestor no',
     ].join('\n'));
     // Without a known state, both of its lines are empty.
-    const plain = responseStatement({ method: 'GET', target: '/', body: new Uint8Array() }, { status: 200, bodySha256: EMPTY_SHA256, timestamp: '1', state: STATE, store: STORE });
-    expect(plain.split('\n').slice(-3)).toEqual([`store ${STORE}`, 'known-state ', 'ancestor ']);
+    const plain = responseStatement({ method: 'GET', target: '/', body: new Uint8Array() }, { status: 200, bodySha256: EMPTY_SHA256, timestamp: '1', state: STATE, store: STORE, shard: '0/1' });
+    expect(plain.split('\n').slice(-4)).toEqual([`store ${STORE}`, 'shard 0/1', 'known-state ', 'ancestor ']);
   });
 
   it('writes the target and organization as JSON strings, so a line break cannot add a field', () => {
     const text = responseStatement(
       { method: 'GET', target: '/v1/x\nstatus 200', organization: 'a"\nb', body: new Uint8Array() },
-      { status: 500, bodySha256: EMPTY_SHA256, timestamp: '1', state: STATE, store: STORE },
+      { status: 500, bodySha256: EMPTY_SHA256, timestamp: '1', state: STATE, store: STORE, shard: '0/1' },
     );
-    expect(text.split('\n')).toHaveLength(15);
+    expect(text.split('\n')).toHaveLength(16);
     expect(text).toContain('target "/v1/x\\nstatus 200"');
     expect(text).toContain('organization "a\\"\\nb"');
   });
@@ -67,27 +68,27 @@ describe('the signed statement', () => {
   it('names where a chat went (x-tee-upstream), so an answer cannot be passed off as having gone elsewhere', () => {
     const keys = nacl.sign.keyPair();
     const upstream = `https://model.example:8443 sha256/${Buffer.alloc(32, 7).toString('base64')}`;
-    const signed = signAnswer((m) => nacl.sign.detached(m, keys.secretKey), request, { ...answer, state: STATE, store: STORE, upstream }, NOW);
+    const signed = signAnswer((m) => nacl.sign.detached(m, keys.secretKey), request, { ...answer, state: STATE, store: STORE, shard: '0/1', upstream }, NOW);
     expect(signed.upstream).toBe(upstream);
     expect(checkSignature(keys.publicKey, request, answer, signed, { now: NOW })).toMatchObject({ ok: true, upstream });
     const other = `https://elsewhere.example sha256/${Buffer.alloc(32, 7).toString('base64')}`;
     expect(checkSignature(keys.publicKey, request, answer, { ...signed, upstream: other }, { now: NOW }).ok).toBe(false);
     expect(checkSignature(keys.publicKey, request, answer, { ...signed, upstream: undefined }, { now: NOW }).ok).toBe(false);
     expect(checkSignature(keys.publicKey, request, answer, { ...signed, upstream: `${upstream} memories-withheld` }, { now: NOW }).ok).toBe(false);
-    expect(() => responseStatement(request, { ...answer, timestamp: '1', state: STATE, store: STORE, upstream: 'anywhere\nstatus 200' })).toThrow(/not an upstream/);
+    expect(() => responseStatement(request, { ...answer, timestamp: '1', state: STATE, store: STORE, shard: '0/1', upstream: 'anywhere\nstatus 200' })).toThrow(/not an upstream/);
     const split = splitSignedStream(Buffer.from(`data: {}\n\n${streamSignatureEvent(signed)}data: [DONE]\n\n`));
     expect(split?.signature.upstream).toBe(upstream);
   });
 
   it('refuses values that have no place in it', () => {
-    const ok = { status: 200, bodySha256: EMPTY_SHA256, timestamp: '1', state: STATE, store: STORE };
+    const ok = { status: 200, bodySha256: EMPTY_SHA256, timestamp: '1', state: STATE, store: STORE, shard: '0/1' };
     expect(() => responseStatement({ ...request, method: 'get\n' }, ok)).toThrow(/not an HTTP method/);
     expect(() => responseStatement(request, { ...ok, status: 42 })).toThrow(/not an HTTP status/);
     expect(() => responseStatement(request, { ...ok, bodySha256: 'XYZ' })).toThrow(/64 lowercase hex/);
     expect(() => responseStatement(request, { ...ok, timestamp: '1.5' })).toThrow(/timestamp/);
     expect(() => responseStatement(request, { ...ok, state: '7:xyz\nstatus 200' })).toThrow(/not a state head/);
     expect(() => responseStatement(request, { ...ok, store: 'x\nstatus 200' })).toThrow(/not a store id/);
-    expect(() => responseStatement({ ...request, knownState: '7:ab\n' }, ok)).toThrow(/not a known state head/);
+    expect(() => responseStatement({ ...request, knownState: '7:ab\n' }, ok)).toThrow(/not known state heads/);
     expect(() => responseStatement(request, { ...ok, ancestor: 'maybe' as never })).toThrow(/not an ancestry/);
   });
 });
@@ -95,27 +96,27 @@ describe('the signed statement', () => {
 describe('signing and checking', () => {
   const keys = nacl.sign.keyPair();
   const sign = (m: Uint8Array) => nacl.sign.detached(m, keys.secretKey);
-  const signature = signAnswer(sign, request, { ...answer, state: STATE, store: STORE }, NOW);
+  const signature = signAnswer(sign, request, { ...answer, state: STATE, store: STORE, shard: '0/1' }, NOW);
 
   it('verifies what was signed, within the allowed clock skew', () => {
     expect(signature.timestamp).toBe(String(NOW));
-    expect(checkSignature(keys.publicKey, request, answer, signature, { now: NOW + 1000 })).toEqual({ ok: true, signedAt: new Date(NOW), state: HEAD, store: STORE, tenant: '', upstream: '' });
+    expect(checkSignature(keys.publicKey, request, answer, signature, { now: NOW + 1000 })).toEqual({ ok: true, signedAt: new Date(NOW), state: HEAD, store: STORE, shard: { index: 0, count: 1 }, tenant: '', upstream: '' });
   });
 
   it('names the API key by its id: the answer to a request sent with one key does not verify for another (finding 3)', () => {
     const alice = { ...request, authorization: 'Bearer alice-key' };
     const bob = { ...request, authorization: 'Bearer bob-key' };
-    const signed = signAnswer(sign, alice, { ...answer, state: STATE, store: STORE }, NOW);
+    const signed = signAnswer(sign, alice, { ...answer, state: STATE, store: STORE, shard: '0/1' }, NOW);
     expect(checkSignature(keys.publicKey, alice, answer, signed, { now: NOW }).ok).toBe(true);
     expect(checkSignature(keys.publicKey, bob, answer, signed, { now: NOW }).ok).toBe(false);
     expect(checkSignature(keys.publicKey, request, answer, signed, { now: NOW }).ok).toBe(false);
-    expect(responseStatement(alice, { ...answer, timestamp: '1', state: STATE, store: STORE })).toContain(`key-id ${keyId('Bearer alice-key')}`);
+    expect(responseStatement(alice, { ...answer, timestamp: '1', state: STATE, store: STORE, shard: '0/1' })).toContain(`key-id ${keyId('Bearer alice-key')}`);
     expect(keyId('Bearer alice-key')).toMatch(/^[0-9a-f]{32}$/);
-    expect(responseStatement(alice, { ...answer, timestamp: '1', state: STATE, store: STORE })).not.toContain('alice-key');
+    expect(responseStatement(alice, { ...answer, timestamp: '1', state: STATE, store: STORE, shard: '0/1' })).not.toContain('alice-key');
   });
 
   it('names the tenant the enclave acted for: the same answer under another tenant does not verify (finding 3)', () => {
-    const signed = signAnswer(sign, request, { ...answer, state: STATE, store: STORE, tenant: 'alice' }, NOW);
+    const signed = signAnswer(sign, request, { ...answer, state: STATE, store: STORE, shard: '0/1', tenant: 'alice' }, NOW);
     expect(signed.tenant).toBe('alice');
     expect(checkSignature(keys.publicKey, request, answer, signed, { now: NOW })).toMatchObject({ ok: true, tenant: 'alice' });
     expect(checkSignature(keys.publicKey, request, answer, { ...signed, tenant: 'bob' }, { now: NOW }).ok).toBe(false);
@@ -134,14 +135,14 @@ describe('signing and checking', () => {
   });
 
   it('covers the known state the request carried and the enclave\'s ancestry answer (issue 31)', () => {
-    const known = `5:${'cd'.repeat(32)}`;
+    const known = `0/5:${'cd'.repeat(32)}`;
     const asked = { ...request, knownState: known };
-    const signed = signAnswer(sign, asked, { ...answer, state: STATE, store: STORE, ancestor: 'no' }, NOW);
+    const signed = signAnswer(sign, asked, { ...answer, state: STATE, store: STORE, shard: '0/1', ancestor: 'no' }, NOW);
     expect(checkSignature(keys.publicKey, asked, answer, signed, { now: NOW })).toMatchObject({ ok: true, ancestor: 'no' });
     // The host turns "no" into "yes", drops the answer, or swaps the head the enclave judged.
     expect(checkSignature(keys.publicKey, asked, answer, { ...signed, ancestor: 'yes' }, { now: NOW }).ok).toBe(false);
     expect(checkSignature(keys.publicKey, asked, answer, { ...signed, ancestor: undefined }, { now: NOW }).ok).toBe(false);
-    expect(checkSignature(keys.publicKey, { ...asked, knownState: `4:${'cd'.repeat(32)}` }, answer, signed, { now: NOW }).ok).toBe(false);
+    expect(checkSignature(keys.publicKey, { ...asked, knownState: `0/4:${'cd'.repeat(32)}` }, answer, signed, { now: NOW }).ok).toBe(false);
     expect(checkSignature(keys.publicKey, request, answer, signed, { now: NOW }).ok).toBe(false);
     expect(checkSignature(keys.publicKey, asked, answer, { ...signed, ancestor: 'perhaps' as never }, { now: NOW })).toMatchObject({ ok: false, reason: /x-tee-ancestor/ });
   });
@@ -178,7 +179,7 @@ describe('signing and checking', () => {
 
 describe('the enclave side (enclave/api/signing.ts)', () => {
   // A chain that holds head 5:cd… and not 5:ef….
-  const state = { head: () => HEAD, storeId: STORE, ancestry: (known: { seq: number; hash: string }) => (known.hash === 'cd'.repeat(32) ? 'yes' as const : 'no' as const) };
+  const state = { count: 1, shardOf: () => 0, head: () => HEAD, storeId: () => STORE, ancestry: (_shard: number, known: { seq: number; hash: string }) => (known.hash === 'cd'.repeat(32) ? 'yes' as const : 'no' as const) };
   const identity = { ...generateIdentity(), state };
   const apiRequest: ApiRequest = {
     request_id: 'r1', method: request.method, target: request.target, body: Buffer.from(request.body), authorization: 'Bearer x', organization: 'org-1', known_state: '',
@@ -189,7 +190,7 @@ describe('the enclave side (enclave/api/signing.ts)', () => {
   it('signReply adds headers that the sdk accepts for that request only', () => {
     const reply = signReply(identity, 'POST', apiRequest, { status: 200, body: Buffer.from(responseBody), headers: { 'x-other': '1' } });
     expect(reply.headers).toMatchObject({ 'x-other': '1', [SIGNATURE_HEADER]: expect.any(String), [TIMESTAMP_HEADER]: expect.stringMatching(/^\d+$/) });
-    const sig = { signature: reply.headers![SIGNATURE_HEADER], timestamp: reply.headers![TIMESTAMP_HEADER], state: reply.headers!['x-tee-state'], store: reply.headers![STORE_HEADER] };
+    const sig = { signature: reply.headers![SIGNATURE_HEADER], timestamp: reply.headers![TIMESTAMP_HEADER], state: reply.headers!['x-tee-state'], store: reply.headers![STORE_HEADER], shard: reply.headers!['x-tee-shard'] };
     expect(sig.state).toBe(STATE);
     expect(sig.store).toBe(STORE);
     expect(reply.headers![ANCESTOR_HEADER]).toBeUndefined();
@@ -201,13 +202,13 @@ describe('the enclave side (enclave/api/signing.ts)', () => {
     const ask = (known_state: string) => {
       const reply = signReply(identity, 'POST', { ...apiRequest, known_state }, { status: 200, body: Buffer.from(responseBody), headers: {} });
       const h = reply.headers!;
-      return { ancestor: h[ANCESTOR_HEADER], sig: { signature: h[SIGNATURE_HEADER], timestamp: h[TIMESTAMP_HEADER], state: h['x-tee-state'], store: h[STORE_HEADER], ancestor: h[ANCESTOR_HEADER] as 'yes' } };
+      return { ancestor: h[ANCESTOR_HEADER], sig: { signature: h[SIGNATURE_HEADER], timestamp: h[TIMESTAMP_HEADER], state: h['x-tee-state'], store: h[STORE_HEADER], shard: h['x-tee-shard'], ancestor: h[ANCESTOR_HEADER] as 'yes' } };
     };
-    const onChain = `5:${'cd'.repeat(32)}`;
+    const onChain = `0/5:${'cd'.repeat(32)}`;
     const yes = ask(onChain);
     expect(yes.ancestor).toBe('yes');
     expect(checkSignature(identity.publicKey, { ...sent, knownState: onChain }, answer, yes.sig).ok).toBe(true);
-    expect(ask(`5:${'ef'.repeat(32)}`).ancestor).toBe('no');
+    expect(ask(`0/5:${'ef'.repeat(32)}`).ancestor).toBe('no');
     const junk = ask('not a head');
     expect(junk.ancestor).toBeUndefined();
     expect(checkSignature(identity.publicKey, sent, answer, junk.sig).ok).toBe(true);
@@ -219,7 +220,7 @@ describe('the enclave side (enclave/api/signing.ts)', () => {
     for (const chunk of chunks) signer.update(chunk);
     const completed = JSON.stringify({ type: 'response.completed', response: { status: 'completed', output_text: 'héllo' }, sequence_number: 2 });
     const finalEvent = signer.finishWith(completed);
-    expect(finalEvent.toString()).toMatch(/^data: \{"type":"response\.completed",.*,"sequence_number":2,"tee_signature":\{"signature":"[A-Za-z0-9+/=]+","timestamp":"\d+","state":"7:(ab){32}","store":"(5e){16}"\}\}\n\n$/);
+    expect(finalEvent.toString()).toMatch(/^data: \{"type":"response\.completed",.*,"sequence_number":2,"tee_signature":\{"signature":"[A-Za-z0-9+/=]+","timestamp":"\d+","state":"7:(ab){32}","store":"(5e){16}","shard":"0\/1"\}\}\n\n$/);
     expect(() => signer.finish()).toThrow(/already signed/);
 
     const transcript = Buffer.concat([...chunks, finalEvent]);
@@ -250,7 +251,7 @@ describe('the enclave side (enclave/api/signing.ts)', () => {
     for (const chunk of chunks) signer.update(chunk);
     const finalEvent = signer.finish();
     // A chat chunk with no choices (strict clients skip it), carrying the signature.
-    expect(finalEvent.toString()).toMatch(/^data: \{"object":"chat\.completion\.chunk","type":"tee\.signature","choices":\[\],"tee_signature":\{"signature":"[A-Za-z0-9+/=]+","timestamp":"\d+","state":"7:(ab){32}","store":"(5e){16}"\}\}\n\n$/);
+    expect(finalEvent.toString()).toMatch(/^data: \{"object":"chat\.completion\.chunk","type":"tee\.signature","choices":\[\],"tee_signature":\{"signature":"[A-Za-z0-9+/=]+","timestamp":"\d+","state":"7:(ab){32}","store":"(5e){16}","shard":"0\/1"\}\}\n\n$/);
     expect(() => signer.finish()).toThrow(/already signed/);
 
     // [DONE] stays the last event; it is constant, so it is not signed.
@@ -270,11 +271,11 @@ describe('the enclave side (enclave/api/signing.ts)', () => {
   });
 
   it('a stream cut short, or with junk after the signature, has no signature to check', () => {
-    const event = streamSignatureEvent({ signature: 'c2ln', timestamp: '1', state: STATE, store: STORE });
+    const event = streamSignatureEvent({ signature: 'c2ln', timestamp: '1', state: STATE, store: STORE, shard: '0/1' });
     expect(splitSignedStream(utf8('data: {"a":1}\n\n'))).toBeUndefined();
     expect(splitSignedStream(utf8(`data: {"a":1}\n\n${event}data: more\n\n`))).toBeUndefined();
     expect(splitSignedStream(utf8(`data: {"a":1}\n${event}`))).toBeUndefined();
-    expect(splitSignedStream(utf8(event))).toEqual({ body: new Uint8Array(), signature: { signature: 'c2ln', timestamp: '1', state: STATE, store: STORE } });
+    expect(splitSignedStream(utf8(event))).toEqual({ body: new Uint8Array(), signature: { signature: 'c2ln', timestamp: '1', state: STATE, store: STORE, shard: '0/1' } });
   });
 });
 
@@ -364,15 +365,17 @@ describe('rollback and fork detection (StateTracker)', () => {
 
   it('is saved as a small JSON object and restored from it (toJSON / from)', () => {
     const tracker = new StateTracker();
-    expect(JSON.stringify(tracker)).toBe('{"v":1}');
+    expect(JSON.stringify(tracker)).toBe('{"v":2,"heads":{}}');
     tracker.observe(from(head(7)), undefined);
     const saved = JSON.stringify(tracker);
-    expect(JSON.parse(saved)).toEqual({ v: 1, newest: { store: A, seq: 7, hash: 'ab'.repeat(32) } });
+    expect(JSON.parse(saved)).toEqual({ v: 2, shards: 1, heads: { 0: { store: A, seq: 7, hash: 'ab'.repeat(32) } } });
+    // Saved before shards (v 1): the head is shard 0's.
+    expect(StateTracker.from({ v: 1, newest: { store: A, seq: 7, hash: 'ab'.repeat(32) } }).current).toEqual({ store: A, ...head(7) });
     const restored = StateTracker.from(saved);
     expect(restored.current).toEqual({ store: A, ...head(7) });
     expect(restored.observe(from(head(6), 'no'), restored.floor())).toMatch(/rollback/);
     expect(StateTracker.from({ v: 1 }).current).toBeUndefined();
-    expect(() => StateTracker.from('{"v":2}')).toThrow(/not a saved StateTracker/);
+    expect(() => StateTracker.from('{"v":3}')).toThrow(/not a saved StateTracker/);
     expect(() => StateTracker.from({ v: 1, newest: { store: 'x', seq: 1, hash: 'ab'.repeat(32) } })).toThrow(/invalid head/);
   });
 });

@@ -18,7 +18,7 @@ import { signedManifest } from '../helpers/manifests.js';
  */
 type Lie = 'none' | 'ignore-nonce' | 'unsigned' | 'other-signer' | 'other-box-key' | 'other-operator' | 'debug-mode';
 
-const state = { head: () => ({ seq: 0, hash: '00'.repeat(32) }), storeId: '5e'.repeat(16), ancestry: () => 'yes' as const };
+const state = { count: 1, shardOf: () => 0, head: () => ({ seq: 0, hash: '00'.repeat(32) }), storeId: () => '5e'.repeat(16), ancestry: () => 'yes' as const };
 const identity = { ...generateIdentity(), state };
 const impostor = { ...generateIdentity(), state };
 const operatorPair = nacl.sign.keyPair();

@@ -482,11 +482,12 @@ describe('agent-verify', () => {
           }),
         );
         const signed = signAnswer(signer.sign, { method: 'GET', target: request.url!, body: new Uint8Array() },
-          { status: 200, bodySha256: sha256Hex(body), state: `3:${'cd'.repeat(32)}`, store: 'ef'.repeat(16) });
+          { status: 200, bodySha256: sha256Hex(body), state: `3:${'cd'.repeat(32)}`, store: 'ef'.repeat(16), shard: '0/1' });
         response.setHeader('x-tee-signature', signed.signature);
         response.setHeader('x-tee-timestamp', signed.timestamp);
         response.setHeader('x-tee-state', signed.state);
         response.setHeader('x-tee-store', signed.store);
+        response.setHeader('x-tee-shard', signed.shard);
         response.end(body);
       });
       await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
