@@ -23,6 +23,7 @@ export default defineConfig({
       'test/unit/sealed-stream.test.ts',
       'test/unit/deletion-receipt.test.ts',
       'test/unit/sealing-key.test.ts',
+      'test/unit/signed-keys.test.ts',
       'test/unit/simulated-nsm.test.ts',
       'test/unit/simulated-shape.test.ts',
       'test/unit/storage-*.test.ts',
