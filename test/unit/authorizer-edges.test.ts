@@ -33,7 +33,8 @@ describe('key authorizer', () => {
   it('a key sent without "Bearer " is told so, and the refusal never echoes the header (it is the key)', () => {
     const bare = refusal(() => authenticate(auth.identify(one)));
     expect(bare.code).toBe('invalid_api_key');
-    expect(bare.message).toMatch(/must be "Bearer <key>": this one has no Bearer scheme/);
+    expect(bare.message).toBe('the Authorization header must be "Bearer <key>": this one has no Bearer scheme (was the key sent alone?)');
+    expect(bare.headers).toEqual({ 'www-authenticate': 'Bearer error="invalid_request"' });
     expect(bare.message).not.toContain(one);
     expect(refusal(() => authenticate(auth.identify(`Token ${one}`))).message).not.toContain(one);
   });
