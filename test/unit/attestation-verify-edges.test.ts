@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { verifyAttestation } from '../../protocol/attestation/verify.js';
+import { verifyAttestation, type VerificationResult } from '../../protocol/attestation/verify.js';
+import { handBuilt } from '../helpers/attestation-chain.js';
 
 /**
  * What verifyAttestation (protocol/attestation/verify.ts) tells its user, check by check:
@@ -14,6 +15,8 @@ const AT = new Date(1726606091 * 1000);
 const NONCE = Buffer.from('0000000000000000000000000000000000000001', 'hex');
 const PCR3 = Buffer.from('671ca1e328f75015b2aeee60639cc5252bc835d8bb690444d1f8e2bf4260f73dc1b71e07a14a770c7d0becac6eb3b53f', 'hex');
 const LEAF = 'CN=i-0bbf1bfe232b8c2ce-enc019201afdaee4f17.us-east-1.aws';
+const detail = (result: VerificationResult, name: string) => result.checks.find((c) => c.name === name)?.detail;
+const failed = (result: VerificationResult) => result.checks.filter((c) => !c.ok).map((c) => c.name);
 const ROOT_FINGERPRINT = '64:1A:03:21:A3:E2:44:EF:E4:56:46:31:95:D6:06:31:7E:D7:CD:CC:3C:17:56:E0:98:93:F3:C6:8F:79:BB:5B';
 
 describe('the details of a document that passes', () => {
@@ -42,9 +45,60 @@ describe('the details of a document that passes', () => {
       name: 'document age', ok: true, detail: 'made at 2024-09-17T20:47:10.288Z, 61 s old (at most 120 s, --max-age)',
     });
     // The NSM's clock is not ours: a document up to 5 minutes ahead is accepted, as made now.
-    const ahead = await verifyAttestation(fixture, { at: new Date(Date.parse('2024-09-17T20:47:10.288Z') - 299_000), allowDebug: true });
-    expect(ahead.checks.find((c) => c.name === 'document age')?.detail).toBe(
-      "made at 2024-09-17T20:47:10.288Z, 0 s old (at most 10803 s, the leaf certificate's lifetime)",
+    const ahead = await verifyAttestation(fixture, { at: new Date(MADE - 300_000), allowDebug: true });
+    expect(detail(ahead, 'document age')).toBe("made at 2024-09-17T20:47:10.288Z, 0 s old (at most 10803 s, the leaf certificate's lifetime)");
+  });
+});
+
+const MADE = Date.parse('2024-09-17T20:47:10.288Z');
+
+describe('the limits of time', () => {
+  it('accepts a document exactly --max-age old or exactly 5 minutes ahead, and not a millisecond more', async () => {
+    const age = (at: number, maxAgeSeconds?: number) => verifyAttestation(fixture, { at: new Date(at), allowDebug: true, ...(maxAgeSeconds ? { maxAgeSeconds } : {}) });
+    expect(failed(await age(MADE + 60_000, 60))).toEqual([]);
+    expect(failed(await age(MADE + 60_001, 60))).toEqual(['document age']);
+    expect(detail(await age(MADE + 60_001, 60), 'document age')).toBe(
+      'the document was made at 2024-09-17T20:47:10.288Z, 60 s before 2024-09-17T20:48:10.289Z; at most 60 s (--max-age) is accepted',
     );
+    expect(detail(await age(MADE - 300_000), 'document age')).toMatch(/^made at/);
+    expect(detail(await age(MADE - 300_001), 'document age')).toBe(
+      'the document claims 2024-09-17T20:47:10.288Z, later than 2024-09-17T20:42:10.287Z by more than 300 s',
+    );
+  });
+
+  it('names every certificate out of its validity, and refuses a verification time that is no date', async () => {
+    const late = await verifyAttestation(fixture, { at: new Date('2050-01-01T00:00:00Z'), allowDebug: true });
+    const problems = detail(late, 'certificate validity')!.split('; ');
+    expect(problems).toHaveLength(5);
+    expect(problems[0]).toBe(`certificate ${LEAF} expired at 2024-09-17T23:42:51Z (checked at 2050-01-01T00:00:00Z)`);
+    expect(problems[4]).toMatch(/^certificate CN=aws\.nitro-enclaves expired at 2049-10-28T14:28:05Z/);
+    const nowhen = await verifyAttestation(fixture, { at: new Date(Number.NaN), allowDebug: true });
+    expect(nowhen.ok).toBe(false);
+    expect(detail(nowhen, 'certificate validity')).toBe('the verification time is not a valid date');
+  });
+});
+
+describe('hand-built documents', () => {
+  it('fail the signature check when the leaf key is not EC P-384, naming the key', async () => {
+    for (const [leafKey, has] of [['P-256', 'an EC P-256'], ['RSA', 'a non-EC (or unknown curve)']] as const) {
+      const { document, rootPem } = await handBuilt({ leafKey });
+      const result = await verifyAttestation(document, { rootPem });
+      expect(failed(result), leafKey).toEqual(['signature']);
+      expect(detail(result, 'signature')).toBe(`CN=test leaf has ${has} key; ES384 needs EC P-384`);
+    }
+  });
+
+  it('name every fault of a chain, one after another', async () => {
+    const faulty = await handBuilt({ middleIsCa: false, rootPathLength: 0 });
+    expect(detail(await verifyAttestation(faulty.document, { rootPem: faulty.rootPem }), 'certificate chain')).toBe(
+      'CN=middle is not a CA (basicConstraints cA is not set); CN=test root allows 0 CA certificate(s) below it (pathLenConstraint), the chain has 1',
+    );
+  });
+
+  it('count a document without PCR0, PCR1 and PCR2 as from a debug-mode enclave', async () => {
+    const { document, rootPem } = await handBuilt({ pcrs: new Map([[3, new Uint8Array(48).fill(7)]]) });
+    const result = await verifyAttestation(document, { rootPem });
+    expect(failed(result)).toEqual(['debug mode']);
+    expect(detail(result, 'debug mode')).toMatch(/^PCR0, PCR1 and PCR2 are all zero: .*; refused \(--allow-debug, sdk allowDebug: true, accepts it for development\)$/);
   });
 });
