@@ -1,5 +1,12 @@
 import { readFileSync } from 'node:fs';
-import { describe, expect, it } from 'vitest';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SimulatedNitroProvider, simulatedRootPath } from '../../enclave/attestation/simulated-nsm.js';
+import { FsBlobStore } from '../../host-store/fs-blob-store.js';
+import { ed25519SpkiDer } from '../../protocol/public-key.js';
+import { encodeUserData } from '../../protocol/user-data.js';
 import { verifyAttestation, type VerificationResult } from '../../protocol/attestation/verify.js';
 import { handBuilt } from '../helpers/attestation-chain.js';
 
@@ -100,5 +107,52 @@ describe('hand-built documents', () => {
     const result = await verifyAttestation(document, { rootPem });
     expect(failed(result)).toEqual(['debug mode']);
     expect(detail(result, 'debug mode')).toMatch(/^PCR0, PCR1 and PCR2 are all zero: .*; refused \(--allow-debug, sdk allowDebug: true, accepts it for development\)$/);
+  });
+});
+
+describe('the keys a document binds', () => {
+  let dir: string;
+  let rootPem: string;
+  let provider: SimulatedNitroProvider;
+  const pcrs = new Map([0, 1, 2].map((i) => [i, new Uint8Array(48).fill(0xa0 + i)]));
+  const teeKey = new Uint8Array(32).fill(7);
+  const operatorKey = new Uint8Array(32).fill(1);
+  const boxPublicKey = new Uint8Array(32).fill(2);
+  const hex = (b: Uint8Array) => Buffer.from(b).toString('hex');
+
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'attestation-verify-edges-'));
+    provider = new SimulatedNitroProvider({ blobs: new FsBlobStore(dir), pcrs });
+    await provider.attest({ publicKey: teeKey });
+    rootPem = await readFile(simulatedRootPath(dir), 'utf8');
+  });
+  afterAll(() => rm(dir, { recursive: true, force: true }));
+
+  it('match the expected Ed25519 key in its SubjectPublicKeyInfo, and the operator and box keys in user_data', async () => {
+    const document = await provider.attest({ publicKey: teeKey, userData: encodeUserData({ operatorKey, boxPublicKey }) });
+    const result = await verifyAttestation(document, { rootPem, publicKey: teeKey, operatorKey, boxPublicKey });
+    expect(failed(result)).toEqual([]);
+    expect(result.document!.publicKey).toEqual(ed25519SpkiDer(teeKey));
+    expect(result.checks.slice(-3)).toEqual([
+      { name: 'public key', ok: true, detail: `matches ${hex(teeKey)} (as an Ed25519 SubjectPublicKeyInfo)` },
+      { name: 'operator key', ok: true, detail: `matches ${hex(operatorKey)}` },
+      { name: 'box key', ok: true, detail: `matches ${hex(boxPublicKey)}` },
+    ]);
+    const other = new Uint8Array(32).fill(3);
+    const wrong = await verifyAttestation(document, { rootPem, operatorKey: other, boxPublicKey: other });
+    expect(wrong.checks.slice(-2)).toEqual([
+      { name: 'operator key', ok: false, detail: `operator key in user_data mismatch: expected ${hex(other)}, got ${hex(operatorKey)}` },
+      { name: 'box key', ok: false, detail: `box key in user_data mismatch: expected ${hex(other)}, got ${hex(boxPublicKey)}` },
+    ]);
+  });
+
+  it('refuse both user_data keys, saying why, when user_data is not ours', async () => {
+    const document = await provider.attest({ publicKey: teeKey, userData: Buffer.from('operator') });
+    const result = await verifyAttestation(document, { rootPem, operatorKey, boxPublicKey });
+    expect(result.checks.slice(-2)).toEqual([
+      { name: 'operator key', ok: false, detail: 'user_data is not UTF-8 JSON' },
+      { name: 'box key', ok: false, detail: 'user_data is not UTF-8 JSON' },
+    ]);
+    expect(result.document!.userData).toEqual(new Uint8Array(Buffer.from('operator')));
   });
 });
