@@ -10,6 +10,7 @@ export default defineConfig({
     include: [
       'test/unit/admission.test.ts',
       'test/unit/api-keys.test.ts',
+      'test/unit/auth-setup.test.ts',
       'test/unit/attestation-verify.test.ts',
       'test/unit/enclave-identity.test.ts',
       'test/unit/head-chain.test.ts',
