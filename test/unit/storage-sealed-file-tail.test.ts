@@ -52,6 +52,8 @@ describe('a damaged log tail', () => {
       'damage, forged frames, then a frame': [frames[0], damaged(frames[1]), forged(), forged(30), frames[2]],
       'damage, a frame start cut short, then a frame': [frames[0], damaged(frames[1]), opening(), frames[2]],
       'two frame starts cut short, then a frame': [frames[0], opening(), opening(), frames[2]],
+      // Authentic under the same key, though of another file: only tampering puts it there.
+      'damage, then a frame of another file': [frames[0], damaged(frames[1]), sealFrame(key, newHeader('log', key), 2, Buffer.from('elsewhere'))],
     };
     for (const [name, parts] of Object.entries(cases)) {
       const data = Buffer.concat([header, ...parts]);
