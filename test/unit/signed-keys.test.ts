@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import nacl from 'tweetnacl';
 import { pino } from 'pino';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { startHostStoreKeys, type HostStoreKeys } from '../../enclave/auth/host-store-keys.js';
 import { HASH_PREFIX, hashApiKey } from '../../enclave/auth/keys-file.js';
 import {
@@ -190,6 +190,30 @@ describe('keys kept in the host store', () => {
       expect(errors()).toHaveLength(4);
     } finally {
       keys.stop();
+    }
+  });
+
+  it('are read again every pollMs until stopped', async () => {
+    await put(signed(5, { [hashed(ALICE)]: ['t1'] }));
+    let reads = 0;
+    const counted = Object.assign(Object.create(blobs) as FsBlobStore, { read: (name: string) => { reads++; return blobs.read(name); } });
+    vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval'] });
+    try {
+      const keys = await startHostStoreKeys({ blobs: counted, name: NAME, operatorKey: operator.publicKey, pollMs: 1000, log });
+      expect(reads).toBe(1);
+      vi.advanceTimersByTime(999);
+      expect(reads).toBe(1);
+      vi.advanceTimersByTime(1);
+      expect(reads).toBe(2);
+      await keys.check();
+      vi.advanceTimersByTime(1000);
+      expect(reads).toBe(3);
+      await keys.check();
+      keys.stop();
+      vi.advanceTimersByTime(5000);
+      expect(reads).toBe(3);
+    } finally {
+      vi.useRealTimers();
     }
   });
 });
