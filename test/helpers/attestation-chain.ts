@@ -21,6 +21,8 @@ export async function handBuilt(options: {
   leafLifetimeMs?: number;
   pcrs?: Map<number, Uint8Array>;
   leafKey?: 'P-384' | 'P-256' | 'RSA';
+  /** The leaf names the middle as its issuer but is signed by another key. */
+  leafSignedByStranger?: boolean;
 }): Promise<{ document: Uint8Array; rootPem: string }> {
   const signing = { name: 'ECDSA', hash: 'SHA-384' };
   const newKeys = () => webcrypto.subtle.generateKey({ name: 'ECDSA', namedCurve: 'P-384' }, false, ['sign', 'verify']);
@@ -53,7 +55,8 @@ export async function handBuilt(options: {
   const leafFrom = options.leafFrom ?? now - 60_000;
   const leaf = await x509.X509CertificateGenerator.create(
     {
-      subject: 'CN=test leaf', issuer: middle.subjectName, publicKey: leafKeys.publicKey, signingKey: middleKeys.privateKey, signingAlgorithm: signing,
+      subject: 'CN=test leaf', issuer: middle.subjectName, publicKey: leafKeys.publicKey, signingAlgorithm: signing,
+      signingKey: options.leafSignedByStranger ? (await newKeys()).privateKey : middleKeys.privateKey,
       notBefore: new Date(leafFrom), notAfter: new Date(leafFrom + (options.leafLifetimeMs ?? 3 * 3600_000)),
       extensions: options.keyIdentifiers ? [new x509.AuthorityKeyIdentifierExtension(options.keyIdentifiers.leafAuthority)] : [],
     },

@@ -79,9 +79,20 @@ describe('the limits of time', () => {
     expect(problems).toHaveLength(5);
     expect(problems[0]).toBe(`certificate ${LEAF} expired at 2024-09-17T23:42:51Z (checked at 2050-01-01T00:00:00Z)`);
     expect(problems[4]).toMatch(/^certificate CN=aws\.nitro-enclaves expired at 2049-10-28T14:28:05Z/);
+    // From the leaf up to the root, as the chain runs.
+    expect(problems.map((p) => p.split(' ')[1])).toEqual([
+      LEAF, 'CN=i-0bbf1bfe232b8c2ce.us-east-1.aws.nitro-enclaves', 'CN=c71a34b77bd47e92.zonal.us-east-1.aws.nitro-enclaves',
+      'CN=651a12adde5982f3.us-east-1.aws.nitro-enclaves', 'CN=aws.nitro-enclaves',
+    ]);
     const nowhen = await verifyAttestation(fixture, { at: new Date(Number.NaN), allowDebug: true });
     expect(nowhen.ok).toBe(false);
     expect(detail(nowhen, 'certificate validity')).toBe('the verification time is not a valid date');
+  });
+
+  it('takes a certificate as valid from its first second to its last', async () => {
+    for (const at of ['2024-09-17T20:42:48Z', '2024-09-17T23:42:51Z']) {
+      expect(failed(await verifyAttestation(fixture, { at: new Date(at), allowDebug: true })), at).toEqual([]);
+    }
   });
 });
 
@@ -102,11 +113,43 @@ describe('hand-built documents', () => {
     );
   });
 
+  it('fail the chain check on a certificate that names its issuer but is signed by another key', async () => {
+    const { document, rootPem } = await handBuilt({ leafSignedByStranger: true });
+    const result = await verifyAttestation(document, { rootPem });
+    expect(failed(result)).toEqual(['certificate chain']);
+    expect(detail(result, 'certificate chain')).toBe('signature on CN=test leaf does not verify with the key of CN=middle');
+  });
+
+  it('count PCRs with any byte not zero as measured, say so, and name a public key the document lacks', async () => {
+    const sparse = new Map([0, 1, 2].map((i) => [i, Uint8Array.from({ length: 48 }, (_, b) => (b === 0 ? 1 : 0))]));
+    const { document, rootPem } = await handBuilt({ pcrs: sparse });
+    const result = await verifyAttestation(document, { rootPem, publicKey: new Uint8Array(32).fill(5) });
+    expect(failed(result)).toEqual(['public key']);
+    expect(detail(result, 'debug mode')).toBe('not a debug-mode enclave: PCR0, PCR1 and PCR2 are measured');
+    expect(detail(result, 'public key')).toBe(`the document has no public key (expected ${'05'.repeat(32)})`);
+  });
+
   it('count a document without PCR0, PCR1 and PCR2 as from a debug-mode enclave', async () => {
     const { document, rootPem } = await handBuilt({ pcrs: new Map([[3, new Uint8Array(48).fill(7)]]) });
     const result = await verifyAttestation(document, { rootPem });
     expect(failed(result)).toEqual(['debug mode']);
     expect(detail(result, 'debug mode')).toMatch(/^PCR0, PCR1 and PCR2 are all zero: .*; refused \(--allow-debug, sdk allowDebug: true, accepts it for development\)$/);
+  });
+});
+
+describe('certificates that are not certificates', () => {
+  it('fail the structure check, naming which', async () => {
+    const { decodeCoseSign1, decodeNitroDocument, encodeCoseSign1, encodeNitroDocument } = await import('../../protocol/cose.js');
+    const withPayload = (change: (doc: ReturnType<typeof decodeNitroDocument>) => void) => {
+      const sign1 = decodeCoseSign1(fixture);
+      const doc = decodeNitroDocument(sign1.payload);
+      change(doc);
+      return encodeCoseSign1({ ...sign1, payload: encodeNitroDocument(doc) });
+    };
+    const leaf = await verifyAttestation(withPayload((doc) => { doc.certificate = Uint8Array.of(0x30, 0x03, 1, 2, 3); }), { at: AT, allowDebug: true });
+    expect(leaf.checks).toEqual([{ name: 'structure', ok: false, detail: expect.stringMatching(/^certificate is not a valid X\.509 certificate: /) }]);
+    const bundle = await verifyAttestation(withPayload((doc) => { doc.cabundle[2] = Uint8Array.of(0x30, 0x03, 1, 2, 3); }), { at: AT, allowDebug: true });
+    expect(bundle.checks).toEqual([{ name: 'structure', ok: false, detail: expect.stringMatching(/^cabundle\[2\] is not a valid X\.509 certificate: /) }]);
   });
 });
 
