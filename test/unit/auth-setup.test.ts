@@ -70,6 +70,7 @@ describe('with API_KEYS_FILE', () => {
       { level: WARN, msg: 'the API keys file holds no keys: every request that needs a key will be refused' },
       { level: INFO, msg: 'API keys loaded: every memory and chat request needs a key for its tenant', keys: 0 },
     ]);
+    expect(lines.every((l) => l.file === file)).toBe(true);
   });
 
   it('reloads the file, and keeps the current keys when the new file is refused', async () => {

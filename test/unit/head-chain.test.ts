@@ -37,6 +37,9 @@ describe('the chain of heads (enclave/storage/head-chain.ts)', () => {
     expect(chainOf(fork).ancestry(real[3000])).toBe('no');
     expect(chain.ancestry(fork[3000])).toBe('no');
     expect(chain.ancestry({ seq: 70_001, hash: real[70_000].hash })).toBe('no');
+    expect(chain.ancestry({ seq: 1_000_000, hash: real[70_000].hash })).toBe('no');
+    // Older heads are compared by 64 bits: agreeing in the second 32 is not enough.
+    expect(chain.ancestry({ seq: 12_345, hash: (real[12_345].hash.startsWith('0') ? '1' : '0').repeat(8) + real[12_345].hash.slice(8) })).toBe('no');
     expect(chain.ancestry(history('b'.repeat(32), 10)[10])).toBe('no');
     // The newest head is compared whole: a hash that agrees only in its first 8 bytes is not it.
     expect(chain.ancestry({ seq: 70_000, hash: real[70_000].hash.slice(0, 16) + '0'.repeat(48) })).toBe('no');
@@ -58,6 +61,10 @@ describe('the chain of heads (enclave/storage/head-chain.ts)', () => {
     expect(restored.ancestry(history('c'.repeat(32), 12_345)[12_345])).toBe('no');
     expect(HeadChain.fromPrefixes(0, pieces, real[68_001])).toBeUndefined();
     expect(HeadChain.fromPrefixes(1, pieces, real[68_000])).toBeUndefined();
+    // Pieces that run past the head, though its own prefix is among them, do not end at it.
+    expect(HeadChain.fromPrefixes(0, pieces, real[60_000])).toBeUndefined();
+    // Exactly one chunk's worth of heads is one piece.
+    expect([...chain.prefixes(65_535)].map((p) => p.length)).toEqual([65_536 * 8]);
     const altered = pieces.map((p) => Uint8Array.from(p));
     altered[1][altered[1].length - 1] ^= 1;
     expect(HeadChain.fromPrefixes(0, altered, real[68_000])).toBeUndefined();

@@ -70,6 +70,7 @@ describe('a signed keys file', () => {
       (f) => { f.keys = { [hashed(ALICE)]: { tenants: ['t1', 't2'], user_id: 'u1' } }; },
       (f) => { f.keys = { [hashed(ALICE)]: ['t1'] }; },
       (f) => { f.keys = { [hashed(ALICE)]: { tenants: ['t1'], user_id: 'u1' }, [hashed(BOB)]: ['t1'] }; },
+      (f) => { f.keys = { [hashed(ALICE)]: null }; },
     ];
     for (const change of changes) expect(refusal(edited(text, change))).toBe('the signature does not verify with OPERATOR_PUBKEY');
     // Fields outside type, version and keys are not signed, and not read.
@@ -124,7 +125,10 @@ describe('keys kept in the host store', () => {
     const caller = keys.authorizer.identify(`Bearer ${key}`);
     return [name, caller.refused ?? [...caller.tenants!]];
   }));
-  const errors = () => lines.filter((l) => l.level === 50).map((l) => l.problem);
+  const errors = () => lines.filter((l) => l.level === 50).map((l) => {
+    expect(l.msg).toBe('API keys file in the host store refused; keeping the keys already loaded');
+    return l.problem;
+  });
 
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), 'signed-keys-'));
@@ -209,9 +213,12 @@ describe('keys kept in the host store', () => {
       vi.advanceTimersByTime(1000);
       expect(reads).toBe(3);
       await keys.check();
+      keys.reload();
+      expect(reads).toBe(4);
+      await keys.check();
       keys.stop();
       vi.advanceTimersByTime(5000);
-      expect(reads).toBe(3);
+      expect(reads).toBe(4);
     } finally {
       vi.useRealTimers();
     }
