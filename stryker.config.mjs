@@ -29,6 +29,11 @@ export default {
     'enclave/memory/term-admission.ts',
     'enclave/auth/authorizer.ts',
     'enclave/auth/caller.ts',
+    'enclave/auth/keys-file.ts',
+    'enclave/auth/signed-keys.ts',
+    'enclave/auth/host-store-keys.ts',
+    'enclave/auth/setup.ts',
+    'enclave/storage/head-chain.ts',
   ],
   // Two shared cores: one runner and the checker.
   concurrency: 1,

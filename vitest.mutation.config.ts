@@ -10,6 +10,7 @@ export default defineConfig({
     include: [
       'test/unit/admission.test.ts',
       'test/unit/api-keys.test.ts',
+      'test/unit/auth-setup.test.ts',
       'test/unit/attestation-verify.test.ts',
       'test/unit/enclave-identity.test.ts',
       'test/unit/head-chain.test.ts',
@@ -23,6 +24,7 @@ export default defineConfig({
       'test/unit/sealed-stream.test.ts',
       'test/unit/deletion-receipt.test.ts',
       'test/unit/sealing-key.test.ts',
+      'test/unit/signed-keys.test.ts',
       'test/unit/simulated-nsm.test.ts',
       'test/unit/simulated-shape.test.ts',
       'test/unit/storage-*.test.ts',

@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { KeyRing, keyAuthorizer } from '../../enclave/auth/authorizer.js';
-import { authenticate, authorize, chatTenant } from '../../enclave/auth/caller.js';
+import { authenticate, authorize, chatTenant, requireWholeTenant, scopeFor, type Caller } from '../../enclave/auth/caller.js';
 import { hashApiKey } from '../../enclave/auth/keys-file.js';
 import { refusal } from '../helpers/refusal.js';
 
@@ -33,7 +33,8 @@ describe('key authorizer', () => {
   it('a key sent without "Bearer " is told so, and the refusal never echoes the header (it is the key)', () => {
     const bare = refusal(() => authenticate(auth.identify(one)));
     expect(bare.code).toBe('invalid_api_key');
-    expect(bare.message).toMatch(/must be "Bearer <key>": this one has no Bearer scheme/);
+    expect(bare.message).toBe('the Authorization header must be "Bearer <key>": this one has no Bearer scheme (was the key sent alone?)');
+    expect(bare.headers).toEqual({ 'www-authenticate': 'Bearer error="invalid_request"' });
     expect(bare.message).not.toContain(one);
     expect(refusal(() => authenticate(auth.identify(`Token ${one}`))).message).not.toContain(one);
   });
@@ -59,5 +60,34 @@ describe('key authorizer', () => {
     expect(auth.identify(`Bearer ${one}`).keyId).toBe(id);
     expect(auth.identify(`bearer   ${one}`).keyId).toBe(id);
     expect(auth.identify('Bearer unknown-key-000000000').keyId).toBeUndefined();
+  });
+
+  it('tells whether any Authorization header came, keys or not', () => {
+    expect(auth.identify('').sentHeader).toBe(false);
+    expect(auth.identify('   ').sentHeader).toBe(true);
+    expect(auth.identify(`Bearer ${one}`).sentHeader).toBe(true);
+  });
+});
+
+describe('a key limited to scopes', () => {
+  const limited: Caller = { keyId: 'k', tenants: new Set(['t1']), scope: { user_id: 'alice', run_id: 'r1' }, sentHeader: true };
+  const wide: Caller = { keyId: 'k', tenants: new Set(['t1']), scope: {}, sentHeader: true };
+
+  it('acts in its scopes whether the request names them or not, and is refused another value of one', () => {
+    expect(scopeFor(limited, {})).toEqual({ user_id: 'alice', run_id: 'r1' });
+    expect(scopeFor(limited, { user_id: 'alice', agent_id: 'bot' })).toEqual({ user_id: 'alice', agent_id: 'bot', run_id: 'r1' });
+    const refused = refusal(() => scopeFor(limited, { run_id: 'r2' }));
+    expect(refused.status).toBe(403);
+    expect(refused.message).toBe('this API key may act only for run_id \'r1\'');
+    expect(scopeFor(wide, { agent_id: 'bot' })).toEqual({ agent_id: 'bot' });
+    expect(scopeFor({ ...wide, scope: undefined }, {})).toEqual({});
+  });
+
+  it('may not export or import the whole tenant; a tenant-wide key may', () => {
+    const refused = refusal(() => requireWholeTenant(limited));
+    expect(refused.status).toBe(403);
+    expect(refused.message).toBe('this API key is limited to user_id \'alice\', run_id \'r1\'; export and import act on the whole tenant');
+    expect(() => requireWholeTenant(wide)).not.toThrow();
+    expect(() => requireWholeTenant({ ...wide, scope: undefined })).not.toThrow();
   });
 });

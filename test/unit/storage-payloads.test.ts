@@ -73,6 +73,17 @@ describe('payloads without a vector', () => {
     unreadable(Buffer.concat([Buffer.of(0x0a), Buffer.from(JSON.stringify({ tenant_id: 't', id: 'mem_1' }))]), 'a tombstone without versions');
     unreadable(Buffer.concat([Buffer.of(0x0a), Buffer.from(JSON.stringify({ tenant_id: 't', id: 'mem_1', versions: {} }))]), 'a tombstone without versions');
   });
+
+  it('a tenant-sealed entry is 0x0b, its tenant id\'s length and the id in the clear, then what is sealed; one without its tenant is refused', () => {
+    // The rest (model, nonce, box) is opened by tenant-keys.ts; here only the tenant is read, and kept with the whole entry.
+    const entry = Buffer.concat([Buffer.of(0x0b, 5), Buffer.from('acme1'), Buffer.alloc(40, 9)]);
+    expect(decodePayload(entry, 'f')).toStrictEqual({ type: 'sealed', tenant_id: 'acme1', payload: entry });
+    // The id may end at the entry's last byte, and no further.
+    expect(decodePayload(entry.subarray(0, 7), 'f')).toMatchObject({ type: 'sealed', tenant_id: 'acme1' });
+    unreadable(entry.subarray(0, 6), 'a tenant-sealed entry without its tenant');
+    unreadable(Buffer.concat([Buffer.of(0x0b, 0), Buffer.alloc(40, 9)]), 'a tenant-sealed entry without its tenant');
+    unreadable(Buffer.of(0x0b, 200, 0x61), 'a tenant-sealed entry without its tenant');
+  });
 });
 
 describe('adds and updates', () => {
