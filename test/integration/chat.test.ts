@@ -95,7 +95,7 @@ describe('the openai client works unchanged', () => {
     expect(res.headers.get('content-type')).toMatch(/^text\/event-stream/);
     const events = (await res.text()).split('\n\n').filter(Boolean);
     // Just before [DONE], a chunk with no choices that carries the enclave's signature of the stream.
-    expect(events.at(-2)).toMatch(/^data: \{"object":"chat\.completion\.chunk","type":"tee\.signature","choices":\[\],"tee_signature":\{"signature":"[A-Za-z0-9+/=]+","timestamp":"\d+","state":"\d+:[0-9a-f]{64}","store":"[0-9a-f]{32}"(,"tenant":"[^"]*")?(,"upstream":"[^"]*")?\}\}$/);
+    expect(events.at(-2)).toMatch(/^data: \{"object":"chat\.completion\.chunk","type":"tee\.signature","choices":\[\],"tee_signature":\{"signature":"[A-Za-z0-9+/=]+","timestamp":"\d+","state":"\d+:[0-9a-f]{64}","store":"[0-9a-f]{32}","shard":"\d+\/\d+"(,"tenant":"[^"]*")?(,"upstream":"[^"]*")?\}\}$/);
     expect(events.every((e) => e.startsWith('data: '))).toBe(true);
     expect(events.at(-1)).toBe('data: [DONE]');
   });

@@ -33,7 +33,18 @@ let fresh: RunningService | undefined;
 let dir: string;
 let keyFile: string;
 let copies = 0;
-const keep = () => cpSync(svc.dataDir, join(dir, 'kept', String(copies++)), { recursive: true });
+/** A copy of every blob the host holds now; again if a compaction removed a file while it copied (as a host's backup would). */
+const keep = () => {
+  const to = join(dir, 'kept', String(copies++));
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return cpSync(svc.dataDir, to, { recursive: true });
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT' || attempt === 5) throw error;
+      rmSync(to, { recursive: true, force: true });
+    }
+  }
+};
 const rootOf = (s: RunningService) => readFileSync(join(s.dataDir, 'simulated-root.pem'), 'utf8');
 const client = (s: RunningService, tenantKeyFile?: string) =>
   connect({ insecureSkipPcrPinning: true, baseUrl: s.baseUrl, rootPem: rootOf(s), stateTracker: new StateTracker(), ...(tenantKeyFile ? { tenantKeyFile } : {}) });
