@@ -39,8 +39,12 @@ describe('sealed requests carry what the client set, and nothing it did not', ()
       expect(boxed.length).toBe(plain.length + 16);
     }
     const { replyKey, envelope } = sealRequest(enclave.publicKey, request);
+    // A reply: its head line and the body's bytes (1,500 + about 130), padded to 2 KiB.
     const reply = sealReply({ status: 200, headers: {}, body: new Uint8Array(1500) }, replyKey, Buffer.from(envelope.nonce, 'base64'));
-    expect(Buffer.from(reply.ciphertext, 'base64').length).toBe(4096 + 16);
+    expect(Buffer.from(reply.ciphertext, 'base64').length).toBe(2048 + 16);
+    expect(openReply(reply, replyKey, envelope.nonce).body).toEqual(new Uint8Array(1500));
+    const full = sealReply({ status: 200, headers: {}, body: new Uint8Array(2000) }, replyKey, Buffer.from(envelope.nonce, 'base64'));
+    expect(Buffer.from(full.ciphertext, 'base64').length).toBe(4096 + 16);
   });
 
   it('sizes the buckets at their edges', () => {
@@ -140,7 +144,12 @@ describe('strict base64', () => {
 describe('sealed replies that open under the call\'s key but are not a reply', () => {
   const call = () => sealRequest(enclave.publicKey, request).replyKey;
   const NONCE = b64(new Uint8Array(24).fill(7));
-  const reply = (fields: Record<string, unknown>) => JSON.stringify({ type: 'agent-service/sealed-reply/v2', request_nonce: NONCE, status: 200, headers: {}, body: '', ...fields });
+  /** A v3 reply's plaintext: the head line, then the body's bytes, then what follows (padding). */
+  const reply = (fields: Record<string, unknown>, body = 'ab', after = '') => Buffer.concat([
+    Buffer.from(`${JSON.stringify({ type: 'agent-service/sealed-reply/v3', request_nonce: NONCE, status: 200, headers: {}, body_bytes: Buffer.byteLength(body), ...fields })}\n`),
+    Buffer.from(body),
+    Buffer.from(after),
+  ]);
 
   it.each([
     ['not an object', null, 'nonce is not base64'],
@@ -151,10 +160,13 @@ describe('sealed replies that open under the call\'s key but are not a reply', (
     expect(() => openReply(envelope, call(), NONCE)).toThrow(new SealedFormatError(message));
   });
 
+  const NOT_V3 = 'the sealed reply is not an agent-service/sealed-reply/v3 reply (it has no head line)';
   it.each([
-    ['not JSON', '{"type":', 'the sealed reply is not JSON'],
-    ['JSON null', 'null', 'the sealed reply\'s type is not agent-service/sealed-reply/v2'],
-    ['of the format before replies were bound to their request', reply({ type: 'agent-service/sealed-reply/v1', request_nonce: undefined }), 'the sealed reply\'s type is not agent-service/sealed-reply/v2'],
+    ['one line with no newline', '{"type":', NOT_V3],
+    ['of the format before the body went as bytes (JSON, the body in base64, padded with spaces)', `${JSON.stringify({ type: 'agent-service/sealed-reply/v2', request_nonce: NONCE, status: 200, headers: {}, body: 'YWI=' })}   `, NOT_V3],
+    ['a head that is not JSON', '{"type":\nab', 'the sealed reply\'s head is not JSON'],
+    ['a head of JSON null', 'null\n', 'the sealed reply\'s type is not agent-service/sealed-reply/v3'],
+    ['of the format before replies were bound to their request', reply({ type: 'agent-service/sealed-reply/v1', request_nonce: undefined }), 'the sealed reply\'s type is not agent-service/sealed-reply/v3'],
     ['bound to no request', reply({ request_nonce: undefined }), 'the sealed reply answers another request (its request_nonce is not this request\'s): replayed or swapped on the way'],
     ['bound to another request', reply({ request_nonce: b64(new Uint8Array(24).fill(8)) }), 'the sealed reply answers another request (its request_nonce is not this request\'s): replayed or swapped on the way'],
     ['status 99', reply({ status: 99 }), 'the sealed reply has no valid status'],
@@ -165,7 +177,11 @@ describe('sealed replies that open under the call\'s key but are not a reply', (
     ['null headers', reply({ headers: null }), 'the sealed reply\'s headers are not strings'],
     ['headers a string', reply({ headers: 'a' }), 'the sealed reply\'s headers are not strings'],
     ['a header that is a number', reply({ headers: { a: 'b', n: 1 } }), 'the sealed reply\'s headers are not strings'],
-    ['a body not base64', reply({ body: 'not base64!' }), 'body is not base64'],
+    ['no body_bytes', reply({ body_bytes: undefined }), 'the sealed reply\'s body_bytes is not the length of a body it holds'],
+    ['body_bytes "2"', reply({ body_bytes: '2' }), 'the sealed reply\'s body_bytes is not the length of a body it holds'],
+    ['body_bytes 1.5', reply({ body_bytes: 1.5 }), 'the sealed reply\'s body_bytes is not the length of a body it holds'],
+    ['body_bytes -1', reply({ body_bytes: -1 }), 'the sealed reply\'s body_bytes is not the length of a body it holds'],
+    ['a body shorter than its body_bytes', reply({ body_bytes: 3 }), 'the sealed reply\'s body_bytes is not the length of a body it holds'],
   ])('refuses a reply that is %s', (_name, text, message) => {
     const replyKey = call();
     expect(() => openReply(boxedReply(text, replyKey), replyKey, NONCE)).toThrow(new SealedFormatError(message));
@@ -174,8 +190,12 @@ describe('sealed replies that open under the call\'s key but are not a reply', (
   it('takes statuses at the edges of the range, and ignores the padding', () => {
     const replyKey = call();
     for (const status of [100, 599]) {
-      expect(openReply(boxedReply(reply({ status, headers: { a: 'b' }, body: 'YWI=', pad: '   ' }), replyKey), replyKey, NONCE))
+      expect(openReply(boxedReply(reply({ status, headers: { a: 'b' } }, 'ab', '\0\0\0'), replyKey), replyKey, NONCE))
         .toEqual({ status, headers: { a: 'b' }, body: new Uint8Array([0x61, 0x62]) });
     }
+    // A body holding newlines and the whole plaintext's end: the head ends at the first newline.
+    const body = '{"a":\n"b"}\n';
+    expect(openReply(boxedReply(reply({}, body), replyKey), replyKey, NONCE).body).toEqual(new Uint8Array(Buffer.from(body)));
+    expect(openReply(boxedReply(reply({}, ''), replyKey), replyKey, NONCE).body).toEqual(new Uint8Array());
   });
 });

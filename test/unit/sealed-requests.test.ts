@@ -96,7 +96,7 @@ describe('sealed envelopes (protocol/sealed.ts)', () => {
     expect(() => openReply(sealed, second.replyKey, second.envelope.nonce)).toThrow(/does not open/);
     expect(() => openReply({ ...sealed, ciphertext: flip(sealed.ciphertext, 20) }, first.replyKey, first.envelope.nonce)).toThrow(SealedFormatError);
     // Both directions share one box key: the type tag tells a request from a reply.
-    expect(() => openReply(first.envelope, first.replyKey, first.envelope.nonce)).toThrow(/type is not agent-service\/sealed-reply\/v2/);
+    expect(() => openReply(first.envelope, first.replyKey, first.envelope.nonce)).toThrow(/not an agent-service\/sealed-reply\/v3 reply \(it has no head line\)/);
     expect(() => openReply({ nonce: 'x', ciphertext: '' }, first.replyKey, first.envelope.nonce)).toThrow(/nonce is not base64/);
   });
 
@@ -291,7 +291,9 @@ describe('POST /v1/sealed in the enclave (enclave/api/sealed-route.ts)', () => {
     const base = { type: 'agent-service/sealed-request/v1', method: 'GET', target: '/v1/memory', body: '', timestamp: Date.now() };
     for (const plaintext of [
       'not json',
-      JSON.stringify({ ...base, type: 'agent-service/sealed-reply/v2' }),
+      JSON.stringify({ ...base, type: 'agent-service/sealed-reply/v3' }),
+      // A reply's plaintext (a head line, then a body) reflected back as a request.
+      `${JSON.stringify({ type: 'agent-service/sealed-reply/v3', request_nonce: base.body, status: 200, headers: {}, body_bytes: 2 })}\n{}`,
       JSON.stringify({ ...base, method: 'PUT' }),
       JSON.stringify({ ...base, target: 'v1/memory' }),
       JSON.stringify({ ...base, body: 'not base64!' }),
