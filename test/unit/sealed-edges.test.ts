@@ -23,8 +23,9 @@ function boxedReply(text: string | Uint8Array, replyKey: Uint8Array) {
 describe('sealed requests carry what the client set, and nothing it did not', () => {
   it('carries the known state inside the box, and leaves out empty optional fields', () => {
     const known = `5:${'cd'.repeat(32)}`;
-    const opened = openRequest(sealRequest(enclave.publicKey, { ...request, knownState: known }).envelope, enclave.secretKey)!;
-    expect(opened.plaintext).toMatchObject({ known_state: known });
+    const tenantKey = new Uint8Array(32).fill(5);
+    const opened = openRequest(sealRequest(enclave.publicKey, { ...request, knownState: known, tenantKey }).envelope, enclave.secretKey)!;
+    expect(opened.plaintext).toMatchObject({ known_state: known, tenant_key: b64(tenantKey) });
     const bare = openRequest(sealRequest(enclave.publicKey, { ...request, authorization: '', organization: '', knownState: '' }).envelope, enclave.secretKey)!;
     expect(Object.keys(bare.plaintext as object).sort()).toEqual(['body', 'method', 'pad', 'target', 'timestamp', 'type']);
   });
@@ -165,6 +166,7 @@ describe('sealed replies that open under the call\'s key but are not a reply', (
     ['one line with no newline', '{"type":', NOT_V3],
     ['of the format before the body went as bytes (JSON, the body in base64, padded with spaces)', `${JSON.stringify({ type: 'agent-service/sealed-reply/v2', request_nonce: NONCE, status: 200, headers: {}, body: 'YWI=' })}   `, NOT_V3],
     ['a head that is not JSON', '{"type":\nab', 'the sealed reply\'s head is not JSON'],
+    ['an empty head line', '\n{}', 'the sealed reply\'s head is not JSON'],
     ['a head of JSON null', 'null\n', 'the sealed reply\'s type is not agent-service/sealed-reply/v3'],
     ['of the format before replies were bound to their request', reply({ type: 'agent-service/sealed-reply/v1', request_nonce: undefined }), 'the sealed reply\'s type is not agent-service/sealed-reply/v3'],
     ['bound to no request', reply({ request_nonce: undefined }), 'the sealed reply answers another request (its request_nonce is not this request\'s): replayed or swapped on the way'],
