@@ -7,5 +7,7 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 120_000,
     maxWorkers: 2,
+    // Ends what a test that timed out left running (test/helpers/children.ts).
+    setupFiles: ['test/helpers/cleanup.ts'],
   },
 });

@@ -2,6 +2,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { join, resolve } from 'node:path';
 import { nodeArgs } from '../../scripts/lib/node-args.js';
 import { freePort, waitFor } from './service.js';
+import { track } from './children.js';
 
 const root = resolve(import.meta.dirname, '../..');
 
@@ -30,7 +31,7 @@ export interface Lone {
 
 /** Runs node with `args`, collecting stdout and stderr as one output; `exited` resolves with its exit code. */
 export function spawnCapturing(args: string[], env: NodeJS.ProcessEnv): { child: ChildProcess; out: () => string; exited: Promise<number | null> } {
-  const child = spawn(process.execPath, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = track(spawn(process.execPath, args, { env, stdio: ['ignore', 'pipe', 'pipe'] }), args.find((a) => a.endsWith('.js')) ?? 'node');
   let out = '';
   child.stdout!.on('data', (d: Buffer) => { out += d.toString(); });
   child.stderr!.on('data', (d: Buffer) => { out += d.toString(); });

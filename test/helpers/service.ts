@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { freePort } from '../../scripts/lib/run-service.js';
 import { nodeArgs } from '../../scripts/lib/node-args.js';
+import { track } from './children.js';
 
 const root = resolve(import.meta.dirname, '../..');
 
@@ -70,7 +71,7 @@ export async function startService(extraEnv: NodeJS.ProcessEnv = {}, options: St
   const launch = (script: string, overrides: NodeJS.ProcessEnv = {}) => {
     const childEnv = { ...env, ...overrides };
     // The same node arguments as npm start (scripts/lib/node-args.ts): flags, and the enclave's heap.
-    const child = spawn(process.execPath, nodeArgs(join(root, 'dist', script), childEnv), { env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = track(spawn(process.execPath, nodeArgs(join(root, 'dist', script), childEnv), { env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] }), script);
     child.stdout!.on('data', (d: Buffer) => { logs += d.toString(); });
     child.stderr!.on('data', (d: Buffer) => { logs += d.toString(); });
     return child;

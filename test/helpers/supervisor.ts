@@ -3,6 +3,7 @@ import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { freePort, waitFor } from './service.js';
+import { track } from './children.js';
 
 const root = resolve(import.meta.dirname, '../..');
 
@@ -49,7 +50,7 @@ export async function startSupervisor(dir: string, env: NodeJS.ProcessEnv = {}):
   // One file for both streams, as a terminal has one screen: the order of lines is kept.
   const outFile = join(mkdtempSync(join(dir, 'out-')), 'output.txt');
   const fd = openSync(outFile, 'a');
-  const child = spawn(process.execPath, [join(root, 'dist/scripts/start.js')], { env: fullEnv, stdio: ['ignore', fd, fd] });
+  const child = track(spawn(process.execPath, [join(root, 'dist/scripts/start.js')], { env: fullEnv, stdio: ['ignore', fd, fd] }), 'npm start (dist/scripts/start.js)');
   closeSync(fd);
   const exited = new Promise<number | null>((res) => child.once('exit', (code) => res(code)));
   const output = () => readFileSync(outFile, 'utf8');
