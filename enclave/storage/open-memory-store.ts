@@ -15,6 +15,8 @@ export interface DurabilityConfig {
   snapshotLogBytes: number;
   /** SHARDS (undefined: unset). */
   shards?: number;
+  /** OWNER_GENERATION (undefined: unset, the start time is used). */
+  ownerGeneration?: number;
   onModelChange: ModelChangePolicy;
   kmsKeyId?: string;
   awsRegion?: string;
@@ -76,6 +78,8 @@ export async function openMemoryStore(options: {
   const store = await ShardedStore.open({
     blobs,
     shards: config.shards,
+    // The start time when unset: a restarted or newly started enclave takes over from one started before it.
+    generation: config.ownerGeneration ?? Date.now(),
     sealingKey,
     embedding: memory.embeddingModel,
     reembed: config.onModelChange === 'reembed' ? () => reembedWithProgress(memory, embedder, log) : undefined,
