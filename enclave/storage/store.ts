@@ -37,6 +37,12 @@ export interface StoreOptions {
    * (StaleOwnerError), untouched. Equal is allowed (the same owner restarting). Default 0.
    */
   generation?: number;
+  /**
+   * Open as the newest owner whatever `generation` is: it is raised to the highest the files
+   * name (OWNER_GENERATION unset, one enclave: a clock set back must not lock it out of its
+   * own store). An old owner is still stopped by the conditional writes.
+   */
+  outrank?: boolean;
   /** 32 bytes from a SealingKeySource. */
   sealingKey: Uint8Array;
   /** The model whose vectors are stored (MemoryService.embeddingModel). */
@@ -296,10 +302,12 @@ export class DurableStore implements MemoryJournal {
     if (modelChange && modelChange.memories > 0 && !options.reembed) throw new EmbeddingModelChangedError(modelChange.from, modelChange.to, changed.where);
 
     // Before anything is written (no tail cut, no fence): an owner older than the store's last one leaves it as it is.
-    const generation = options.generation ?? 0;
+    let generation = options.generation ?? 0;
     if (chain.highestOwner && generation < chain.highestOwner.generation) {
-      throw new StaleOwnerError(options.name ?? prefix, generation, chain.highestOwner.generation, chain.highestOwner.where);
+      if (!options.outrank) throw new StaleOwnerError(options.name ?? prefix, generation, chain.highestOwner.generation, chain.highestOwner.where);
+      generation = chain.highestOwner.generation;
     }
+    options = { ...options, generation };
     const storeId = chain.storeId ?? options.storeId ?? randomBytes(16).toString('hex');
     locks.storeId = storeId;
     const head = chain.head ?? genesisHead(storeId);

@@ -42,10 +42,10 @@ afterEach(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-/** An enclave's memory and store on `blobs`, opened as owner `generation` (default 0). */
-async function enclave(blobs: BlobStore, generation?: number) {
+/** An enclave's memory and store on `blobs`, opened as owner `generation` (default 0); `outrank`: as OWNER_GENERATION unset. */
+async function enclave(blobs: BlobStore, generation?: number, outrank?: boolean) {
   const memory = new MemoryService(embedder);
-  const store = await DurableStore.open({ blobs, prefix: 'memory/', name: 'shard 0 (memory/)', generation, sealingKey, embedding: memory.embeddingModel, snapshotLogBytes: 1 << 30 }, memory);
+  const store = await DurableStore.open({ blobs, prefix: 'memory/', name: 'shard 0 (memory/)', generation, outrank, sealingKey, embedding: memory.embeddingModel, snapshotLogBytes: 1 << 30 }, memory);
   memory.useJournal(store);
   opened.push(store);
   return { memory, store };
@@ -169,4 +169,17 @@ describe('owner generations (the fencing token)', () => {
     expect((await blobs.list('memory/')).map((b) => b.name)).toEqual(['memory/log-000000000002.sealed', 'memory/snapshot.sealed']);
     await expect(enclave(blobs, 6)).rejects.toThrow(/memory\/(log-000000000002|snapshot)\.sealed names owner generation 7/);
   });
+
+  it('unset (outrank), an enclave whose clock went back still opens its store, as its newest owner, and fences the one before', async () => {
+    const blobs = new FsBlobStore(dir);
+    const before = await enclave(blobs, 2_000, true);
+    await add(before, 'before the clock went back');
+    const after = await enclave(blobs, 1_000, true);
+    await expect(add(before, 'by the one before')).rejects.toMatchObject({ code: 'shard_not_owned' });
+    await add(after, 'after the clock went back');
+    // It opened as generation 2000 (the highest found), and wrote that: a strict 1999 is refused.
+    await expect(add(after, 'x').then(() => enclave(blobs, 1_999))).rejects.toThrow(/names owner generation 2000, and this enclave opens it as generation 1999/);
+    expect(contents(await enclave(blobs, 2_000))).toEqual(['after the clock went back', 'before the clock went back', 'x']);
+  });
 });
+
