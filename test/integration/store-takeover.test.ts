@@ -43,6 +43,8 @@ const contents = async (url: string) => {
   expect(res.status, res.text).toBe(200);
   return (res.body.data as Array<{ content: string }>).map((m) => m.content).sort();
 };
+/** What the enclave behind `url` says of its ownership of shard 0 (its metrics, through the proxy). */
+const owned = async (url: string) => /^agent_enclave_storage_shard_owned\{shard="0"[^}]*\} (\d+)$/m.exec(await (await fetch(`${url}/metrics`)).text())?.[1];
 /** The refusal of a write by an owner that was taken over. */
 const expectNotOwner = (res: Awaited<ReturnType<typeof add>>) => {
   expect(res.status, res.text).toBe(503);
@@ -58,8 +60,11 @@ describe('a second enclave, of a higher generation, opens the store the first is
     const b = await secondEnclave(2);
     expect(await contents(b)).toEqual(['before the takeover']);
 
+    expect(await owned(a.baseUrl)).toBe('1');
     for (const content of ['the old owner, just after', 'the old owner, again']) expectNotOwner(await add(a.baseUrl, content));
     expect(a.output()).toContain('another writer has written the memory store');
+    expect(await owned(a.baseUrl)).toBe('0');
+    expect(await owned(b)).toBe('1');
     const written = await add(b, 'the new owner');
     expect(written.status).toBe(200);
 
