@@ -422,6 +422,11 @@ export class DurableStore implements MemoryJournal {
     return this.fenced !== undefined;
   }
 
+  /** Throws 503 shard_not_owned once the store was taken over. */
+  refuseIfTakenOver(): void {
+    if (this.fenced) throw this.takenOverError();
+  }
+
   private takenOverError(): Error {
     return takenOver(this.options.name ?? this.prefix, this.options.generation ?? 0);
   }

@@ -2,7 +2,7 @@
  * An old owner waking up (#38 item 3), as real processes: one host store, enclave A serving
  * through its proxy as owner generation 1, then enclave B (with its own proxy) opens the same
  * store on the same host store as generation 2. A's next write must answer 503
- * shard_not_owned naming the shard, never 200, and every later one too; B's writes are
+ * shard_not_owned naming the shard, never 200, and every later one too, reads included; B's writes are
  * stored; an enclave of generation 1 started afterwards is refused; a later owner finds
  * exactly what was acknowledged, on one chain. Then the same with A frozen (SIGSTOP) while B
  * takes over, and a write waiting for A when it wakes up (SIGCONT).
@@ -64,6 +64,8 @@ describe('a second enclave, of a higher generation, opens the store the first is
     for (const content of ['the old owner, just after', 'the old owner, again']) expectNotOwner(await add(a.baseUrl, content));
     expect(a.output()).toContain('another writer has written the memory store');
     expect(await owned(a.baseUrl)).toBe('0');
+    // Nor does it answer reads of the shard any more: they would miss the new owner's changes.
+    expectNotOwner(await list(a.baseUrl));
     expect(await owned(b)).toBe('1');
     const written = await add(b, 'the new owner');
     expect(written.status).toBe(200);
@@ -96,6 +98,7 @@ describe('an owner frozen (SIGSTOP) while another takes over, then woken up (SIG
     a.enclave.kill('SIGCONT');
     expectNotOwner(await waiting);
     expectNotOwner(await add(a.baseUrl, 'the old owner, awake'));
+    expectNotOwner(await list(a.baseUrl));
 
     // One chain: a later owner opens the store and answers from the head of B's last write.
     const c = await secondEnclave(3);

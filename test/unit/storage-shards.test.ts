@@ -106,6 +106,12 @@ describe('sharded store', () => {
     await expect(old.memory.add({ tenant_id: tenant, content: 'after' })).rejects.toMatchObject({
       code: 'shard_not_owned', message: expect.stringMatching(/^shard 2 \(shard-02\/\) is no longer owned by this enclave \(owner generation 1\)/),
     });
+    // From then on it serves that shard's tenants no more, reads included; another shard's it has not written since goes on until its next write.
+    expect(() => old.memory.admitTenant(tenant, undefined)).toThrow(/^shard 2 \(shard-02\/\) is no longer owned/);
+    const other = tenants.find((t) => shardOf(t, 4) === 1)!;
+    expect(() => old.memory.admitTenant(other, undefined)).not.toThrow();
+    await expect(old.memory.add({ tenant_id: other, content: 'x' })).rejects.toMatchObject({ code: 'shard_not_owned' });
+    expect(() => old.memory.admitTenant(other, undefined)).toThrow(/^shard 1 \(shard-01\/\) is no longer owned/);
     await owner.memory.add({ tenant_id: tenant, content: 'by the owner' });
     await expect(start({ blobs, shards: 4, generation: 1 })).rejects.toThrow(/^shard 0 \(shard-00\/\) belongs to a newer owner: .* names owner generation 2, and this enclave opens it as generation 1/);
     expect(ids((await start({ blobs, shards: 4, generation: 2 })).memory)).toEqual([`${tenant}/before`, `${tenant}/by the owner`]);
