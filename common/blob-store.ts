@@ -31,7 +31,8 @@ export interface PutConditions {
  * A conditional write found the blob other than its writer expected: an append at an
  * offset that is not the blob's end, a truncate of a blob of another size, a put whose
  * condition failed. Nothing was written. To the enclave it means another writer has been
- * here (an old owner woke up, or a new one took over): it stops writing the store.
+ * here (an old owner woke up, or a new one took over): it stops serving the store
+ * (503 shard_not_owned, enclave/storage/store.ts).
  */
 export class BlobConflictError extends Error {
   constructor(message: string) {

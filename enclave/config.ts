@@ -53,6 +53,19 @@ function shardCount(name: string, description: string): Setting<number | undefin
   };
 }
 
+/** OWNER_GENERATION: unset is the start time (openMemoryStore), not a fixed default. */
+function ownerGeneration(name: string, description: string): Setting<number | undefined> {
+  return {
+    name,
+    description,
+    parse(raw) {
+      if (raw === undefined || raw === '') return undefined;
+      if (!/^\d{1,15}$/.test(raw.trim())) throw new ConfigError([`${name}: must be a non-negative integer below 10^15, got "${raw}"`]);
+      return Number(raw);
+    },
+  };
+}
+
 /** An optional KMS key ARN: an alias or a bare key id is a configuration error (kms-key-arn.ts says why). */
 function optionalKmsKeyArn(name: string, description: string): Setting<string | undefined> {
   return {
@@ -135,6 +148,7 @@ export const enclaveSettings = {
   maxTermsPerMemory: integer('MAX_TERMS_PER_MEMORY', 'Most distinct words one memory\'s content may hold (words longer than 64 characters count by their first 64); more answers 400 too_many_terms', 4096, 1, 32_768),
   searchWorker: oneOf('SEARCH_WORKER', 'Large tenants (over 4,096 memories, from their 50th query) are searched on a second thread, which holds a copy of each (about 3 KB a memory: some 300 MiB more for a tenant of 100k): on, or off to search them on the event loop', ['on', 'off'] as const, 'on'),
   shards: shardCount('SHARDS', `Shards the memories are kept in when the service's data is first made (1 to ${MAX_SHARDS}; unset: ${DEFAULT_SHARDS}); each tenant's shard is fixed by a hash of its id, and each shard is its own sealed store. Fixed once made: set, it must equal the count the data was made with (data from before shards is one shard)`),
+  ownerGeneration: ownerGeneration('OWNER_GENERATION', 'This enclave\'s generation as owner of its shards (the fencing token, which etcd will hand out, #38): opening a shard writes it in a fence entry, so an older owner\'s next write is refused (503 shard_not_owned), and a shard whose files name a higher one is refused at start, untouched. Unset: the enclave\'s start time in milliseconds, raised if need be to the shard\'s last owner\'s, so the enclave started last takes the shards over (as before generations; a clock set back does not lock it out)'),
   snapshotLogBytes: integer('SNAPSHOT_LOG_BYTES', 'Snapshot the memories and compact once the log passes this many bytes (and the last snapshot\'s size)', 64 * 1024 * 1024, 1, 2 ** 40),
   kmsKeyId: optionalKmsKeyArn('KMS_KEY_ID', 'With TEE_MODE=nitro: the ARN (arn:aws:kms:<region>:<account>:key/<id>; not an alias) of the KMS key whose data key seals the enclave\'s files; measured with the configuration (deploy/sealing.md)'),
   awsRegion: optionalText('AWS_REGION', 'With TEE_MODE=nitro: the region of KMS_KEY_ID'),

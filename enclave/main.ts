@@ -46,6 +46,7 @@ const metrics = new EnclaveMetrics({
   inFlight: () => api.inFlight(),
   searchWorker: () => ({ copies: searchReplicas?.copies ?? 0, searches: (searchReplicas?.answered ?? 0) + (searchReplicas?.matched ?? 0) }),
   shardHeads: () => store.stores.map((shard) => shard.head.seq),
+  shardsOwned: () => store.stores.map((shard) => !shard.takenOver),
 }, { maxInFlight: config.maxInFlight });
 
 // The enclave has no disk: everything durable goes, sealed, to the host store.

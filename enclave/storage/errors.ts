@@ -33,3 +33,17 @@ export class EmbeddingModelChangedError extends Error {
     this.name = 'EmbeddingModelChangedError';
   }
 }
+
+/**
+ * The store's files name a newer owner than this one: an owner of a higher generation (its
+ * fencing token) has opened it since. Nothing was written: the store is left to that owner.
+ */
+export class StaleOwnerError extends Error {
+  constructor(readonly store: string, readonly generation: number, readonly newer: number, where: string) {
+    super(
+      `${store} belongs to a newer owner: ${where} names owner generation ${newer}, and this enclave opens it as generation ${generation}; ` +
+      'it is left untouched (start this enclave with a higher OWNER_GENERATION only if that owner is gone for good)',
+    );
+    this.name = 'StaleOwnerError';
+  }
+}

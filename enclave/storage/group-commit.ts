@@ -12,6 +12,8 @@ export interface GroupCommitOptions {
   betweenBatches?: () => Promise<void>;
   /** Called when a batch could not be made durable (it was refused with 503; later batches try again). */
   onFailure?: (err: Error) => void;
+  /** What a failed batch's callers are refused with, if not 503 storage_unavailable (e.g. the store was taken over). */
+  refusal?: (err: Error) => Error | undefined;
   /** Called after each batch is durable, with its entries and how long its write and sync took (metrics). */
   onBatch?: (entries: number, seconds: number) => void;
 }
@@ -37,7 +39,7 @@ interface Pending {
  * queued as one batch (up to MAX_BATCH_BYTES), synced once, then runs each entry's
  * onDurable in order and resolves it. A batch whose write fails (the host store is down,
  * its disk is full) is refused with 503 and not applied; the log stays usable, because the
- * next append is written at the same offset and cuts whatever the failed one may have left.
+ * next append first cuts whatever the failed one may have left (a conditional truncate, log-file.ts).
  */
 export class GroupCommitLog {
   private queue: Pending[] = [];
@@ -127,7 +129,7 @@ export class GroupCommitLog {
   }
 
   private fail(err: Error, batch: Pending[]): void {
-    const refusal = unavailable('memory storage is unavailable; the change was not saved', 'storage_unavailable');
+    const refusal = this.options.refusal?.(err) ?? unavailable('memory storage is unavailable; the change was not saved', 'storage_unavailable');
     for (const p of batch) p.reject(refusal);
     this.options.onFailure?.(err);
   }

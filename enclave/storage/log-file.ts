@@ -83,17 +83,18 @@ export class SealedLog implements LogFile {
 
   /**
    * Continues an already verified segment after its last good frame: cuts what follows (if
-   * the segment is still the size it was read at), then appends a fence, so a writer that
-   * had the segment before (an enclave thought dead) fails at its next append.
+   * the segment is still the size it was read at), then appends a fence naming the owner's
+   * generation, so a writer that had the segment before (an enclave thought dead) fails at
+   * its next append, and a later opener of a lower generation is refused.
    */
   static async reopen(
     blobs: BlobStore, name: string, key: StorageKey,
-    at: { header: Buffer; generation: number; frames: number; validEnd: number; size: number; head: StateHead; maxBytes: number },
+    at: { header: Buffer; generation: number; frames: number; validEnd: number; size: number; head: StateHead; maxBytes: number; owner: number },
     heads?: HeadChain,
   ): Promise<SealedLog> {
     if (at.size !== at.validEnd) await blobs.truncate(name, at.validEnd, at.size);
     const log = new SealedLog(blobs, name, key, at.header, at.generation, at.frames, at.validEnd, at.head, at.maxBytes, heads);
-    await log.write([encodeFence(randomBytes(8).toString('hex'))], false);
+    await log.write([encodeFence(randomBytes(8).toString('hex'), at.owner)], false);
     return log;
   }
 

@@ -15,6 +15,8 @@ export interface DurabilityConfig {
   snapshotLogBytes: number;
   /** SHARDS (undefined: unset). */
   shards?: number;
+  /** OWNER_GENERATION (undefined: unset, the start time is used). */
+  ownerGeneration?: number;
   onModelChange: ModelChangePolicy;
   kmsKeyId?: string;
   awsRegion?: string;
@@ -76,6 +78,10 @@ export async function openMemoryStore(options: {
   const store = await ShardedStore.open({
     blobs,
     shards: config.shards,
+    // Unset: the start time, raised if need be above the store's last owner, so a restarted or
+    // newly started enclave takes over from one started before it even if the clock went back.
+    generation: config.ownerGeneration ?? Date.now(),
+    outrank: config.ownerGeneration === undefined,
     sealingKey,
     embedding: memory.embeddingModel,
     reembed: config.onModelChange === 'reembed' ? () => reembedWithProgress(memory, embedder, log) : undefined,

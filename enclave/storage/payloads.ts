@@ -7,8 +7,9 @@
  *   0x04 end     JSON {count, deleted?, sealed?}: memories, deleted memories' histories, tenant-sealed entries
  *   0x05 update  as add: the memory's new version
  *   0x06 heads   u64 BE seq of the first | 8 bytes per head: its hash's first 8 bytes, in order (snapshots, format 4)
- *   0x07 fence   JSON {writer}: a writer took the log over here (an enclave that opened the store); no change.
- *                Any writer that had appended before it now finds the log's end moved, and stops.
+ *   0x07 fence   JSON {writer, generation?}: a writer took the log over here (an enclave that opened the store,
+ *                as owner `generation`, its fencing token); no change. Any writer that had appended before it
+ *                now finds the log's end moved, and stops; a later opener with a lower generation is refused.
  *                An enclave from before fences refuses such a log (unknown payload type 7).
  *   0x08 add with its change    u32 BE JSON length | JSON of the record | change | vector
  *   0x09 update with its change as 0x08
@@ -64,6 +65,12 @@ export interface FileMeta {
    * it), so a reader reads no further. Absent in segments written before it was recorded.
    */
   max_bytes?: number;
+  /**
+   * The generation (fencing token) of the owner that wrote the file: a store is refused to an
+   * opener with a lower one. Kept in every file, so a compaction that deletes the segments
+   * holding fence entries keeps the highest generation. Absent in files from before generations.
+   */
+  owner_generation?: number;
 }
 
 export type Payload =
@@ -73,7 +80,8 @@ export type Payload =
   | { type: 'end'; count: number; deleted?: number; sealed?: number }
   /** Prefixes of the heads from seq `first` on (head-chain.ts). */
   | { type: 'heads'; first: number; prefixes: Buffer }
-  | { type: 'fence'; writer: string }
+  /** `generation`: the owner's fencing token (absent in fences from before generations). */
+  | { type: 'fence'; writer: string; generation?: number }
   /** A change of `tenant_id` sealed under its tenant key: `payload` is the whole entry, kept as it is while the tenant is locked. */
   | { type: 'sealed'; tenant_id: string; payload: Buffer };
 
@@ -96,12 +104,15 @@ export const TENANT_SEALED = 0x0b;
  */
 const LITTLE_ENDIAN = endianness() === 'LE';
 
+/** An owner generation: a fencing token, a non-negative safe integer. */
+export const isGeneration = (value: unknown): value is number => Number.isSafeInteger(value) && (value as number) >= 0;
+
 const tagged = (tag: number, json: unknown) => Buffer.concat([Buffer.of(tag), Buffer.from(JSON.stringify(json))]);
 
 export const encodeHeader = (meta: FileMeta): Buffer => tagged(HEADER, meta);
 export const encodeEnd = (count: number, deleted?: number, sealed?: number): Buffer =>
   tagged(END, { count, ...(deleted ? { deleted } : {}), ...(sealed ? { sealed } : {}) });
-export const encodeFence = (writer: string): Buffer => tagged(FENCE, { writer });
+export const encodeFence = (writer: string, generation?: number): Buffer => tagged(FENCE, generation === undefined ? { writer } : { writer, generation });
 
 export function encodeHeads(first: number, prefixes: Uint8Array): Buffer {
   const out = Buffer.allocUnsafe(9 + prefixes.length);
@@ -197,8 +208,11 @@ export function decodePayload(payload: Buffer, where: string): Payload {
         if (!Number.isSafeInteger(first) || (payload.length - 9) % 8 !== 0) throw new Error('malformed heads');
         return { type: 'heads', first, prefixes: payload.subarray(9) };
       }
-      case FENCE:
-        return { type: 'fence', writer: String((JSON.parse(payload.subarray(1).toString('utf8')) as { writer: unknown }).writer) };
+      case FENCE: {
+        const { writer, generation } = JSON.parse(payload.subarray(1).toString('utf8')) as { writer: unknown; generation?: unknown };
+        if (generation !== undefined && !isGeneration(generation)) throw new Error('a fence with an invalid generation');
+        return { type: 'fence', writer: String(writer), ...(generation === undefined ? {} : { generation }) };
+      }
       case END: {
         const { count, deleted, sealed } = JSON.parse(payload.subarray(1).toString('utf8')) as { count: number; deleted?: number; sealed?: number };
         return { type: 'end', count, ...(deleted === undefined ? {} : { deleted }), ...(sealed === undefined ? {} : { sealed }) };

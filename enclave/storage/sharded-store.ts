@@ -39,7 +39,12 @@ export class ShardedStore implements MemoryJournal {
   private constructor(readonly map: ShardMap, readonly stores: readonly DurableStore[]) {
     const of = (tenantId: string) => this.stores[this.shardOf(tenantId)].locks;
     this.locks = {
-      admit: (tenantId, secret, holdsMemories, apply) => of(tenantId).admit(tenantId, secret, holdsMemories, apply),
+      admit: (tenantId, secret, holdsMemories, apply) => {
+        // Every call acting for a tenant comes here first: a shard another owner took over is
+        // served no more, reads included (they would miss the new owner's changes and deletions).
+        this.stores[this.shardOf(tenantId)].refuseIfTakenOver();
+        of(tenantId).admit(tenantId, secret, holdsMemories, apply);
+      },
       isLocked: (tenantId) => of(tenantId).isLocked(tenantId),
     };
   }

@@ -5,10 +5,10 @@ import type { Logger } from '../../common/logger.js';
 import type { MemoryJournal } from '../memory/journal.js';
 import type { EmbeddingModelId, MemoryEvent, RestoredEvent } from '../memory/types.js';
 import { describeModel, sameEmbeddingModel } from '../memory/model-change.js';
-import { CorruptStoreError, EmbeddingModelChangedError } from './errors.js';
+import { CorruptStoreError, EmbeddingModelChangedError, StaleOwnerError } from './errors.js';
 import { GroupCommitLog, type CommitStats } from './group-commit.js';
 import { logGeneration, logName, SealedLog, type LogFile } from './log-file.js';
-import { decodePayload, encodeEvent, FORMAT_VERSION, READABLE_FORMATS, type FileMeta } from './payloads.js';
+import { decodePayload, encodeEvent, FORMAT_VERSION, isGeneration, READABLE_FORMATS, type FileMeta } from './payloads.js';
 import { deriveStorageKey, readSealedLog, readSealedStream, type StorageKey } from './sealed-file.js';
 import { readSnapshot, SNAPSHOT_NAME, writeSnapshot, type SealedEntry, type SnapshotEntry, type SnapshotReader, type SnapshotSealing, type SnapshotTombstone } from './snapshot.js';
 import { TenantKeys } from './tenant-keys.js';
@@ -31,6 +31,18 @@ export interface StoreOptions {
   storeId?: string;
   /** How refusals name the store, e.g. "shard 3 (shard-03/)"; default: its prefix. */
   name?: string;
+  /**
+   * This owner's generation (its fencing token; later handed out by etcd, #38): opening
+   * writes it in a fence entry, and a store whose files name a higher one is refused
+   * (StaleOwnerError), untouched. Equal is allowed (the same owner restarting). Default 0.
+   */
+  generation?: number;
+  /**
+   * Open as the newest owner whatever `generation` is: it is raised to the highest the files
+   * name (OWNER_GENERATION unset, one enclave: a clock set back must not lock it out of its
+   * own store). An old owner is still stopped by the conditional writes.
+   */
+  outrank?: boolean;
   /** 32 bytes from a SealingKeySource. */
   sealingKey: Uint8Array;
   /** The model whose vectors are stored (MemoryService.embeddingModel). */
@@ -140,6 +152,7 @@ export class DurableStore implements MemoryJournal {
       groupCommit: options.groupCommit ?? true,
       betweenBatches: () => this.maybeCompact(),
       onBatch: options.onCommit,
+      refusal: (err) => (err instanceof BlobConflictError ? this.takenOverError() : undefined),
       onFailure: (err) => {
         if (this.fence(err)) return;
         options.log?.error({ err: err.message }, 'memory log write failed; the change was refused (503) and later writes try again');
@@ -269,7 +282,10 @@ export class DurableStore implements MemoryJournal {
           return;
         }
         // Where a writer took the log over: not a change, and no step of the chain of heads.
-        if (p.type === 'fence') return;
+        if (p.type === 'fence') {
+          chain.owner(p.generation, `${name} frame ${f}`);
+          return;
+        }
         if (p.type !== 'event' && p.type !== 'sealed') throw new CorruptStoreError(`${name} holds an entry that is not a change`);
         chain.advance(payload);
         apply(p.type === 'event' ? p.event : p, `${name} frame ${f}`);
@@ -285,13 +301,20 @@ export class DurableStore implements MemoryJournal {
     const modelChange = changed && { from: storedModel(changed.meta), to: options.embedding, memories: restoredIds!.size };
     if (modelChange && modelChange.memories > 0 && !options.reembed) throw new EmbeddingModelChangedError(modelChange.from, modelChange.to, changed.where);
 
+    // Before anything is written (no tail cut, no fence): an owner older than the store's last one leaves it as it is.
+    let generation = options.generation ?? 0;
+    if (chain.highestOwner && generation < chain.highestOwner.generation) {
+      if (!options.outrank) throw new StaleOwnerError(options.name ?? prefix, generation, chain.highestOwner.generation, chain.highestOwner.where);
+      generation = chain.highestOwner.generation;
+    }
+    options = { ...options, generation };
     const storeId = chain.storeId ?? options.storeId ?? randomBytes(16).toString('hex');
     locks.storeId = storeId;
     const head = chain.head ?? genesisHead(storeId);
     // Legacy files carry no chain: it starts at the head they are rewritten from.
     const heads = chain.heads && sameHead(chain.heads.head, head) ? chain.heads : HeadChain.startingAt(head);
     const file = last
-      ? await SealedLog.reopen(blobs, prefix + logName(last.generation), key, { ...last, head }, heads)
+      ? await SealedLog.reopen(blobs, prefix + logName(last.generation), key, { ...last, head, owner: generation }, heads)
       : await SealedLog.create(blobs, prefix + logName(start), key, { ...logMeta(options, start, storeId, snapshotBytes.read), head }, heads);
     if (cutTail) log?.warn(cutTail, 'cut a torn or corrupt tail from the memory log (an interrupted append, or damage after the last good entry)');
 
@@ -337,7 +360,7 @@ export class DurableStore implements MemoryJournal {
 
   commit(events: readonly MemoryEvent[], apply: (part?: readonly MemoryEvent[]) => void): Promise<void> {
     if (this.closed) return Promise.reject(new Error('the memory store is closed'));
-    if (this.fenced) return Promise.reject(takenOver());
+    if (this.fenced) return Promise.reject(this.takenOverError());
     return this.commits.appendAll(events.map((event) => this.locks.encode(event)), () => apply(events));
   }
 
@@ -399,12 +422,21 @@ export class DurableStore implements MemoryJournal {
     return this.fenced !== undefined;
   }
 
+  /** Throws 503 shard_not_owned once the store was taken over. */
+  refuseIfTakenOver(): void {
+    if (this.fenced) throw this.takenOverError();
+  }
+
+  private takenOverError(): Error {
+    return takenOver(this.options.name ?? this.prefix, this.options.generation ?? 0);
+  }
+
   /** A failed write: if a condition failed, this store stops writing for good. */
   private fence(err: unknown): boolean {
     if (!(err instanceof BlobConflictError)) return false;
     if (!this.fenced) {
       this.fenced = err;
-      this.options.log?.error({ err: err.message }, 'another writer has written the memory store since this enclave opened it: refusing every change from now on (503)');
+      this.options.log?.error({ store: this.options.name ?? this.prefix, generation: this.options.generation ?? 0, err: err.message }, 'another writer has written the memory store since this enclave opened it: this enclave no longer owns it and refuses every change to it from now on (503 shard_not_owned)');
       this.options.onFenced?.(err);
     }
     return true;
@@ -497,7 +529,9 @@ function* concat<T>(...lists: Array<Iterable<T>>): Generator<T> {
   for (const list of lists) yield* list;
 }
 
-const takenOver = () => unavailable('memory storage was taken over by another writer; this enclave no longer saves changes', 'storage_unavailable');
+/** What every change is refused with once another owner took the store over: the proxy (#38 item 2) re-routes on the code. */
+const takenOver = (store: string, generation: number) =>
+  unavailable(`${store} is no longer owned by this enclave (owner generation ${generation}): another owner has written it since; the change was not saved`, 'shard_not_owned');
 
 function fileMeta(options: StoreOptions, kind: FileMeta['kind'], generation: number, storeId: string): FileMeta {
   return {
@@ -509,6 +543,7 @@ function fileMeta(options: StoreOptions, kind: FileMeta['kind'], generation: num
     dimension: options.embedding.dimension,
     embedding_sha256: options.embedding.sha256,
     created_at: Math.floor(Date.now() / 1000),
+    owner_generation: options.generation ?? 0,
   };
 }
 
@@ -573,12 +608,15 @@ class ChainCheck {
   /** Every head since the first one known, up to `head` (from the snapshot, then the segments). */
   heads?: HeadChain;
   legacy = false;
+  /** The highest owner generation any file or fence names, and where (undefined: none does). */
+  highestOwner?: { generation: number; where: string };
   private previous?: string;
 
   constructor(private readonly prefix: string) {}
 
   /** Any file: it must belong to this store. */
   file(meta: FileMeta, where: string): void {
+    this.owner(meta.owner_generation, where);
     if (meta.format < 3) {
       this.legacy = true;
       return;
@@ -616,6 +654,13 @@ class ChainCheck {
     this.head = meta.head;
     // No snapshot chain (a new store's first segment, or a format 3 snapshot): it starts here.
     if (!this.heads || !sameHead(this.heads.head, meta.head!)) this.heads = meta.head ? HeadChain.startingAt(meta.head) : undefined;
+  }
+
+  /** An owner generation a file or a fence names. */
+  owner(generation: number | undefined, where: string): void {
+    if (generation === undefined) return;
+    if (!isGeneration(generation)) throw new CorruptStoreError(`${where} names no valid owner generation`);
+    if (!this.highestOwner || generation > this.highestOwner.generation) this.highestOwner = { generation, where };
   }
 
   advance(payload: Uint8Array): void {

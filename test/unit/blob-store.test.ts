@@ -68,6 +68,8 @@ describe.each(implementations)('BlobStore contract: %s', (_name, make) => {
     await blobs.append('memory/log', 4, Buffer.from('-one'));
     // A second writer that still thinks the log ends at 4, a repeated append, a gap: all refused.
     await expect(blobs.append('memory/log', 4, Buffer.from('-two'))).rejects.toBeInstanceOf(BlobConflictError);
+    // Typed and clear through gRPC too: the blob, where it ends, and the offset asked.
+    await expect(blobs.append('memory/log', 4, Buffer.from('-two'))).rejects.toThrow(/memory\/log ends at 8; an append at 4 is refused/);
     await expect(blobs.append('memory/log', 100, Buffer.from('x'))).rejects.toBeInstanceOf(BlobConflictError);
     await expect(blobs.append('memory/log', 0, Buffer.from('x'))).rejects.toBeInstanceOf(BlobConflictError);
     await blobs.append('memory/log', 8, Buffer.from('-three'));
@@ -77,6 +79,7 @@ describe.each(implementations)('BlobStore contract: %s', (_name, make) => {
   it('cuts a tail only by a truncate, and only from the size its writer names', async () => {
     await blobs.put('memory/torn', Buffer.from('good-torn'));
     await expect(blobs.truncate('memory/torn', 4, 8)).rejects.toBeInstanceOf(BlobConflictError);
+    await expect(blobs.truncate('memory/torn', 4, 8)).rejects.toThrow(/memory\/torn has 9 bytes; a cut to 4 of 8 bytes is refused/);
     await expect(blobs.truncate('memory/torn', 10, 9)).rejects.toBeInstanceOf(BlobConflictError);
     expect((await readWhole(blobs, 'memory/torn'))!.toString()).toBe('good-torn');
     await blobs.truncate('memory/torn', 4, 9);

@@ -30,6 +30,15 @@ describe('configuration', () => {
     expect(() => loadConfig(enclaveSettings, { TEE_MODE: 'sgx' })).toThrow(/TEE_MODE: must be one of simulated, nitro/);
   });
 
+  it('takes OWNER_GENERATION as a non-negative integer, and leaves it unset (the start time) when empty', () => {
+    expect(loadConfig(enclaveSettings, {}).ownerGeneration).toBeUndefined();
+    expect(loadConfig(enclaveSettings, { OWNER_GENERATION: '0' }).ownerGeneration).toBe(0);
+    expect(loadConfig(enclaveSettings, { OWNER_GENERATION: '1764258000000' }).ownerGeneration).toBe(1764258000000);
+    for (const bad of ['-1', '1.5', 'x', '1000000000000000']) {
+      expect(() => loadConfig(enclaveSettings, { OWNER_GENERATION: bad })).toThrow(/OWNER_GENERATION: must be a non-negative integer below 10\^15/);
+    }
+  });
+
   it('parses host:port including IPv6', () => {
     expect(parseHostPort('127.0.0.1:50051')).toEqual({ host: '127.0.0.1', port: 50051 });
     expect(parseHostPort('[::1]:8080')).toEqual({ host: '::1', port: 8080 });

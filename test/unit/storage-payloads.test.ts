@@ -37,9 +37,12 @@ describe('payloads without a vector', () => {
     expect(decodePayload(encodeEnd(3, 2), 'f')).toStrictEqual({ type: 'end', count: 3, deleted: 2 });
   });
 
-  it('a fence is 0x07 and {writer}', () => {
+  it('a fence is 0x07 and {writer, generation?}', () => {
     expect(hex(encodeFence('enclave-1'))).toBe(`07${json({ writer: 'enclave-1' })}`);
     expect(decodePayload(encodeFence('enclave-1'), 'f')).toEqual({ type: 'fence', writer: 'enclave-1' });
+    expect(hex(encodeFence('enclave-1', 7))).toBe(`07${json({ writer: 'enclave-1', generation: 7 })}`);
+    expect(decodePayload(encodeFence('enclave-1', 7), 'f')).toEqual({ type: 'fence', writer: 'enclave-1', generation: 7 });
+    expect(() => decodePayload(Buffer.concat([Buffer.of(7), Buffer.from(JSON.stringify({ writer: 'w', generation: -1 }))]), 'f')).toThrow(/f/);
   });
 
   it('the heads are 0x06, the first seq as u64 BE, then 8 bytes a head', () => {

@@ -96,6 +96,27 @@ describe('sharded store', () => {
     expect(ids(again.memory)).toEqual(before);
   });
 
+  it('fences every shard with the owner\'s generation: the old owner\'s write names its tenant\'s shard; a lower generation is refused', async () => {
+    // One host store process serves both enclaves: one FsBlobStore (it keeps the sizes of the blobs it appends to).
+    const blobs = new FsBlobStore(dir);
+    const old = await start({ blobs, shards: 4, generation: 1 });
+    const tenant = tenants.find((t) => shardOf(t, 4) === 2)!;
+    await old.memory.add({ tenant_id: tenant, content: 'before' });
+    const owner = await start({ blobs, shards: 4, generation: 2 });
+    await expect(old.memory.add({ tenant_id: tenant, content: 'after' })).rejects.toMatchObject({
+      code: 'shard_not_owned', message: expect.stringMatching(/^shard 2 \(shard-02\/\) is no longer owned by this enclave \(owner generation 1\)/),
+    });
+    // From then on it serves that shard's tenants no more, reads included; another shard's it has not written since goes on until its next write.
+    expect(() => old.memory.admitTenant(tenant, undefined)).toThrow(/^shard 2 \(shard-02\/\) is no longer owned/);
+    const other = tenants.find((t) => shardOf(t, 4) === 1)!;
+    expect(() => old.memory.admitTenant(other, undefined)).not.toThrow();
+    await expect(old.memory.add({ tenant_id: other, content: 'x' })).rejects.toMatchObject({ code: 'shard_not_owned' });
+    expect(() => old.memory.admitTenant(other, undefined)).toThrow(/^shard 1 \(shard-01\/\) is no longer owned/);
+    await owner.memory.add({ tenant_id: tenant, content: 'by the owner' });
+    await expect(start({ blobs, shards: 4, generation: 1 })).rejects.toThrow(/^shard 0 \(shard-00\/\) belongs to a newer owner: .* names owner generation 2, and this enclave opens it as generation 1/);
+    expect(ids((await start({ blobs, shards: 4, generation: 2 })).memory)).toEqual([`${tenant}/before`, `${tenant}/by the owner`]);
+  });
+
   it('refuses a shard whose folder holds another shard\'s store, naming the shard', async () => {
     const { memory, store } = await start({ shards: 4 });
     for (const t of tenants) await memory.add({ tenant_id: t, content: `memory of ${t}` });

@@ -42,10 +42,10 @@ afterEach(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-/** An enclave's memory and store on `blobs`. */
-async function enclave(blobs: BlobStore) {
+/** An enclave's memory and store on `blobs`, opened as owner `generation` (default 0); `outrank`: as OWNER_GENERATION unset. */
+async function enclave(blobs: BlobStore, generation?: number, outrank?: boolean) {
   const memory = new MemoryService(embedder);
-  const store = await DurableStore.open({ blobs, prefix: 'memory/', sealingKey, embedding: memory.embeddingModel, snapshotLogBytes: 1 << 30 }, memory);
+  const store = await DurableStore.open({ blobs, prefix: 'memory/', name: 'shard 0 (memory/)', generation, outrank, sealingKey, embedding: memory.embeddingModel, snapshotLogBytes: 1 << 30 }, memory);
   memory.useJournal(store);
   opened.push(store);
   return { memory, store };
@@ -61,7 +61,7 @@ describe('two writers of one store', () => {
     const owner = await enclave(blobs);
     expect(contents(owner)).toEqual(['before the takeover']);
 
-    await expect(add(old, 'written by the old owner after the takeover')).rejects.toMatchObject({ status: 503, code: 'storage_unavailable' });
+    await expect(add(old, 'written by the old owner after the takeover')).rejects.toMatchObject({ status: 503, code: 'shard_not_owned' });
     expect(old.store.takenOver).toBe(true);
     await expect(add(old, 'and another')).rejects.toMatchObject({ status: 503 });
     await add(owner, 'written by the new owner');
@@ -115,4 +115,71 @@ describe('two writers of one store', () => {
       server.forceShutdown();
     }
   });
+
+  it('the old owner\'s refusal names the shard and says it is no longer its owner, the first time and every later one', async () => {
+    const blobs = new FsBlobStore(dir);
+    const old = await enclave(blobs, 1);
+    await add(old, 'first');
+    await enclave(blobs, 2);
+    for (const content of ['after', 'again']) {
+      await expect(add(old, content)).rejects.toMatchObject({
+        status: 503, code: 'shard_not_owned', message: expect.stringMatching(/^shard 0 \(memory\/\) is no longer owned by this enclave \(owner generation 1\)/),
+      });
+    }
+  });
 });
+
+/** Every blob's name and size: what a refused opener must leave as it found. */
+const sizes = async (blobs: BlobStore) => (await blobs.list()).map((b) => `${b.name} ${b.size}`);
+
+describe('owner generations (the fencing token)', () => {
+  it('an opener of a lower generation than the store\'s last owner is refused, naming the store and both generations, and writes nothing', async () => {
+    const blobs = new FsBlobStore(dir);
+    const owner = await enclave(blobs, 5);
+    await add(owner, 'by owner 5');
+    const before = await sizes(blobs);
+    await expect(enclave(blobs, 4)).rejects.toMatchObject({
+      name: 'StaleOwnerError', message: expect.stringMatching(/^shard 0 \(memory\/\) belongs to a newer owner: memory\/log-000000000001\.sealed( frame \d+)? names owner generation 5, and this enclave opens it as generation 4/),
+    });
+    expect(await sizes(blobs)).toEqual(before);
+    // The owner was not disturbed: its next write is stored.
+    await add(owner, 'by owner 5, later');
+    expect(contents(await enclave(blobs, 5))).toEqual(['by owner 5', 'by owner 5, later']);
+  });
+
+  it('a higher generation takes the store over; the same one reopens it (a restart)', async () => {
+    const blobs = new FsBlobStore(dir);
+    const first = await enclave(blobs, 5);
+    await add(first, 'by 5');
+    const again = await enclave(blobs, 5);
+    await add(again, 'by 5 again');
+    const next = await enclave(blobs, 6);
+    await expect(add(again, 'by 5, after 6 opened')).rejects.toMatchObject({ code: 'shard_not_owned' });
+    await add(next, 'by 6');
+    await expect(enclave(blobs, 5)).rejects.toMatchObject({ name: 'StaleOwnerError' });
+    expect(contents(await enclave(blobs, 6))).toEqual(['by 5', 'by 5 again', 'by 6']);
+  });
+
+  it('the generation outlives a compaction that deletes the segment holding the fence', async () => {
+    const blobs = new FsBlobStore(dir);
+    await add(await enclave(blobs, 1), 'by 1');
+    const owner = await enclave(blobs, 7);
+    await add(owner, 'by 7');
+    await owner.store.compact();
+    expect((await blobs.list('memory/')).map((b) => b.name)).toEqual(['memory/log-000000000002.sealed', 'memory/snapshot.sealed']);
+    await expect(enclave(blobs, 6)).rejects.toThrow(/memory\/(log-000000000002|snapshot)\.sealed names owner generation 7/);
+  });
+
+  it('unset (outrank), an enclave whose clock went back still opens its store, as its newest owner, and fences the one before', async () => {
+    const blobs = new FsBlobStore(dir);
+    const before = await enclave(blobs, 2_000, true);
+    await add(before, 'before the clock went back');
+    const after = await enclave(blobs, 1_000, true);
+    await expect(add(before, 'by the one before')).rejects.toMatchObject({ code: 'shard_not_owned' });
+    await add(after, 'after the clock went back');
+    // It opened as generation 2000 (the highest found), and wrote that: a strict 1999 is refused.
+    await expect(add(after, 'x').then(() => enclave(blobs, 1_999))).rejects.toThrow(/names owner generation 2000, and this enclave opens it as generation 1999/);
+    expect(contents(await enclave(blobs, 2_000))).toEqual(['after the clock went back', 'before the clock went back', 'x']);
+  });
+});
+
