@@ -10,6 +10,12 @@ export interface GroupCommitOptions {
   groupCommit: boolean;
   /** Runs after each batch, while no batch is in progress; may switchTo() a new file. Must not throw. */
   betweenBatches?: () => Promise<void>;
+  /**
+   * Whether betweenBatches has work to do now (e.g. a compaction is due). While it has none,
+   * the next batch is sent before the last one's onDurable callbacks run. Without it,
+   * betweenBatches (if given) runs after every batch, with nothing in flight.
+   */
+  betweenDue?: () => boolean;
   /** Called when a batch could not be made durable (it was refused with 503; later batches try again). */
   onFailure?: (err: Error) => void;
   /** What a failed batch's callers are refused with, if not 503 storage_unavailable (e.g. the store was taken over). */
@@ -26,6 +32,13 @@ export interface CommitStats {
   largestBatch: number;
 }
 
+/** A batch sent to the log: its entries, when it was sent, and the write in progress. */
+interface Sent {
+  batch: Pending[];
+  started: number;
+  written: Promise<void>;
+}
+
 interface Pending {
   /** Entries that are written together, in one write and sync, and settle together. */
   payloads: Uint8Array[];
@@ -37,7 +50,10 @@ interface Pending {
 /**
  * The single writer of the log. Callers append and wait; the loop writes whatever has
  * queued as one batch (up to MAX_BATCH_BYTES), synced once, then runs each entry's
- * onDurable in order and resolves it. A batch whose write fails (the host store is down,
+ * onDurable in order and resolves it. Batches are written one at a time, in order, but the
+ * next one is sent before the last one's onDurable callbacks run (applying a batch to the
+ * indexes takes the event loop milliseconds), so the host writes and syncs while the
+ * enclave applies: an entry is still acknowledged only once its own batch is durable. A batch whose write fails (the host store is down,
  * its disk is full) is refused with 503 and not applied; the log stays usable, because the
  * next append first cuts whatever the failed one may have left (a conditional truncate, log-file.ts).
  */
@@ -94,23 +110,33 @@ export class GroupCommitLog {
   private async run(): Promise<void> {
     this.busy = true;
     try {
-      while (this.queue.length > 0 || this.tasks.length > 0) {
-        for (const task of this.tasks.splice(0)) await task.run().then(task.resolve, task.reject);
-        if (this.queue.length === 0) continue;
-        const batch = this.options.groupCommit ? this.queue.splice(0, batchLength(this.queue)) : this.queue.splice(0, 1);
-        const started = performance.now();
+      let next: Sent | undefined;
+      while (next || this.queue.length > 0 || this.tasks.length > 0) {
+        if (!next) {
+          for (const task of this.tasks.splice(0)) await task.run().then(task.resolve, task.reject);
+          if (this.queue.length === 0) continue;
+          next = this.send();
+        }
+        const sent = next;
+        next = undefined;
         try {
-          await this.file.append(batch.flatMap((p) => p.payloads));
+          await sent.written;
         } catch (err) {
-          this.fail(err as Error, batch);
+          this.fail(err as Error, sent.batch);
           continue;
         }
         this.stats.syncs++;
-        const entries = batch.reduce((n, p) => n + p.payloads.length, 0);
+        const entries = sent.batch.reduce((n, p) => n + p.payloads.length, 0);
         this.stats.commits += entries;
         this.stats.largestBatch = Math.max(this.stats.largestBatch, entries);
-        this.options.onBatch?.(entries, (performance.now() - started) / 1000);
-        for (const p of batch) {
+        this.options.onBatch?.(entries, (performance.now() - sent.started) / 1000);
+        // The next batch goes out before this one is applied, unless something must run
+        // with nothing in flight (a task, or betweenBatches with work to do). Its write only
+        // starts now that this one is durable, so the log keeps its order and a failed
+        // batch is still cut by the next one's write at the same offset.
+        const overlap = this.queue.length > 0 && this.tasks.length === 0 && !(this.options.betweenDue?.() ?? this.options.betweenBatches !== undefined);
+        if (overlap) next = this.send();
+        for (const p of sent.batch) {
           try {
             p.onDurable();
             p.resolve();
@@ -118,7 +144,7 @@ export class GroupCommitLog {
             p.reject(err as Error);
           }
         }
-        await this.options.betweenBatches?.();
+        if (!overlap) await this.options.betweenBatches?.();
       }
     } finally {
       // Synchronously after the last check of the queue: an append that finds busy
@@ -126,6 +152,16 @@ export class GroupCommitLog {
       this.busy = false;
       for (const resolve of this.idle.splice(0)) resolve();
     }
+  }
+
+  /** Takes the next batch from the queue and starts its write. */
+  private send(): Sent {
+    const batch = this.options.groupCommit ? this.queue.splice(0, batchLength(this.queue)) : this.queue.splice(0, 1);
+    const started = performance.now();
+    const written = this.file.append(batch.flatMap((p) => p.payloads));
+    // Awaited by the loop once the batch before it is applied; no unhandled rejection meanwhile.
+    written.catch(() => {});
+    return { batch, started, written };
   }
 
   private fail(err: Error, batch: Pending[]): void {

@@ -151,6 +151,7 @@ export class DurableStore implements MemoryJournal {
     this.commits = new GroupCommitLog(file, {
       groupCommit: options.groupCommit ?? true,
       betweenBatches: () => this.maybeCompact(),
+      betweenDue: () => this.compactionDue(),
       onBatch: options.onCommit,
       refusal: (err) => (err instanceof BlobConflictError ? this.takenOverError() : undefined),
       onFailure: (err) => {
@@ -442,9 +443,14 @@ export class DurableStore implements MemoryJournal {
     return true;
   }
 
-  private async maybeCompact(): Promise<void> {
+  /** Whether the log has grown enough for a new segment and snapshot, and one can start. */
+  private compactionDue(): boolean {
     const { size } = this.commits.current;
-    if (this.fenced || this.snapshotting || size < Math.max(this.options.snapshotLogBytes, this.lastSnapshotBytes)) return;
+    return !this.fenced && !this.snapshotting && size >= Math.max(this.options.snapshotLogBytes, this.lastSnapshotBytes);
+  }
+
+  private async maybeCompact(): Promise<void> {
+    if (!this.compactionDue()) return;
     try {
       await this.rotate();
     } catch (err) {

@@ -136,6 +136,51 @@ describe('group commit', () => {
     await file.close();
   });
 
+  it('sends the next batch before applying the last one, and acknowledges each only once its own batch is durable', async () => {
+    const file = new WatchedLog(await SealedLog.create(blobs, NAME, key, meta));
+    const log = new GroupCommitLog(file, { groupCommit: true });
+    const seen: Array<{ entry: number; nextInFlight: boolean; durable: number }> = [];
+    const acked: number[] = [];
+    const first = log.append(payload(0), () => seen.push({ entry: 0, nextInFlight: file.inFlight, durable: file.durableEntries }));
+    // Queued behind the first batch's sync: one batch, sent as soon as the first is durable.
+    const rest = [1, 2, 3].map((i) => log.append(payload(i), () => seen.push({ entry: i, nextInFlight: file.inFlight, durable: file.durableEntries })).then(() => acked.push(i)));
+    await first;
+    // The first entry was applied while the second batch was already being written, which it is not part of.
+    expect(seen).toEqual([{ entry: 0, nextInFlight: true, durable: 1 }]);
+    expect(acked).toEqual([]);
+    await Promise.all(rest);
+    expect(seen.slice(1)).toEqual([1, 2, 3].map((entry) => ({ entry, nextInFlight: false, durable: 4 })));
+    expect(file.appends).toEqual([1, 3]);
+    expect(await entriesOnDisk()).toEqual(['entry 0', 'entry 1', 'entry 2', 'entry 3']);
+    await file.close();
+  });
+
+  it('sends nothing while betweenBatches has work to do, and runs it with no write in flight', async () => {
+    const file = new WatchedLog(await SealedLog.create(blobs, NAME, key, meta));
+    let due = true;
+    const between: boolean[] = [];
+    const log = new GroupCommitLog(file, {
+      groupCommit: true,
+      betweenDue: () => due,
+      betweenBatches: async () => {
+        between.push(file.inFlight);
+        due = false;
+      },
+    });
+    const inFlightAtApply: boolean[] = [];
+    const apply = () => inFlightAtApply.push(file.inFlight);
+    const first = log.append(payload(0), apply);
+    const second = log.append(payload(1), apply);
+    const third = log.append(payload(2), apply);
+    await Promise.all([first, second, third]);
+    // Due after the first batch: the second was not sent until betweenBatches had run (and
+    // found nothing due after it, so it ran once more, still with nothing in flight).
+    expect(inFlightAtApply).toEqual([false, false, false]);
+    expect(between).toEqual([false, false]);
+    expect(file.appends).toEqual([1, 2]);
+    await file.close();
+  });
+
   it('runs exclusive tasks between batches, with no write in flight', async () => {
     const file = new WatchedLog(await SealedLog.create(blobs, NAME, key, meta));
     const log = new GroupCommitLog(file, { groupCommit: true });
