@@ -132,8 +132,8 @@ export class GroupCommitLog {
         this.options.onBatch?.(entries, (performance.now() - sent.started) / 1000);
         // The next batch goes out before this one is applied, unless something must run
         // with nothing in flight (a task, or betweenBatches with work to do). Its write only
-        // starts now that this one is durable, so the log keeps its order and a failed
-        // batch is still cut by the next one's write at the same offset.
+        // starts now that this one is durable, so the log keeps its order, and what a failed
+        // batch may have left is still cut before the next one is written.
         const overlap = this.queue.length > 0 && this.tasks.length === 0 && !(this.options.betweenDue?.() ?? this.options.betweenBatches !== undefined);
         if (overlap) next = this.send();
         for (const p of sent.batch) {
