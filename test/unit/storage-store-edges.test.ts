@@ -1,0 +1,304 @@
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import type { BlobStore } from '../../common/blob-store.js';
+import { modelsDir } from '../../common/paths.js';
+import { loadEmbedder, type Embedder } from '../../enclave/embedding/embedder.js';
+import { MemoryService } from '../../enclave/memory/memory-service.js';
+import { CorruptStoreError } from '../../enclave/storage/errors.js';
+import { logName } from '../../enclave/storage/log-file.js';
+import { encodeEnd, encodeEvent, encodeHeader, FORMAT_VERSION, type FileMeta } from '../../enclave/storage/payloads.js';
+import { deriveStorageKey, newHeader, sealFrame } from '../../enclave/storage/sealed-file.js';
+import { genesisHead } from '../../enclave/storage/state-head.js';
+import { DurableStore, type StoreOptions } from '../../enclave/storage/store.js';
+import { FsBlobStore } from '../../host-store/fs-blob-store.js';
+
+/**
+ * The edges of the durable store (enclave/storage/store.ts) that its main tests pass by: what a
+ * host that lists a blob but will not hand it over, or hands over segments whose header the
+ * enclave never wrote, gets at start; what the store tells the operator in its log; and the
+ * sizes that time compaction. Each case is one a mutation of store.ts left unnoticed.
+ */
+let embedder: Embedder;
+let dir: string;
+const sealingKey = randomBytes(32);
+const key = deriveStorageKey(sealingKey);
+const open: DurableStore[] = [];
+
+beforeAll(async () => {
+  embedder = await loadEmbedder({ name: 'static', modelsDir });
+});
+afterAll(async () => {
+  await embedder?.close();
+});
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), 'store-edges-'));
+});
+afterEach(async () => {
+  for (const store of open.splice(0)) await store.close().catch(() => {});
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** What the store logged, level by level: [level, fields, message]; `logged` waits for a message. */
+function recorder() {
+  const lines: Array<[string, Record<string, unknown>, string]> = [];
+  const waiting: Array<{ message: string; resolve: () => void }> = [];
+  const at = (level: string) => (fields: Record<string, unknown>, message: string) => {
+    lines.push([level, fields, message]);
+    for (const w of waiting.filter((w) => w.message === message)) w.resolve();
+  };
+  const logged = (message: string) => (lines.some((l) => l[2] === message) ? Promise.resolve() : new Promise<void>((resolve) => waiting.push({ message, resolve })));
+  return { lines, logged, log: { error: at('error'), warn: at('warn'), info: at('info') } as unknown as StoreOptions['log'] };
+}
+
+async function start(options: Partial<StoreOptions> = {}) {
+  const memory = new MemoryService(embedder);
+  const store = await DurableStore.open({
+    blobs: new FsBlobStore(dir), prefix: '', sealingKey, embedding: memory.embeddingModel, snapshotLogBytes: 1 << 30, ...options,
+  }, memory);
+  memory.useJournal(store);
+  open.push(store);
+  return { memory, store };
+}
+async function stop(store: DurableStore) {
+  open.splice(open.indexOf(store), 1);
+  await store.close();
+}
+const refusal = (options: Partial<StoreOptions> = {}) => start(options).then(() => 'opened', (err: Error) => {
+  expect(err).toBeInstanceOf(CorruptStoreError);
+  return err.message;
+});
+const files = () => readdirSync(dir).sort();
+const contents = (memory: MemoryService) => [...memory.entries()].map((e) => e.record.content).sort();
+
+/**
+ * A host store that lists every blob but hands `name` over only its first `reads` times
+ * (the store reads a segment twice: its header first, then the whole of it).
+ */
+function withholding(name: string, reads: number): BlobStore {
+  const blobs = new FsBlobStore(dir);
+  let count = 0;
+  return new Proxy(blobs, {
+    get(target, prop, receiver) {
+      if (prop === 'read') {
+        return async (n: string) => (n === name && count++ >= reads ? undefined : target.read(n));
+      }
+      const value = Reflect.get(target, prop, receiver) as unknown;
+      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+    },
+  });
+}
+
+/** A segment's meta as the store writes it, with `changes` over it. */
+function segmentMeta(changes: Partial<FileMeta> = {}): FileMeta & { head: ReturnType<typeof genesisHead> } {
+  const storeId = 'ab'.repeat(16);
+  return {
+    store_id: storeId, format: FORMAT_VERSION, kind: 'log', generation: 1, embedding_model: embedder.id, dimension: embedder.dimension,
+    embedding_sha256: embedder.sha256, created_at: 1_700_000_000, head: genesisHead(storeId), max_bytes: 1 << 20, ...changes,
+  } as FileMeta & { head: ReturnType<typeof genesisHead> };
+}
+
+/** Writes log `generation` sealed under the store's key: its header frame, then `payloads` as frames. */
+async function forgeSegment(meta: FileMeta, payloads: Buffer[] = [], generation = 1) {
+  const header = newHeader('log', key);
+  const frames = [encodeHeader(meta), ...payloads].map((p, seq) => sealFrame(key, header, seq, p));
+  await new FsBlobStore(dir).put(logName(generation), Buffer.concat([header, ...frames]));
+}
+
+describe('blobs the host lists but does not hand over', () => {
+  it('a snapshot, a segment\'s header, or the rest of a segment: refused, naming the blob', async () => {
+    const a = await start();
+    await a.memory.add({ tenant_id: 't', content: 'kept' });
+    await a.store.compact();
+    await a.memory.add({ tenant_id: 't', content: 'after the snapshot' });
+    await stop(a.store);
+    expect(files()).toEqual(['log-000000000002.sealed', 'snapshot.sealed']);
+
+    const listedBut = 'was listed by the host store but cannot be read';
+    expect(await refusal({ blobs: withholding('snapshot.sealed', 0) })).toBe(`snapshot.sealed ${listedBut}`);
+    expect(await refusal({ blobs: withholding('log-000000000002.sealed', 0) })).toBe(`log-000000000002.sealed ${listedBut}`);
+    expect(await refusal({ blobs: withholding('log-000000000002.sealed', 1) })).toBe(`log-000000000002.sealed ${listedBut}`);
+    expect(contents((await start()).memory)).toEqual(['after the snapshot', 'kept']);
+  });
+});
+
+describe('segment headers the enclave did not write', () => {
+  it('refuses a future format, a snapshot\'s kind, a generation or size limit that is not a positive integer, and a chained file without store or head', async () => {
+    const cases: Array<[Partial<FileMeta>, string]> = [
+      [{ format: 5 }, 'log-000000000001.sealed has format 5; this enclave reads formats 1, 2, 3, 4'],
+      [{ kind: 'snapshot' }, 'log-000000000001.sealed is a snapshot, not a log'],
+      [{ generation: 0 }, 'log-000000000001.sealed has no valid generation'],
+      [{ generation: 1.5 }, 'log-000000000001.sealed has no valid generation'],
+      [{ max_bytes: 0 }, 'log-000000000001.sealed has no valid size limit'],
+      [{ max_bytes: 2.5 }, 'log-000000000001.sealed has no valid size limit'],
+      [{ store_id: undefined }, 'log-000000000001.sealed has no store id or state head'],
+      [{ head: undefined }, 'log-000000000001.sealed has no store id or state head'],
+    ];
+    for (const [changes, reason] of cases) {
+      await forgeSegment(segmentMeta(changes));
+      expect(await refusal(), JSON.stringify(changes)).toBe(reason);
+      rmSync(join(dir, logName(1)));
+    }
+    // The same segment, as the store writes it, opens: each refusal above is the one change's.
+    await forgeSegment(segmentMeta());
+    expect((await start()).store.recovery).toMatchObject({ logs: 1, events: 0, head: genesisHead('ab'.repeat(16)) });
+  });
+
+  it('refuses a segment whose first frame is not its header, or that holds an entry that is not a change', async () => {
+    const record = { id: 'mem_1', object: 'memory' as const, tenant_id: 't', content: 'x', metadata: {}, created_at: 1 };
+    const change = encodeEvent({ type: 'add', record, vector: new Float32Array(embedder.dimension) });
+    const header = newHeader('log', key);
+    await new FsBlobStore(dir).put(logName(1), Buffer.concat([header, sealFrame(key, header, 0, change)]));
+    expect(await refusal()).toBe('log-000000000001.sealed has no log header');
+    rmSync(join(dir, logName(1)));
+
+    await forgeSegment(segmentMeta(), [change, encodeEnd(1)]);
+    expect(await refusal()).toBe('log-000000000001.sealed holds an entry that is not a change');
+  });
+});
+
+/** A host store whose appends, or puts of the blobs named, fail (a disk gone bad) while `down` says so. */
+function flaky(down: { appends?: boolean; puts?: (name: string) => boolean }): BlobStore {
+  const blobs = new FsBlobStore(dir);
+  return new Proxy(blobs, {
+    get(target, prop, receiver) {
+      if (prop === 'append') {
+        return (name: string, offset: number, data: Uint8Array) => (down.appends ? Promise.reject(new Error('EIO: i/o error, write')) : target.append(name, offset, data));
+      }
+      if (prop === 'put') {
+        return (name: string, ...rest: Parameters<BlobStore['put']> extends [string, ...infer R] ? R : never) =>
+          (down.puts?.(name) ? Promise.reject(new Error('EIO: i/o error, open')) : target.put(name, ...rest));
+      }
+      const value = Reflect.get(target, prop, receiver) as unknown;
+      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+    },
+  });
+}
+
+describe('what the store tells its operator', () => {
+  it('a write the host store fails: refused (503), logged and reported; the next one is stored', async () => {
+    const down = { appends: false };
+    const { lines, log } = recorder();
+    const failures: Error[] = [];
+    const fenced: Error[] = [];
+    const a = await start({ blobs: flaky(down), log, onFailure: (err) => failures.push(err), onFenced: (err) => fenced.push(err) });
+    down.appends = true;
+    await expect(a.memory.add({ tenant_id: 't', content: 'lost' })).rejects.toMatchObject({ status: 503, code: 'storage_unavailable' });
+    expect(failures.map((e) => e.message)).toEqual(['EIO: i/o error, write']);
+    expect(lines).toEqual([['error', { err: 'EIO: i/o error, write' }, 'memory log write failed; the change was refused (503) and later writes try again']]);
+    down.appends = false;
+    await a.memory.add({ tenant_id: 't', content: 'stored' });
+    expect(a.store.takenOver).toBe(false);
+    expect(fenced).toEqual([]);
+    await stop(a.store);
+    expect(contents((await start()).memory)).toEqual(['stored']);
+  });
+
+  it('another writer: logged and reported once, not as a failed write, and every later change refused', async () => {
+    const { lines, log } = recorder();
+    const failures: Error[] = [];
+    const fenced: Error[] = [];
+    // One host store serves both writers, as one host store process does.
+    const blobs = new FsBlobStore(dir);
+    const old = await start({ blobs, log, onFailure: (err) => failures.push(err), onFenced: (err) => fenced.push(err) });
+    await old.memory.add({ tenant_id: 't', content: 'before' });
+    await start({ blobs });
+    await expect(old.memory.add({ tenant_id: 't', content: 'after' })).rejects.toMatchObject({ status: 503 });
+    await expect(old.memory.add({ tenant_id: 't', content: 'and after' })).rejects.toMatchObject({ status: 503, code: 'storage_unavailable', message: 'memory storage was taken over by another writer; this enclave no longer saves changes' });
+    await expect(old.store.compact()).rejects.toThrow();
+    expect(fenced).toHaveLength(1);
+    expect(failures).toEqual([]);
+    expect(lines).toEqual([['error', { err: fenced[0].message }, 'another writer has written the memory store since this enclave opened it: refusing every change from now on (503)']]);
+  });
+
+  it('a new segment the host store cannot make: compaction postponed, logged, and done after the next batch once it can', async () => {
+    const down = { puts: (name: string) => name === logName(2) };
+    const { lines, logged, log } = recorder();
+    const a = await start({ blobs: flaky(down), log, snapshotLogBytes: 1 });
+    await a.memory.add({ tenant_id: 't', content: 'one' });
+    // Compaction is tried after the batch, once its change is acknowledged.
+    await logged('could not start a new memory log; compaction postponed');
+    expect(lines).toContainEqual(['error', { err: `cannot create ${logName(2)}: EIO: i/o error, open` }, 'could not start a new memory log; compaction postponed']);
+    expect(a.store.stats()).toMatchObject({ generation: 1, snapshots: 0 });
+    down.puts = () => false;
+    await a.memory.add({ tenant_id: 't', content: 'two' });
+    await stop(a.store);
+    expect(a.store.stats()).toMatchObject({ generation: 2, snapshots: 1 });
+    expect(lines).toContainEqual(['info', { generation: 2, memories: 2, bytes: a.store.stats().lastSnapshotBytes, ms: expect.any(Number) }, 'memory snapshot written; older logs deleted']);
+    expect(files()).toEqual([logName(2), 'snapshot.sealed']);
+  });
+
+  it('a snapshot the host store cannot write: compact() fails, logged, the older logs kept', async () => {
+    const down = { puts: (name: string) => name === 'snapshot.sealed' };
+    const { lines, log } = recorder();
+    const a = await start({ blobs: flaky(down), log });
+    await a.memory.add({ tenant_id: 't', content: 'one' });
+    await expect(a.store.compact()).rejects.toThrow('EIO: i/o error, open');
+    expect(lines).toEqual([['error', { err: 'EIO: i/o error, open', generation: 2 }, 'memory snapshot failed; older logs kept']]);
+    expect(a.store.takenOver).toBe(false);
+    await a.memory.add({ tenant_id: 't', content: 'two' });
+    await stop(a.store);
+    expect(files()).toEqual([logName(1), logName(2)]);
+    expect(contents((await start()).memory)).toEqual(['one', 'two']);
+  });
+
+  it('a cut tail is logged with where it was and how long; a store from before the chain is logged as rewritten', async () => {
+    const a = await start();
+    await a.memory.add({ tenant_id: 't', content: 'kept' });
+    await stop(a.store);
+    const blobs = new FsBlobStore(dir);
+    const [{ size }] = await blobs.list(logName(1));
+    await blobs.append(logName(1), size, Buffer.from('SBX1\x00\x00\x00'));
+    const cut = recorder();
+    const b = await start({ log: cut.log });
+    expect(cut.lines).toEqual([['warn', { file: logName(1), offset: size, bytes: 7 }, 'cut a torn or corrupt tail from the memory log (an interrupted append, or damage after the last good entry)']]);
+    await stop(b.store);
+    rmSync(join(dir, logName(1)));
+
+    await forgeSegment(segmentMeta({ format: 2, store_id: undefined, head: undefined }));
+    const legacy = recorder();
+    const c = await start({ log: legacy.log });
+    expect(legacy.lines[0]).toEqual(['info', { format: FORMAT_VERSION }, 'rewriting the memory store in the current format']);
+    expect(c.store.recovery.snapshotGeneration).toBeNull();
+    expect(files()).toEqual([logName(2), 'snapshot.sealed']);
+  });
+});
+
+describe('a closed store, its figures, and when it compacts', () => {
+  it('refuses a change once closed', async () => {
+    const a = await start();
+    await stop(a.store);
+    await expect(a.memory.add({ tenant_id: 't', content: 'too late' })).rejects.toThrow('the memory store is closed');
+  });
+
+  it('counts its segment\'s bytes, its snapshots and the last one\'s size as they are on disk', async () => {
+    const a = await start();
+    for (let i = 0; i < 3; i++) await a.memory.add({ tenant_id: 't', content: `memory ${i}` });
+    await a.store.compact();
+    await a.memory.add({ tenant_id: 't', content: 'after' });
+    const stats = a.store.stats();
+    await stop(a.store);
+    const listed = Object.fromEntries((await new FsBlobStore(dir).list('')).map((b) => [b.name, b.size]));
+    expect(stats).toMatchObject({ generation: 2, snapshots: 1, logBytes: listed[logName(2)], lastSnapshotBytes: listed['snapshot.sealed'], commits: 4 });
+    expect(a.store.headChain()).toEqual({ from: 0, heads: 5, bytes: expect.any(Number) });
+  });
+
+  it('starts a new segment once the log passes the larger of the limit and the last snapshot, not before', async () => {
+    const a = await start({ snapshotLogBytes: 1 << 30 });
+    for (let i = 0; i < 40; i++) await a.memory.add({ tenant_id: 't', content: `memory number ${i}` });
+    await a.store.compact();
+    const snapshotBytes = a.store.stats().lastSnapshotBytes;
+    await stop(a.store);
+    // A limit far below the snapshot: the snapshot's size is what counts, read as it streams in.
+    const b = await start({ snapshotLogBytes: 1 });
+    expect(b.store.stats().lastSnapshotBytes).toBe(snapshotBytes);
+    await b.memory.add({ tenant_id: 't', content: 'one more' });
+    expect(b.store.stats()).toMatchObject({ generation: 2, snapshots: 0 });
+    while (b.store.stats().logBytes < snapshotBytes) await b.memory.add({ tenant_id: 't', content: 'padding '.repeat(50) });
+    await b.memory.add({ tenant_id: 't', content: 'past it' });
+    await stop(b.store);
+    expect(b.store.stats()).toMatchObject({ generation: 3, snapshots: 1 });
+  });
+});
