@@ -1,16 +1,16 @@
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import type { BlobStore } from '../../common/blob-store.js';
+import type { BlobInfo, BlobStore } from '../../common/blob-store.js';
 import { modelsDir } from '../../common/paths.js';
 import { loadEmbedder, type Embedder } from '../../enclave/embedding/embedder.js';
 import { MemoryService } from '../../enclave/memory/memory-service.js';
 import { CorruptStoreError } from '../../enclave/storage/errors.js';
 import { logName } from '../../enclave/storage/log-file.js';
-import { encodeEnd, encodeEvent, encodeHeader, FORMAT_VERSION, type FileMeta } from '../../enclave/storage/payloads.js';
-import { deriveStorageKey, newHeader, sealFrame } from '../../enclave/storage/sealed-file.js';
+import { decodePayload, encodeEnd, encodeEvent, encodeHeader, FORMAT_VERSION, type FileMeta } from '../../enclave/storage/payloads.js';
+import { deriveStorageKey, newHeader, readSealedFile, sealFrame } from '../../enclave/storage/sealed-file.js';
 import { genesisHead } from '../../enclave/storage/state-head.js';
 import { DurableStore, type StoreOptions } from '../../enclave/storage/store.js';
 import { FsBlobStore } from '../../host-store/fs-blob-store.js';
@@ -300,5 +300,167 @@ describe('a closed store, its figures, and when it compacts', () => {
     await b.memory.add({ tenant_id: 't', content: 'past it' });
     await stop(b.store);
     expect(b.store.stats()).toMatchObject({ generation: 3, snapshots: 1 });
+  });
+});
+
+/** A host store that lists its blobs in reverse order, each with size 0: neither is trusted. */
+function misleadingLister(): BlobStore {
+  const blobs = new FsBlobStore(dir);
+  return new Proxy(blobs, {
+    get(target, prop, receiver) {
+      if (prop === 'list') return async (prefix?: string) => (await target.list(prefix)).map((b): BlobInfo => ({ ...b, size: 0 })).reverse();
+      const value = Reflect.get(target, prop, receiver) as unknown;
+      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+    },
+  });
+}
+
+/** The meta in a sealed file's header frame. */
+async function headerOf(name: string, kind: 'log' | 'snapshot' = 'log'): Promise<FileMeta> {
+  const file = await readSealedFile(readFileSync(join(dir, name)), kind, key, name, { allowTail: true });
+  const header = decodePayload(file.payloads[0], name);
+  if (header.type !== 'header') throw new Error(`${name} has no header`);
+  return header.meta;
+}
+
+describe('what the host lists', () => {
+  it('segments listed out of order and sizes listed as 0: replayed in order, and a torn tail still cut where it is', async () => {
+    const a = await start({ blobs: flaky({ puts: (name) => name === 'snapshot.sealed' }) });
+    for (const content of ['one', 'two']) {
+      await a.memory.add({ tenant_id: 't', content });
+      await expect(a.store.compact()).rejects.toThrow();
+    }
+    await a.memory.update('t', [...a.memory.entries()].find((e) => e.record.content === 'one')!.record.id, { content: 'one, updated' });
+    await a.memory.add({ tenant_id: 't', content: 'three' });
+    await stop(a.store);
+    expect(files()).toEqual([logName(1), logName(2), logName(3)]);
+    const size = statSync(join(dir, logName(3))).size;
+    await new FsBlobStore(dir).append(logName(3), size, Buffer.from('torn'));
+
+    const b = await start({ blobs: misleadingLister() });
+    expect(b.store.recovery).toMatchObject({ logs: 3, events: 4, cutTail: { file: logName(3), offset: size, bytes: 4 } });
+    expect(contents(b.memory)).toEqual(['one, updated', 'three', 'two']);
+    await b.memory.add({ tenant_id: 't', content: 'four' });
+    await stop(b.store);
+    expect(contents((await start()).memory)).toEqual(['four', 'one, updated', 'three', 'two']);
+  });
+
+  it('a junk tail running past the segment\'s limit is cut whole, from the size the host lists', async () => {
+    // A segment that promised at most 4 KiB, then 64 KiB of junk: read only up to the limit.
+    const meta = segmentMeta({ max_bytes: 4096 });
+    await forgeSegment(meta);
+    const size = statSync(join(dir, logName(1))).size;
+    await new FsBlobStore(dir).append(logName(1), size, Buffer.alloc(65536, 7));
+    const a = await start();
+    expect(a.store.recovery.cutTail).toMatchObject({ file: logName(1), offset: size });
+    await a.memory.add({ tenant_id: 't', content: 'after the cut' });
+    await stop(a.store);
+    expect(statSync(join(dir, logName(1))).size).toBeLessThan(4096);
+    expect(contents((await start()).memory)).toEqual(['after the cut']);
+  });
+});
+
+describe('what the store writes in its headers', () => {
+  it('each segment names the most bytes it will hold: four times the larger of the limit and the last snapshot, plus 128 MiB; and when it was made, in seconds', async () => {
+    const before = Math.floor(Date.now() / 1000);
+    const a = await start({ snapshotLogBytes: 1 << 30 });
+    expect(await headerOf(logName(1))).toMatchObject({ kind: 'log', generation: 1, format: FORMAT_VERSION, max_bytes: 4 * 2 ** 30 + 128 * 1024 * 1024 });
+    for (let i = 0; i < 30; i++) await a.memory.add({ tenant_id: 't', content: `memory number ${i} of a snapshot larger than the limit` });
+    await a.store.compact();
+    await stop(a.store);
+    // Restarted with a limit below the snapshot's size: the snapshot's size (as read) is what counts.
+    const snapshotBytes = statSync(join(dir, 'snapshot.sealed')).size;
+    expect(snapshotBytes).toBeGreaterThan(4096);
+    const b = await start({ snapshotLogBytes: 4096 });
+    await b.store.compact();
+    await stop(b.store);
+    const after = Math.ceil(Date.now() / 1000);
+    const third = await headerOf(logName(3));
+    expect(third).toMatchObject({ generation: 3, max_bytes: 4 * snapshotBytes + 128 * 1024 * 1024, store_id: a.store.storeId, embedding_model: embedder.id });
+    expect(third.created_at).toBeGreaterThanOrEqual(before);
+    expect(third.created_at).toBeLessThanOrEqual(after);
+    expect(await headerOf('snapshot.sealed', 'snapshot')).toMatchObject({ kind: 'snapshot', generation: 3, store_id: a.store.storeId });
+  });
+
+  it('without a prefix its blobs are memory/…; a clean start reports exactly what it recovered', async () => {
+    const blobs = new FsBlobStore(dir);
+    const a = await start({ blobs, prefix: undefined });
+    await a.memory.add({ tenant_id: 't', content: 'one' });
+    const head = a.store.head;
+    await stop(a.store);
+    expect((await blobs.list('')).map((b) => b.name)).toEqual([`memory/${logName(1)}`]);
+    const b = await start({ blobs, prefix: undefined });
+    expect(b.store.recovery).toStrictEqual({ snapshotGeneration: null, logs: 1, events: 1, head });
+  });
+});
+
+describe('a stored change that fails to apply at recovery', () => {
+  it('a delete, or a memory of the snapshot, is skipped by name and place; a non-Error is named so; damage refuses the store', async () => {
+    const a = await start();
+    const kept = await a.memory.add({ tenant_id: 't', content: 'in the snapshot' });
+    await a.store.compact();
+    const gone = await a.memory.add({ tenant_id: 't', content: 'deleted later' });
+    await a.memory.delete('t', gone.id);
+    await stop(a.store);
+
+    const openWith = async (fails: (event: Parameters<MemoryService['apply']>[0]) => unknown) => {
+      const memory = new MemoryService(embedder);
+      const target = {
+        apply: (event: Parameters<MemoryService['apply']>[0]) => {
+          const thrown = fails(event);
+          if (thrown !== undefined) throw thrown;
+          memory.apply(event);
+        },
+        entries: () => memory.entries(),
+      };
+      const store = await DurableStore.open({ blobs: new FsBlobStore(dir), prefix: '', sealingKey, embedding: memory.embeddingModel, snapshotLogBytes: 1 << 30 }, target);
+      open.push(store);
+      return { memory, store };
+    };
+    const b = await openWith((e) => (e.type === 'delete' ? 'not an error object' : e.type === 'add' && e.record.id === kept.id ? new TypeError('bad record') : undefined));
+    expect(b.store.recovery.skipped).toEqual([
+      { change: 'add', id: kept.id, at: 'snapshot.sealed record 0', reason: 'TypeError: bad record' },
+      { change: 'delete', id: gone.id, at: `${logName(2)} frame 2`, reason: 'not an Error' },
+    ]);
+    expect(contents(b.memory)).toEqual(['deleted later']);
+    await stop(b.store);
+
+    const refused = await openWith((e) => (e.type === 'delete' ? new CorruptStoreError('a change of another shard\'s tenant') : undefined)).then(() => 'opened', (err: Error) => err.message);
+    expect(refused).toBe('a change of another shard\'s tenant');
+  });
+});
+
+describe('an embedding model change, as the operator sees it', () => {
+  it('an empty store starts over; one with memories is re-embedded; each step logged with both models', async () => {
+    const a = await start();
+    await stop(a.store);
+    const current = a.memory.embeddingModel;
+    const next = { ...current, sha256: 'ff'.repeat(32) };
+    const empty = recorder();
+    await stop((await start({ log: empty.log, embedding: next, reembed: async () => {} })).store);
+    const models = { from: `${current.id} (${current.dimension}-d, sha256 ${current.sha256.slice(0, 12)})`, to: `${next.id} (${next.dimension}-d, sha256 ffffffffffff)` };
+    expect(empty.lines.filter((l) => l[0] === 'info' && l[2] !== 'memory snapshot written; older logs deleted')).toEqual([
+      ['info', models, 'the store holds no memories: starting it over under the new embedding model'],
+      ['info', { model: next.id, memories: 0 }, 'memory store rewritten under the new embedding model'],
+    ]);
+
+    const b = await start({ embedding: next });
+    await b.memory.add({ tenant_id: 't', content: 'one' });
+    await b.memory.add({ tenant_id: 't', content: 'two' });
+    await stop(b.store);
+    const full = recorder();
+    let reembeds = 0;
+    const memory = new MemoryService(embedder);
+    const c = await DurableStore.open({
+      blobs: new FsBlobStore(dir), prefix: '', sealingKey, embedding: current, snapshotLogBytes: 1 << 30, log: full.log,
+      reembed: async () => { reembeds++; await memory.reembed(embedder); },
+    }, memory);
+    open.push(c);
+    expect(reembeds).toBe(1);
+    expect(c.recovery.modelChange).toEqual({ from: next, to: current, memories: 2 });
+    expect(full.lines.filter((l) => l[0] === 'info' && l[2] !== 'memory snapshot written; older logs deleted')).toEqual([
+      ['info', { from: models.to, to: models.from, memories: 2 }, 'embedding model changed: re-embedding every stored memory'],
+      ['info', { model: current.id, memories: 2 }, 'memory store rewritten under the new embedding model'],
+    ]);
   });
 });
