@@ -11,7 +11,8 @@ import { CorruptStoreError } from '../../enclave/storage/errors.js';
 import { logName } from '../../enclave/storage/log-file.js';
 import { decodePayload, encodeEnd, encodeEvent, encodeHeader, FORMAT_VERSION, type FileMeta } from '../../enclave/storage/payloads.js';
 import { deriveStorageKey, newHeader, readSealedFile, sealFrame } from '../../enclave/storage/sealed-file.js';
-import { genesisHead } from '../../enclave/storage/state-head.js';
+import { advanceHead, genesisHead } from '../../enclave/storage/state-head.js';
+import { writeSnapshot } from '../../enclave/storage/snapshot.js';
 import { DurableStore, type StoreOptions } from '../../enclave/storage/store.js';
 import { FsBlobStore } from '../../host-store/fs-blob-store.js';
 
@@ -462,5 +463,42 @@ describe('an embedding model change, as the operator sees it', () => {
       ['info', { from: models.to, to: models.from, memories: 2 }, 'embedding model changed: re-embedding every stored memory'],
       ['info', { model: current.id, memories: 2 }, 'memory store rewritten under the new embedding model'],
     ]);
+  });
+});
+
+describe('stores of earlier formats', () => {
+  const record = (n: number) => ({ id: `mem_${String(n).padStart(32, '0')}`, object: 'memory' as const, tenant_id: 't', content: `memory ${n}`, metadata: {}, created_at: 1_700_000_000 });
+  const change = async (n: number) => encodeEvent({ type: 'add', record: record(n), vector: (await embedder.embed([`memory ${n}`]))[0] });
+
+  it('format 3 (chained, no chain of heads in the snapshot): opened as it is, its heads from the segment\'s first on', async () => {
+    const storeId = 'cd'.repeat(16);
+    const meta = segmentMeta({ format: 3, store_id: storeId, head: genesisHead(storeId), max_bytes: undefined });
+    // A format 3 snapshot: no heads; the segment after it starts at its head.
+    const atSnapshot = advanceHead(genesisHead(storeId), await change(0));
+    await writeSnapshot(new FsBlobStore(dir), 'snapshot.sealed', key, { ...meta, kind: 'snapshot', generation: 2, head: atSnapshot } as FileMeta,
+      [{ record: record(0), vector: (await embedder.embed(['memory 0']))[0] }]);
+    const payloads = [await change(1), await change(2)];
+    await forgeSegment({ ...meta, generation: 2, head: atSnapshot } as FileMeta, payloads, 2);
+    const { lines, log } = recorder();
+    const a = await start({ log });
+    const head = advanceHead(advanceHead(atSnapshot, payloads[0]), payloads[1]);
+    expect(a.store.recovery).toMatchObject({ snapshotGeneration: 2, logs: 1, events: 3, head });
+    expect(a.store.head).toEqual(head);
+    expect(a.store.headChain()).toMatchObject({ from: 1, heads: 3 });
+    expect(a.store.ancestry(atSnapshot)).toBe('yes');
+    expect(a.store.ancestry(genesisHead(storeId))).toBe('unknown');
+    expect(lines.filter((l) => l[0] !== 'warn')).toEqual([]);
+    expect(files()).toEqual([logName(2), 'snapshot.sealed']);
+  });
+
+  it('format 2 (no chain at all): its changes replayed, then rewritten at once as a new chain', async () => {
+    await forgeSegment(segmentMeta({ format: 2, store_id: undefined, head: undefined, max_bytes: undefined }), [await change(1), await change(2)]);
+    const a = await start();
+    expect(a.store.recovery).toMatchObject({ snapshotGeneration: null, logs: 1, events: 2, head: genesisHead(a.store.storeId) });
+    expect(a.store.storeId).toMatch(/^[0-9a-f]{32}$/);
+    expect(contents(a.memory)).toEqual(['memory 1', 'memory 2']);
+    expect(files()).toEqual([logName(2), 'snapshot.sealed']);
+    await stop(a.store);
+    expect((await headerOf('snapshot.sealed', 'snapshot'))).toMatchObject({ format: FORMAT_VERSION, store_id: a.store.storeId });
   });
 });
