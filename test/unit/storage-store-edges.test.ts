@@ -399,12 +399,13 @@ describe('a stored change that fails to apply at recovery', () => {
   it('a delete, or a memory of the snapshot, is skipped by name and place; a non-Error is named so; damage refuses the store', async () => {
     const a = await start();
     const kept = await a.memory.add({ tenant_id: 't', content: 'in the snapshot' });
+    const second = await a.memory.add({ tenant_id: 't', content: 'in the snapshot too' });
     await a.store.compact();
     const gone = await a.memory.add({ tenant_id: 't', content: 'deleted later' });
     await a.memory.delete('t', gone.id);
     await stop(a.store);
 
-    const openWith = async (fails: (event: Parameters<MemoryService['apply']>[0]) => unknown) => {
+    const openWith = async (fails: (event: Parameters<MemoryService['apply']>[0]) => unknown, log?: StoreOptions['log']) => {
       const memory = new MemoryService(embedder);
       const target = {
         apply: (event: Parameters<MemoryService['apply']>[0]) => {
@@ -414,15 +415,21 @@ describe('a stored change that fails to apply at recovery', () => {
         },
         entries: () => memory.entries(),
       };
-      const store = await DurableStore.open({ blobs: new FsBlobStore(dir), prefix: '', sealingKey, embedding: memory.embeddingModel, snapshotLogBytes: 1 << 30 }, target);
+      const store = await DurableStore.open({ blobs: new FsBlobStore(dir), prefix: '', sealingKey, embedding: memory.embeddingModel, snapshotLogBytes: 1 << 30, log }, target);
       open.push(store);
       return { memory, store };
     };
-    const b = await openWith((e) => (e.type === 'delete' ? 'not an error object' : e.type === 'add' && e.record.id === kept.id ? new TypeError('bad record') : undefined));
-    expect(b.store.recovery.skipped).toEqual([
-      { change: 'add', id: kept.id, at: 'snapshot.sealed record 0', reason: 'TypeError: bad record' },
+    const { lines, log } = recorder();
+    const b = await openWith((e) => (e.type === 'delete' ? 'not an error object' : e.type === 'add' && e.record.id !== gone.id ? new TypeError('bad record') : undefined), log);
+    const inSnapshot = [kept.id, second.id].sort();
+    const skipped = b.store.recovery.skipped!;
+    expect(skipped).toEqual([
+      { change: 'add', id: expect.any(String), at: 'snapshot.sealed record 0', reason: 'TypeError: bad record' },
+      { change: 'add', id: expect.any(String), at: 'snapshot.sealed record 1', reason: 'TypeError: bad record' },
       { change: 'delete', id: gone.id, at: `${logName(2)} frame 2`, reason: 'not an Error' },
     ]);
+    expect([skipped[0].id, skipped[1].id].sort()).toEqual(inSnapshot);
+    expect(lines).toEqual(skipped.map((fields) => ['error', fields, 'a stored change failed to apply at recovery; skipped it and went on']));
     expect(contents(b.memory)).toEqual(['deleted later']);
     await stop(b.store);
 
@@ -500,5 +507,73 @@ describe('stores of earlier formats', () => {
     expect(files()).toEqual([logName(2), 'snapshot.sealed']);
     await stop(a.store);
     expect((await headerOf('snapshot.sealed', 'snapshot'))).toMatchObject({ format: FORMAT_VERSION, store_id: a.store.storeId });
+  });
+});
+
+describe('more refusals at start, each naming what is wrong', () => {
+  it('a missing segment: what the snapshot is followed by, or what was found', async () => {
+    const a = await start({ blobs: flaky({ puts: (name) => name === 'snapshot.sealed' }) });
+    for (const content of ['one', 'two']) {
+      await a.memory.add({ tenant_id: 't', content });
+      await expect(a.store.compact()).rejects.toThrow();
+    }
+    await stop(a.store);
+    rmSync(join(dir, logName(1)));
+    expect(await refusal()).toBe(`${logName(1)} is missing (found ${logName(2)}, ${logName(3)})`);
+  });
+
+  it('a segment after the snapshot missing, with a later one there', async () => {
+    const a = await start({ blobs: flaky({ puts: (name) => name === 'snapshot.sealed' && files().includes(logName(3)) }) });
+    await a.memory.add({ tenant_id: 't', content: 'one' });
+    await a.store.compact();
+    await a.memory.add({ tenant_id: 't', content: 'two' });
+    await expect(a.store.compact()).rejects.toThrow();
+    await stop(a.store);
+    expect(files()).toEqual([logName(2), logName(3), 'snapshot.sealed']);
+    rmSync(join(dir, logName(2)));
+    expect(await refusal()).toBe(`${logName(2)} is missing (snapshot.sealed is followed by ${logName(3)})`);
+  });
+
+  it('a store other than the one it must be, unnamed: named by its prefix', async () => {
+    const a = await start();
+    await stop(a.store);
+    const other = 'ef'.repeat(16);
+    expect(await refusal({ storeId: other })).toBe(
+      ` holds store ${a.store.storeId}, but the shard map says it is store ${other} (its blobs were swapped with another shard's, or brought from elsewhere)`,
+    );
+  });
+
+  it('an entry that does not decode, named by segment and frame', async () => {
+    await forgeSegment(segmentMeta(), [Buffer.of(0xff, 1, 2, 3)]);
+    expect(await refusal()).toMatch(new RegExp(`^${logName(1)} frame 1: unreadable entry`));
+  });
+
+  it('a segment the host changes between the two reads of it (header, then the whole)', async () => {
+    await forgeSegment(segmentMeta({ created_at: 1 }));
+    const first = readFileSync(join(dir, logName(1)));
+    await forgeSegment(segmentMeta({ created_at: 2 }));
+    const second = readFileSync(join(dir, logName(1)));
+    const serving = (reads: Buffer[]): BlobStore => {
+      const blobs = new FsBlobStore(dir);
+      let n = 0;
+      return new Proxy(blobs, {
+        get(target, prop, receiver) {
+          if (prop === 'read') {
+            return async (name: string) => {
+              if (name !== logName(1)) return target.read(name);
+              const bytes = reads[Math.min(n++, reads.length - 1)];
+              return (async function* () { yield bytes; })();
+            };
+          }
+          const value = Reflect.get(target, prop, receiver) as unknown;
+          return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+        },
+      });
+    };
+    const changed = `${logName(1)} changed while it was being read`;
+    expect(await refusal({ blobs: serving([first, second]) })).toBe(changed);
+    // The second read cut to the file's own header: no frame at all.
+    expect(await refusal({ blobs: serving([first, first.subarray(0, 32)]) })).toBe(changed);
+    expect(await refusal({ blobs: serving([first, first]) })).toBe('opened');
   });
 });
