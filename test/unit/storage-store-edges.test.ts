@@ -578,3 +578,49 @@ describe('more refusals at start, each naming what is wrong', () => {
     expect(await refusal({ blobs: serving([first, first]) })).toBe('opened');
   });
 });
+
+describe('compaction against what the host store holds', () => {
+  it('goes on compacting as the log grows again past the last snapshot, not just once', async () => {
+    const a = await start({ snapshotLogBytes: 2048 });
+    for (let i = 0; i < 150 && a.store.stats().snapshots < 3; i++) await a.memory.add({ tenant_id: 't', content: `memory number ${i} `.repeat(4) });
+    await stop(a.store);
+    expect(a.store.stats().snapshots).toBeGreaterThanOrEqual(3);
+  });
+
+  it('a snapshot put there after the store read it (absent, or at another version): its own is refused, as another writer\'s', async () => {
+    const blobs = new FsBlobStore(dir);
+    const { lines, log } = recorder();
+    const a = await start({ blobs, log });
+    await a.memory.add({ tenant_id: 't', content: 'one' });
+    await blobs.put('snapshot.sealed', Buffer.from('planted by the host'));
+    await expect(a.store.compact()).rejects.toThrow(/snapshot\.sealed/);
+    expect(a.store.takenOver).toBe(true);
+    // Only the takeover is logged, not as a failed snapshot.
+    expect(lines.map((l) => l[2])).toEqual(['another writer has written the memory store since this enclave opened it: refusing every change from now on (503)']);
+    await stop(a.store);
+    await blobs.delete('snapshot.sealed');
+
+    const b = await start({ blobs });
+    await b.store.compact();
+    const snapshot = readFileSync(join(dir, 'snapshot.sealed'));
+    // The same bytes written again are another version: the host has been there.
+    await blobs.put('snapshot.sealed', snapshot);
+    await expect(b.store.compact()).rejects.toThrow(/snapshot\.sealed/);
+    expect(b.store.takenOver).toBe(true);
+  });
+
+  it('with the default prefix, deletes the older segments under it once the snapshot is written', async () => {
+    const blobs = new FsBlobStore(dir);
+    const { lines, log } = recorder();
+    const started = performance.now();
+    const a = await start({ blobs, prefix: undefined, log });
+    await a.memory.add({ tenant_id: 't', content: 'one' });
+    await a.store.compact();
+    await stop(a.store);
+    expect((await blobs.list('')).map((b) => b.name)).toEqual([`memory/${logName(2)}`, 'memory/snapshot.sealed']);
+    // The time it took, counted from its start: no more than the test has run.
+    const [, written] = lines.find((l) => l[2] === 'memory snapshot written; older logs deleted')!;
+    expect(written.ms).toBeGreaterThanOrEqual(0);
+    expect(written.ms).toBeLessThanOrEqual(Math.ceil(performance.now() - started));
+  });
+});
