@@ -609,6 +609,18 @@ describe('compaction against what the host store holds', () => {
     expect(b.store.takenOver).toBe(true);
   });
 
+  it('a next segment the host put there first: the store stops as taken over, logged once, not as a postponed compaction', async () => {
+    const blobs = new FsBlobStore(dir);
+    const { lines, logged, log } = recorder();
+    const a = await start({ blobs, log, snapshotLogBytes: 1 });
+    await blobs.put(logName(2), Buffer.from('planted by the host'));
+    await a.memory.add({ tenant_id: 't', content: 'one' });
+    const takeover = 'another writer has written the memory store since this enclave opened it: refusing every change from now on (503)';
+    await logged(takeover);
+    expect(lines.map((l) => l[2])).toEqual([takeover]);
+    expect(a.store.takenOver).toBe(true);
+  });
+
   it('with the default prefix, deletes the older segments under it once the snapshot is written', async () => {
     const blobs = new FsBlobStore(dir);
     const { lines, log } = recorder();
