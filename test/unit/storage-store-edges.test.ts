@@ -549,6 +549,36 @@ describe('more refusals at start, each naming what is wrong', () => {
     expect(await refusal()).toMatch(new RegExp(`^${logName(1)} frame 1: unreadable entry`));
   });
 
+  it('a segment that does not start where the snapshot, or an empty store, ends; a format 4 snapshot without its chain of heads', async () => {
+    const a = await start();
+    await a.memory.add({ tenant_id: 't', content: 'one' });
+    await a.store.compact();
+    await stop(a.store);
+    const storeId = a.store.storeId;
+    const doesNotContinue = (after: string) => new RegExp(`^${logName(2)} does not continue ${after}: it starts at state 0:[0-9a-f]{16} but that ends at 1:[0-9a-f]{16} ` +
+      '\\(a segment was dropped, cut short, swapped, replaced by an older copy, or brought from elsewhere\\)$');
+    rmSync(join(dir, logName(2)));
+    await forgeSegment(segmentMeta({ store_id: storeId, head: genesisHead(storeId), generation: 2 }), [], 2);
+    expect(await refusal()).toMatch(doesNotContinue('snapshot.sealed'));
+
+    // The snapshot put back without its chain of heads (as format 4 always has one).
+    const meta = (await headerOf('snapshot.sealed', 'snapshot'));
+    await writeSnapshot(new FsBlobStore(dir), 'snapshot.sealed', key, meta, []);
+    expect(await refusal()).toMatch(/^snapshot\.sealed has no chain of heads ending at its state 1:[0-9a-f]{16}$/);
+
+    // No snapshot: the first segment must start at the empty store's head.
+    rmSync(join(dir, 'snapshot.sealed'));
+    rmSync(join(dir, logName(2)));
+    await forgeSegment(segmentMeta({ store_id: storeId, head: { seq: 1, hash: 'ab'.repeat(32) } }));
+    expect(await refusal()).toMatch(new RegExp(`^${logName(1)} does not continue an empty store: it starts at state 1:abababababababab but that ends at 0:`));
+  });
+
+  it('a header frame that does not decode, named as frame 0', async () => {
+    const header = newHeader('log', key);
+    await new FsBlobStore(dir).put(logName(1), Buffer.concat([header, sealFrame(key, header, 0, Buffer.of(0xff))]));
+    expect(await refusal()).toMatch(new RegExp(`^${logName(1)} frame 0: unreadable entry`));
+  });
+
   it('a segment the host changes between the two reads of it (header, then the whole)', async () => {
     await forgeSegment(segmentMeta({ created_at: 1 }));
     const first = readFileSync(join(dir, logName(1)));
