@@ -223,7 +223,7 @@ export function decodePayload(payload: Buffer, where: string): Payload {
       }
       case TENANT_SEALED: {
         const end = 2 + payload[1];
-        if (payload[1] === 0 || end > payload.length) throw new Error('a tenant-sealed entry without its tenant');
+        if (payload.length < 2 || payload[1] === 0 || end > payload.length) throw new Error('a tenant-sealed entry without its tenant');
         return { type: 'sealed', tenant_id: payload.toString('utf8', 2, end), payload };
       }
       case TOMBSTONE: {

@@ -232,6 +232,16 @@ describe('durable store after an embedding model change', () => {
     expect(files()).toEqual(['log-000000000003.sealed', 'snapshot.sealed']);
   });
 
+  it('re-embeds an updated memory too: an update is restored without its old vector, like an add', async () => {
+    const a = await start(staticModel);
+    const first = await a.memory.add({ tenant_id: 't', content: text(1) });
+    const updated = await a.memory.update('t', first.id, { content: text(2) });
+    await stop(a.store);
+    const b = await start(tiny, { reembed: true });
+    expect(b.store.recovery.skipped).toBeUndefined();
+    await expectAllFound(b.memory, [updated!]);
+  });
+
   it('reads a format 1 store, which recorded no model hash, by re-embedding it', async () => {
     // Written as the first release of the store did: no embedding_sha256 in the file meta.
     const key = deriveStorageKey(sealingKey);

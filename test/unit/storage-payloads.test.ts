@@ -86,6 +86,8 @@ describe('payloads without a vector', () => {
     unreadable(entry.subarray(0, 6), 'a tenant-sealed entry without its tenant');
     unreadable(Buffer.concat([Buffer.of(0x0b, 0), Buffer.alloc(40, 9)]), 'a tenant-sealed entry without its tenant');
     unreadable(Buffer.of(0x0b, 200, 0x61), 'a tenant-sealed entry without its tenant');
+    // The tag alone: no length byte at all (read as undefined, it passed both checks and named tenant '').
+    unreadable(Buffer.of(0x0b), 'a tenant-sealed entry without its tenant');
   });
 });
 
