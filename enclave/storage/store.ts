@@ -428,8 +428,13 @@ export class DurableStore implements MemoryJournal {
     if (this.fenced) throw this.takenOverError();
   }
 
+  /** How refusals and log lines name this store (a DurableStore opened alone has no name and may have no prefix). */
+  private get storeName(): string {
+    return this.options.name ?? (this.prefix || 'the memory store');
+  }
+
   private takenOverError(): Error {
-    return takenOver(this.options.name ?? this.prefix, this.options.generation ?? 0);
+    return takenOver(this.storeName, this.options.generation ?? 0);
   }
 
   /** A failed write: if a condition failed, this store stops writing for good. */
@@ -437,7 +442,7 @@ export class DurableStore implements MemoryJournal {
     if (!(err instanceof BlobConflictError)) return false;
     if (!this.fenced) {
       this.fenced = err;
-      this.options.log?.error({ store: this.options.name ?? this.prefix, generation: this.options.generation ?? 0, err: err.message }, 'another writer has written the memory store since this enclave opened it: this enclave no longer owns it and refuses every change to it from now on (503 shard_not_owned)');
+      this.options.log?.error({ store: this.storeName, generation: this.options.generation ?? 0, err: err.message }, 'another writer has written the memory store since this enclave opened it: this enclave no longer owns it and refuses every change to it from now on (503 shard_not_owned)');
       this.options.onFenced?.(err);
     }
     return true;

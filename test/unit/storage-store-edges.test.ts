@@ -207,11 +207,14 @@ describe('what the store tells its operator', () => {
     await old.memory.add({ tenant_id: 't', content: 'before' });
     await start({ blobs });
     await expect(old.memory.add({ tenant_id: 't', content: 'after' })).rejects.toMatchObject({ status: 503 });
-    await expect(old.memory.add({ tenant_id: 't', content: 'and after' })).rejects.toMatchObject({ status: 503, code: 'storage_unavailable', message: 'memory storage was taken over by another writer; this enclave no longer saves changes' });
+    await expect(old.memory.add({ tenant_id: 't', content: 'and after' })).rejects.toMatchObject({
+      status: 503, code: 'shard_not_owned',
+      message: 'the memory store is no longer owned by this enclave (owner generation 0): another owner has written it since; the change was not saved',
+    });
     await expect(old.store.compact()).rejects.toThrow();
     expect(fenced).toHaveLength(1);
     expect(failures).toEqual([]);
-    expect(lines).toEqual([['error', { err: fenced[0].message }, 'another writer has written the memory store since this enclave opened it: refusing every change from now on (503)']]);
+    expect(lines).toEqual([['error', { store: 'the memory store', generation: 0, err: fenced[0].message }, 'another writer has written the memory store since this enclave opened it: this enclave no longer owns it and refuses every change to it from now on (503 shard_not_owned)']]);
   });
 
   it('a new segment the host store cannot make: compaction postponed, logged, and done after the next batch once it can', async () => {
@@ -626,7 +629,7 @@ describe('compaction against what the host store holds', () => {
     await expect(a.store.compact()).rejects.toThrow(/snapshot\.sealed/);
     expect(a.store.takenOver).toBe(true);
     // Only the takeover is logged, not as a failed snapshot.
-    expect(lines.map((l) => l[2])).toEqual(['another writer has written the memory store since this enclave opened it: refusing every change from now on (503)']);
+    expect(lines.map((l) => l[2])).toEqual(['another writer has written the memory store since this enclave opened it: this enclave no longer owns it and refuses every change to it from now on (503 shard_not_owned)']);
     await stop(a.store);
     await blobs.delete('snapshot.sealed');
 
@@ -645,7 +648,7 @@ describe('compaction against what the host store holds', () => {
     const a = await start({ blobs, log, snapshotLogBytes: 1 });
     await blobs.put(logName(2), Buffer.from('planted by the host'));
     await a.memory.add({ tenant_id: 't', content: 'one' });
-    const takeover = 'another writer has written the memory store since this enclave opened it: refusing every change from now on (503)';
+    const takeover = 'another writer has written the memory store since this enclave opened it: this enclave no longer owns it and refuses every change to it from now on (503 shard_not_owned)';
     await logged(takeover);
     expect(lines.map((l) => l[2])).toEqual([takeover]);
     expect(a.store.takenOver).toBe(true);
