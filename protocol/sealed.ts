@@ -169,10 +169,26 @@ export function sealedBody(rest: Uint8Array, bodyBytes: unknown, what: 'request'
   }
   const end = bodyBytes as number;
   // Only padding may follow the body: anything else would travel unread (and unsigned).
-  for (let i = end; i < rest.length; i++) {
-    if (rest[i] !== 0) throw new SealedFormatError(`the sealed ${what} has bytes other than zeros after its body (at byte ${i} after the head line)`);
-  }
+  const junk = firstNonZero(rest, end);
+  if (junk >= 0) throw new SealedFormatError(`the sealed ${what} has bytes other than zeros after its body (at byte ${junk} after the head line)`);
   return rest.subarray(0, end);
+}
+
+const ZEROS = Buffer.alloc(65536);
+
+/**
+ * Where the first byte other than zero is in `bytes` from `from` on, or -1. Compared with a
+ * block of zeros 64 KiB at a time: a byte loop over a reply's padding (kilobytes) cost a
+ * client several microseconds a call.
+ */
+function firstNonZero(bytes: Uint8Array, from: number): number {
+  const view = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  for (let at = from; at < view.length; at += ZEROS.length) {
+    const block = view.subarray(at, Math.min(at + ZEROS.length, view.length));
+    if (block.equals(ZEROS.subarray(0, block.length))) continue;
+    return at + block.findIndex((byte) => byte !== 0);
+  }
+  return -1;
 }
 
 // ---------------------------------------------------------------------------------------

@@ -159,6 +159,21 @@ describe('request envelopes of the wrong shape', () => {
     // No padding at all: a body that ends the plaintext.
     expect(sealedBody(utf8('ab'), 2, 'request')).toEqual(utf8('ab'));
   });
+
+  it('checks padding of any length, 64 KiB at a time: junk in a later block, at a block\'s edge, or at the very end is found', () => {
+    const rest = new Uint8Array(2 + 200_000);
+    rest.set(utf8('ab'));
+    expect(sealedBody(rest, 2, 'request')).toEqual(utf8('ab'));
+    for (const at of [2 + 65535, 2 + 65536, 2 + 131_072 + 5, rest.length - 1]) {
+      const junk = new Uint8Array(rest);
+      junk[at] = 1;
+      expect(() => sealedBody(junk, 2, 'request')).toThrow(new SealedFormatError(`the sealed request has bytes other than zeros after its body (at byte ${at} after the head line)`));
+    }
+    // A view into a larger buffer: only its own bytes count.
+    const outer = new Uint8Array(10);
+    outer.set([9, 0x61, 0x62, 0, 0, 0, 9], 0);
+    expect(sealedBody(outer.subarray(1, 6), 2, 'request')).toEqual(utf8('ab'));
+  });
 });
 
 describe('X25519 client keys', () => {
