@@ -121,8 +121,8 @@ describe('the host relays sealed calls without seeing their plaintext', () => {
 });
 
 /** POST /v1/sealed with `body` as application/octet-stream (or `type`): the status, the bytes, and the JSON of a refusal. */
-async function postBytes(body: Uint8Array, type = 'application/octet-stream', headers: Record<string, string> = {}) {
-  const res = await fetch(`${frontUrl}/v1/sealed`, { method: 'POST', headers: { 'content-type': type, ...headers }, body });
+async function postBytes(body: Uint8Array, type = 'application/octet-stream', baseUrl = frontUrl) {
+  const res = await fetch(`${baseUrl}/v1/sealed`, { method: 'POST', headers: { 'content-type': type }, body });
   const bytes = new Uint8Array(await res.arrayBuffer());
   const text = Buffer.from(bytes).toString('utf8');
   let parsed: unknown;
@@ -169,23 +169,30 @@ describe('replayed, altered and malformed envelopes fail cleanly (4xx, OpenAI er
   it('malformed envelopes are refused by the proxy and by the enclave, never with a 500', async () => {
     const { envelope } = fresh();
     const SHORT = (n: number) => `the sealed request is ${n} bytes, shorter than a client public key (32), a nonce (24) and a box (at least 16)`;
-    // The shape, checked by the proxy (all the host can check).
+    // The shape, checked by the proxy (all the host can check): its refusal is unsigned, so the enclave never saw it.
     for (const length of [1, 56, 71]) {
-      expect(expectError(await post(envelope.subarray(0, length)), 400, 'invalid_sealed_request').message).toBe(SHORT(length));
+      const short = await post(envelope.subarray(0, length));
+      expect(expectError(short, 400, 'invalid_sealed_request').message).toBe(SHORT(length));
+      expect(short.headers.get('x-tee-signature')).toBeNull();
     }
-    const smallOrder = Buffer.concat([Buffer.alloc(32), envelope.subarray(32)]);
-    expect(expectError(await post(smallOrder), 400, 'invalid_sealed_request').message).toBe('the sealed request\'s client public key is not a canonical X25519 key of large order');
-    // Junk after the box, or its last byte cut: the box no longer opens (the enclave).
-    expectError(await post(Buffer.concat([envelope, Buffer.from('junk')])), 400, 'sealed_open_failed');
+    const smallOrder = await post(Buffer.concat([Buffer.alloc(32), envelope.subarray(32)]));
+    expect(expectError(smallOrder, 400, 'invalid_sealed_request').message).toBe('the sealed request\'s client public key is not a canonical X25519 key of large order');
+    expect(smallOrder.headers.get('x-tee-signature')).toBeNull();
+    // Junk after the box, or its last byte cut: the box no longer opens (the enclave, signed).
+    const junk = await post(Buffer.concat([envelope, Buffer.from('junk')]));
+    expectError(junk, 400, 'sealed_open_failed');
+    expect(junk.headers.get('x-tee-signature')).not.toBeNull();
     expectError(await post(envelope.subarray(0, envelope.length - 1)), 400, 'sealed_open_failed');
     // No body at all: with the content type, too short; without one, the content type is named.
     expect(expectError(await post(new Uint8Array()), 400, 'invalid_sealed_request').message).toBe(SHORT(0));
     const bare = await fetch(`${frontUrl}/v1/sealed`, { method: 'POST' });
     expect(bare.status).toBe(415);
     expect(((await bare.json()) as { error: { message: string } }).error.message).toMatch(/^POST \/v1\/sealed takes a body of Content-Type application\/octet-stream/);
-    // An envelope larger than the route's limit: 413 from the proxy, counted on the bytes.
+    // An envelope larger than the route's limit: 413 from the proxy, counted on the bytes (sent
+    // straight to the proxy: it answers before reading it all, and the relay would reset the rest).
     const huge = Buffer.concat([envelope, Buffer.alloc(1280 * 1024)]);
-    expect(expectError(await post(huge), 413, 'too_large').message).toBe(`request body is larger than ${1280 * 1024} bytes`);
+    const tooLarge = await postBytes(huge, 'application/octet-stream', svc.baseUrl);
+    expect(expectError(tooLarge, 413, 'too_large').message).toBe(`request body is larger than ${1280 * 1024} bytes`);
   });
 
   it('the JSON envelope of earlier versions gets 415 naming the content type now taken; octet-stream elsewhere gets 415 too', async () => {
