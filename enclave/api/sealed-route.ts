@@ -58,10 +58,7 @@ export function admitSealed(deps: Omit<SealedDeps, 'dispatch'>, outer: Pick<Rout
   // The key belongs inside the envelope only: one sent outside has passed the host in the
   // clear. Refusing it tells the client at once, instead of quietly working while leaking.
   if (outer.caller.sentHeader) throw outerAuthorization();
-  const malformed = (error: unknown, prefix = '') => {
-    if (error instanceof SealedFormatError) return badRequest(`${prefix}${error.message}`, null, 'invalid_sealed_request');
-    return error;
-  };
+  const malformed = (error: unknown) => (error instanceof SealedFormatError ? badRequest(error.message, null, 'invalid_sealed_request') : error);
   let opened;
   try {
     // Too short, a key of small order, or a plaintext without a JSON head line.
