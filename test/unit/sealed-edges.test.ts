@@ -158,6 +158,10 @@ describe('request envelopes of the wrong shape', () => {
     }
     // No padding at all: a body that ends the plaintext.
     expect(sealedBody(utf8('ab'), 2, 'request')).toEqual(utf8('ab'));
+    // An empty body whose first byte of padding is not zero.
+    expect(() => sealedBody(Uint8Array.of(1, 0, 0), 0, 'request'))
+      .toThrow(new SealedFormatError('the sealed request has bytes other than zeros after its body (at byte 0 after the head line)'));
+    expect(sealedBody(Uint8Array.of(0, 0, 0), 0, 'request')).toEqual(new Uint8Array());
   });
 
   it('checks padding of any length, 64 KiB at a time: junk in a later block, at a block\'s edge, or at the very end is found', () => {
