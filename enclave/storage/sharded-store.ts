@@ -223,8 +223,11 @@ export class ShardedStore implements MemoryJournal {
    */
   closeShard(shard: number): Promise<DurableStore | undefined> {
     this.checkShard(shard);
+    // No new call or change for the shard from this moment (unless an open of it is still under way: after it).
+    const now = this.changing.has(shard) ? undefined : this.held[shard];
+    if (now) this.held[shard] = undefined;
     return this.oneAtATime(shard, async () => {
-      const store = this.held[shard];
+      const store = now ?? this.held[shard];
       if (store) {
         await this.release(shard, store);
         this.options.log?.info({ shard, generation: store.ownerGeneration, seq: store.head.seq }, 'shard closed: its tenants were dropped from memory');
