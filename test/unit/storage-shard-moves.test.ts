@@ -15,6 +15,7 @@ import { ApiError } from '../../common/errors.js';
 import { modelsDir } from '../../common/paths.js';
 import { loadEmbedder, type Embedder } from '../../enclave/embedding/embedder.js';
 import { MemoryService } from '../../enclave/memory/memory-service.js';
+import type { MemoryRecord } from '../../enclave/memory/types.js';
 import { StaleOwnerError } from '../../enclave/storage/errors.js';
 import { ShardedStore, type ShardedOptions } from '../../enclave/storage/sharded-store.js';
 import { FsBlobStore } from '../../host-store/fs-blob-store.js';
@@ -143,7 +144,7 @@ describe('a shard opened, closed and opened again at runtime', () => {
     expect(store.open).toEqual([1]);
     expect(refusal(memory, one)).toBeUndefined();
     expectNotHeld(refusal(memory, zero), 0);
-    const added = [];
+    const added: MemoryRecord[] = [];
     for (const content of ['the cat sleeps on the mat', 'rain is expected on Tuesday', 'the invoice is due in March']) added.push(await memory.add({ tenant_id: one, content }));
     const head = store.head(1);
     expect(head.seq).toBe(3);
@@ -153,10 +154,11 @@ describe('a shard opened, closed and opened again at runtime', () => {
     expectNotHeld(refusal(memory, one), 1);
     // Its tenants left memory, with everything they cost.
     expect(memory.usage).toEqual({ tenants: 0, memories: 0, storedBytes: 0, terms: 0 });
-    expect(memory.get(one, added[0].id)).toBeUndefined();
-    // Answers for the shard still name its last head (signing.ts), and refuse to be signed.
+    // Answers naming the shard still name its last head (signing.ts); a read that finds its tenant gone is refused, not "nothing".
     expect(store.head(1)).toEqual(head);
-    expect(store.notHeld(one)?.code).toBe('shard_not_owned');
+    expect(() => memory.list(one, 10)).toThrow(/^shard 1 \(shard-01\/\) is not held by this enclave/);
+    expect(() => memory.get(one, added[0].id)).toThrow(ApiError);
+    await expect(memory.query({ tenant_id: one, query: 'invoice', top_k: 1 })).rejects.toThrow(ApiError);
     // Closing again: nothing to do.
     await store.closeShard(1);
 
@@ -237,7 +239,7 @@ describe('a shard opened, closed and opened again at runtime', () => {
       return true;
     });
     expect(a.store.holds(1)).toBe(false);
-    expect(a.store.notHeld(one)?.code).toBe('shard_not_owned');
+    expect(() => a.store.refuseIfNotHeld(one)).toThrow(/no longer owned by this enclave \(owner generation 1\)/);
     const c = await start();
     await c.store.openShard(1, 3);
     expect(c.memory.list(one, 10)?.data.map((r) => r.content).sort()).toEqual(['after the move', 'before the move']);
