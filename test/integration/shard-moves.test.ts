@@ -92,12 +92,13 @@ describe('shard 1 moved from A to B while a client writes', () => {
     const acknowledged: Array<{ id: string; content: string }> = [];
     const failures: unknown[] = [];
     let writing = true;
-    const writer = (async () => {
-      for (let i = 0; writing || i < 6; i++) {
-        const content = `note ${i} about the lighthouse keeper's ${i % 2 ? 'lamp' : 'logbook'}`;
+    // Three writers at once, so that writes are in flight when the close begins.
+    const writer = (w: number) => (async () => {
+      for (let i = 0; writing || i < 4; i++) {
+        const content = `writer ${w}, note ${i} about the lighthouse keeper's ${i % 2 ? 'lamp' : 'logbook'}`;
         try {
           // Plain and sealed in turn: both are re-routed by the shard in x-tee-shard-miss.
-          const res = i % 2
+          const res = (i + w) % 2
             ? await tee.sealedCall<{ id: string }>('POST', '/v1/memory', { tenant_id: tenant, content, dedupe: false })
             : await tee.call<{ id: string }>('POST', '/v1/memory', { tenant_id: tenant, content, dedupe: false });
           if (res.status === 200) acknowledged.push({ id: res.body.id, content });
@@ -108,17 +109,18 @@ describe('shard 1 moved from A to B while a client writes', () => {
         }
       }
     })();
+    const writers = [0, 1, 2].map(writer);
     // Some writes on A first.
-    while (acknowledged.length < 3 && failures.length === 0) await new Promise((r) => setTimeout(r, 20));
+    while (acknowledged.length < 6 && failures.length === 0) await new Promise((r) => setTimeout(r, 20));
     const closed = await pair.rpcA.close(1);
     expect(closed).toMatchObject({ shard: 1, generation: '1', tenants: '0', memories: '0' });
     const opened = await pair.rpcB.open(1, 2);
     expect(opened).toMatchObject({ shard: 1, generation: '2', seq: closed.seq, head: closed.head, tenants: '1' });
     route.moveTo(pair.b.baseUrl);
     const before = acknowledged.length;
-    while (acknowledged.length < before + 4 && failures.length === 0) await new Promise((r) => setTimeout(r, 20));
+    while (acknowledged.length < before + 6 && failures.length === 0) await new Promise((r) => setTimeout(r, 20));
     writing = false;
-    await writer;
+    await Promise.all(writers);
 
     expect(failures).toEqual([]);
     expect(route.misses.length).toBeGreaterThan(0);
