@@ -9,6 +9,7 @@ import {
 import { authenticate, type Caller } from '../auth/caller.js';
 import type { SealedRequestKey } from '../keys.js';
 import type { ReplayGuard } from './replay-guard.js';
+import { SHARD_MISS_HEADER } from '../../protocol/shards.js';
 import type { CallContext, RouteCall } from './resolve-call.js';
 
 const validHead = validator<SealedRequestHead>(sealedRequestHeadSchema, 'body');
@@ -117,6 +118,14 @@ export function admitSealed(deps: Omit<SealedDeps, 'dispatch'>, outer: Pick<Rout
 }
 
 /**
+ * The refusal of a sealed call whose tenant is in a shard this enclave does not hold, made
+ * outside the box so that the host can send the same envelope to the shard's owner: it learns
+ * the shard (docs/trust-model.md), as it would from where it routes the call.
+ */
+export const shardMissOutside = (shard: string) =>
+  unavailable(`the sealed request's tenant is in shard ${shard}, which this enclave does not hold now: send it to the shard's owner`, 'shard_not_owned', { [SHARD_MISS_HEADER]: shard });
+
+/**
  * POST /v1/sealed: admits the envelope, hands the inner request to the same handler as its
  * plain route, and seals the whole reply (status, headers, body) to the client's key.
  */
@@ -124,6 +133,10 @@ export function sealedRoute(deps: SealedDeps) {
   return async (call: RouteCall<'Sealed'>, context?: CallContext): Promise<ApiReply> => {
     const { inner, caller, sharedKey, nonce } = admitSealed(deps, call, call.body);
     const reply = await deps.dispatch(inner, caller, context);
+    // The tenant's shard is not held here: refused outside the box, so the host can send the
+    // same envelope to the shard's owner (it learns the shard, as it would from where it routes).
+    const miss = reply.headers?.[SHARD_MISS_HEADER];
+    if (miss !== undefined) throw shardMissOutside(miss);
     const sealed = sealReply(
       { status: reply.status ?? 200, headers: reply.headers ?? {}, body: (reply.body ?? new Uint8Array()) as Uint8Array },
       sharedKey,

@@ -11,7 +11,7 @@ import { TermDictionary } from '../lexical/term-dictionary.js';
 import { rankHybrid, type Ranker } from '../retrieval/hybrid.js';
 import { DEFAULT_TIERS } from '../vectors/tiered-index.js';
 import { NO_METER, type MemoryMeter } from './meter.js';
-import type { Usage } from './admission.js';
+import { storedBytes, type Usage } from './admission.js';
 import { changeLimits, historyLimits, type MemoryServiceOptions } from './memory-options.js';
 import { ChangeAdmission } from './change-admission.js';
 import { TenantMemories, type UsageChange } from './tenant-memories.js';
@@ -319,7 +319,7 @@ export class MemoryService {
     const started = performance.now();
     this.querying++;
     try {
-      const tenant = this.tenants.get(input.tenant_id);
+      const tenant = this.tenantHeld(input.tenant_id);
       if (!tenant || tenant.size === 0) return [];
       return await queryTenant(tenant, input, rank, { embed: async (query) => (await this.embed([query], meter))[0], querying: () => this.querying });
     } finally {
@@ -333,7 +333,7 @@ export class MemoryService {
    * when `after` is not the tenant's.
    */
   list(tenantId: string, limit: number, after?: string, scope: MemoryScope = {}, period: Period = {}): { data: MemoryRecord[]; hasMore: boolean } | undefined {
-    const tenant = this.tenants.get(tenantId);
+    const tenant = this.tenantHeld(tenantId);
     if (!tenant) return after === undefined ? { data: [], hasMore: false } : undefined;
     return tenant.page(limit, after, recordMatcher(scope, period));
   }
@@ -366,7 +366,7 @@ export class MemoryService {
   }
 
   get(tenantId: string, id: string): MemoryRecord | undefined {
-    return this.tenants.get(tenantId)?.records.get(id);
+    return this.tenantHeld(tenantId)?.records.get(id);
   }
 
   /** The memory's versions, oldest first (a deleted one's without content); undefined when none is kept. */
@@ -382,7 +382,7 @@ export class MemoryService {
 
   /** Deletes every memory of a tenant in `scope`, as one journaled batch; returns how many there were. */
   async deleteAll(tenantId: string, scope: MemoryScope = {}, author?: ChangeAuthor): Promise<number> {
-    const tenant = this.tenants.get(tenantId);
+    const tenant = this.tenantHeld(tenantId);
     if (!tenant) return 0;
     const change = changeBy(author);
     const events: MemoryEvent[] = [];
@@ -440,6 +440,34 @@ export class MemoryService {
     }
   }
 
+  /**
+   * Drops every tenant `belongs` names from memory, with what it costs (vectors, lexical index
+   * and its words, search-worker copy, histories), and from the usage: their shard was closed
+   * (storage/sharded-store.ts), and its store keeps them for whichever enclave opens it next.
+   */
+  dropTenants(belongs: (tenantId: string) => boolean): void {
+    for (const [tenantId, tenant] of [...this.tenants]) {
+      if (!belongs(tenantId)) continue;
+      let bytes = 0;
+      for (const record of tenant.records.values()) bytes += storedBytes(record.content, record.metadata);
+      this.count({ memories: -tenant.size, storedBytes: -bytes, terms: -tenant.lexical.distinctTerms });
+      this.forget(tenantId, tenant);
+    }
+    this.count({ memories: 0, storedBytes: this.history.forgetTenants(belongs), terms: 0 });
+  }
+
+  /** Tenants and memories held of the tenants `belongs` names (a shard's, for the host's placement: counts only). */
+  usageOf(belongs: (tenantId: string) => boolean): { tenants: number; memories: number } {
+    let tenants = 0;
+    let memories = 0;
+    for (const [tenantId, tenant] of this.tenants) {
+      if (!belongs(tenantId)) continue;
+      tenants++;
+      memories += tenant.size;
+    }
+    return { tenants, memories };
+  }
+
   /** Every memory with its vector and history: what a snapshot holds. */
   *entries(): Generator<MemoryEntry> {
     for (const tenant of this.tenants.values()) {
@@ -458,13 +486,14 @@ export class MemoryService {
    * be in it.
    */
   *exportTenant(tenantId: string): Generator<{ record: MemoryRecord; history: readonly MemoryVersion[] }> {
-    const tenant = this.tenants.get(tenantId);
+    const tenant = this.tenantHeld(tenantId);
     if (!tenant) return;
     for (const record of tenant.records.values()) yield { record, history: this.history.get(tenantId, record.id, record)?.versions ?? [] };
   }
 
   /** The tenant's deleted memories' histories (no content), oldest deletion first: an export ends with them. */
   exportDeleted(tenantId: string): Generator<{ id: string; versions: readonly MemoryVersion[] }> {
+    this.tenantHeld(tenantId);
     return this.history.deletedOf(tenantId);
   }
 
@@ -495,6 +524,17 @@ export class MemoryService {
     };
     if (this.journal) await this.journal.commit(events, apply);
     else apply(events);
+  }
+
+  /**
+   * The tenant's memories, or undefined when it holds none; but first, when it holds none here,
+   * a refusal (503 shard_not_owned) if its shard has left this enclave since the call was
+   * admitted (storage/sharded-store.ts closeShard): "nothing" would be a false answer, signed.
+   */
+  private tenantHeld(tenantId: string): TenantMemories | undefined {
+    const tenant = this.tenants.get(tenantId);
+    if (!tenant) this.journal?.refuseIfNotHeld?.(tenantId);
+    return tenant;
   }
 
   private tenantFor(id: string): TenantMemories {
