@@ -16,6 +16,10 @@ export type { MetricsReply } from './generated/agent/enclave/v1/MetricsReply.js'
 export type { JoinChallengeReply, JoinChallengeReply__Output as JoinChallengeReplyIn } from './generated/agent/enclave/v1/JoinChallengeReply.js';
 export type { JoinRequest, JoinRequest__Output as JoinRequestIn } from './generated/agent/enclave/v1/JoinRequest.js';
 export type { JoinReply, JoinReply__Output as JoinReplyIn } from './generated/agent/enclave/v1/JoinReply.js';
+export type { OpenShardRequest, OpenShardRequest__Output as OpenShardRequestIn } from './generated/agent/enclave/v1/OpenShardRequest.js';
+export type { CloseShardRequest, CloseShardRequest__Output as CloseShardRequestIn } from './generated/agent/enclave/v1/CloseShardRequest.js';
+export type { ShardState, ShardState__Output as ShardStateIn } from './generated/agent/enclave/v1/ShardState.js';
+export type { ShardsReply, ShardsReply__Output as ShardsReplyIn } from './generated/agent/enclave/v1/ShardsReply.js';
 export type { EnclaveClient, EnclaveHandlers } from './generated/agent/enclave/v1/Enclave.js';
 export type { HostStoreClient, HostStoreHandlers } from './generated/agent/hoststore/v1/HostStore.js';
 export type { BlobChunk, BlobChunk__Output as BlobChunkIn } from './generated/agent/hoststore/v1/BlobChunk.js';

@@ -15,6 +15,8 @@ export interface GrpcServerOptions {
   maxUnsentExchangeBytes?: number;
   /** Hands the service's keys to enclaves that prove they run as this one (enclave/cluster/key-sharing.ts). */
   keyMember?: KeyMember;
+  /** OpenShard, CloseShard and Shards (enclave/cluster/shard-control.ts); without: UNIMPLEMENTED. */
+  shards?: grpc.UntypedServiceImplementation;
 }
 
 export function createGrpcServer(api: EnclaveApi, health: () => HealthReply, log: Logger, metrics?: () => Promise<string>, options: GrpcServerOptions = {}): grpc.Server {
@@ -52,6 +54,7 @@ export function createGrpcServer(api: EnclaveApi, health: () => HealthReply, log
       (err: unknown) => callback(joinError(err, log)),
     );
   };
+  Object.assign(handlers, options.shards);
   handlers.Exchange = exchange(api.Call, log, options.maxUnsentExchangeBytes ?? MAX_UNSENT_EXCHANGE_BYTES);
   server.addService(enclaveProto().Enclave.service, handlers);
   return server;

@@ -19,6 +19,7 @@ import { createGrpcServer } from './grpc-server.js';
 import { generateServiceKeys, type ServiceKeys } from './keys.js';
 import { JoinClient } from './cluster/join-client.js';
 import { joinService, KeyMember } from './cluster/key-sharing.js';
+import { shardControl } from './cluster/shard-control.js';
 import { EnclaveMetrics } from './observability/metrics.js';
 import { hostLogSink } from './observability/host-log-sink.js';
 import { SearchReplicas } from './search-worker/search-replicas.js';
@@ -45,8 +46,8 @@ const metrics = new EnclaveMetrics({
   usage: (): { tenants: number; memories: number } => memory.usage,
   inFlight: () => api.inFlight(),
   searchWorker: () => ({ copies: searchReplicas?.copies ?? 0, searches: (searchReplicas?.answered ?? 0) + (searchReplicas?.matched ?? 0) }),
-  shardHeads: () => store.stores.map((shard) => shard.head.seq),
-  shardsOwned: () => store.stores.map((shard) => !shard.takenOver),
+  shardHeads: () => Array.from({ length: store.count }, (_, shard) => store.head(shard).seq),
+  shardsOwned: () => Array.from({ length: store.count }, (_, shard) => store.holds(shard)),
 }, { maxInFlight: config.maxInFlight });
 
 // The enclave has no disk: everything durable goes, sealed, to the host store.
@@ -151,7 +152,7 @@ const server = createGrpcServer(api, () => ({
   // By construction: the server listens only after both (see HealthReply).
   embedding_model_loaded: true,
   store_recovered: true,
-}), log, () => metrics.exposition(), { keyMember: new KeyMember(keys, attestationContext, userData) });
+}), log, () => metrics.exposition(), { keyMember: new KeyMember(keys, attestationContext, userData), shards: shardControl(store, memory, log) });
 
 const port = await listen(server, config.address).catch((err: unknown) => {
   const line = listenErrorLine(addressTarget('ENCLAVE_ADDR', config.address), err);

@@ -36,3 +36,10 @@ export function parseShard(text: string | undefined): { index: number; count: nu
   const count = Number(m[2]);
   return count >= 1 && count <= MAX_SHARDS && index < count ? { index, count } : undefined;
 }
+
+/**
+ * The header of a refusal for a tenant whose shard this enclave does not hold (503
+ * shard_not_owned): the shard's index, so the host can route the request to its owner. On a
+ * sealed call too, where the host learns the shard no other way (docs/trust-model.md).
+ */
+export const SHARD_MISS_HEADER = 'x-tee-shard-miss';

@@ -10,6 +10,7 @@ import { authenticate, type Caller } from '../auth/caller.js';
 import type { SealedRequestKey } from '../keys.js';
 import type { ReplayGuard } from './replay-guard.js';
 import { jsonReply } from './request.js';
+import { SHARD_MISS_HEADER } from '../../protocol/shards.js';
 import type { CallContext, RouteCall } from './resolve-call.js';
 
 const validPayload = validator<SealedRequestPlaintext>(sealedPayloadSchema, 'body');
@@ -125,6 +126,12 @@ export function sealedRoute(deps: SealedDeps) {
   return async (call: RouteCall<'Sealed'>, context?: CallContext): Promise<ApiReply> => {
     const { inner, caller, sharedKey, nonce } = admitSealed(deps, call, call.body);
     const reply = await deps.dispatch(inner, caller, context);
+    // The tenant's shard is not held here: refused outside the box, so the host can send the
+    // same envelope to the shard's owner (it learns the shard, as it would from where it routes).
+    const miss = reply.headers?.[SHARD_MISS_HEADER];
+    if (miss !== undefined) {
+      throw unavailable(`the sealed request's tenant is in shard ${miss}, which this enclave does not hold now: send it to the shard's owner`, 'shard_not_owned', { [SHARD_MISS_HEADER]: miss });
+    }
     const sealed = sealReply(
       { status: reply.status ?? 200, headers: reply.headers ?? {}, body: (reply.body ?? new Uint8Array()) as Uint8Array },
       sharedKey,

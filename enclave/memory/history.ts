@@ -149,6 +149,16 @@ export class MemoryHistories {
     }
   }
 
+  /** Forgets every history of the tenants `belongs` names (their shard closed); returns the bytes that frees (negative). */
+  forgetTenants(belongs: (tenantId: string) => boolean): number {
+    let bytes = 0;
+    for (const [tenantId, entries] of [...this.tenants]) {
+      if (!belongs(tenantId)) continue;
+      for (const id of [...entries.keys()]) bytes += this.drop(tenantId, id);
+    }
+    return bytes;
+  }
+
   /** Whether anything is kept of this id in the tenant: a live memory's history or a deleted one's. */
   holds(tenantId: string, id: string): boolean {
     return this.tenants.get(tenantId)?.has(id) ?? false;

@@ -11,7 +11,7 @@ import { TermDictionary } from '../lexical/term-dictionary.js';
 import { rankHybrid, type Ranker } from '../retrieval/hybrid.js';
 import { DEFAULT_TIERS } from '../vectors/tiered-index.js';
 import { NO_METER, type MemoryMeter } from './meter.js';
-import type { Usage } from './admission.js';
+import { storedBytes, type Usage } from './admission.js';
 import { changeLimits, historyLimits, type MemoryServiceOptions } from './memory-options.js';
 import { ChangeAdmission } from './change-admission.js';
 import { TenantMemories, type UsageChange } from './tenant-memories.js';
@@ -438,6 +438,34 @@ export class MemoryService {
       default:
         unreachable(event, 'memory event');
     }
+  }
+
+  /**
+   * Drops every tenant `belongs` names from memory, with what it costs (vectors, lexical index
+   * and its words, search-worker copy, histories), and from the usage: their shard was closed
+   * (storage/sharded-store.ts), and its store keeps them for whichever enclave opens it next.
+   */
+  dropTenants(belongs: (tenantId: string) => boolean): void {
+    for (const [tenantId, tenant] of [...this.tenants]) {
+      if (!belongs(tenantId)) continue;
+      let bytes = 0;
+      for (const record of tenant.records.values()) bytes += storedBytes(record.content, record.metadata);
+      this.count({ memories: -tenant.size, storedBytes: -bytes, terms: -tenant.lexical.distinctTerms });
+      this.forget(tenantId, tenant);
+    }
+    this.count({ memories: 0, storedBytes: this.history.forgetTenants(belongs), terms: 0 });
+  }
+
+  /** Tenants and memories held of the tenants `belongs` names (a shard's, for the host's placement: counts only). */
+  usageOf(belongs: (tenantId: string) => boolean): { tenants: number; memories: number } {
+    let tenants = 0;
+    let memories = 0;
+    for (const [tenantId, tenant] of this.tenants) {
+      if (!belongs(tenantId)) continue;
+      tenants++;
+      memories += tenant.size;
+    }
+    return { tenants, memories };
   }
 
   /** Every memory with its vector and history: what a snapshot holds. */

@@ -7,8 +7,8 @@ import type { EmbeddingModelId } from '../memory/types.js';
 import { parseKmsKeyArn } from './kms-key-arn.js';
 import { KmsSealingKey } from './kms-sealing-key.js';
 import { SimulatedSealingKey, type SealingKeySource } from './sealing-key.js';
-import { ShardedStore } from './sharded-store.js';
-import { MEMORY_PREFIX, type StoreTarget } from './store.js';
+import { ShardedStore, type OpenShards, type ShardTarget } from './sharded-store.js';
+import { MEMORY_PREFIX } from './store.js';
 
 export interface DurabilityConfig {
   teeMode: 'simulated' | 'nitro';
@@ -17,6 +17,8 @@ export interface DurabilityConfig {
   shards?: number;
   /** OWNER_GENERATION (undefined: unset, the start time is used). */
   ownerGeneration?: number;
+  /** SHARDS_OPEN (default all). */
+  shardsOpen?: OpenShards;
   onModelChange: ModelChangePolicy;
   kmsKeyId?: string;
   awsRegion?: string;
@@ -49,7 +51,7 @@ export function createSealingKeySource(config: DurabilityConfig, blobs: BlobStor
 }
 
 /** What the store needs of the memories it keeps durable (MemoryService, never imported by storage). */
-export interface StoredMemories extends StoreTarget, Reembeddable {
+export interface StoredMemories extends ShardTarget, Reembeddable {
   readonly embeddingModel: EmbeddingModelId;
   useJournal(journal: MemoryJournal): void;
 }
@@ -78,6 +80,7 @@ export async function openMemoryStore(options: {
   const store = await ShardedStore.open({
     blobs,
     shards: config.shards,
+    openShards: config.shardsOpen,
     // Unset: the start time, raised if need be above the store's last owner, so a restarted or
     // newly started enclave takes over from one started before it even if the clock went back.
     generation: config.ownerGeneration ?? Date.now(),

@@ -1,33 +1,54 @@
 import { BlobConflictError, type BlobStore } from '../../common/blob-store.js';
 import type { Ancestry } from '../../protocol/response-signature.js';
-import { shardOf } from '../../protocol/shards.js';
+import { SHARD_MISS_HEADER, shardOf } from '../../protocol/shards.js';
 import type { MemoryJournal, TenantLocks } from '../memory/journal.js';
 import type { MemoryEvent, RestoredEvent } from '../memory/types.js';
-import { CorruptStoreError } from './errors.js';
+import { ApiError, unavailable } from '../../common/errors.js';
+import { CorruptStoreError, StaleOwnerError } from './errors.js';
 import { logGeneration } from './log-file.js';
 import { newShardMap, readShardMap, SHARD_FOLDER, SHARD_MAP_NAME, writeShardMap, type ShardMap } from './shard-map.js';
 import { SNAPSHOT_NAME } from './snapshot.js';
-import type { StateHead } from './state-head.js';
+import { genesisHead, sameHead, type StateHead } from './state-head.js';
 import { DurableStore, MEMORY_PREFIX, type StoreOptions, type StoreTarget } from './store.js';
 
 /** Shards a service's data is made with when SHARDS is not set. */
 export const DEFAULT_SHARDS = 1;
 
-export interface ShardedOptions extends Omit<StoreOptions, 'prefix' | 'storeId' | 'name'> {
+/** SHARDS_OPEN: every shard opened at start (one enclave, `npm start`), or none until the host's placement opens them (a cluster). */
+export type OpenShards = 'all' | 'none';
+
+export interface ShardedOptions extends Omit<StoreOptions, 'prefix' | 'storeId' | 'name' | 'shard'> {
   /** SHARDS: the count for a service's new data; if set, it must equal the count its data was made with. */
   shards?: number;
+  /** Default 'all'. With 'none', `generation` and `outrank` are not used: each openShard() names its generation. */
+  openShards?: OpenShards;
+}
+
+/** What the shards restore into: the memories (MemoryService), which a closed shard's tenants leave. */
+export interface ShardTarget extends StoreTarget {
+  /** Drops from memory every tenant `belongs` names (vectors, lexical index, search-worker copy, histories). */
+  dropTenants?(belongs: (tenantId: string) => boolean): void;
 }
 
 const tenantOf = (event: MemoryEvent | RestoredEvent): string | undefined =>
   (event.type === 'delete' || event.type === 'tombstone' ? event.tenant_id : 'record' in event ? event.record.tenant_id : undefined);
 
+/** 503 shard_not_owned for a tenant of a shard this enclave does not hold: the header tells the host where the request belongs. */
+export const shardNotHeld = (shard: number, name: string): ApiError =>
+  unavailable(`${name} is not held by this enclave (the host routes its tenants to the enclave that owns it); nothing was changed`, 'shard_not_owned', { [SHARD_MISS_HEADER]: String(shard) });
+
 /**
  * The enclave's memories in shards: tenants map to a fixed number of shards by a hash of their
  * id (protocol/shards.ts), and each shard is its own DurableStore (store id, chain of heads,
  * snapshots, log segments, group commit) in its own folder of the host store, so that a shard
- * can later be opened by another enclave alone. Which stores the shards are is fixed in a
- * sealed map written when the data is made (shard-map.ts); a folder holding another store
- * than the map names, or shard folders without the map, are refused, naming the shard.
+ * can be opened by another enclave alone. Which stores the shards are is fixed in a sealed map
+ * written when the data is made (shard-map.ts); a folder holding another store than the map
+ * names, or shard folders without the map, are refused, naming the shard.
+ *
+ * Shards open and close at runtime (openShard, closeShard: the host's placement, #38 item 2):
+ * a shard's tenants are recovered into the running memories when it opens and dropped when it
+ * closes. A call for a tenant of a shard not held is refused (503 shard_not_owned, its index in
+ * SHARD_MISS_HEADER), and so is a batch of which any part is not held, before anything is written.
  *
  * Data made before shards (memory/snapshot.sealed and memory/log-….sealed) opens as a service
  * of one shard whose store is that one, unchanged: nothing is moved, the map is only added.
@@ -35,44 +56,43 @@ const tenantOf = (event: MemoryEvent | RestoredEvent): string | undefined =>
 export class ShardedStore implements MemoryJournal {
   readonly locks: TenantLocks;
   private readonly shardCache = new Map<string, number>();
+  /** The store serving each shard now: undefined while it is not held (never opened, closing or closed). */
+  private readonly held: Array<DurableStore | undefined>;
+  /** The last store of each shard (serving, closing or closed): what answers name while it is not held. */
+  private readonly last: Array<DurableStore | undefined>;
+  /** Each shard's open or close under way: they run one at a time per shard. */
+  private readonly changing = new Map<number, Promise<unknown>>();
 
-  private constructor(readonly map: ShardMap, readonly stores: readonly DurableStore[]) {
-    const of = (tenantId: string) => this.stores[this.shardOf(tenantId)].locks;
+  private constructor(readonly map: ShardMap, private readonly options: ShardedOptions, private readonly target: ShardTarget) {
+    this.held = new Array<DurableStore | undefined>(map.count).fill(undefined);
+    this.last = new Array<DurableStore | undefined>(map.count).fill(undefined);
     this.locks = {
       admit: (tenantId, secret, holdsMemories, apply) => {
-        // Every call acting for a tenant comes here first: a shard another owner took over is
-        // served no more, reads included (they would miss the new owner's changes and deletions).
-        this.stores[this.shardOf(tenantId)].refuseIfTakenOver();
-        of(tenantId).admit(tenantId, secret, holdsMemories, apply);
+        // Every call acting for a tenant comes here first: a shard not held, or that another owner
+        // took over, is served no more, reads included (they would miss the owner's changes).
+        const shard = this.shardOf(tenantId);
+        const store = this.held[shard];
+        if (!store) throw shardNotHeld(shard, this.shardName(shard));
+        store.refuseIfTakenOver();
+        store.locks.admit(tenantId, secret, holdsMemories, apply);
       },
-      isLocked: (tenantId) => of(tenantId).isLocked(tenantId),
+      isLocked: (tenantId) => this.held[this.shardOf(tenantId)]?.locks.isLocked(tenantId) ?? false,
     };
   }
 
-  static async open(options: ShardedOptions, target: StoreTarget): Promise<ShardedStore> {
-    const { blobs, log } = options;
+  static async open(options: ShardedOptions, target: ShardTarget): Promise<ShardedStore> {
     const map = await ShardedStore.findMap(options);
-    const stores: DurableStore[] = [];
-    const cache = new Map<string, number>();
+    const sharded = new ShardedStore(map, options, target);
+    if ((options.openShards ?? 'all') === 'none') {
+      options.log?.info({ shards: map.count }, 'no shard opened at start (SHARDS_OPEN=none): waiting for the host to open them');
+      return sharded;
+    }
     try {
-      for (const [index, { prefix, storeId }] of map.shards.entries()) {
-        const name = `shard ${index} (${prefix})`;
-        const store = await DurableStore.open({ ...options, prefix, storeId: storeId || undefined, name }, shardTarget(target, index, map.count, name, cache));
-        stores.push(store);
-        if (map.count > 1) log?.info({ shard: index, ...store.recovery }, 'shard recovered');
-      }
+      for (let shard = 0; shard < map.count; shard++) await sharded.openAt(shard, options.generation ?? 0, options.outrank ?? false, true);
     } catch (err) {
-      await Promise.allSettled(stores.map((s) => s.close()));
+      await sharded.close().catch(() => {});
       throw err;
     }
-    // The map of data from before shards is written once its store has opened (and has its id).
-    if (!map.shards[0].storeId) {
-      map.shards[0].storeId = stores[0].storeId;
-      await writeShardMap(blobs, options.sealingKey, map);
-      log?.info({ map: SHARD_MAP_NAME }, 'memory store from before shards opened as one shard; recorded it in the shard map');
-    }
-    const sharded = new ShardedStore(map, stores);
-    for (const [k, v] of cache) sharded.shardCache.set(k, v);
     return sharded;
   }
 
@@ -118,14 +138,115 @@ export class ShardedStore implements MemoryJournal {
     return shard;
   }
 
+  /** Whether this enclave serves the shard now (held, and not taken over by a newer owner). */
+  holds(shard: number): boolean {
+    const store = this.held[shard];
+    return store !== undefined && !store.takenOver;
+  }
+
+  /** The refusal owed to an answer for `tenants` (comma-separated) when one of their shards is not held now (signing.ts). */
+  notHeld(tenants: string): ApiError | undefined {
+    if (this.map.count === 1) return this.holds(0) ? undefined : this.refusal(0);
+    for (const tenantId of tenants.split(',')) {
+      const shard = this.shardOf(tenantId);
+      if (!this.holds(shard)) return this.refusal(shard);
+    }
+    return undefined;
+  }
+
+  /** The shards held now, in order. */
+  get open(): number[] {
+    return this.held.flatMap((store, shard) => (store ? [shard] : []));
+  }
+
+  /** The generation the shard is held with; undefined when it is not held. */
+  generation(shard: number): number | undefined {
+    return this.held[shard]?.ownerGeneration;
+  }
+
+  /**
+   * Opens shard `shard`'s store as owner `generation` (refused, StaleOwnerError, when its files
+   * name a higher one, unless `outrank`), recovering its tenants into the memories; from then on
+   * they are served. Nothing of a refused or failed open stays in memory. Already held at that
+   * generation: nothing to do. Held at a lower one (or taken over): closed, then opened again.
+   */
+  openShard(shard: number, generation: number): Promise<DurableStore> {
+    return this.openAt(shard, generation, false, false);
+  }
+
+  /**
+   * `atStart`: before anything is served, the one time memories stored under another
+   * embedding model may be re-embedded (MemoryService.reembed re-embeds every tenant held);
+   * at runtime such a shard is refused (EmbeddingModelChangedError).
+   */
+  private openAt(shard: number, generation: number, outrank: boolean, atStart: boolean): Promise<DurableStore> {
+    this.checkShard(shard);
+    return this.oneAtATime(shard, async () => {
+      const current = this.held[shard];
+      if (current && !current.takenOver && current.ownerGeneration === generation) return current;
+      const name = this.shardName(shard);
+      if (current && !current.takenOver && generation < current.ownerGeneration) {
+        throw new StaleOwnerError(name, generation, current.ownerGeneration, 'this enclave, which holds it,');
+      }
+      if (current) await this.release(shard, current);
+      const { prefix, storeId } = this.map.shards[shard];
+      const { count } = this.map;
+      let store: DurableStore;
+      try {
+        store = await DurableStore.open(
+          { ...this.options, generation, outrank, prefix, storeId: storeId || undefined, name, shard, reembed: atStart ? this.options.reembed : undefined },
+          shardTarget(this.target, shard, count, name, this.shardCache),
+        );
+      } catch (err) {
+        // A shard is served whole or not at all: what was replayed before the refusal goes.
+        this.drop(shard);
+        throw err;
+      }
+      // The map of data from before shards is written once its store has opened (and has its id).
+      if (!storeId) {
+        this.map.shards[shard].storeId = store.storeId;
+        await writeShardMap(this.options.blobs, this.options.sealingKey, this.map);
+        this.options.log?.info({ map: SHARD_MAP_NAME }, 'memory store from before shards opened as one shard; recorded it in the shard map');
+      }
+      this.held[shard] = store;
+      this.last[shard] = store;
+      if (count > 1 || this.options.openShards === 'none') this.options.log?.info({ shard, generation: store.ownerGeneration, ...store.recovery }, 'shard recovered');
+      return store;
+    });
+  }
+
+  /**
+   * Stops serving the shard: new calls for its tenants and new changes are refused (503
+   * shard_not_owned) at once, the changes already being written are made durable and
+   * applied (those acknowledged stay acknowledged), then its tenants leave memory and its
+   * store is closed. Not held: nothing to do. Resolves with the store as it was last.
+   */
+  closeShard(shard: number): Promise<DurableStore | undefined> {
+    this.checkShard(shard);
+    return this.oneAtATime(shard, async () => {
+      const store = this.held[shard];
+      if (store) {
+        await this.release(shard, store);
+        this.options.log?.info({ shard, generation: store.ownerGeneration, seq: store.head.seq }, 'shard closed: its tenants were dropped from memory');
+      }
+      return this.last[shard];
+    });
+  }
+
+  /** The last store of `shard` this enclave held (serving or not); undefined when it never held it. */
+  lastStore(shard: number): DurableStore | undefined {
+    return this.last[shard];
+  }
+
   /**
    * Each shard's events go to its store. A batch in one shard is written, synced and applied
    * as one; a batch across shards is written to each shard's store at once and each part
    * applied as its store makes it durable, so memory holds what the logs hold even when one
    * shard fails (the call is then refused, as after a crash mid-write, with the other parts kept).
+   * A batch with a part in a shard not held is refused whole, before anything is written.
    */
   async commit(events: readonly MemoryEvent[], apply: (part?: readonly MemoryEvent[]) => void): Promise<void> {
-    if (this.map.count === 1) return this.stores[0].commit(events, apply);
+    if (this.map.count === 1) return this.heldStore(0).commit(events, apply);
     const parts = new Map<number, MemoryEvent[]>();
     for (const event of events) {
       const shard = this.shardOf(tenantOf(event)!);
@@ -135,33 +256,38 @@ export class ShardedStore implements MemoryJournal {
     }
     if (parts.size === 1) {
       const [shard] = parts.keys();
-      return this.stores[shard].commit(events, apply);
+      return this.heldStore(shard).commit(events, apply);
     }
-    const results = await Promise.allSettled([...parts].map(([shard, part]) => this.stores[shard].commit(part, apply)));
+    const stores = [...parts.keys()].map((shard) => this.heldStore(shard));
+    const results = await Promise.allSettled([...parts.values()].map((part, i) => stores[i].commit(part, apply)));
     const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
     if (failed) throw failed.reason;
   }
 
+  /** The shard's head: its store's (serving, closing or closed), or its empty store's if this enclave never held it. */
   head(shard: number): StateHead {
-    return this.stores[shard].head;
+    return this.last[shard]?.head ?? genesisHead(this.map.shards[shard].storeId);
   }
 
   storeId(shard: number): string {
-    return this.stores[shard].storeId;
+    return this.last[shard]?.storeId ?? this.map.shards[shard].storeId;
   }
 
   ancestry(shard: number, known: StateHead): Ancestry {
-    return this.stores[shard].ancestry(known);
+    const store = this.last[shard];
+    if (store) return store.ancestry(known);
+    return sameHead(known, this.head(shard)) ? 'yes' : 'unknown';
   }
 
   /** What recovery found (the log line at start): one shard's report as it is; for several, totals and each shard's head. */
   get recovery(): { shards: number } & Record<string, unknown> {
-    const reports = this.stores.map((s) => s.recovery);
-    if (reports.length === 1) return { shards: 1, ...reports[0] };
+    const reports = this.held.filter((s): s is DurableStore => s !== undefined).map((s) => s.recovery);
+    if (reports.length === 1 && this.map.count === 1) return { shards: 1, ...reports[0] };
     const cut = reports.find((r) => r.cutTail)?.cutTail;
     const changed = reports.find((r) => r.modelChange)?.modelChange;
     return {
       shards: this.map.count,
+      ...(reports.length < this.map.count ? { open: this.open } : {}),
       events: reports.reduce((n, r) => n + r.events, 0),
       logs: reports.reduce((n, r) => n + r.logs, 0),
       snapshots: reports.filter((r) => r.snapshotGeneration !== null).length,
@@ -172,7 +298,59 @@ export class ShardedStore implements MemoryJournal {
   }
 
   async close(): Promise<void> {
-    await Promise.all(this.stores.map((s) => s.close()));
+    await Promise.all(this.held.map((s) => s?.close()));
+  }
+
+  /** Why a call for a tenant of `shard` is refused: taken over by a newer owner, or not held. */
+  private refusal(shard: number): ApiError {
+    try {
+      this.held[shard]?.refuseIfTakenOver();
+    } catch (err) {
+      if (err instanceof ApiError) return err;
+      throw err;
+    }
+    return shardNotHeld(shard, this.shardName(shard));
+  }
+
+  private heldStore(shard: number): DurableStore {
+    const store = this.held[shard];
+    if (!store) throw shardNotHeld(shard, this.shardName(shard));
+    return store;
+  }
+
+  private shardName(shard: number): string {
+    return `shard ${shard} (${this.map.shards[shard].prefix})`;
+  }
+
+  private checkShard(shard: number): void {
+    if (!Number.isSafeInteger(shard) || shard < 0 || shard >= this.map.count) {
+      throw new RangeError(`there is no shard ${shard}: this service has ${this.map.count} (0 to ${this.map.count - 1})`);
+    }
+  }
+
+  /** No longer held from now on; its writes in flight finish, then its tenants leave memory. */
+  private async release(shard: number, store: DurableStore): Promise<void> {
+    this.held[shard] = undefined;
+    try {
+      await store.close();
+    } finally {
+      this.drop(shard);
+    }
+  }
+
+  private drop(shard: number): void {
+    this.target.dropTenants?.((tenantId) => this.shardOf(tenantId) === shard);
+  }
+
+  private oneAtATime<T>(shard: number, task: () => Promise<T>): Promise<T> {
+    const before = this.changing.get(shard) ?? Promise.resolve();
+    const run = before.catch(() => {}).then(task);
+    const settled = run.catch(() => {});
+    this.changing.set(shard, settled);
+    void settled.then(() => {
+      if (this.changing.get(shard) === settled) this.changing.delete(shard);
+    });
+    return run;
   }
 }
 
@@ -180,7 +358,7 @@ export class ShardedStore implements MemoryJournal {
  * One shard's view of the memories: it restores only its own tenants' changes (a change of
  * another shard's tenant in its files is refused, naming both), and snapshots only them.
  */
-function shardTarget(target: StoreTarget, index: number, count: number, name: string, cache: Map<string, number>): StoreTarget {
+function shardTarget(target: ShardTarget, index: number, count: number, name: string, cache: Map<string, number>): StoreTarget {
   if (count === 1) return target;
   const mine = (tenantId: string) => {
     let shard = cache.get(tenantId);

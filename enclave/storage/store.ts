@@ -14,6 +14,7 @@ import { readSnapshot, SNAPSHOT_NAME, writeSnapshot, type SealedEntry, type Snap
 import { TenantKeys } from './tenant-keys.js';
 import type { Ancestry } from '../../protocol/response-signature.js';
 import { HeadChain } from './head-chain.js';
+import { SHARD_MISS_HEADER } from '../../protocol/shards.js';
 import { advanceHead, describeHead, genesisHead, sameHead, type StateHead } from './state-head.js';
 
 /** The store's blobs in the host store: memory/snapshot.sealed, memory/log-….sealed. */
@@ -31,6 +32,8 @@ export interface StoreOptions {
   storeId?: string;
   /** How refusals name the store, e.g. "shard 3 (shard-03/)"; default: its prefix. */
   name?: string;
+  /** The shard this store is (its index in the shard map): refusals name it to the host (SHARD_MISS_HEADER). */
+  shard?: number;
   /**
    * This owner's generation (its fencing token; later handed out by etcd, #38): opening
    * writes it in a fence entry, and a store whose files name a higher one is refused
@@ -418,6 +421,11 @@ export class DurableStore implements MemoryJournal {
     await this.commits.current.close();
   }
 
+  /** This owner's generation (raised at open to the last owner's when `outrank`). */
+  get ownerGeneration(): number {
+    return this.options.generation ?? 0;
+  }
+
   /** Whether the store was taken over by another writer (and is from now on). */
   get takenOver(): boolean {
     return this.fenced !== undefined;
@@ -434,7 +442,8 @@ export class DurableStore implements MemoryJournal {
   }
 
   private takenOverError(): Error {
-    return takenOver(this.storeName, this.options.generation ?? 0);
+    const refusal = takenOver(this.storeName, this.options.generation ?? 0);
+    return this.options.shard === undefined ? refusal : refusal.withHeaders({ [SHARD_MISS_HEADER]: String(this.options.shard) });
   }
 
   /** A failed write: if a condition failed, this store stops writing for good. */

@@ -1,0 +1,76 @@
+import * as grpc from '@grpc/grpc-js';
+import type { Logger } from '../../common/logger.js';
+import type { CloseShardRequestIn, OpenShardRequestIn, ShardsReply, ShardState } from '../../common/proto.js';
+import type { MemoryService } from '../memory/memory-service.js';
+import { CorruptStoreError, EmbeddingModelChangedError, StaleOwnerError } from '../storage/errors.js';
+import type { ShardedStore } from '../storage/sharded-store.js';
+
+/**
+ * The host's placement acting on this enclave (protos/enclave.proto OpenShard, CloseShard,
+ * Shards): which shards it serves. The host is not trusted with this more than with anything
+ * else: each shard's owner generation is checked inside its sealed store, so a wrong or hostile
+ * placement costs availability, never a forked chain. What goes back is what the host can see
+ * anyway (heads it stores, counts as in the metrics), never a tenant id.
+ */
+export function shardControl(store: ShardedStore, memory: MemoryService, log: Logger): grpc.UntypedServiceImplementation {
+  const state = (shard: number): ShardState => {
+    const last = store.lastStore(shard);
+    const head = store.head(shard);
+    const { tenants, memories } = memory.usageOf((tenantId) => store.shardOf(tenantId) === shard);
+    return {
+      shard, generation: String(store.generation(shard) ?? last?.ownerGeneration ?? 0), seq: String(head.seq), head: Buffer.from(head.hash, 'hex'),
+      tenants: String(tenants), memories: String(memories),
+    };
+  };
+  return {
+    OpenShard: (call: grpc.ServerUnaryCall<OpenShardRequestIn, ShardState>, callback: grpc.sendUnaryData<ShardState>) => {
+      const { shard } = call.request;
+      const generation = Number(call.request.generation);
+      const started = performance.now();
+      let opening: Promise<unknown>;
+      try {
+        // A generation past 2^53 cannot be compared exactly: refused like a shard out of range.
+        if (!Number.isSafeInteger(generation)) throw new RangeError(`generation ${call.request.generation} is larger than 2^53 - 1`);
+        opening = store.openShard(shard, generation);
+      } catch (err) {
+        return callback(refusal(err, 'open', shard, log));
+      }
+      opening.then(
+        () => {
+          log.info({ shard, generation, ms: Math.round(performance.now() - started) }, 'OpenShard: serving the shard');
+          callback(null, state(shard));
+        },
+        (err: unknown) => callback(refusal(err, 'open', shard, log)),
+      );
+    },
+    CloseShard: (call: grpc.ServerUnaryCall<CloseShardRequestIn, ShardState>, callback: grpc.sendUnaryData<ShardState>) => {
+      const { shard } = call.request;
+      let closing: Promise<unknown>;
+      try {
+        closing = store.closeShard(shard);
+      } catch (err) {
+        return callback(refusal(err, 'close', shard, log));
+      }
+      closing.then(() => callback(null, state(shard)), (err: unknown) => callback(refusal(err, 'close', shard, log)));
+    },
+    Shards: (_call: unknown, callback: grpc.sendUnaryData<ShardsReply>) => {
+      callback(null, { count: store.count, open: store.open.map(state) });
+    },
+  };
+}
+
+/** Why an open or close failed, as a gRPC status the host's placement acts on (protos/enclave.proto). */
+function refusal(err: unknown, what: 'open' | 'close', shard: number, log: Logger): Partial<grpc.StatusObject> {
+  const message = err instanceof Error ? err.message : String(err);
+  if (err instanceof RangeError) return { code: grpc.status.INVALID_ARGUMENT, details: message };
+  if (err instanceof StaleOwnerError) {
+    log.warn({ shard, problem: message }, `${what} shard refused: a newer owner holds it`);
+    return { code: grpc.status.FAILED_PRECONDITION, details: message };
+  }
+  if (err instanceof CorruptStoreError || err instanceof EmbeddingModelChangedError) {
+    log.error({ shard, problem: message }, `${what} shard refused: its store cannot be served`);
+    return { code: grpc.status.DATA_LOSS, details: message };
+  }
+  log.error({ shard, err: message }, `${what} shard failed`);
+  return { code: grpc.status.UNAVAILABLE, details: message };
+}
