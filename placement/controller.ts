@@ -11,6 +11,11 @@ export interface ControllerOptions {
   ttlSeconds: number;
   /** A pass runs at least this often (also on every change under the prefix). */
   passMs: number;
+  /**
+   * A new leader waits this long before placing shards never placed, so that members started
+   * with it have registered and the first placement is even (default 0).
+   */
+  settleMs?: number;
 }
 
 /**
@@ -33,6 +38,7 @@ export class Controller {
   private watcher?: Watcher;
   private timer?: NodeJS.Timeout;
   private guard?: string;
+  private electedAt = 0;
   private running = false;
   private again = false;
   private stopped = false;
@@ -58,6 +64,7 @@ export class Controller {
       void campaign.getCampaignKey().then((key) => {
         if (this.campaign !== campaign) return;
         this.guard = key;
+        this.electedAt = Date.now();
         this.log.info({ controller: this.options.id }, 'elected placement controller');
         void this.lead();
       });
@@ -143,6 +150,7 @@ export class Controller {
         if (!h || h.open.get(shard) === seen.generation) continue;
         target = seen.owner;
       } else {
+        if (!seen && Date.now() < this.electedAt + (this.options.settleMs ?? 0)) continue;
         target = leastLoaded(loads);
         if (!target) return;
         if (seen) loads.set(seen.owner, (loads.get(seen.owner) ?? 1) - 1);

@@ -1,5 +1,5 @@
 import * as grpc from '@grpc/grpc-js';
-import { channelOptions, enclaveProto } from '../common/proto.js';
+import { channelOptions, enclaveProto, type EnclaveClient } from '../common/proto.js';
 
 /** One open shard, as the enclave reports it (protos/enclave.proto ShardState). */
 export interface ShardState {
@@ -24,37 +24,28 @@ export interface ShardHosts {
   close(address: string, shard: number): Promise<void>;
 }
 
-interface ShardStateIn { shard: number; generation: string | number }
-type Unary<Req, Res> = (request: Req, options: grpc.CallOptions, callback: (err: grpc.ServiceError | null, reply?: Res) => void) => void;
-interface AdminClient extends grpc.Client {
-  Health: Unary<object, unknown>;
-  Shards: Unary<object, { count: number; open: ShardStateIn[] }>;
-  OpenShard: Unary<{ shard: number; generation: number }, ShardStateIn>;
-  CloseShard: Unary<{ shard: number }, ShardStateIn>;
-}
-
 /** The enclaves' placement RPCs over gRPC, one channel per address (kept while in use). */
 export class GrpcShardHosts implements ShardHosts {
-  private readonly clients = new Map<string, AdminClient>();
+  private readonly clients = new Map<string, EnclaveClient>();
 
   constructor(private readonly timeoutMs: number, private readonly openTimeoutMs: number) {}
 
   health(address: string): Promise<void> {
-    return this.unary(address, 'Health', {}, this.timeoutMs).then(() => undefined);
+    return this.call<unknown>(address, this.timeoutMs, (c, o, cb) => c.Health({}, o, cb)).then(() => undefined);
   }
 
   async shards(address: string): Promise<HeldShards> {
-    const reply = await this.unary(address, 'Shards', {}, this.timeoutMs);
+    const reply = await this.call<{ count: number; open: Array<{ shard: number; generation: string }> }>(address, this.timeoutMs, (c, o, cb) => c.Shards({}, o, cb));
     return { count: reply.count, open: new Map(reply.open.map((s) => [s.shard, Number(s.generation)])) };
   }
 
   /** Opening recovers the shard's tenants (snapshot and log): its own, longer deadline. */
   async open(address: string, shard: number, generation: number): Promise<void> {
-    await this.unary(address, 'OpenShard', { shard, generation }, this.openTimeoutMs);
+    await this.call(address, this.openTimeoutMs, (c, o, cb) => c.OpenShard({ shard, generation }, o, cb));
   }
 
   async close(address: string, shard: number): Promise<void> {
-    await this.unary(address, 'CloseShard', { shard }, this.openTimeoutMs);
+    await this.call(address, this.openTimeoutMs, (c, o, cb) => c.CloseShard({ shard }, o, cb));
   }
 
   /** Drops the channels of addresses no longer in use. */
@@ -71,19 +62,16 @@ export class GrpcShardHosts implements ShardHosts {
     this.keepOnly([]);
   }
 
-  private unary<M extends 'Health' | 'Shards' | 'OpenShard' | 'CloseShard'>(address: string, method: M, request: Parameters<AdminClient[M]>[0], timeoutMs: number) {
-    type Reply = Parameters<Parameters<AdminClient[M]>[2]>[1];
+  private call<R>(address: string, timeoutMs: number, send: (client: EnclaveClient, options: grpc.CallOptions, callback: (err: grpc.ServiceError | null, reply?: R) => void) => void): Promise<R> {
     const client = this.client(address);
-    return new Promise<NonNullable<Reply>>((resolve, reject) => {
-      (client[method] as Unary<typeof request, Reply>).call(client, request, { deadline: Date.now() + timeoutMs }, (err, reply) => (err ? reject(err) : resolve(reply!)));
-    });
+    return new Promise<R>((resolve, reject) => send(client, { deadline: Date.now() + timeoutMs }, (err, reply) => (err ? reject(err) : resolve(reply!))));
   }
 
-  private client(address: string): AdminClient {
+  private client(address: string): EnclaveClient {
     let client = this.clients.get(address);
     if (!client) {
       const Enclave = enclaveProto().Enclave;
-      client = new Enclave(address, grpc.credentials.createInsecure(), channelOptions) as unknown as AdminClient;
+      client = new Enclave(address, grpc.credentials.createInsecure(), channelOptions);
       this.clients.set(address, client);
     }
     return client;

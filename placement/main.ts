@@ -21,7 +21,7 @@ const client = new Etcd3({ hosts: etcdHosts(config.etcdEndpoints), dialTimeout: 
 const hosts = new GrpcShardHosts(Math.min(2000, (config.leaseTtlS * 1000) / 3), config.openShardTimeoutMs);
 const member = new Member(client, hosts, { id, address: config.enclaveAddr, prefix: config.etcdPrefix, ttlSeconds: config.leaseTtlS }, log);
 const controller = config.controller === 'on'
-  ? new Controller(client, hosts, { id, prefix: config.etcdPrefix, ttlSeconds: config.leaseTtlS, passMs: 1000 }, log)
+  ? new Controller(client, hosts, { id, prefix: config.etcdPrefix, ttlSeconds: config.leaseTtlS, passMs: 1000, settleMs: 2000 }, log)
   : undefined;
 member.start();
 controller?.start();
