@@ -151,16 +151,19 @@ export class Controller {
         target = seen.owner;
       } else {
         if (!seen && Date.now() < this.electedAt + (this.options.settleMs ?? 0)) continue;
+        // Only members that answered are candidates (a lost owner is not in `loads`).
         target = leastLoaded(loads);
         if (!target) return;
-        if (seen) loads.set(seen.owner, (loads.get(seen.owner) ?? 1) - 1);
       }
       const generation = await this.map.assign(shard, target, seen, view, this.guard);
       if (generation === undefined) {
         this.again = true; // the map changed under us: read it again
         return;
       }
-      if (target !== seen?.owner) loads.set(target, (loads.get(target) ?? 0) + 1);
+      if (target !== seen?.owner) {
+        loads.set(target, loads.get(target)! + 1);
+        if (seen && loads.has(seen.owner)) loads.set(seen.owner, loads.get(seen.owner)! - 1);
+      }
       this.log.info({ shard, owner: target, generation, from: seen?.owner, reason: seen ? (seen.owner === target ? 'not open on its owner' : 'owner gone') : 'unplaced' }, 'shard assigned');
       void this.startOpen(shard, target, view.members.get(target)!, generation);
     }

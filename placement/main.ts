@@ -18,7 +18,8 @@ if (config.etcdEndpoints.length === 0) await exitWithConfigError('placement', 'E
 if (!memberIdPattern.test(id)) await exitWithConfigError('placement', `MEMBER_ID "${id}" is not a member id (1-64 of letters, digits, . _ -)`);
 
 const client = new Etcd3({ hosts: etcdHosts(config.etcdEndpoints), dialTimeout: 3000 });
-const hosts = new GrpcShardHosts(Math.min(2000, (config.leaseTtlS * 1000) / 3), config.openShardTimeoutMs);
+// Health may take up to half the lease (a loaded machine), renewed every third: still within the TTL.
+const hosts = new GrpcShardHosts((config.leaseTtlS * 1000) / 2, config.openShardTimeoutMs);
 const member = new Member(client, hosts, { id, address: config.enclaveAddr, prefix: config.etcdPrefix, ttlSeconds: config.leaseTtlS }, log);
 const controller = config.controller === 'on'
   ? new Controller(client, hosts, { id, prefix: config.etcdPrefix, ttlSeconds: config.leaseTtlS, passMs: 1000, settleMs: 2000 }, log)

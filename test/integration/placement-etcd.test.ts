@@ -18,6 +18,8 @@ class StandInEnclaves implements ShardHosts {
   /** Highest generation each shard's "store" has seen (the fence). */
   readonly fence = new Map<number, number>();
   readonly calls: string[] = [];
+  /** Opens sent to an enclave that was gone (each a shard left unplaced for a back-off). */
+  readonly failedOpens: string[] = [];
 
   constructor(readonly count: number) {}
 
@@ -40,6 +42,7 @@ class StandInEnclaves implements ShardHosts {
   }
 
   async open(address: string, shard: number, generation: number): Promise<void> {
+    if (!this.enclaves.get(address)?.alive) this.failedOpens.push(`${address} ${shard}`);
     const e = this.get(address);
     if ((this.fence.get(shard) ?? 0) > generation) throw new Error(`shard ${shard} names generation ${this.fence.get(shard)}, above ${generation}`);
     this.fence.set(shard, generation);
@@ -184,6 +187,8 @@ describe('the controller', () => {
         expect(after.shards.get(s)!.owner).not.toBe('e2');
         expect(after.shards.get(s)!.generation).toBeGreaterThan(before.shards.get(s)!.generation);
       }
+      // Straight to live members: never to the lost one.
+      expect(hosts.failedOpens).toEqual([]);
       // The others' shards stayed where they were, at their generation.
       for (const [s, p] of before.shards) if (!lost.includes(s)) expect(after.shards.get(s)).toMatchObject({ owner: p.owner, generation: p.generation });
     } finally {
