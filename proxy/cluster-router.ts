@@ -66,7 +66,9 @@ export class ClusterRouter implements EnclaveLink {
       }
       const reply = await this.connection(address).call(request, options);
       const miss = missedShard(reply);
-      if (miss === undefined || attempt >= this.options.retries) return reply;
+      if (miss === undefined) return reply;
+      // A miss is meant for the host, not the client (the enclave signs it as acting for no tenant).
+      if (attempt >= this.options.retries) throw this.noOwner(miss);
       shard = miss;
       await this.afterMiss(address, shard);
     }
@@ -83,11 +85,10 @@ export class ClusterRouter implements EnclaveLink {
         await this.waitForChange();
       }
     }, async (miss) => {
-      if (attempt++ >= this.options.retries) return false;
+      if (attempt++ >= this.options.retries) throw this.noOwner(miss);
       const from = this.addressFor(shard);
       shard = miss;
       if (from !== undefined) await this.afterMiss(from, shard);
-      return true;
     });
   }
 

@@ -17,8 +17,8 @@ export class RoutedStream extends PassThrough {
 
   constructor(
     private readonly open: () => Promise<Call>,
-    /** Told the shard an enclave refused; false = no more tries (the refusal is relayed). */
-    private readonly onMiss: (shard: number) => Promise<boolean>,
+    /** Told the shard an enclave refused; resolves when to try again, rejects with the answer when no more tries are left. */
+    private readonly onMiss: (shard: number) => Promise<void>,
   ) {
     super({ objectMode: true });
     void this.run();
@@ -43,8 +43,14 @@ export class RoutedStream extends PassThrough {
       const first = await firstOf(call);
       if ('chunk' in first && first.chunk.kind === 'head' && first.chunk.head) {
         const miss = missedShard(first.chunk.head);
-        if (miss !== undefined && await this.onMiss(miss) && !this.cancelled) {
+        if (miss !== undefined) {
           call.cancel();
+          try {
+            await this.onMiss(miss);
+          } catch (err) {
+            return void this.destroy(err as Error);
+          }
+          if (this.cancelled) return;
           continue;
         }
       }
