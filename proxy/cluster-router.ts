@@ -13,7 +13,7 @@ export interface ClusterRouterOptions {
   timeoutMs: number;
   /** Sends of one request after its first, on a shard miss or while its shard has no owner. */
   retries: number;
-  /** Longest one retry waits for the map to change. */
+  /** Longest one retry waits for the map to change (the waits start at 50 ms and double). */
   retryWaitMs: number;
 }
 
@@ -61,7 +61,7 @@ export class ClusterRouter implements EnclaveLink {
       const address = this.addressFor(shard);
       if (address === undefined) {
         if (attempt >= this.options.retries) throw this.noOwner(shard);
-        await this.waitForChange();
+        await this.waitWhile(() => this.addressFor(shard) === undefined, attempt);
         continue;
       }
       const reply = await this.connection(address).call(request, options);
@@ -70,7 +70,7 @@ export class ClusterRouter implements EnclaveLink {
       // A miss is meant for the host, not the client (the enclave signs it as acting for no tenant).
       if (attempt >= this.options.retries) throw this.noOwner(miss);
       shard = miss;
-      await this.afterMiss(address, shard);
+      await this.afterMiss(address, shard, attempt);
     }
   }
 
@@ -81,14 +81,15 @@ export class ClusterRouter implements EnclaveLink {
       for (;;) {
         const address = this.addressFor(shard);
         if (address !== undefined) return this.connection(address).stream(request, options);
-        if (attempt++ >= this.options.retries) throw this.noOwner(shard);
-        await this.waitForChange();
+        if (attempt >= this.options.retries) throw this.noOwner(shard);
+        await this.waitWhile(() => this.addressFor(shard) === undefined, attempt++);
       }
     }, async (miss) => {
-      if (attempt++ >= this.options.retries) throw this.noOwner(miss);
+      if (attempt >= this.options.retries) throw this.noOwner(miss);
       const from = this.addressFor(shard);
       shard = miss;
-      if (from !== undefined) await this.afterMiss(from, shard);
+      if (from !== undefined) await this.afterMiss(from, shard, attempt);
+      attempt++;
     });
   }
 
@@ -131,20 +132,30 @@ export class ClusterRouter implements EnclaveLink {
     return owner === undefined ? undefined : view.members.get(owner);
   }
 
-  /** After a miss: the map read again; if it still names the enclave that refused, wait for it to change. */
-  private async afterMiss(refusedBy: string, shard: number): Promise<void> {
+  /**
+   * After a miss: the map read again; while it still names the enclave that refused (the map
+   * not yet changed, or the new owner still opening the shard), wait for a change of this
+   * shard's owner or a back-off, whichever comes first: 50 ms doubling with each try, at most
+   * ROUTE_RETRY_WAIT_MS.
+   */
+  private async afterMiss(refusedBy: string, shard: number, attempt: number): Promise<void> {
     await this.refresh().catch(() => undefined);
-    if (this.addressFor(shard) === refusedBy) await this.waitForChange();
+    await this.waitWhile(() => this.addressFor(shard) === refusedBy, attempt);
   }
 
-  private waitForChange(): Promise<void> {
+  private async waitWhile(unchanged: () => boolean, attempt: number): Promise<void> {
+    const deadline = Date.now() + Math.min(50 * 2 ** attempt, this.options.retryWaitMs);
+    while (unchanged() && Date.now() < deadline) await this.waitForChange(deadline - Date.now());
+  }
+
+  private waitForChange(ms: number): Promise<void> {
     return new Promise((resolve) => {
       const done = () => {
         clearTimeout(timer);
         this.changed.delete(done);
         resolve();
       };
-      const timer = setTimeout(done, this.options.retryWaitMs);
+      const timer = setTimeout(done, ms);
       this.changed.add(done);
     });
   }
