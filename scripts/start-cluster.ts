@@ -15,7 +15,7 @@ import { supervised, Supervisor, type Supervised } from './lib/supervisor.js';
 const usage = `agent-service cluster: starts etcd, the host store, N enclaves with a placement process each, and the proxy (routing by the shard map in etcd), all on loopback.
 
 Usage: npm run start:cluster -- [--enclaves N] [--etcd-port P]
-  --enclaves N    enclaves to run (1 to 16) [default: 3], on 127.0.0.1:50061, 50062, ...
+  --enclaves N    enclaves to run (1 to 16) [default: 3], on 127.0.0.1:50071, 50072, ...
   --etcd-port P   etcd's client port on 127.0.0.1 [default: 2379; its peer port is P+1]; its data goes to DATA_DIR/etcd
 
 Needs etcd (Debian: ${ETCD_INSTALL}). Every other setting is the processes' own (see start:enclave, start:proxy,
@@ -53,7 +53,7 @@ const base: NodeJS.ProcessEnv = {
 
 const etcd = supervised('etcd', { command: { file: etcdBinary, args: etcdArgs(join(dataDir, 'etcd'), etcdPort, etcdPort + 1) } });
 const hostStore = supervised('host-store', { script: resolve(distRoot, 'host-store/main.js'), env: () => base });
-const addresses = Array.from({ length: enclaves }, (_, i) => `127.0.0.1:${50061 + i}`);
+const addresses = Array.from({ length: enclaves }, (_, i) => `127.0.0.1:${50071 + i}`);
 const enclaveProcs: Supervised[] = addresses.map((address, i) => supervised(`enclave-${i + 1}`, {
   script: resolve(distRoot, 'enclave/main.js'),
   env: (restart) => {
