@@ -4,9 +4,7 @@ import {
   ANCESTOR_HEADER, SHARD_HEADER, SIGNATURE_HEADER, STATE_HEADER, STORE_HEADER, TENANT_HEADER, TIMESTAMP_HEADER, UPSTREAM_HEADER, formatState, parseKnownStates, sha256Hex, signAnswer,
   finalEventBytes, signedFinalEvent, streamSignatureEvent, type Ancestry, type KnownStates, type SignedRequest, type StateHead,
 } from '../../protocol/response-signature.js';
-import type { ApiError } from '../../common/errors.js';
 import type { EnclaveIdentity } from '../keys.js';
-import { errorReply } from './request.js';
 import { signReceipt, type DeletionReceipt, type UnsignedReceipt } from '../../protocol/deletion-receipt.js';
 
 /**
@@ -22,12 +20,6 @@ export interface SignedState {
   storeId(shard: number): string;
   /** O(1) (storage/head-chain.ts): signing runs on every answer. */
   ancestry(shard: number, known: StateHead): Ancestry;
-  /**
-   * The refusal (503 shard_not_owned) owed to an answer for these tenants (x-tee-tenant) when
-   * one of their shards is not held now: a shard closed while the call ran has left memory,
-   * so what the answer read may be gone; undefined when every one is held.
-   */
-  notHeld?(tenants: string): ApiError | undefined;
 }
 
 /** The enclave's key, and the state each signed answer reports. */
@@ -69,14 +61,10 @@ function answerState(state: SignedState, known: KnownStates | undefined, tenant:
  * (method, target, organization, key id, tenant, upstream, request body hash, status, response body
  * hash, timestamp, state head, store id, known state, ancestry).
  */
-export function signReply(signer: ResponseSigner, method: string, request: ApiRequest, given: ApiReply): ApiReply {
-  const named = given.headers?.[TENANT_HEADER] ?? '';
-  // Never signed: a head with an answer read from memory its shard may have left since.
-  const refusal = named === '' ? undefined : signer.state.notHeld?.(named);
-  const reply = refusal ? errorReply(refusal) : given;
+export function signReply(signer: ResponseSigner, method: string, request: ApiRequest, reply: ApiReply): ApiReply {
   const body = reply.body ?? new Uint8Array();
   const known = parseKnownStates(request.known_state);
-  const tenant = refusal ? '' : named;
+  const tenant = reply.headers?.[TENANT_HEADER] ?? '';
   const answer = Object.assign(answerState(signer.state, known, tenant), { status: reply.status ?? 200, bodySha256: sha256Hex(body as Uint8Array), tenant, upstream: reply.headers?.[UPSTREAM_HEADER] ?? '' });
   const { signature, timestamp, state, store, shard, ancestor } = signAnswer((message) => signer.sign(message), signedRequest(method, request, known), answer);
   // Object.assign, not a literal spreading `reply` and adding to it: V8 (Node 20) promoted

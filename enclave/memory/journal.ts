@@ -18,6 +18,8 @@ export interface MemoryJournal {
   commit(events: readonly MemoryEvent[], apply: (part?: readonly MemoryEvent[]) => void): Promise<void>;
   /** Tenants sealed under keys their clients hold; absent: no tenant may have one. */
   readonly locks?: TenantLocks;
+  /** Throws (503 shard_not_owned) when the tenant's memories are not kept here now (their shard is closed). */
+  refuseIfNotHeld?(tenantId: string): void;
 }
 
 /**

@@ -319,7 +319,7 @@ export class MemoryService {
     const started = performance.now();
     this.querying++;
     try {
-      const tenant = this.tenants.get(input.tenant_id);
+      const tenant = this.tenantHeld(input.tenant_id);
       if (!tenant || tenant.size === 0) return [];
       return await queryTenant(tenant, input, rank, { embed: async (query) => (await this.embed([query], meter))[0], querying: () => this.querying });
     } finally {
@@ -333,7 +333,7 @@ export class MemoryService {
    * when `after` is not the tenant's.
    */
   list(tenantId: string, limit: number, after?: string, scope: MemoryScope = {}, period: Period = {}): { data: MemoryRecord[]; hasMore: boolean } | undefined {
-    const tenant = this.tenants.get(tenantId);
+    const tenant = this.tenantHeld(tenantId);
     if (!tenant) return after === undefined ? { data: [], hasMore: false } : undefined;
     return tenant.page(limit, after, recordMatcher(scope, period));
   }
@@ -366,7 +366,7 @@ export class MemoryService {
   }
 
   get(tenantId: string, id: string): MemoryRecord | undefined {
-    return this.tenants.get(tenantId)?.records.get(id);
+    return this.tenantHeld(tenantId)?.records.get(id);
   }
 
   /** The memory's versions, oldest first (a deleted one's without content); undefined when none is kept. */
@@ -382,7 +382,7 @@ export class MemoryService {
 
   /** Deletes every memory of a tenant in `scope`, as one journaled batch; returns how many there were. */
   async deleteAll(tenantId: string, scope: MemoryScope = {}, author?: ChangeAuthor): Promise<number> {
-    const tenant = this.tenants.get(tenantId);
+    const tenant = this.tenantHeld(tenantId);
     if (!tenant) return 0;
     const change = changeBy(author);
     const events: MemoryEvent[] = [];
@@ -486,13 +486,14 @@ export class MemoryService {
    * be in it.
    */
   *exportTenant(tenantId: string): Generator<{ record: MemoryRecord; history: readonly MemoryVersion[] }> {
-    const tenant = this.tenants.get(tenantId);
+    const tenant = this.tenantHeld(tenantId);
     if (!tenant) return;
     for (const record of tenant.records.values()) yield { record, history: this.history.get(tenantId, record.id, record)?.versions ?? [] };
   }
 
   /** The tenant's deleted memories' histories (no content), oldest deletion first: an export ends with them. */
   exportDeleted(tenantId: string): Generator<{ id: string; versions: readonly MemoryVersion[] }> {
+    this.tenantHeld(tenantId);
     return this.history.deletedOf(tenantId);
   }
 
@@ -523,6 +524,17 @@ export class MemoryService {
     };
     if (this.journal) await this.journal.commit(events, apply);
     else apply(events);
+  }
+
+  /**
+   * The tenant's memories, or undefined when it holds none; but first, when it holds none here,
+   * a refusal (503 shard_not_owned) if its shard has left this enclave since the call was
+   * admitted (storage/sharded-store.ts closeShard): "nothing" would be a false answer, signed.
+   */
+  private tenantHeld(tenantId: string): TenantMemories | undefined {
+    const tenant = this.tenants.get(tenantId);
+    if (!tenant) this.journal?.refuseIfNotHeld?.(tenantId);
+    return tenant;
   }
 
   private tenantFor(id: string): TenantMemories {

@@ -13,7 +13,7 @@ export interface EnclaveGauges {
   searchWorker(): { copies: number; searches: number };
   /** Each shard's state head: changes made durable in it, by shard index (storage/sharded-store.ts). */
   shardHeads?(): readonly number[];
-  /** Whether this enclave still owns each shard (false once another owner wrote it: storage/store.ts), by shard index. */
+  /** Whether this enclave serves each shard (false when not held, or once another owner wrote it: storage/sharded-store.ts), by shard index. */
   shardsOwned?(): readonly boolean[];
 }
 
@@ -92,7 +92,7 @@ export class EnclaveMetrics {
       },
     });
     new Gauge({
-      name: name('storage_shard_owned'), help: 'Whether this enclave still owns each shard: 1, or 0 once another owner (a higher generation) has written it and this enclave refuses its changes (503 shard_not_owned), by shard index',
+      name: name('storage_shard_owned'), help: 'Whether this enclave serves each shard: 1, or 0 when it does not hold it (not opened, or closed) or another owner (a higher generation) has written it since, and it refuses its tenants (503 shard_not_owned), by shard index',
       labelNames: ['shard'] as const, registers: [this.registry],
       collect() {
         (gauges.shardsOwned?.() ?? []).forEach((owned, shard) => this.set({ shard: String(shard) }, owned ? 1 : 0));

@@ -144,14 +144,10 @@ export class ShardedStore implements MemoryJournal {
     return store !== undefined && !store.takenOver;
   }
 
-  /** The refusal owed to an answer for `tenants` (comma-separated) when one of their shards is not held now (signing.ts). */
-  notHeld(tenants: string): ApiError | undefined {
-    if (this.map.count === 1) return this.holds(0) ? undefined : this.refusal(0);
-    for (const tenantId of tenants.split(',')) {
-      const shard = this.shardOf(tenantId);
-      if (!this.holds(shard)) return this.refusal(shard);
-    }
-    return undefined;
+  /** Throws 503 shard_not_owned when the tenant's shard is not held now (a read of a tenant found empty: MemoryService). */
+  refuseIfNotHeld(tenantId: string): void {
+    const shard = this.shardOf(tenantId);
+    if (!this.holds(shard)) throw this.refusal(shard);
   }
 
   /** The shards held now, in order. */
@@ -223,8 +219,11 @@ export class ShardedStore implements MemoryJournal {
    */
   closeShard(shard: number): Promise<DurableStore | undefined> {
     this.checkShard(shard);
+    // No new call or change for the shard from this moment (unless an open of it is still under way: after it).
+    const now = this.changing.has(shard) ? undefined : this.held[shard];
+    if (now) this.held[shard] = undefined;
     return this.oneAtATime(shard, async () => {
-      const store = this.held[shard];
+      const store = now ?? this.held[shard];
       if (store) {
         await this.release(shard, store);
         this.options.log?.info({ shard, generation: store.ownerGeneration, seq: store.head.seq }, 'shard closed: its tenants were dropped from memory');

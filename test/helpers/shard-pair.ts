@@ -1,0 +1,76 @@
+import * as grpc from '@grpc/grpc-js';
+import sodium from 'sodium-native';
+import { channelOptions, enclaveProto, type EnclaveClient, type ShardsReplyIn, type ShardStateIn } from '../../common/proto.js';
+import { startLone, type Lone } from './processes.js';
+import { freePort, startService, waitFor, type RunningService } from './service.js';
+
+/** An enclave's placement RPCs (protos/enclave.proto), as the host's controller calls them. */
+export interface ShardRpc {
+  open(shard: number, generation: number): Promise<ShardStateIn>;
+  close(shard: number): Promise<ShardStateIn>;
+  shards(): Promise<ShardsReplyIn>;
+  end(): void;
+}
+
+export function shardRpc(address: string): ShardRpc {
+  const client = new (enclaveProto().Enclave)(address, grpc.credentials.createInsecure(), channelOptions) as unknown as EnclaveClient;
+  const unary = <T>(call: (done: (err: grpc.ServiceError | null, value?: T) => void) => void) =>
+    new Promise<T>((resolve, reject) => call((err, value) => (err ? reject(err) : resolve(value!))));
+  return {
+    open: (shard, generation) => unary<ShardStateIn>((done) => client.OpenShard({ shard, generation }, done)),
+    close: (shard) => unary<ShardStateIn>((done) => client.CloseShard({ shard }, done)),
+    shards: () => unary<ShardsReplyIn>((done) => client.Shards({}, done)),
+    end: () => client.close(),
+  };
+}
+
+export interface ShardPair {
+  /** Enclave A (with the host store and A's proxy): started first, makes the service's keys. */
+  a: RunningService;
+  /** Enclave B on A's host store, with the keys it took from A by attestation, and its own proxy. */
+  b: { enclave: Lone; proxy: Lone; baseUrl: string; enclaveAddr: string };
+  rpcA: ShardRpc;
+  rpcB: ShardRpc;
+  stop(): Promise<void>;
+}
+
+/**
+ * Two enclaves of one service on one host store, as a cluster runs them: SHARDS=4 and
+ * SHARDS_OPEN=none (each starts with the shard map and no shard open, and waits for the host's
+ * OpenShard), B joining A for the keys (JOIN_ENCLAVE_ADDR), a proxy each, and a gRPC client
+ * each for the placement RPCs.
+ */
+export async function startShardPair(extraEnv: NodeJS.ProcessEnv = {}): Promise<ShardPair> {
+  // Measured configuration (PCR1) must match for the join: both get the same operator key.
+  const publicKey = Buffer.alloc(32);
+  sodium.crypto_sign_keypair(publicKey, sodium.sodium_malloc(64));
+  const operator = publicKey.toString('base64');
+  const a = await startService({ SHARDS: '4', SHARDS_OPEN: 'none', OPERATOR_PUBKEY: operator, ...extraEnv });
+  const others: Lone[] = [];
+  try {
+    const enclaveAddr = `127.0.0.1:${await freePort()}`;
+    const port = await freePort();
+    const enclave = startLone('enclave/main.js', { ...a.env, ENCLAVE_ADDR: enclaveAddr, JOIN_ENCLAVE_ADDR: a.enclaveAddr });
+    others.push(enclave);
+    await enclave.waitForOutput('enclave listening', 90_000);
+    const proxy = startLone('proxy/main.js', { ...a.env, ENCLAVE_ADDR: enclaveAddr, PORT: String(port) });
+    others.push(proxy);
+    const baseUrl = `http://127.0.0.1:${port}`;
+    await waitFor(async () => (await fetch(`${baseUrl}/healthz`).catch(() => undefined))?.status === 200, 60_000, proxy.output);
+    const rpcA = shardRpc(a.enclaveAddr);
+    const rpcB = shardRpc(enclaveAddr);
+    return {
+      a, b: { enclave, proxy, baseUrl, enclaveAddr }, rpcA, rpcB,
+      async stop() {
+        rpcA.end();
+        rpcB.end();
+        for (const p of others.reverse()) await p.stop();
+        await a.stop();
+      },
+    };
+  } catch (err) {
+    for (const p of others.reverse()) await p.stop();
+    await a.stop();
+    throw err;
+  }
+}
