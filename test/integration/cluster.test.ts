@@ -160,7 +160,7 @@ describe('a cluster of three enclaves placed through etcd', () => {
 
   it('a planned move under writes: the controller closes, remaps and reopens the shard, and no write or read fails', async () => {
     // The enclave woken in the test before is a member again once it answers.
-    await waitFor(async () => (await cluster.view()).members.size === 2, 60_000);
+    await waitFor(async () => (await cluster.view()).members.size >= 2, 60_000);
     const view = await cluster.placed();
     const live = new Set(view.members.keys());
     const [shard, from] = [...view.shards].find(([, p]) => live.has(p.owner))!;
@@ -201,7 +201,7 @@ describe('a cluster of three enclaves placed through etcd', () => {
   }, 120_000);
 
   it('a sealed call sent to an enclave that does not hold its tenant is re-sent by the proxy to the owner', async () => {
-    await waitFor(async () => (await cluster.view()).members.size === 2, 60_000);
+    await waitFor(async () => (await cluster.view()).members.size >= 2, 60_000);
     await cluster.placed();
     const client = await open();
     // Tenants of every shard; the proxy sends sealed calls to the enclaves in turn, so many land on a non-owner first.
