@@ -214,5 +214,25 @@ describe('a cluster of three enclaves placed through etcd', () => {
       expect(got.body.content).toBe(`a sealed note for ${t}`);
     }
   }, 120_000);
+
+  it('a streamed chat goes to its organization\'s shard owner, and answers from that tenant\'s memories', async () => {
+    await cluster.placed();
+    const client = await open();
+    for (let s = 0; s < SHARDS; s++) {
+      const t = [...Array(TENANTS).keys()].map(tenant).find((x) => shardOf(x, SHARDS) === s)!;
+      expect((await client.call('POST', '/v1/memory', { tenant_id: t, content: `the secret word of ${t} is ${words[s]}` })).status).toBe(200);
+      const res = await fetch(`${cluster.baseUrl}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', organization_id: t },
+        body: JSON.stringify({ model: 'local-memory', stream: true, messages: [{ role: 'user', content: `what is the secret word of ${t}?` }] }),
+      });
+      expect(res.status).toBe(200);
+      const text = await res.text();
+      // The stream's last event signs it, naming the shard it was answered from.
+      expect(text).toContain(`"shard":"${s}/${SHARDS}"`);
+      expect(text).toContain(words[s]);
+      expect(text.trimEnd().endsWith('data: [DONE]')).toBe(true);
+    }
+  }, 120_000);
 });
 
