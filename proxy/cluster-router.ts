@@ -3,10 +3,11 @@ import { unavailable } from '../common/errors.js';
 import type { Logger } from '../common/logger.js';
 import type { ApiReplyIn, HealthReplyIn } from '../common/proto.js';
 import { ShardMap, type ClusterView } from '../placement/shard-map.js';
-import { SHARD_MISS_HEADER, shardOf } from '../protocol/shards.js';
+import { shardOf } from '../protocol/shards.js';
 import type { Destination } from './destination.js';
 import { EnclaveConnection, type CallOptions, type ChunkStream, type EnclaveLink, type ForwardedRequest } from './enclave-client.js';
 import { RoutedStream } from './routed-stream.js';
+import { missedShard } from './shard-miss.js';
 
 export interface ClusterRouterOptions {
   prefix: string;
@@ -173,11 +174,4 @@ export class ClusterRouter implements EnclaveLink {
     }
     return c;
   }
-}
-
-/** The shard an enclave said it does not hold (503 with x-tee-shard-miss), if that is the reply. */
-export function missedShard(reply: { status?: number; headers?: Record<string, string> }): number | undefined {
-  if (reply.status !== 503) return undefined;
-  const text = reply.headers?.[SHARD_MISS_HEADER];
-  return text !== undefined && /^\d{1,2}$/.test(text) ? Number(text) : undefined;
 }

@@ -1,7 +1,7 @@
 import { PassThrough } from 'node:stream';
 import type * as grpc from '@grpc/grpc-js';
 import type { ApiChunkIn } from '../common/proto.js';
-import { missedShard } from './cluster-router.js';
+import { missedShard } from './shard-miss.js';
 
 type Call = grpc.ClientReadableStream<ApiChunkIn>;
 type First = { chunk: ApiChunkIn } | { end: true } | { error: Error };
