@@ -119,6 +119,14 @@ export function admitSealed(deps: Omit<SealedDeps, 'dispatch'>, outer: Pick<Rout
 }
 
 /**
+ * The refusal of a sealed call whose tenant is in a shard this enclave does not hold, made
+ * outside the box so that the host can send the same envelope to the shard's owner: it learns
+ * the shard (docs/trust-model.md), as it would from where it routes the call.
+ */
+export const shardMissOutside = (shard: string) =>
+  unavailable(`the sealed request's tenant is in shard ${shard}, which this enclave does not hold now: send it to the shard's owner`, 'shard_not_owned', { [SHARD_MISS_HEADER]: shard });
+
+/**
  * POST /v1/sealed: admits the envelope, hands the inner request to the same handler as its
  * plain route, and seals the whole reply (status, headers, body) to the client's key.
  */
@@ -129,9 +137,7 @@ export function sealedRoute(deps: SealedDeps) {
     // The tenant's shard is not held here: refused outside the box, so the host can send the
     // same envelope to the shard's owner (it learns the shard, as it would from where it routes).
     const miss = reply.headers?.[SHARD_MISS_HEADER];
-    if (miss !== undefined) {
-      throw unavailable(`the sealed request's tenant is in shard ${miss}, which this enclave does not hold now: send it to the shard's owner`, 'shard_not_owned', { [SHARD_MISS_HEADER]: miss });
-    }
+    if (miss !== undefined) throw shardMissOutside(miss);
     const sealed = sealReply(
       { status: reply.status ?? 200, headers: reply.headers ?? {}, body: (reply.body ?? new Uint8Array()) as Uint8Array },
       sharedKey,

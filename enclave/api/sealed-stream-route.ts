@@ -4,7 +4,8 @@ import { sseHeaders } from '../../common/sse.js';
 import { FrameSealer, frameEvent, sealedStreamKey } from '../../protocol/sealed-stream.js';
 import type { Caller } from '../auth/caller.js';
 import type { RouteCall } from './resolve-call.js';
-import { admitSealed, type SealedDeps } from './sealed-route.js';
+import { admitSealed, shardMissOutside, type SealedDeps } from './sealed-route.js';
+import { SHARD_MISS_HEADER } from '../../protocol/shards.js';
 import type { ChunkSink } from './stream.js';
 import type { Place } from './work-gate.js';
 
@@ -32,15 +33,29 @@ export function sealedStreamRoute(deps: SealedStreamDeps) {
   return async (call: RouteCall<'SealedStream'>, sink: ChunkSink, signal: AbortSignal, context?: { place?: Place }): Promise<void> => {
     const { inner, caller, sharedKey, nonce } = admitSealed(deps, call, call.body);
     const sealer = new FrameSealer(sealedStreamKey(sharedKey, nonce));
-    sink.head({ status: 200, body: Buffer.alloc(0), headers: { ...sseHeaders } });
-    await sink.data(frameEvent(sealer.header));
-    // Frames must be sealed in the order they are sent: the head is written (not awaited)
-    // at once, and the gRPC sink writes in call order.
+    // The outer head goes with the inner one (which comes first): a tenant whose shard this
+    // enclave does not hold is then refused outside the frames, as on POST /v1/sealed.
+    let started = false;
+    let miss: string | undefined;
+    const start = () => {
+      started = true;
+      sink.head({ status: 200, body: Buffer.alloc(0), headers: { ...sseHeaders } });
+      return sink.data(frameEvent(sealer.header));
+    };
+    // Frames must be sealed in the order they are sent: each is written (not awaited) at
+    // once, and the gRPC sink writes in call order.
     const frames = new FrameBatcher((bytes) => sink.data(frameEvent(sealer.data(bytes))));
     await deps.dispatch(inner, caller, {
-      head: (reply) => void sink.data(frameEvent(sealer.head(reply.status ?? 200, reply.headers ?? {}))),
-      data: (bytes) => frames.write(bytes),
+      head: (reply) => {
+        miss = started ? undefined : reply.headers?.[SHARD_MISS_HEADER];
+        if (miss !== undefined) return;
+        void start();
+        void sink.data(frameEvent(sealer.head(reply.status ?? 200, reply.headers ?? {})));
+      },
+      data: (bytes) => (miss === undefined ? frames.write(bytes) : Promise.resolve()),
     }, signal, context?.place);
+    if (miss !== undefined) throw shardMissOutside(miss);
+    if (!started) await start();
     await frames.flush();
     // A caller that went away gets no end: nothing reads it.
     if (!signal.aborted) await sink.data(frameEvent(sealer.end()));

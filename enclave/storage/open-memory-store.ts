@@ -76,6 +76,9 @@ export async function openMemoryStore(options: {
   const sealingKey = await source.load();
   if (source.simulated) log.warn({ sealing: source.description }, 'SIMULATED sealing: files are encrypted, but this host can read the key');
   else log.info({ sealing: source.description }, 'sealing key released');
+  if (config.shardsOpen === 'none' && config.ownerGeneration !== undefined) {
+    log.warn({ ownerGeneration: config.ownerGeneration }, 'OWNER_GENERATION is not used with SHARDS_OPEN=none: each OpenShard names the generation it opens a shard with');
+  }
   const started = performance.now();
   const store = await ShardedStore.open({
     blobs,

@@ -150,9 +150,9 @@ export class ShardedStore implements MemoryJournal {
     if (!this.holds(shard)) throw this.refusal(shard);
   }
 
-  /** The shards held now, in order. */
+  /** The shards served now, in order (held, and not taken over by a newer owner). */
   get open(): number[] {
-    return this.held.flatMap((store, shard) => (store ? [shard] : []));
+    return this.held.flatMap((store, shard) => (store && !store.takenOver ? [shard] : []));
   }
 
   /** The generation the shard is held with; undefined when it is not held. */

@@ -159,6 +159,12 @@ describe('shard 1 moved from A to B while a client writes', () => {
     expect((sealed as SealedCallError).status).toBe(503);
     expect((sealed as SealedCallError).body).toMatchObject({ error: { code: 'shard_not_owned' } });
     expect(seen.at(-1)).toEqual({ status: 503, miss: '1' });
+    // A sealed stream too: refused before its first frame, outside them.
+    const streamed = await atA.sealedStream('POST', '/v1/chat/completions', { model: 'local-memory', messages: [{ role: 'user', content: 'what do I keep?' }], stream: true }, { organization: tenant }).catch((err: unknown) => err);
+    expect(streamed).toBeInstanceOf(SealedCallError);
+    expect((streamed as SealedCallError).status).toBe(503);
+    expect((streamed as SealedCallError).body).toMatchObject({ error: { code: 'shard_not_owned' } });
+    expect(seen.at(-1)).toEqual({ status: 503, miss: '1' });
     // Nothing of the refused calls was stored.
     const after = await direct.call<{ data: unknown[] }>('GET', `/v1/memory?tenant_id=${tenant}&limit=100`);
     expect(after.body.data.length).toBe(acknowledged.length);

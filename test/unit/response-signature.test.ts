@@ -284,8 +284,9 @@ describe('routes (common/routes.ts)', () => {
     const service = enclaveProto().Enclave.service as Record<string, { responseStream: boolean }>;
     // Exchange (many requests on one stream) and CallStream (an answer that streams) carry
     // the requests; Health and Metrics carry no request of a client: the proxy's own probes and
-    // scrapes; JoinChallenge and Join are another enclave taking the keys (enclave/cluster/key-sharing.ts).
-    expect(Object.keys(service).sort()).toEqual(['CallStream', 'Exchange', 'Health', 'Join', 'JoinChallenge', 'Metrics']);
+    // scrapes; JoinChallenge and Join are another enclave taking the keys (enclave/cluster/key-sharing.ts);
+    // OpenShard, CloseShard and Shards are the host's placement (enclave/cluster/shard-control.ts).
+    expect(Object.keys(service).sort()).toEqual(['CallStream', 'CloseShard', 'Exchange', 'Health', 'Join', 'JoinChallenge', 'Metrics', 'OpenShard', 'Shards']);
     for (const name of routeNames) expect(apiRoutes[name].method).toMatch(/^(GET|POST|PATCH|DELETE)$/);
   });
 

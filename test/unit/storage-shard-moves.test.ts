@@ -239,6 +239,7 @@ describe('a shard opened, closed and opened again at runtime', () => {
       return true;
     });
     expect(a.store.holds(1)).toBe(false);
+    expect(a.store.open).toEqual([]);
     expect(() => a.store.refuseIfNotHeld(one)).toThrow(/no longer owned by this enclave \(owner generation 1\)/);
     const c = await start();
     await c.store.openShard(1, 3);
