@@ -202,7 +202,7 @@ describe('a cluster of three enclaves placed through etcd', () => {
     console.log(`cluster: planned move of shard ${shard} from ${from.owner} to ${to}: slowest write+read during it ${slowest.ms} ms`);
   }, 120_000);
 
-  it('a sealed call sent to an enclave that does not hold its tenant is re-sent by the proxy to the owner', async () => {
+  it('a sealed call or stream sent to an enclave that does not hold its tenant is re-sent by the proxy to the owner', async () => {
     await waitFor(async () => (await cluster.view()).members.size >= 2, 60_000);
     await cluster.placed();
     const client = await open();
@@ -214,6 +214,14 @@ describe('a cluster of three enclaves placed through etcd', () => {
       const got = await client.sealedCall<{ content: string }>('GET', `/v1/memory/${added.body.id}?tenant_id=${t}`);
       expect(got.status).toBe(200);
       expect(got.body.content).toBe(`a sealed note for ${t}`);
+    }
+    // Sealed streams too: the enclave refuses a tenant it does not hold before the outer head, and the proxy re-sends.
+    for (const t of tenants) {
+      const streamed = await client.sealedStream('POST', '/v1/memory', { tenant_id: t, content: `a sealed streamed note for ${t}` });
+      expect(streamed.status).toBe(200);
+      let text = '';
+      for await (const piece of streamed) text += Buffer.from(piece).toString('utf8');
+      expect(JSON.parse(text)).toMatchObject({ tenant_id: t, content: `a sealed streamed note for ${t}` });
     }
   }, 120_000);
 
