@@ -38,12 +38,17 @@ export class RoutedStream extends PassThrough {
         this.destroy(err as Error);
         return;
       }
-      if (this.cancelled) return call.cancel();
+      if (this.cancelled) {
+        call.on('error', () => undefined);
+        return call.cancel();
+      }
       this.current = call;
       const first = await firstOf(call);
       if ('chunk' in first && first.chunk.kind === 'head' && first.chunk.head) {
         const miss = missedShard(first.chunk.head);
         if (miss !== undefined) {
+          // Abandoned: its cancellation ends in an error event, which must not go unheard.
+          call.on('error', () => undefined);
           call.cancel();
           try {
             await this.onMiss(miss);
