@@ -9,8 +9,9 @@ import type { ApiReplyIn } from '../common/proto.js';
 import { apiRoutes, budgetOf, pathMethods, routeNames } from '../common/routes.js';
 import { compileSchema } from '../common/validation.js';
 import { answerProtocolEdges, clientErrorHandler } from './client-errors.js';
+import { destinationOf } from './destination.js';
 import { streamingRoute } from './streaming-route.js';
-import type { EnclaveConnection, ForwardedRequest } from './enclave-client.js';
+import type { EnclaveLink, ForwardedRequest } from './enclave-client.js';
 import { registerGuards, type GuardOptions } from './guards.js';
 import { ProxyMetrics } from './metrics.js';
 import { registerOpsRoutes } from './ops-routes.js';
@@ -30,7 +31,7 @@ declare module 'fastify' {
 }
 
 export interface ProxyOptions {
-  enclave: EnclaveConnection;
+  enclave: EnclaveLink;
   logger: Logger;
   tls?: { cert: string; key: string };
   guards: GuardOptions;
@@ -42,6 +43,8 @@ export interface ProxyOptions {
   metrics?: ProxyMetrics;
   /** The host store's folder, where the console finds the simulated root (default ./data). */
   dataDir?: string;
+  /** Several enclaves behind `enclave` (a ClusterRouter): each request says where it goes. */
+  cluster?: boolean;
 }
 
 const requestIdPattern = /^[A-Za-z0-9._-]{1,64}$/;
@@ -139,7 +142,7 @@ export async function buildProxy(options: ProxyOptions): Promise<FastifyInstance
     void reply.code(error.status).send(error.toBody());
   });
 
-  const forward = (req: FastifyRequest): ForwardedRequest => {
+  const forward = (req: FastifyRequest, sealed: boolean): ForwardedRequest => {
     // A tenant key belongs inside a sealed request: one in a plain header has passed the host in
     // the clear. Refused (never relayed), so the client learns it instead of quietly leaking it.
     if (req.headers[TENANT_KEY_HEADER] !== undefined) {
@@ -153,6 +156,7 @@ export async function buildProxy(options: ProxyOptions): Promise<FastifyInstance
       authorization: req.headers.authorization,
       organization: header(req, 'organization_id') ?? header(req, 'openai-organization'),
       knownState: header(req, 'x-tee-known-state'),
+      ...(options.cluster ? { destination: destinationOf(req, sealed) } : {}),
     };
   };
   const send = (req: FastifyRequest, reply: FastifyReply, answer: ApiReplyIn) => {
@@ -168,6 +172,7 @@ export async function buildProxy(options: ProxyOptions): Promise<FastifyInstance
     const spec = apiRoutes[name];
     // Routes that wait on the model (a sealed request may carry chat, which the host cannot see) get chat's time.
     const timeoutMs = (body: unknown) => (budgetOf(spec, body) === 'model' ? chatTimeoutMs : undefined);
+    const sealed = spec.tag === 'sealed';
     app.route({
       method: spec.method,
       url: spec.path,
@@ -177,10 +182,10 @@ export async function buildProxy(options: ProxyOptions): Promise<FastifyInstance
       // A body of bytes is required: without one (no body, or none fastify parsed) the route is refused here.
       ...('bodyType' in spec ? { preValidation: (req: FastifyRequest, _reply: FastifyReply, done: (err?: Error) => void) => done(req.rawBody ? undefined : bytesOnly(req)) } : {}),
       handler: 'streams' in spec
-        ? streamingRoute({ enclave: options.enclave, forward, send, timeoutMs: chatTimeoutMs, always: spec.streams === 'always' })
+        ? streamingRoute({ enclave: options.enclave, forward: (req) => forward(req, sealed), send, timeoutMs: chatTimeoutMs, always: spec.streams === 'always' })
         : async (req, reply) => {
           const ms = timeoutMs(req.body);
-          send(req, reply, await options.enclave.call(forward(req), ms === undefined ? {} : { timeoutMs: ms }));
+          send(req, reply, await options.enclave.call(forward(req, sealed), ms === undefined ? {} : { timeoutMs: ms }));
         },
     });
   }
