@@ -192,9 +192,15 @@ describe('shard 1 moved from A to B while a client writes', () => {
     expect((await pair.rpcB.shards()).open).toEqual([]);
   });
 
-  it('refuses a shard out of range (INVALID_ARGUMENT), and CloseShard of a shard not held does nothing', async () => {
+  it('refuses a shard out of range (INVALID_ARGUMENT); OpenShard again at the same generation and CloseShard of a shard not held do nothing', async () => {
     expect((await grpcError(pair.rpcB.open(4, 9))).code).toBe(grpc.status.INVALID_ARGUMENT);
     expect(await pair.rpcB.close(3)).toMatchObject({ shard: 3, tenants: '0' });
+    expect((await pair.rpcB.shards()).open).toEqual([]);
+    // Shard 3, never written: B takes it from A (generation 1) with generation 4, twice.
+    const first = await pair.rpcB.open(3, 4);
+    expect(await pair.rpcB.open(3, 4)).toEqual(first);
+    expect((await pair.rpcB.shards()).open).toEqual([first]);
+    expect(await pair.rpcB.close(3)).toMatchObject({ shard: 3, generation: '4', seq: first.seq });
     expect((await pair.rpcB.shards()).open).toEqual([]);
   });
 });
