@@ -26,11 +26,12 @@ export default tseslint.config(
           { target: './common', from: ['./sdk', './enclave'], message: 'common/ is shared by every process: move what both need to common/ or protocol/.' },
           {
             target: './protocol',
-            from: ['./sdk', './enclave', './proxy', './host-store', './gateway', './common', './scripts', './bench'],
+            from: ['./sdk', './enclave', './proxy', './host-store', './gateway', './common', './scripts', './bench', './placement'],
             message: 'protocol/ is the wire format both ends share and imports no other room.',
           },
           { target: './sdk', from: ['./enclave', './proxy', './host-store'], message: 'the sdk is client code: it imports protocol/, never server code.' },
           { target: './proxy', from: ['./enclave'], message: 'the proxy talks to the enclave over gRPC only (protos/enclave.proto).' },
+          { target: './placement', from: ['./enclave', './proxy', './sdk', './gateway'], message: 'placement is host code: it talks to enclaves over gRPC and to etcd, nothing else.' },
           { target: './enclave', from: ['./proxy', './sdk', './gateway'], message: 'the enclave imports common/ and protocol/, never the proxy, the sdk or the gateway.' },
         ],
       }],

@@ -77,7 +77,7 @@ export const errorCatalogue = {
   tenant_locked: { status: 423, type: 'permission_error', when: 'the tenant\'s memories are sealed under a tenant key and the request did not carry it (a plain call, or a sealed call without tenant_key)' },
   too_large: invalid(413, 'the body is larger than the endpoint takes'),
   uri_too_long: invalid(414, 'a path segment is too long'),
-  unsupported_media_type: invalid(415, 'the body is not Content-Type application/json'),
+  unsupported_media_type: invalid(415, 'the body is not the route\'s Content-Type: application/json, or application/octet-stream for /v1/sealed and /v1/sealed/stream'),
   expectation_failed: invalid(417, 'an Expect header other than 100-continue'),
   headers_too_large: invalid(431, 'the request headers are larger than 16 KiB'),
   // 429
@@ -104,6 +104,7 @@ export const errorCatalogue = {
   proxy_overloaded: { status: 503, type: 'service_unavailable_error', when: 'the proxy holds MAX_IN_FLIGHT requests (Retry-After: 1)' },
   enclave_capacity_reached: { status: 503, type: 'service_unavailable_error', when: 'the enclave holds MAX_TENANTS, MAX_MEMORIES, MAX_STORED_BYTES or MAX_TERMS' },
   shard_not_owned: { status: 503, type: 'service_unavailable_error', when: 'this enclave does not serve the tenant\'s shard: an owner of a higher generation took it over, or the host\'s placement has not opened it here (or closed it); nothing was saved. The message names the shard, and `x-tee-shard-miss` carries its index for the host to route the call to its owner' },
+  shard_unplaced: { status: 503, type: 'service_unavailable_error', when: 'the service runs as several enclaves and none holds the tenant\'s shard right now (its enclave was lost and the shard is being moved); sent by the proxy after a few tries (Retry-After: 1)' },
   storage_unavailable: { status: 503, type: 'service_unavailable_error', when: 'the host store failed a write; the change was not saved' },
   attestation_unavailable: { status: 503, type: 'service_unavailable_error', when: 'the attestation document could not be made' },
   attestation_busy: { status: 503, type: 'service_unavailable_error', when: 'four attestation documents with a nonce are being made (Retry-After: 1)' },

@@ -21,6 +21,9 @@ export class BlobNameError extends Error {
  * resolves; replacements go through a temporary file and a rename. Conditions are checked
  * and acted on with no other operation on the same blob in between.
  */
+/** Blobs kept open for appends; beyond, the oldest is closed. */
+const MAX_OPEN_FOR_APPEND = 8;
+
 export class FsBlobStore implements BlobStore {
   /**
    * Blobs being appended to, kept open with their size: an append is then one write and one
@@ -168,8 +171,14 @@ export class FsBlobStore implements BlobStore {
     if (kept) return kept;
     const handle = await open(path, 'r+');
     const file = { handle, size: (await handle.stat()).size };
-    // The enclave appends to one segment at a time (two during a compaction): a few suffice.
-    if (this.appending.size >= 4) await this.forget(this.appending.keys().next().value!);
+    // Each shard appends to one segment at a time (two during a compaction): keep a few handles
+    // open. The oldest is closed in its own blob's turn, never under an append of it in flight
+    // (closing it here failed that append with "file closed"); not awaited, since that turn may
+    // itself wait on this blob's.
+    if (this.appending.size >= MAX_OPEN_FOR_APPEND) {
+      const oldest = this.appending.keys().next().value!;
+      void this.one(oldest, () => this.forget(oldest));
+    }
     this.appending.set(name, file);
     return file;
   }

@@ -1,16 +1,17 @@
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
-import { badRequest, methodNotAllowed } from '../common/errors.js';
+import { ApiError, badRequest, methodNotAllowed } from '../common/errors.js';
 import { limits } from '../common/limits.js';
-import { TENANT_KEY_HEADER } from '../protocol/sealed.js';
+import { SEALED_CONTENT_TYPE, SealedFormatError, splitRequestEnvelope, TENANT_KEY_HEADER } from '../protocol/sealed.js';
 import type { Logger } from '../common/logger.js';
 import type { ApiReplyIn } from '../common/proto.js';
 import { apiRoutes, budgetOf, pathMethods, routeNames } from '../common/routes.js';
 import { compileSchema } from '../common/validation.js';
 import { answerProtocolEdges, clientErrorHandler } from './client-errors.js';
+import { destinationOf } from './destination.js';
 import { streamingRoute } from './streaming-route.js';
-import type { EnclaveConnection, ForwardedRequest } from './enclave-client.js';
+import type { EnclaveLink, ForwardedRequest } from './enclave-client.js';
 import { registerGuards, type GuardOptions } from './guards.js';
 import { ProxyMetrics } from './metrics.js';
 import { registerOpsRoutes } from './ops-routes.js';
@@ -23,10 +24,14 @@ declare module 'fastify' {
     /** The body exactly as the client sent it: what the enclave parses and signs over. */
     rawBody?: Buffer;
   }
+  interface FastifyContextConfig {
+    /** The route's body is bytes, not JSON (common/routes.ts bodyType). */
+    bodyType?: 'bytes';
+  }
 }
 
 export interface ProxyOptions {
-  enclave: EnclaveConnection;
+  enclave: EnclaveLink;
   logger: Logger;
   tls?: { cert: string; key: string };
   guards: GuardOptions;
@@ -38,6 +43,8 @@ export interface ProxyOptions {
   metrics?: ProxyMetrics;
   /** The host store's folder, where the console finds the simulated root (default ./data). */
   dataDir?: string;
+  /** Several enclaves behind `enclave` (a ClusterRouter): each request says where it goes. */
+  cluster?: boolean;
 }
 
 const requestIdPattern = /^[A-Za-z0-9._-]{1,64}$/;
@@ -84,6 +91,10 @@ export async function buildProxy(options: ProxyOptions): Promise<FastifyInstance
   const defaultJson = app.getDefaultJsonParser('error', 'error');
   app.removeContentTypeParser(['application/json', 'text/plain']);
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (req, body, done) => {
+    if (takesBytes(req)) {
+      done(bytesOnly(req), undefined);
+      return;
+    }
     req.rawBody = body as Buffer;
     let text: string;
     try {
@@ -94,6 +105,22 @@ export async function buildProxy(options: ProxyOptions): Promise<FastifyInstance
       return;
     }
     void defaultJson(req, text, done);
+  });
+  // A sealed envelope: relayed as its bytes, never parsed. What the host can check of it is
+  // its shape (long enough, a usable client key); the enclave checks that again.
+  app.addContentTypeParser(SEALED_CONTENT_TYPE, { parseAs: 'buffer' }, (req, body, done) => {
+    if (!takesBytes(req)) {
+      done(new ApiError('unsupported_media_type', 'Content-Type must be application/json'), undefined);
+      return;
+    }
+    try {
+      splitRequestEnvelope(body as Buffer);
+    } catch (error) {
+      done(error instanceof SealedFormatError ? badRequest(error.message, null, 'invalid_sealed_request') : error as Error, undefined);
+      return;
+    }
+    req.rawBody = body as Buffer;
+    done(null, body);
   });
 
   const metrics = options.metrics ?? new ProxyMetrics();
@@ -115,7 +142,7 @@ export async function buildProxy(options: ProxyOptions): Promise<FastifyInstance
     void reply.code(error.status).send(error.toBody());
   });
 
-  const forward = (req: FastifyRequest): ForwardedRequest => {
+  const forward = (req: FastifyRequest, sealed: boolean): ForwardedRequest => {
     // A tenant key belongs inside a sealed request: one in a plain header has passed the host in
     // the clear. Refused (never relayed), so the client learns it instead of quietly leaking it.
     if (req.headers[TENANT_KEY_HEADER] !== undefined) {
@@ -129,10 +156,14 @@ export async function buildProxy(options: ProxyOptions): Promise<FastifyInstance
       authorization: req.headers.authorization,
       organization: header(req, 'organization_id') ?? header(req, 'openai-organization'),
       knownState: header(req, 'x-tee-known-state'),
+      ...(options.cluster ? { destination: destinationOf(req, sealed) } : {}),
     };
   };
   const send = (req: FastifyRequest, reply: FastifyReply, answer: ApiReplyIn) => {
-    void reply.code(answer.status).headers(answer.headers).header('x-request-id', req.id).type('application/json').send(answer.body);
+    // JSON unless the enclave says otherwise (a sealed reply is bytes).
+    void reply.code(answer.status).headers(answer.headers).header('x-request-id', req.id);
+    if (!reply.hasHeader('content-type')) void reply.type('application/json');
+    void reply.send(answer.body);
   };
   const chatTimeoutMs = options.chatTimeoutMs ?? 300_000;
 
@@ -141,16 +172,20 @@ export async function buildProxy(options: ProxyOptions): Promise<FastifyInstance
     const spec = apiRoutes[name];
     // Routes that wait on the model (a sealed request may carry chat, which the host cannot see) get chat's time.
     const timeoutMs = (body: unknown) => (budgetOf(spec, body) === 'model' ? chatTimeoutMs : undefined);
+    const sealed = spec.tag === 'sealed';
     app.route({
       method: spec.method,
       url: spec.path,
       schema: spec.schema,
+      config: { bodyType: 'bodyType' in spec ? spec.bodyType : undefined },
       ...('bodyLimit' in spec ? { bodyLimit: spec.bodyLimit } : {}),
+      // A body of bytes is required: without one (no body, or none fastify parsed) the route is refused here.
+      ...('bodyType' in spec ? { preValidation: (req: FastifyRequest, _reply: FastifyReply, done: (err?: Error) => void) => done(req.rawBody ? undefined : bytesOnly(req)) } : {}),
       handler: 'streams' in spec
-        ? streamingRoute({ enclave: options.enclave, forward, send, timeoutMs: chatTimeoutMs, always: spec.streams === 'always' })
+        ? streamingRoute({ enclave: options.enclave, forward: (req) => forward(req, sealed), send, timeoutMs: chatTimeoutMs, always: spec.streams === 'always' })
         : async (req, reply) => {
           const ms = timeoutMs(req.body);
-          send(req, reply, await options.enclave.call(forward(req), ms === undefined ? {} : { timeoutMs: ms }));
+          send(req, reply, await options.enclave.call(forward(req, sealed), ms === undefined ? {} : { timeoutMs: ms }));
         },
     });
   }
@@ -178,6 +213,14 @@ export async function buildProxy(options: ProxyOptions): Promise<FastifyInstance
 
   return app;
 }
+
+/** Whether the request's route takes its body as bytes (common/routes.ts bodyType). */
+const takesBytes = (req: FastifyRequest) => req.routeOptions.config?.bodyType === 'bytes';
+
+const bytesOnly = (req: FastifyRequest) => new ApiError(
+  'unsupported_media_type',
+  `${req.method} ${req.url.split('?')[0]} takes a body of Content-Type ${SEALED_CONTENT_TYPE}: the sealed envelope as bytes (client public key ‖ nonce ‖ box; docs/api.md, Sealed requests), not JSON`,
+);
 
 function header(req: FastifyRequest, name: string): string | undefined {
   const value = req.headers[name];

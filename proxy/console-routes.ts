@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { notFound } from '../common/errors.js';
 import { repoRoot } from '../common/paths.js';
-import type { EnclaveConnection } from './enclave-client.js';
+import type { EnclaveLink } from './enclave-client.js';
 import { routeNotFound } from './http-errors.js';
 import { pageHeaders } from './page-headers.js';
 
@@ -38,7 +38,7 @@ function readConsoleFile(path: string): Buffer {
  * from the host, so it proves nothing against a hostile host: the page says so, and asks
  * for a root obtained out of band for a check that means something.
  */
-export function registerConsoleRoutes(app: FastifyInstance, deps: { enclave: EnclaveConnection; dataDir: string }): void {
+export function registerConsoleRoutes(app: FastifyInstance, deps: { enclave: EnclaveLink; dataDir: string }): void {
   const index = readFileSync(join(consoleDir, 'index.html'));
   const files = new Map(Object.entries(FILES).map(([name, { path, type }]) => [name, { type, body: readConsoleFile(path) }]));
 

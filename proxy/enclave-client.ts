@@ -1,6 +1,7 @@
 import * as grpc from '@grpc/grpc-js';
 import { ApiError, timedOut, unavailable } from '../common/errors.js';
 import { channelOptions, enclaveProto, type ApiChunkIn, type ApiReplyIn, type EnclaveClient, type HealthReplyIn } from '../common/proto.js';
+import type { Destination } from './destination.js';
 import { EnclaveExchange } from './enclave-exchange.js';
 
 export interface ForwardedRequest {
@@ -12,6 +13,27 @@ export interface ForwardedRequest {
   organization?: string;
   /** The x-tee-known-state header, relayed for the enclave to sign an answer about. */
   knownState?: string;
+  /** Which enclave of a cluster it goes to (never sent; unused with one enclave). */
+  destination?: Destination;
+}
+
+/** A streamed answer's chunks, as the streaming route reads them (one gRPC stream, or a routed one). */
+export interface ChunkStream {
+  on(event: 'data', listener: (chunk: ApiChunkIn) => void): unknown;
+  on(event: 'end', listener: () => void): unknown;
+  on(event: 'error', listener: (err: Error) => void): unknown;
+  pause(): unknown;
+  resume(): unknown;
+  cancel(): void;
+}
+
+/** What the proxy's routes use: one enclave (EnclaveConnection) or a cluster (ClusterRouter). */
+export interface EnclaveLink {
+  call(request: ForwardedRequest, options?: CallOptions): Promise<ApiReplyIn>;
+  stream(request: ForwardedRequest, options?: CallOptions): ChunkStream;
+  health(timeoutMs?: number): Promise<HealthReplyIn>;
+  metrics(timeoutMs?: number): Promise<string>;
+  close(): void;
 }
 
 export interface CallOptions {
@@ -27,7 +49,7 @@ export interface CallOptions {
  * does not answer in time). grpc-js reconnects by itself, so once the enclave is back
  * the next call succeeds without restarting the proxy.
  */
-export class EnclaveConnection {
+export class EnclaveConnection implements EnclaveLink {
   readonly client: EnclaveClient;
   private readonly exchange: EnclaveExchange;
 

@@ -1,11 +1,11 @@
 import type { Logger } from '../common/logger.js';
 import { isLoopbackHost } from '../common/loopback.js';
-import type { EnclaveConnection } from './enclave-client.js';
+import type { EnclaveLink } from './enclave-client.js';
 
 export interface ExposureCheck {
   host: string;
   allowOpen: boolean;
-  enclave: Pick<EnclaveConnection, 'health'>;
+  enclave: Pick<EnclaveLink, 'health'>;
   log: Logger;
   /** How long to wait for the enclave to answer before giving up. */
   waitMs?: number;

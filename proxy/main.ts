@@ -2,7 +2,10 @@ import { configFromCli } from '../common/config.js';
 import { createLogger } from '../common/logger.js';
 import { buildProxy } from './app.js';
 import { proxySettings } from './config.js';
-import { EnclaveConnection } from './enclave-client.js';
+import { Etcd3 } from 'etcd3';
+import { etcdHosts } from '../placement/config.js';
+import { ClusterRouter } from './cluster-router.js';
+import { EnclaveConnection, type EnclaveLink } from './enclave-client.js';
 import { exposureProblem } from './exposure.js';
 import { exitWithConfigError, stopWithSupervisor, tellSupervisorReady } from '../common/supervised.js';
 import { listenErrorLine } from '../common/listen-error.js';
@@ -15,7 +18,12 @@ if ((config.tlsCert === undefined) !== (config.tlsKey === undefined)) {
   process.exit(2);
 }
 
-const enclave = new EnclaveConnection(config.enclaveAddr, config.requestTimeoutMs);
+// With etcd endpoints, the enclaves of a cluster behind the shard map; without, the one at ENCLAVE_ADDR.
+const etcd = config.etcdEndpoints.length ? new Etcd3({ hosts: etcdHosts(config.etcdEndpoints), dialTimeout: 3000 }) : undefined;
+const enclave: EnclaveLink = etcd
+  ? new ClusterRouter(etcd, { prefix: config.etcdPrefix, timeoutMs: config.requestTimeoutMs, retries: config.routeRetries, retryWaitMs: config.routeRetryWaitMs }, log)
+  : new EnclaveConnection(config.enclaveAddr, config.requestTimeoutMs);
+if (enclave instanceof ClusterRouter) await enclave.start();
 const exposure = await exposureProblem({ host: config.host, allowOpen: config.allowOpen, enclave, log });
 if (exposure) {
   log.fatal({ problem: exposure }, 'refusing to listen');
@@ -24,6 +32,7 @@ if (exposure) {
 }
 const app = await buildProxy({
   enclave,
+  cluster: etcd !== undefined,
   logger: log,
   chatTimeoutMs: config.chatTimeoutMs,
   dataDir: config.dataDir,
@@ -43,7 +52,7 @@ const address = await app.listen({ host: config.host, port: config.port }).catch
   log.fatal({ problem: line }, 'cannot start');
   return exitWithConfigError('proxy', line);
 });
-log.info({ address, enclave: config.enclaveAddr }, 'proxy listening');
+log.info(etcd ? { address, etcd: config.etcdEndpoints, prefix: config.etcdPrefix } : { address, enclave: config.enclaveAddr }, 'proxy listening');
 // `address` is where fastify listens (the port PORT=0 picked included), said as a URL to open.
 tellSupervisorReady(`${new URL(address).origin}/`);
 
@@ -58,6 +67,7 @@ const stop = async (signal: string) => {
   setTimeout(() => app.server.closeAllConnections(), 3000).unref();
   await app.close();
   enclave.close();
+  etcd?.close();
   process.exit(0);
 };
 process.on('SIGINT', () => void stop('SIGINT'));

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { METRICS_CONTENT_TYPE } from '../common/metrics.js';
-import type { EnclaveConnection } from './enclave-client.js';
+import type { EnclaveLink } from './enclave-client.js';
 import type { ProxyMetrics } from './metrics.js';
 
 type Check = 'ok' | 'failed' | 'unknown';
@@ -14,7 +14,7 @@ type Check = 'ok' | 'failed' | 'unknown';
  *   its memories recovered; 503 otherwise, naming the check that failed. (/healthz, which
  *   predates it, stays as it is.)
  */
-export function registerOpsRoutes(app: FastifyInstance, deps: { enclave: EnclaveConnection; metrics: ProxyMetrics }): void {
+export function registerOpsRoutes(app: FastifyInstance, deps: { enclave: EnclaveLink; metrics: ProxyMetrics }): void {
   app.get('/metrics', async (_req, reply) => {
     let enclaveText = '';
     try {

@@ -4,10 +4,10 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError } from '../common/errors.js';
 import type { ApiChunkIn, ApiReplyIn } from '../common/proto.js';
 import { sseEvent } from '../common/sse.js';
-import { transportError, type EnclaveConnection, type ForwardedRequest } from './enclave-client.js';
+import { transportError, type ChunkStream, type EnclaveLink, type ForwardedRequest } from './enclave-client.js';
 
 export interface StreamingRouteDeps {
-  enclave: EnclaveConnection;
+  enclave: EnclaveLink;
   /** What the proxy relays of a request (the client's exact bytes and headers). */
   forward(req: FastifyRequest): ForwardedRequest;
   /** Writes the enclave's complete reply to the client. */
@@ -44,7 +44,7 @@ export function streamingRoute(deps: StreamingRouteDeps) {
  * with its status), then pipes data through with backpressure. If the enclave fails after
  * the head, the client gets a last SSE error event in the OpenAI shape.
  */
-function relayStream(call: grpc.ClientReadableStream<ApiChunkIn>, req: FastifyRequest, reply: FastifyReply, clientGone: AbortSignal): Promise<void> {
+function relayStream(call: ChunkStream, req: FastifyRequest, reply: FastifyReply, clientGone: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
     let out: PassThrough | undefined;
     let finished = false;
@@ -78,11 +78,13 @@ function relayStream(call: grpc.ClientReadableStream<ApiChunkIn>, req: FastifyRe
       if (out) out.end();
       else reject(noHead());
     });
-    call.on('error', (err: grpc.ServiceError) => {
+    call.on('error', (err: Error) => {
       finished = true;
-      if (!out) reject(transportError(err));
+      // A routed stream fails with the router's own answer (no owner for the shard).
+      const error = err instanceof ApiError ? err : transportError(err as grpc.ServiceError);
+      if (!out) reject(error);
       else if (clientGone.aborted) out.destroy();
-      else out.end(sseEvent(transportError(err).toBody()));
+      else out.end(sseEvent(error.toBody()));
     });
   });
 }

@@ -118,6 +118,15 @@ describe.each(implementations)('BlobStore contract: %s', (_name, make) => {
     expect(puts.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
   });
 
+  it('appends to many blobs at once (shards, each with its segment): none fails because another blob\'s file was opened', async () => {
+    const names = Array.from({ length: 12 }, (_, i) => `shard-${String(i).padStart(2, '0')}/log`);
+    for (const name of names) await blobs.put(name, Buffer.alloc(0));
+    for (let round = 0; round < 20; round++) {
+      await Promise.all(names.map((name) => blobs.append(name, round * 3, Buffer.from('abc'))));
+    }
+    for (const name of names) expect((await readWhole(blobs, name))!.length).toBe(60);
+  });
+
   it('streams a large blob in pieces', async () => {
     const big = Buffer.alloc(5 * 1024 * 1024 + 17, 7);
     await blobs.put('memory/big', big);

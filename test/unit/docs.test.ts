@@ -7,6 +7,7 @@ import { limits } from '../../common/limits.js';
 import { enclaveSettings } from '../../enclave/config.js';
 import { hostStoreSettings } from '../../host-store/config.js';
 import { hostLogSettings } from '../../host-log/config.js';
+import { placementSettings } from '../../placement/config.js';
 import { proxySettings } from '../../proxy/config.js';
 
 // The README is the front door; the reference lives in docs/ (each page a few ## sections).
@@ -22,7 +23,7 @@ const section = (file: string, heading: string) => {
 describe('the docs stay true to the code', () => {
   it('lists every setting of every process, with its default', () => {
     const table = section('docs/configuration.md', 'Configuration');
-    for (const setting of [...Object.values(enclaveSettings), ...Object.values(proxySettings), ...Object.values(hostStoreSettings), ...Object.values(hostLogSettings)]) {
+    for (const setting of [...Object.values(enclaveSettings), ...Object.values(proxySettings), ...Object.values(hostStoreSettings), ...Object.values(hostLogSettings), ...Object.values(placementSettings)]) {
       const row = table.split('\n').find((line) => line.startsWith(`| \`${setting.name}\` |`));
       expect(row, `${setting.name} is missing from the configuration table (docs/configuration.md)`).toBeDefined();
       if (setting.defaultText !== undefined) expect(row).toContain(`\`${setting.defaultText.replace(/\|/g, '\\|')}\``);
@@ -30,7 +31,7 @@ describe('the docs stay true to the code', () => {
   });
 
   it('names no setting the code does not have', () => {
-    const known = new Set([...Object.values(enclaveSettings), ...Object.values(proxySettings), ...Object.values(hostStoreSettings), ...Object.values(hostLogSettings)].map((s) => s.name));
+    const known = new Set([...Object.values(enclaveSettings), ...Object.values(proxySettings), ...Object.values(hostStoreSettings), ...Object.values(hostLogSettings), ...Object.values(placementSettings)].map((s) => s.name));
     const named = [...section('docs/configuration.md', 'Configuration').matchAll(/^\| `([A-Z_]+)` \|/gm)].map((m) => m[1]);
     expect(named.filter((name) => !known.has(name))).toEqual([]);
   });

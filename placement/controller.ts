@@ -1,0 +1,259 @@
+import type { Campaign, Etcd3, Watcher } from 'etcd3';
+import type { Logger } from '../common/logger.js';
+import type { ShardHosts, HeldShards } from './enclave-admin.js';
+import { ShardMap, type ClusterView, type Placement } from './shard-map.js';
+
+export interface ControllerOptions {
+  /** This candidate's name in the election (its member id). */
+  id: string;
+  prefix: string;
+  /** TTL of the election's lease: a leader that dies is replaced about this long after. */
+  ttlSeconds: number;
+  /** A pass runs at least this often (also on every change under the prefix). */
+  passMs: number;
+  /**
+   * A new leader waits this long before placing shards never placed, so that members started
+   * with it have registered and the first placement is even (default 0).
+   */
+  settleMs?: number;
+}
+
+/**
+ * The placement controller. Every host process that runs one campaigns in etcd's election;
+ * the leader alone changes the map, and each of its changes is conditioned on its election
+ * key still existing, so a leader that lost its lease (stopped, cut off) writes nothing.
+ *
+ * A pass reads the map and asks every live member which shards it holds, then:
+ * - a planned move (`<prefix>/moves/<i>`): CloseShard on the old owner, the map changed, OpenShard on the new one;
+ * - a shard without a live owner (never placed, or its owner's lease expired) goes to the
+ *   live member holding the fewest, with a new generation, and is opened there;
+ * - a shard its live owner does not hold at its generation (the enclave restarted within its
+ *   lease, or an open failed) gets a new generation and is opened again on the same owner;
+ * - a shard a member holds but the map gives elsewhere is closed there (the fence would stop
+ *   it at its next write anyway; closing ends its stale reads at once).
+ */
+export class Controller {
+  readonly map: ShardMap;
+  private campaign?: Campaign;
+  private watcher?: Watcher;
+  private timer?: NodeJS.Timeout;
+  private guard?: string;
+  private electedAt = 0;
+  private running = false;
+  private again = false;
+  private stopped = false;
+  /** Opens in flight (a shard's recovery may take seconds): no other change to those shards meanwhile. */
+  private readonly opening = new Map<number, Promise<void>>();
+  /** After a failed open, when the shard may be tried again. */
+  private readonly retryAt = new Map<number, number>();
+  private readonly failures = new Map<number, number>();
+
+  constructor(private readonly client: Etcd3, private readonly hosts: ShardHosts, private readonly options: ControllerOptions, private readonly log: Logger) {
+    this.map = new ShardMap(client, options.prefix);
+  }
+
+  get leader(): boolean {
+    return this.guard !== undefined;
+  }
+
+  start(): void {
+    if (this.stopped) return;
+    const campaign = this.client.election(this.map.keys.election, this.options.ttlSeconds).campaign(this.options.id);
+    this.campaign = campaign;
+    campaign.on('elected', () => {
+      void campaign.getCampaignKey().then((key) => {
+        if (this.campaign !== campaign) return;
+        this.guard = key;
+        this.electedAt = Date.now();
+        this.log.info({ controller: this.options.id }, 'elected placement controller');
+        void this.lead();
+      });
+    });
+    campaign.on('error', (err: Error) => {
+      if (this.campaign !== campaign) return;
+      this.log.warn({ controller: this.options.id, err: err.message }, 'campaign failed; campaigning again');
+      this.follow();
+      this.campaign = undefined;
+      setTimeout(() => this.start(), 1000).unref();
+    });
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    const campaign = this.campaign;
+    this.follow();
+    this.campaign = undefined;
+    await Promise.allSettled(this.opening.values());
+    await campaign?.resign().catch(() => undefined);
+  }
+
+  /** Runs one pass now, or right after the one running (tests and the watch use it). */
+  schedule(): void {
+    if (!this.leader) return;
+    if (this.running) {
+      this.again = true;
+      return;
+    }
+    this.running = true;
+    void (async () => {
+      do {
+        this.again = false;
+        try {
+          await this.pass();
+        } catch (err) {
+          this.log.warn({ err: String(err) }, 'placement pass failed; trying again');
+        }
+      } while (this.again && this.leader);
+      this.running = false;
+    })();
+  }
+
+  private async lead(): Promise<void> {
+    this.watcher = await this.client.watch().prefix(this.map.keys.prefix).create();
+    this.watcher.on('put', () => this.schedule());
+    this.watcher.on('delete', () => this.schedule());
+    this.watcher.on('error', () => undefined);
+    const tick = () => {
+      this.schedule();
+      this.timer = setTimeout(tick, this.options.passMs);
+      this.timer.unref();
+    };
+    tick();
+  }
+
+  private follow(): void {
+    this.guard = undefined;
+    clearTimeout(this.timer);
+    void this.watcher?.cancel().catch(() => undefined);
+    this.watcher = undefined;
+  }
+
+  private async pass(): Promise<void> {
+    const view = await this.map.read();
+    const held = await this.askMembers(view);
+    if (await this.nextMove(view, held)) return;
+    const count = await this.count(view, held);
+    if (count === undefined) return;
+    this.closeStale(view, held);
+
+    const loads = new Map<string, number>();
+    for (const [id, h] of held) if (h) loads.set(id, 0);
+    for (const p of view.shards.values()) if (loads.has(p.owner)) loads.set(p.owner, loads.get(p.owner)! + 1);
+
+    for (let shard = 0; shard < count; shard++) {
+      if (this.opening.has(shard) || (this.retryAt.get(shard) ?? 0) > Date.now()) continue;
+      const seen = view.shards.get(shard);
+      let target: string | undefined;
+      if (seen && view.members.has(seen.owner)) {
+        const h = held.get(seen.owner);
+        // A live owner that does not answer keeps its shards until its lease expires.
+        if (!h || h.open.get(shard) === seen.generation) continue;
+        target = seen.owner;
+      } else {
+        if (!seen && Date.now() < this.electedAt + (this.options.settleMs ?? 0)) continue;
+        // Only members that answered are candidates (a lost owner is not in `loads`).
+        target = leastLoaded(loads);
+        if (!target) return;
+      }
+      const generation = await this.map.assign(shard, target, seen, view, this.guard);
+      if (generation === undefined) {
+        this.again = true; // the map changed under us: read it again
+        return;
+      }
+      if (target !== seen?.owner) {
+        loads.set(target, loads.get(target)! + 1);
+        if (seen && loads.has(seen.owner)) loads.set(seen.owner, loads.get(seen.owner)! - 1);
+      }
+      this.log.info({ shard, owner: target, generation, from: seen?.owner, reason: seen ? (seen.owner === target ? 'not open on its owner' : 'owner gone') : 'unplaced' }, 'shard assigned');
+      void this.startOpen(shard, target, view.members.get(target)!, generation);
+    }
+  }
+
+  private async askMembers(view: ClusterView): Promise<Map<string, HeldShards | undefined>> {
+    const held = new Map<string, HeldShards | undefined>();
+    await Promise.all([...view.members].map(async ([id, address]) => {
+      held.set(id, await this.hosts.shards(address).catch(() => undefined));
+    }));
+    return held;
+  }
+
+  /** The shard count: in etcd once written; the first time, what the members report. */
+  private async count(view: ClusterView, held: Map<string, HeldShards | undefined>): Promise<number | undefined> {
+    if (view.count !== undefined) return view.count;
+    const reported = [...held.values()].find((h) => h !== undefined)?.count;
+    return reported === undefined ? undefined : this.map.settleCount(reported);
+  }
+
+  private closeStale(view: ClusterView, held: Map<string, HeldShards | undefined>): void {
+    for (const [id, h] of held) {
+      if (!h) continue;
+      for (const [shard, generation] of h.open) {
+        const p = view.shards.get(shard);
+        if (this.opening.has(shard) || (p && p.owner === id && p.generation === generation)) continue;
+        const address = view.members.get(id)!;
+        this.log.info({ shard, member: id, generation, owner: p?.owner, ownerGeneration: p?.generation }, 'closing a shard held outside the map');
+        void this.hosts.close(address, shard).catch((err: unknown) => this.log.warn({ shard, member: id, err: String(err) }, 'close failed'));
+      }
+    }
+  }
+
+  /** A planned move, if one is asked for: close on the old owner, change the map, open on the new. */
+  private async nextMove(view: ClusterView, held: Map<string, HeldShards | undefined>): Promise<boolean> {
+    for (const [shard, move] of view.moves) {
+      if (this.opening.has(shard)) continue;
+      const seen = view.shards.get(shard);
+      const address = view.members.get(move.to);
+      if (!address || !held.get(move.to) || seen?.owner === move.to) {
+        if (seen?.owner !== move.to) this.log.warn({ shard, to: move.to }, 'move refused: no such live member');
+        await this.map.clearMove(shard, move.modRevision);
+        this.again = true;
+        return true;
+      }
+      const started = Date.now();
+      const from = seen && view.members.get(seen.owner);
+      // Closing first waits for the old owner's writes in flight: none is lost, none half-applied.
+      if (from) await this.hosts.close(from, shard).catch((err: unknown) => this.log.warn({ shard, from: seen.owner, err: String(err) }, 'close before a move failed; moving anyway (the new generation fences it)'));
+      const generation = await this.map.assign(shard, move.to, seen, view, this.guard);
+      if (generation !== undefined) {
+        const opened = this.startOpen(shard, move.to, address, generation);
+        await opened;
+        this.log.info({ shard, from: seen?.owner, to: move.to, generation, pauseMs: Date.now() - started }, 'shard moved');
+      }
+      await this.map.clearMove(shard, move.modRevision);
+      this.again = true;
+      return true;
+    }
+    return false;
+  }
+
+  private startOpen(shard: number, owner: string, address: string, generation: number): Promise<void> {
+    const started = Date.now();
+    const opened = this.hosts.open(address, shard, generation).then(
+      () => {
+        this.failures.delete(shard);
+        this.retryAt.delete(shard);
+        this.log.info({ shard, owner, generation, ms: Date.now() - started }, 'shard opened');
+      },
+      (err: unknown) => {
+        // Back off a shard whose open fails (a store that names a higher generation, the host store down).
+        const failures = (this.failures.get(shard) ?? 0) + 1;
+        this.failures.set(shard, failures);
+        this.retryAt.set(shard, Date.now() + Math.min(10_000, 250 * 2 ** failures));
+        this.log.error({ shard, owner, generation, err: err instanceof Error ? err.message : String(err) }, 'OpenShard failed');
+      },
+    ).finally(() => {
+      this.opening.delete(shard);
+      this.schedule();
+    });
+    this.opening.set(shard, opened);
+    return opened;
+  }
+}
+
+function leastLoaded(loads: Map<string, number>): string | undefined {
+  let best: string | undefined;
+  for (const [id, load] of [...loads].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) if (best === undefined || load < loads.get(best)!) best = id;
+  return best;
+}
+
+export type { Placement };

@@ -1,0 +1,78 @@
+import { EtcdLeaseInvalidError, type Etcd3, type Lease } from 'etcd3';
+import type { Logger } from '../common/logger.js';
+import { clusterKeys } from './cluster-keys.js';
+import type { ShardHosts } from './enclave-admin.js';
+
+export interface MemberOptions {
+  id: string;
+  /** The enclave's gRPC address, as the proxy and the controller dial it. */
+  address: string;
+  prefix: string;
+  ttlSeconds: number;
+}
+
+/**
+ * An enclave's registration in etcd, kept by the host process beside it: `<prefix>/members/<id>`
+ * = its address, under a lease that is renewed only after the enclave answered Health. So the
+ * lease lives as long as the enclave answers: an enclave killed, stopped or cut off loses it
+ * one TTL after its last answer, and the controller moves its shards. A lease lost while the
+ * enclave still answers (etcd unreachable for a TTL) is granted anew.
+ */
+export class Member {
+  private lease?: Lease;
+  private timer?: NodeJS.Timeout;
+  private stopped = false;
+  private registered = false;
+
+  constructor(private readonly client: Etcd3, private readonly hosts: ShardHosts, private readonly options: MemberOptions, private readonly log: Logger) {}
+
+  start(): void {
+    void this.tick();
+  }
+
+  /** Stops renewing; `revoke` also deletes the registration at once (a planned stop). */
+  async stop(revoke: boolean): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    const lease = this.lease;
+    this.lease = undefined;
+    if (!lease) return;
+    if (revoke) await lease.revoke().catch(() => undefined);
+    else lease.release();
+  }
+
+  private async tick(): Promise<void> {
+    const period = (this.options.ttlSeconds * 1000) / 3;
+    try {
+      await this.hosts.health(this.options.address);
+      await this.renew();
+    } catch (err) {
+      if (this.registered) this.log.warn({ member: this.options.id, err: String(err) }, 'enclave not answering or etcd not reachable; lease not renewed');
+      this.registered = false;
+    }
+    if (!this.stopped) this.timer = setTimeout(() => void this.tick(), period);
+  }
+
+  private async renew(): Promise<void> {
+    if (this.lease) {
+      const res = await this.lease.keepaliveOnce().catch((err: unknown) => {
+        if (err instanceof EtcdLeaseInvalidError) return { TTL: '0' };
+        throw err;
+      });
+      if (Number(res.TTL) > 0) return;
+      this.log.warn({ member: this.options.id }, 'lease expired; registering again');
+      this.lease.release();
+      this.lease = undefined;
+    }
+    const lease = this.client.lease(this.options.ttlSeconds, { autoKeepAlive: false });
+    lease.on('lost', () => undefined); // a lost lease is found by the next keepalive
+    await lease.put(clusterKeys(this.options.prefix).member(this.options.id)).value(this.options.address).exec();
+    if (this.stopped) {
+      await lease.revoke().catch(() => undefined);
+      return;
+    }
+    this.lease = lease;
+    this.registered = true;
+    this.log.info({ member: this.options.id, address: this.options.address, ttlSeconds: this.options.ttlSeconds }, 'member registered');
+  }
+}

@@ -1,0 +1,244 @@
+import { Etcd3 } from 'etcd3';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createLogger } from '../../common/logger.js';
+import { Controller } from '../../placement/controller.js';
+import type { HeldShards, ShardHosts } from '../../placement/enclave-admin.js';
+import { Member } from '../../placement/member.js';
+import { ShardMap } from '../../placement/shard-map.js';
+import { waitFor } from '../helpers/service.js';
+import { startEtcd, type RunningEtcd } from '../helpers/etcd.js';
+
+/**
+ * The placement logic against a real etcd. The enclaves are stand-ins that keep which shards
+ * they hold and at which generation, and refuse a lower generation than they have seen, as
+ * the sealed store does (the real RPCs are exercised by cluster.test.ts).
+ */
+class StandInEnclaves implements ShardHosts {
+  readonly enclaves = new Map<string, { alive: boolean; open: Map<number, number> }>();
+  /** Highest generation each shard's "store" has seen (the fence). */
+  readonly fence = new Map<number, number>();
+  readonly calls: string[] = [];
+  /** Opens sent to an enclave that was gone (each a shard left unplaced for a back-off). */
+  readonly failedOpens: string[] = [];
+
+  constructor(readonly count: number) {}
+
+  add(address: string): void {
+    this.enclaves.set(address, { alive: true, open: new Map() });
+  }
+
+  private get(address: string) {
+    const e = this.enclaves.get(address);
+    if (!e?.alive) throw new Error(`${address} unreachable`);
+    return e;
+  }
+
+  async health(address: string): Promise<void> {
+    this.get(address);
+  }
+
+  async shards(address: string): Promise<HeldShards> {
+    return { count: this.count, open: new Map(this.get(address).open) };
+  }
+
+  async open(address: string, shard: number, generation: number): Promise<void> {
+    if (!this.enclaves.get(address)?.alive) this.failedOpens.push(`${address} ${shard}`);
+    const e = this.get(address);
+    if ((this.fence.get(shard) ?? 0) > generation) throw new Error(`shard ${shard} names generation ${this.fence.get(shard)}, above ${generation}`);
+    this.fence.set(shard, generation);
+    e.open.set(shard, generation);
+    this.calls.push(`open ${address} ${shard}`);
+  }
+
+  async close(address: string, shard: number): Promise<void> {
+    this.get(address).open.delete(shard);
+    this.calls.push(`close ${address} ${shard}`);
+  }
+
+  holders(shard: number): string[] {
+    return [...this.enclaves].filter(([, e]) => e.alive && e.open.has(shard) && e.open.get(shard) === this.fence.get(shard)).map(([a]) => a);
+  }
+}
+
+const log = createLogger('placement-test', 'silent');
+let etcd: RunningEtcd;
+let client: Etcd3;
+let prefixes = 0;
+const freshPrefix = () => `/placement-test-${++prefixes}`;
+
+beforeAll(async () => {
+  etcd = await startEtcd();
+  client = new Etcd3({ hosts: `http://${etcd.endpoint}` });
+}, 120_000);
+
+afterAll(async () => {
+  client?.close();
+  await etcd?.stop();
+});
+
+describe('the shard map in etcd', () => {
+  it('refuses a change made on a stale read, and each assignment\'s generation is above every earlier one', async () => {
+    const map = new ShardMap(client, freshPrefix());
+    const first = await map.read();
+    const g1 = await map.assign(0, 'a', undefined, first);
+    expect(g1).toBeGreaterThan(0);
+    // A second writer that read before the first wrote: refused (the entry is no longer absent).
+    expect(await map.assign(0, 'b', undefined, first)).toBeUndefined();
+    const second = await map.read();
+    const seen = second.shards.get(0)!;
+    expect(seen).toMatchObject({ owner: 'a', generation: g1 });
+    await client.put('/unrelated').value('x'); // other writes raise the revision in between
+    const g2 = await map.assign(0, 'b', seen, second);
+    expect(g2).toBeGreaterThan(g1!);
+    // The same stale entry again: refused, and the map keeps b.
+    expect(await map.assign(0, 'c', seen, second)).toBeUndefined();
+    expect((await map.read()).shards.get(0)).toMatchObject({ owner: 'b', generation: g2 });
+  });
+
+  it('writes the shard count once', async () => {
+    const map = new ShardMap(client, freshPrefix());
+    expect(await map.settleCount(4)).toBe(4);
+    expect(await map.settleCount(8)).toBe(4);
+    expect((await map.read()).count).toBe(4);
+  });
+});
+
+describe('membership', () => {
+  it('a member is registered while its enclave answers, and gone one lease after it stops answering', async () => {
+    const prefix = freshPrefix();
+    const hosts = new StandInEnclaves(1);
+    hosts.add('10.0.0.1:1');
+    const member = new Member(client, hosts, { id: 'm1', address: '10.0.0.1:1', prefix, ttlSeconds: 2 }, log);
+    member.start();
+    const map = new ShardMap(client, prefix);
+    await waitFor(async () => (await map.read()).members.get('m1') === '10.0.0.1:1', 10_000);
+    // Still there after more than a TTL while the enclave answers (renewed).
+    await new Promise((r) => setTimeout(r, 3000));
+    expect((await map.read()).members.has('m1')).toBe(true);
+    hosts.enclaves.get('10.0.0.1:1')!.alive = false;
+    await waitFor(async () => !(await map.read()).members.has('m1'), 15_000);
+    // Answering again: registered again.
+    hosts.enclaves.get('10.0.0.1:1')!.alive = true;
+    await waitFor(async () => (await map.read()).members.has('m1'), 10_000);
+    await member.stop(true);
+    await waitFor(async () => !(await map.read()).members.has('m1'), 5_000);
+  }, 60_000);
+});
+
+describe('the controller', () => {
+  const startMembers = (prefix: string, hosts: StandInEnclaves, ids: string[]) => ids.map((id) => {
+    hosts.add(`${id}:1`);
+    const member = new Member(client, hosts, { id, address: `${id}:1`, prefix, ttlSeconds: 2 }, log);
+    member.start();
+    return member;
+  });
+
+  it('of two candidates, one leads; when it stops, the other takes over', async () => {
+    const prefix = freshPrefix();
+    const hosts = new StandInEnclaves(2);
+    const a = new Controller(client, hosts, { id: 'ca', prefix, ttlSeconds: 2, passMs: 200 }, log);
+    const b = new Controller(client, hosts, { id: 'cb', prefix, ttlSeconds: 2, passMs: 200 }, log);
+    a.start();
+    await waitFor(async () => a.leader, 10_000);
+    b.start();
+    await new Promise((r) => setTimeout(r, 1000));
+    expect([a.leader, b.leader]).toEqual([true, false]);
+    await a.stop();
+    await waitFor(async () => b.leader, 10_000);
+    expect(a.leader).toBe(false);
+    await b.stop();
+  }, 30_000);
+
+  it('a controller that lost its leadership cannot change the map', async () => {
+    const prefix = freshPrefix();
+    const hosts = new StandInEnclaves(2);
+    const a = new Controller(client, hosts, { id: 'ca', prefix, ttlSeconds: 2, passMs: 200 }, log);
+    a.start();
+    await waitFor(async () => a.leader, 10_000);
+    const guard = (a as unknown as { guard: string }).guard;
+    await a.stop();
+    const view = await a.map.read();
+    expect(await a.map.assign(0, 'x', undefined, view, guard)).toBeUndefined();
+    expect(await a.map.assign(0, 'x', undefined, view)).toBeDefined();
+  }, 30_000);
+
+  it('places every shard evenly at start, and moves a lost member\'s shards to the others with higher generations', async () => {
+    const prefix = freshPrefix();
+    const hosts = new StandInEnclaves(6);
+    const members = startMembers(prefix, hosts, ['e1', 'e2', 'e3']);
+    const map = new ShardMap(client, prefix);
+    await waitFor(async () => (await map.read()).members.size === 3, 10_000);
+    const controller = new Controller(client, hosts, { id: 'c', prefix, ttlSeconds: 2, passMs: 200 }, log);
+    controller.start();
+    try {
+      await waitFor(async () => [0, 1, 2, 3, 4, 5].every((s) => hosts.holders(s).length === 1), 20_000);
+      const before = await map.read();
+      expect(before.count).toBe(6);
+      const owners = [...before.shards.values()].map((p) => p.owner);
+      expect(owners.filter((o) => o === 'e1')).toHaveLength(2);
+      expect(owners.filter((o) => o === 'e2')).toHaveLength(2);
+      expect(owners.filter((o) => o === 'e3')).toHaveLength(2);
+      const lost = [...before.shards].filter(([, p]) => p.owner === 'e2').map(([s]) => s);
+
+      hosts.enclaves.get('e2:1')!.alive = false; // killed: no answer, its lease lapses
+      await waitFor(async () => lost.every((s) => hosts.holders(s).length === 1 && hosts.holders(s)[0] !== 'e2:1'), 20_000);
+      const after = await map.read();
+      for (const s of lost) {
+        expect(after.shards.get(s)!.owner).not.toBe('e2');
+        expect(after.shards.get(s)!.generation).toBeGreaterThan(before.shards.get(s)!.generation);
+      }
+      // Straight to live members: never to the lost one.
+      expect(hosts.failedOpens).toEqual([]);
+      // The others' shards stayed where they were, at their generation.
+      for (const [s, p] of before.shards) if (!lost.includes(s)) expect(after.shards.get(s)).toMatchObject({ owner: p.owner, generation: p.generation });
+    } finally {
+      await controller.stop();
+      await Promise.all(members.map((m) => m.stop(true)));
+    }
+  }, 60_000);
+
+  it('a planned move closes the shard on its owner before the map changes and opens it on the new one', async () => {
+    const prefix = freshPrefix();
+    const hosts = new StandInEnclaves(2);
+    const members = startMembers(prefix, hosts, ['m1', 'm2']);
+    const map = new ShardMap(client, prefix);
+    await waitFor(async () => (await map.read()).members.size === 2, 10_000);
+    const controller = new Controller(client, hosts, { id: 'c', prefix, ttlSeconds: 2, passMs: 200 }, log);
+    controller.start();
+    try {
+      await waitFor(async () => hosts.holders(0).length === 1 && hosts.holders(1).length === 1, 20_000);
+      const before = (await map.read()).shards.get(0)!;
+      const to = before.owner === 'm1' ? 'm2' : 'm1';
+      hosts.calls.length = 0;
+      await map.requestMove(0, to);
+      await waitFor(async () => hosts.holders(0)[0] === `${to}:1` && (await map.read()).moves.size === 0, 20_000);
+      expect(hosts.calls).toEqual([`close ${before.owner}:1 0`, `open ${to}:1 0`]);
+      expect((await map.read()).shards.get(0)!.generation).toBeGreaterThan(before.generation);
+      // A shard opened behind the map's back (an enclave restarted with a stale view) is closed there.
+      hosts.enclaves.get(`${before.owner}:1`)!.open.set(0, before.generation);
+      await waitFor(async () => !hosts.enclaves.get(`${before.owner}:1`)!.open.has(0), 10_000);
+    } finally {
+      await controller.stop();
+      await Promise.all(members.map((m) => m.stop(true)));
+    }
+  }, 60_000);
+
+  it('reopens a shard its live owner no longer holds (restarted within its lease) with a new generation', async () => {
+    const prefix = freshPrefix();
+    const hosts = new StandInEnclaves(1);
+    const members = startMembers(prefix, hosts, ['r1']);
+    const map = new ShardMap(client, prefix);
+    const controller = new Controller(client, hosts, { id: 'c', prefix, ttlSeconds: 2, passMs: 200 }, log);
+    controller.start();
+    try {
+      await waitFor(async () => hosts.holders(0).length === 1, 20_000);
+      const g = (await map.read()).shards.get(0)!.generation;
+      hosts.enclaves.get('r1:1')!.open.clear(); // restarted: holds nothing
+      await waitFor(async () => hosts.holders(0).length === 1, 20_000);
+      expect((await map.read()).shards.get(0)!.generation).toBeGreaterThan(g);
+    } finally {
+      await controller.stop();
+      await Promise.all(members.map((m) => m.stop(true)));
+    }
+  }, 60_000);
+});
