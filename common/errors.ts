@@ -77,7 +77,7 @@ export const errorCatalogue = {
   tenant_locked: { status: 423, type: 'permission_error', when: 'the tenant\'s memories are sealed under a tenant key and the request did not carry it (a plain call, or a sealed call without tenant_key)' },
   too_large: invalid(413, 'the body is larger than the endpoint takes'),
   uri_too_long: invalid(414, 'a path segment is too long'),
-  unsupported_media_type: invalid(415, 'the body is not Content-Type application/json'),
+  unsupported_media_type: invalid(415, 'the body is not the route\'s Content-Type: application/json, or application/octet-stream for /v1/sealed and /v1/sealed/stream'),
   expectation_failed: invalid(417, 'an Expect header other than 100-continue'),
   headers_too_large: invalid(431, 'the request headers are larger than 16 KiB'),
   // 429

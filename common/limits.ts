@@ -12,10 +12,11 @@ export const limits = {
    */
   maxJsonDepth: 64,
   /**
-   * Largest POST /v1/sealed envelope: a sealed body of maxBodyBytes is base64 inside the
-   * encrypted JSON, which is base64 again in the envelope (about 1.8 MiB), plus headroom.
+   * Largest POST /v1/sealed envelope, in bytes: a body of maxBodyBytes with its head line
+   * (at most ~110 KB: target, authorization and known state, JSON-escaped), padded to a
+   * multiple of 64 KiB, and the 72 bytes of key, nonce and MAC come to 1.13 MiB at most.
    */
-  maxSealedEnvelopeBytes: 2560 * 1024,
+  maxSealedEnvelopeBytes: 1280 * 1024,
   /** Longest memory content, in characters. */
   maxContentChars: 32 * 1024,
   /** Longest memory query, in characters. */

@@ -2,8 +2,8 @@ import { chatCompletionSchema, chatHeadersSchema, type ChatCompletionInput } fro
 import { limits } from './limits.js';
 import {
   attestationQuerySchema, embeddingsRequestSchema, exportQuerySchema, importMemoriesSchema, type ExportQuery, type ImportMemoriesInput, listOrQueryMemorySchema, memoryIdParamsSchema, modelIdParamsSchema,
-  knownStateHeadersSchema, responsesRequestSchema, searchMemorySchema, sealedEnvelopeSchema, tenantQuerySchema, deleteMemoriesQuerySchema, updateMemorySchema,
-  type AttestationQuery, type EmbeddingsInput, type ListOrQueryMemoryInput, type ResponsesInput, type SealedEnvelopeInput,
+  knownStateHeadersSchema, responsesRequestSchema, searchMemorySchema, tenantQuerySchema, deleteMemoriesQuerySchema, updateMemorySchema,
+  type AttestationQuery, type EmbeddingsInput, type ListOrQueryMemoryInput, type ResponsesInput,
   type SearchMemoryInput, type TenantInput, type TenantScopeInput, type UpdateMemoryInput,
 } from './schemas.js';
 import { memoryRequestSchema, type MemoryRequest } from './infer-schema.js';
@@ -49,6 +49,12 @@ export interface RouteSpec {
   streams?: true | 'always';
   /** Largest body, when not limits.maxBodyBytes. */
   bodyLimit?: number;
+  /**
+   * `'bytes'`: the body is bytes of Content-Type application/octet-stream, not JSON (a sealed
+   * envelope): the proxy relays them unparsed and the handler gets them as sent, at most
+   * `bodyLimit` bytes. Such a route has no body schema.
+   */
+  bodyType?: 'bytes';
   /** May be sent inside a sealed request (every route but /v1/sealed itself). */
   sealable: boolean;
 }
@@ -145,18 +151,18 @@ export const apiRoutes = {
     summary: 'Embeddings from the enclave\'s embedding model',
     schema: { body: embeddingsRequestSchema, headers: knownStateHeadersSchema },
   }),
-  Sealed: route<SealedEnvelopeInput>()({
-    method: 'POST', path: '/v1/sealed', tag: 'sealed', budget: 'model', sealable: false, bodyLimit: limits.maxSealedEnvelopeBytes,
+  Sealed: route<Uint8Array>()({
+    method: 'POST', path: '/v1/sealed', tag: 'sealed', budget: 'model', sealable: false, bodyType: 'bytes', bodyLimit: limits.maxSealedEnvelopeBytes,
     summary: 'A request encrypted to the enclave: the host sees only the envelope',
-    schema: { body: sealedEnvelopeSchema, headers: knownStateHeadersSchema },
+    schema: { headers: knownStateHeadersSchema },
   }),
   // Its own path rather than a flag in the envelope: the proxy must pick the streaming call
   // before it could read any flag, and the envelope stays one shape (protocol/sealed-stream.ts).
-  SealedStream: route<SealedEnvelopeInput>()({
+  SealedStream: route<Uint8Array>()({
     method: 'POST', path: '/v1/sealed/stream', tag: 'sealed', budget: 'model', sealable: false, streams: 'always',
-    bodyLimit: limits.maxSealedEnvelopeBytes,
+    bodyType: 'bytes', bodyLimit: limits.maxSealedEnvelopeBytes,
     summary: 'A sealed request whose answer streams back as sealed frames (streamed chat and responses included)',
-    schema: { body: sealedEnvelopeSchema },
+    schema: {},
   }),
 } as const;
 

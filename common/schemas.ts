@@ -300,20 +300,6 @@ const base64 = (description: string, minLength: number, maxLength: number) => ({
   type: 'string', minLength, maxLength, pattern: '^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$', description,
 } as const);
 
-/** POST /v1/sealed: what the host sees, and all it can check. */
-export const sealedEnvelopeSchema = {
-  type: 'object',
-  required: ['client_public_key', 'nonce', 'ciphertext'],
-  additionalProperties: false,
-  properties: {
-    client_public_key: base64('must be 32 bytes of base64 (an X25519 public key)', 44, 44),
-    nonce: base64('must be 24 bytes of base64', 32, 32),
-    // At least the 16-byte authenticator.
-    ciphertext: base64('must be base64', 24, limits.maxSealedEnvelopeBytes),
-  },
-} as const;
-
-/** The decrypted request inside a sealed envelope; only the enclave ever sees it. */
 /** The heads a client has seen, `<shard>/<seq>:<sha256 hex>` comma-separated (protocol/response-signature.ts parseKnownStates). */
 const knownStates = { type: 'string', pattern: '^[0-9]{1,2}/[0-9]{1,15}:[0-9a-f]{64}(,[0-9]{1,2}/[0-9]{1,15}:[0-9a-f]{64}){0,63}$', maxLength: 64 * 86 } as const;
 
@@ -330,15 +316,15 @@ export const knownStateHeadersSchema = {
   },
 } as const;
 
-export const sealedPayloadSchema = {
+/** The head line of the plaintext inside a sealed envelope (protocol/sealed.ts); only the enclave ever sees it. */
+export const sealedRequestHeadSchema = {
   type: 'object',
-  required: ['type', 'method', 'target', 'body', 'timestamp'],
+  required: ['type', 'method', 'target', 'timestamp', 'body_bytes'],
   additionalProperties: false,
   properties: {
     type: { const: SEALED_REQUEST_TYPE },
     method: { type: 'string', enum: ['GET', 'POST', 'PATCH', 'DELETE'] },
     target: { type: 'string', minLength: 1, maxLength: 16 * 1024, pattern: '^/', description: 'must be a path starting with /' },
-    body: base64('must be base64', 0, limits.maxSealedEnvelopeBytes),
     authorization: { type: 'string', maxLength: MAX_AUTHORIZATION_CHARS },
     organization: { type: 'string', maxLength: 256 },
     /** The x-tee-known-state header of a plain call. */
@@ -346,16 +332,10 @@ export const sealedPayloadSchema = {
     /** The secret the tenant's memories are sealed under (base64 of 32 to 256 bytes). */
     tenant_key: base64('must be base64 of 32 to 256 bytes', 44, 344),
     timestamp: { type: 'integer', minimum: 0 },
-    /** Spaces that round the plaintext's size up to a bucket (protocol/sealed.ts paddedSize). */
-    pad: { type: 'string', maxLength: 65536, pattern: '^ *$' },
+    /** How many bytes of body follow the head line (the rest is zero padding). */
+    body_bytes: { type: 'integer', minimum: 0 },
   },
 } as const;
-
-export interface SealedEnvelopeInput {
-  client_public_key: string;
-  nonce: string;
-  ciphertext: string;
-}
 
 export const modelIdParamsSchema = {
   type: 'object',

@@ -1,6 +1,6 @@
 import sodium from 'sodium-native';
 import { boxAfter, boxBefore, boxKeyPair, boxOpenAfter, NONCE_BYTES, PUBLIC_KEY_BYTES, randomNonce, SharedKeyCache, type BoxKeyPair } from '../protocol/box.js';
-import { openRequest, type OpenedRequest, type RequestEnvelope } from '../protocol/sealed.js';
+import { openRequest, type OpenedRequest } from '../protocol/sealed.js';
 
 /**
  * The enclave's identity: an Ed25519 key pair generated at start-up, inside the
@@ -42,7 +42,7 @@ function identityFrom(secretKey: Buffer, publicKey: Uint8Array): EnclaveIdentity
  */
 export interface SealedRequestKey {
   readonly publicKey: Uint8Array;
-  open(envelope: RequestEnvelope): OpenedRequest | undefined;
+  open(envelope: Uint8Array): OpenedRequest | undefined;
 }
 
 export function generateSealedRequestKey(): SealedRequestKey {

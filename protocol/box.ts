@@ -22,7 +22,7 @@ const ZERO16 = new Uint8Array(16);
 
 export const PUBLIC_KEY_BYTES = sodium.crypto_box_PUBLICKEYBYTES;
 export const NONCE_BYTES = sodium.crypto_box_NONCEBYTES;
-const MAC_BYTES = sodium.crypto_secretbox_MACBYTES;
+export const MAC_BYTES = sodium.crypto_secretbox_MACBYTES;
 
 export interface BoxKeyPair {
   publicKey: Uint8Array;
@@ -58,6 +58,15 @@ export function boxAfter(message: Uint8Array, nonce: Uint8Array, shared: Uint8Ar
   const box = new Uint8Array(message.length + MAC_BYTES);
   sodium.crypto_secretbox_easy(box, message, nonce, shared);
   return box;
+}
+
+/**
+ * boxAfter in place, for an envelope made in one buffer: the message at
+ * `buffer.subarray(at + MAC_BYTES)` becomes the box (MAC ‖ ciphertext) at `buffer.subarray(at)`
+ * (libsodium moves overlapping input first), so no second copy of the message is made.
+ */
+export function boxInPlace(buffer: Uint8Array, at: number, nonce: Uint8Array, shared: Uint8Array): void {
+  sodium.crypto_secretbox_easy(buffer.subarray(at), buffer.subarray(at + MAC_BYTES), nonce, shared);
 }
 
 /** nacl.box.open.after: the message, or undefined when the box does not authenticate. */

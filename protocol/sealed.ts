@@ -5,43 +5,53 @@
  * The client encrypts with nacl.box (X25519 + XSalsa20-Poly1305) from a key pair of its own,
  * renewed every SEALING_KEY_LIFETIME_MS (ClientSealingKey), to the enclave's
  * `tee_box_public_key`, which the attestation document binds in user_data. It POSTs to
- * /v1/sealed:
+ * /v1/sealed (or /v1/sealed/stream) a body of Content-Type application/octet-stream:
  *
- *   {"client_public_key":"<b64, 32 bytes>","nonce":"<b64, 24 bytes>","ciphertext":"<b64>"}
+ *   client public key (32 bytes) ‖ nonce (24 bytes) ‖ box (MAC ‖ ciphertext, 16 bytes and more)
  *
- * where the plaintext is UTF-8 JSON
+ * whose plaintext is one line of UTF-8 JSON, a newline, the request's body as it is (bytes),
+ * then zero bytes of padding up to paddedSize():
  *
- *   {"type":"agent-service/sealed-request/v1","method":"POST","target":"/v1/memory",
- *    "body":"<b64 of the exact body bytes>","authorization":"…","organization":"…",
- *    "known_state":"<seq>:<hash>","tenant_key":"<b64>","timestamp":<unix ms>}
+ *   {"type":"agent-service/sealed-request/v2","method":"POST","target":"/v1/memory","authorization":"…",
+ *    "organization":"…","known_state":"<shard>/<seq>:<hash>","tenant_key":"<b64>","timestamp":<unix ms>,"body_bytes":52}\n<body><padding>
  *
  * (authorization, organization, known_state and tenant_key optional; known_state is the plain calls'
  * x-tee-known-state header, which the sealed request carries inside instead; tenant_key is the
  * secret a tenant's memories are sealed under (docs/api.md, Tenant keys), which only ever
- * travels inside an envelope). The enclave answers 200 with
+ * travels inside an envelope). The enclave answers 200, application/octet-stream:
  *
- *   {"nonce":"<b64, 24 bytes>","ciphertext":"<b64>"}
+ *   nonce (24 bytes) ‖ box
  *
- * boxed to the client's key, whose plaintext is one line of UTF-8 JSON, a newline, the answer's
- * body as it is (bytes), then zero bytes of padding:
+ * boxed to the client's key, whose plaintext has the same shape:
  *
  *   {"type":"agent-service/sealed-reply/v3","request_nonce":"<b64>","status":200,"headers":{…},"body_bytes":3172}\n<body><padding>
  *
- * (The body travels as its bytes, not as base64 inside the JSON: a quarter smaller before
- * padding, often half once padded, and no second encoding for either end to make and check.)
+ * (Both bodies travel as their bytes and the envelopes are bytes too: no base64 and no outer
+ * JSON for any of the three processes to make, relay, parse and check.) JSON never holds a raw
+ * newline, so the first one ends the head; `body_bytes` says where the body ends, and what
+ * follows it must be zero bytes (nothing else can ride along unread).
  *
- * The `type` tags keep a request from being reflected back as its own reply (both
- * directions share one box key). Only the holder of the client's key pair can open a
- * reply, and `request_nonce` (the request envelope's nonce) binds it to its request: the
- * client's key serves many requests, so without it the host could hand a reply (an older
- * one, or another call's) back as the answer to another request sealed under the same key.
+ * The `type` tags keep a request from being reflected back as its own reply, or a reply as a
+ * request (both directions share one box key and one plaintext shape). Only the holder of the
+ * client's key pair can open a reply, and `request_nonce` (the request envelope's nonce) binds
+ * it to its request: the client's key serves many requests, so without it the host could hand
+ * a reply (an older one, or another call's) back as the answer to another request sealed
+ * under the same key.
  */
 import { createHash } from 'node:crypto';
-import { boxAfter, boxBefore, boxKeyPair, boxOpenAfter, NONCE_BYTES, PUBLIC_KEY_BYTES, randomNonce, SharedKeyCache, type BoxKeyPair } from './box.js';
+import {
+  boxBefore, boxInPlace, boxKeyPair, boxOpenAfter, MAC_BYTES, NONCE_BYTES, PUBLIC_KEY_BYTES, randomNonce, SharedKeyCache, type BoxKeyPair,
+} from './box.js';
 
 export const SEALED_PATH = '/v1/sealed';
-export const SEALED_REQUEST_TYPE = 'agent-service/sealed-request/v1';
+export const SEALED_REQUEST_TYPE = 'agent-service/sealed-request/v2';
 export const SEALED_REPLY_TYPE = 'agent-service/sealed-reply/v3';
+/** The Content-Type of both envelopes. */
+export const SEALED_CONTENT_TYPE = 'application/octet-stream';
+/** The shortest request envelope: the client's key, the nonce and an empty box's MAC. */
+export const REQUEST_ENVELOPE_MIN_BYTES = PUBLIC_KEY_BYTES + NONCE_BYTES + MAC_BYTES;
+/** The shortest reply envelope: the nonce and an empty box's MAC. */
+export const REPLY_ENVELOPE_MIN_BYTES = NONCE_BYTES + MAC_BYTES;
 /**
  * How long a client seals with one key pair. Reusing it spares both ends an X25519
  * multiplication per request (the enclave keeps the keys it shares with recent clients,
@@ -76,39 +86,37 @@ export interface SealedReply {
   body: Uint8Array;
 }
 
-export interface RequestEnvelope {
-  client_public_key: string;
-  nonce: string;
-  ciphertext: string;
+/** A sealed request as sent, and what opens its reply. */
+export interface SealedEnvelope {
+  /** The request envelope: the body of POST /v1/sealed. */
+  envelope: Buffer;
+  /** The envelope's nonce: openReply checks the reply answers it; a sealed stream's key is derived from it. */
+  nonce: Uint8Array;
+  /** The key shared with the enclave (nacl.box.before): opens the reply. */
+  replyKey: Uint8Array;
 }
 
-export interface ReplyEnvelope {
-  nonce: string;
-  ciphertext: string;
-}
-
-/** The plaintext of a request box, as JSON. */
-export interface SealedRequestPlaintext {
+/** The head line of a request's plaintext (common/schemas.ts sealedRequestHeadSchema validates it). */
+export interface SealedRequestHead {
   type: typeof SEALED_REQUEST_TYPE;
   method: string;
   target: string;
-  body: string;
   authorization?: string;
   organization?: string;
   known_state?: string;
   /** Base64 of the tenant key. */
   tenant_key?: string;
   timestamp: number;
-  /** Padding (spaces), ignored. */
-  pad?: string;
+  /** How many bytes of body follow the head line (the rest, to the bucket's size, is zeros). */
+  body_bytes: number;
 }
 
-/** A reply that cannot be opened or is malformed. */
+/** An envelope or plaintext that is malformed, or a reply that cannot be opened. */
 export class SealedFormatError extends Error {
   override name = 'SealedFormatError';
 }
 
-const b64 = (bytes: Uint8Array) => Buffer.from(bytes).toString('base64');
+const b64 = (bytes: Uint8Array) => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('base64');
 
 /**
  * The size a sealed plaintext is padded up to: 1 KiB, then powers of two up to 64 KiB, then
@@ -121,13 +129,67 @@ export function paddedSize(bytes: number): number {
   return Math.ceil(bytes / 65536) * 65536;
 }
 
-/** JSON of `value` with a `pad` of spaces that brings it to paddedSize (the reader ignores it). */
-const utf8 = (value: Record<string, unknown>) => {
-  // Serialised once: the spaces go inside the empty pad string, which ends the JSON as `"pad":""}`.
-  const bare = JSON.stringify({ ...value, pad: '' });
-  const size = Buffer.byteLength(bare, 'utf8');
-  return new Uint8Array(Buffer.from(`${bare.slice(0, -2)}${' '.repeat(paddedSize(size) - size)}"}`, 'utf8'));
-};
+/**
+ * An envelope in one buffer: `prefixBytes` left for the caller (key, nonce), then the box of
+ * `head` as one JSON line ‖ `body` ‖ zeros up to paddedSize(), sealed in place.
+ */
+function sealPlaintext(head: object, body: Uint8Array, prefixBytes: number, nonce: Uint8Array, key: Uint8Array): Buffer {
+  const headLine = Buffer.from(`${JSON.stringify(head)}\n`, 'utf8');
+  const at = prefixBytes + MAC_BYTES;
+  const used = headLine.length + body.length;
+  const envelope = Buffer.allocUnsafe(at + paddedSize(used));
+  headLine.copy(envelope, at);
+  envelope.set(body, at + headLine.length);
+  envelope.fill(0, at + used);
+  boxInPlace(envelope, prefixBytes, nonce, key);
+  return envelope;
+}
+
+const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
+
+/** An opened plaintext's head line, parsed (not yet checked), and the bytes after it. */
+function splitPlaintext(opened: Uint8Array, what: 'request' | 'reply', type: string): { head: Record<string, unknown>; rest: Uint8Array } {
+  // JSON never holds a raw newline, so the first one ends the head.
+  const headEnd = opened.indexOf(0x0a);
+  if (headEnd < 0) throw new SealedFormatError(`the sealed ${what} is not an ${type} ${what} (it has no head line)`);
+  let head: unknown;
+  try {
+    head = JSON.parse(strictUtf8.decode(opened.subarray(0, headEnd)));
+  } catch {
+    throw new SealedFormatError(`the sealed ${what}'s head is not JSON`);
+  }
+  if (typeof head !== 'object' || head === null || Array.isArray(head)) throw new SealedFormatError(`the sealed ${what}'s head is not a JSON object`);
+  return { head: head as Record<string, unknown>, rest: opened.subarray(headEnd + 1) };
+}
+
+/** The first `bodyBytes` of `rest` (what follows the head line), which must be followed by zero bytes only. */
+export function sealedBody(rest: Uint8Array, bodyBytes: unknown, what: 'request' | 'reply'): Uint8Array {
+  if (!Number.isInteger(bodyBytes) || (bodyBytes as number) < 0 || (bodyBytes as number) > rest.length) {
+    throw new SealedFormatError(`the sealed ${what}'s body_bytes is not the length of a body it holds`);
+  }
+  const end = bodyBytes as number;
+  // Only padding may follow the body: anything else would travel unread (and unsigned).
+  const junk = firstNonZero(rest, end);
+  if (junk >= 0) throw new SealedFormatError(`the sealed ${what} has bytes other than zeros after its body (at byte ${junk} after the head line)`);
+  return rest.subarray(0, end);
+}
+
+const ZEROS = Buffer.alloc(65536);
+
+/**
+ * Where the first byte other than zero is in `bytes` from `from` on, or -1. Compared with a
+ * block of zeros 64 KiB at a time: a byte loop over a reply's padding (kilobytes) cost a
+ * client several microseconds a call.
+ */
+function firstNonZero(bytes: Uint8Array, from: number): number {
+  const view = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  for (let at = from; at < view.length; at += ZEROS.length) {
+    const block = view.subarray(at, Math.min(at + ZEROS.length, view.length));
+    if (block.equals(ZEROS.subarray(0, block.length))) continue;
+    return at + block.findIndex((byte) => byte !== 0);
+  }
+  return -1;
+}
 
 // ---------------------------------------------------------------------------------------
 // Client side
@@ -142,24 +204,23 @@ export function sealRequest(
   request: SealedRequest,
   ephemeral: BoxKeyPair = boxKeyPair(),
   sharedKey: Uint8Array = boxBefore(enclaveBoxKey, ephemeral.secretKey),
-): { envelope: RequestEnvelope; replyKey: Uint8Array } {
-  const plaintext: SealedRequestPlaintext = {
+): SealedEnvelope {
+  const head: SealedRequestHead = {
     type: SEALED_REQUEST_TYPE,
     method: request.method,
     target: request.target,
-    body: b64(request.body),
     ...(request.authorization ? { authorization: request.authorization } : {}),
     ...(request.organization ? { organization: request.organization } : {}),
     ...(request.knownState ? { known_state: request.knownState } : {}),
     ...(request.tenantKey ? { tenant_key: b64(request.tenantKey) } : {}),
     timestamp: request.timestamp,
+    body_bytes: request.body.length,
   };
   const nonce = randomNonce();
-  const ciphertext = boxAfter(utf8(plaintext as unknown as Record<string, unknown>), nonce, sharedKey);
-  return {
-    envelope: { client_public_key: b64(ephemeral.publicKey), nonce: b64(nonce), ciphertext: b64(ciphertext) },
-    replyKey: sharedKey,
-  };
+  const envelope = sealPlaintext(head, request.body, PUBLIC_KEY_BYTES + NONCE_BYTES, nonce, sharedKey);
+  envelope.set(ephemeral.publicKey, 0);
+  envelope.set(nonce, PUBLIC_KEY_BYTES);
+  return { envelope, nonce, replyKey: sharedKey };
 }
 
 /**
@@ -176,7 +237,7 @@ export class ClientSealingKey {
   ) {}
 
   /** sealRequest with this window's key pair. */
-  seal(request: SealedRequest): { envelope: RequestEnvelope; replyKey: Uint8Array } {
+  seal(request: SealedRequest): SealedEnvelope {
     const now = this.now();
     if (!this.current || now >= this.current.renewAt) {
       const pair = boxKeyPair();
@@ -187,47 +248,38 @@ export class ClientSealingKey {
 }
 
 /**
- * Opens the enclave's sealed reply with the call's replyKey, and checks that it answers the
- * request whose envelope had `requestNonce` (base64, as sent); throws SealedFormatError when not.
+ * Opens the enclave's sealed reply (the body of its 200, as received) with the call's
+ * replyKey, and checks that it answers the request whose envelope had `requestNonce`;
+ * throws SealedFormatError when not.
  */
-export function openReply(envelope: unknown, replyKey: Uint8Array, requestNonce: string): SealedReply {
-  const { nonce, ciphertext } = (typeof envelope === 'object' && envelope !== null ? envelope : {}) as Record<string, unknown>;
-  const nonceBytes = decodeBase64(nonce, 'nonce', NONCE_BYTES);
-  const boxed = decodeBase64(ciphertext, 'ciphertext');
-  const opened = boxOpenAfter(boxed, nonceBytes, replyKey);
-  if (!opened) throw new SealedFormatError('the sealed reply does not open with the enclave\'s box key: it was altered or not made by the enclave');
-  // JSON never holds a raw newline, so the first one ends the head; a sealed request (one
-  // JSON document, padded with spaces) has none and cannot pass as a reply.
-  const headEnd = opened.indexOf(0x0a);
-  if (headEnd < 0) throw new SealedFormatError(`the sealed reply is not an ${SEALED_REPLY_TYPE} reply (it has no head line)`);
-  let reply: Record<string, unknown>;
-  try {
-    reply = JSON.parse(Buffer.from(opened.buffer, opened.byteOffset, headEnd).toString('utf8')) as Record<string, unknown>;
-  } catch {
-    throw new SealedFormatError('the sealed reply\'s head is not JSON');
+export function openReply(envelope: Uint8Array, replyKey: Uint8Array, requestNonce: Uint8Array): SealedReply {
+  if (envelope.length < REPLY_ENVELOPE_MIN_BYTES) {
+    throw new SealedFormatError(`the sealed reply is ${envelope.length} bytes, shorter than a nonce (${NONCE_BYTES}) and a box (at least ${MAC_BYTES})`);
   }
-  if (reply?.type !== SEALED_REPLY_TYPE) throw new SealedFormatError(`the sealed reply's type is not ${SEALED_REPLY_TYPE}`);
-  if (reply.request_nonce !== requestNonce) {
+  const opened = boxOpenAfter(envelope.subarray(NONCE_BYTES), envelope.subarray(0, NONCE_BYTES), replyKey);
+  if (!opened) throw new SealedFormatError('the sealed reply does not open with the enclave\'s box key: it was altered or not made by the enclave');
+  // A request's plaintext has the same shape: its type tells it apart.
+  const { head: reply, rest } = splitPlaintext(opened, 'reply', SEALED_REPLY_TYPE);
+  if (reply.type !== SEALED_REPLY_TYPE) throw new SealedFormatError(`the sealed reply's type is not ${SEALED_REPLY_TYPE}`);
+  if (reply.request_nonce !== b64(requestNonce)) {
     throw new SealedFormatError('the sealed reply answers another request (its request_nonce is not this request\'s): replayed or swapped on the way');
   }
-  const { status, headers, body_bytes: bodyBytes } = reply;
+  const { status, headers } = reply;
   if (!Number.isInteger(status) || (status as number) < 100 || (status as number) > 599) throw new SealedFormatError('the sealed reply has no valid status');
   if (typeof headers !== 'object' || headers === null || Object.values(headers).some((v) => typeof v !== 'string')) {
     throw new SealedFormatError('the sealed reply\'s headers are not strings');
   }
-  const bodyStart = headEnd + 1;
-  if (!Number.isInteger(bodyBytes) || (bodyBytes as number) < 0 || (bodyBytes as number) > opened.length - bodyStart) {
-    throw new SealedFormatError('the sealed reply\'s body_bytes is not the length of a body it holds');
-  }
-  return { status: status as number, headers: headers as Record<string, string>, body: opened.subarray(bodyStart, bodyStart + (bodyBytes as number)) };
+  return { status: status as number, headers: headers as Record<string, string>, body: sealedBody(rest, reply.body_bytes, 'reply') };
 }
 
 // ---------------------------------------------------------------------------------------
 // Enclave side
 
 export interface OpenedRequest {
-  /** The decrypted JSON, still to be validated (common/schemas.ts sealedPayloadSchema). */
-  plaintext: unknown;
+  /** The head line, parsed, still to be validated (common/schemas.ts sealedRequestHeadSchema). */
+  head: Record<string, unknown>;
+  /** What follows the head line: the body and its padding (sealedBody cuts it at body_bytes). */
+  rest: Uint8Array;
   clientPublicKey: Uint8Array;
   /** The key shared with this client (nacl.box.before): seals the reply. */
   sharedKey: Uint8Array;
@@ -239,6 +291,22 @@ export interface OpenedRequest {
    * bit 255) can make the same request count as new.
    */
   replayId: string;
+}
+
+/**
+ * A request envelope's three parts (views of `envelope`), or SealedFormatError when it is
+ * too short or the key is not one the enclave seals to. The proxy checks this much too: it is
+ * all the host can check.
+ */
+export function splitRequestEnvelope(envelope: Uint8Array): { clientPublicKey: Uint8Array; nonce: Uint8Array; box: Uint8Array } {
+  if (envelope.length < REQUEST_ENVELOPE_MIN_BYTES) {
+    throw new SealedFormatError(
+      `the sealed request is ${envelope.length} bytes, shorter than a client public key (${PUBLIC_KEY_BYTES}), a nonce (${NONCE_BYTES}) and a box (at least ${MAC_BYTES})`,
+    );
+  }
+  const clientPublicKey = envelope.subarray(0, PUBLIC_KEY_BYTES);
+  if (!isAcceptableX25519Key(clientPublicKey)) throw new SealedFormatError('the sealed request\'s client public key is not a canonical X25519 key of large order');
+  return { clientPublicKey, nonce: envelope.subarray(PUBLIC_KEY_BYTES, PUBLIC_KEY_BYTES + NONCE_BYTES), box: envelope.subarray(PUBLIC_KEY_BYTES + NONCE_BYTES) };
 }
 
 /**
@@ -267,39 +335,28 @@ export function isAcceptableX25519Key(key: Uint8Array): boolean {
 }
 
 /**
- * Opens a request envelope whose fields are already known to be base64 strings of the
- * right lengths (the schema), with the enclave's box secret key, or the cache of keys it
- * shares with recent clients. Returns undefined when the box does not open, i.e. it was
- * altered or sealed to another key.
+ * Opens a request envelope (the body of POST /v1/sealed, as received) with the enclave's box
+ * secret key, or the cache of keys it shares with recent clients. Returns undefined when the
+ * box does not open, i.e. it was altered or sealed to another key; throws SealedFormatError
+ * for an envelope or plaintext of the wrong shape.
  */
-export function openRequest(envelope: RequestEnvelope, boxKey: Uint8Array | SharedKeyCache): OpenedRequest | undefined {
-  const clientPublicKey = decodeBase64(envelope.client_public_key, 'client_public_key', PUBLIC_KEY_BYTES);
-  const nonce = decodeBase64(envelope.nonce, 'nonce', NONCE_BYTES);
-  if (!isAcceptableX25519Key(clientPublicKey)) throw new SealedFormatError('client_public_key is not a canonical X25519 key of large order');
+export function openRequest(envelope: Uint8Array, boxKey: Uint8Array | SharedKeyCache): OpenedRequest | undefined {
+  const { clientPublicKey, nonce, box } = splitRequestEnvelope(envelope);
   const sharedKey = boxKey instanceof SharedKeyCache ? boxKey.get(clientPublicKey) : boxBefore(clientPublicKey, boxKey);
-  const opened = boxOpenAfter(decodeBase64(envelope.ciphertext, 'ciphertext'), nonce, sharedKey);
+  const opened = boxOpenAfter(box, nonce, sharedKey);
   if (!opened) return undefined;
-  let plaintext: unknown;
-  try {
-    plaintext = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(opened));
-  } catch {
-    plaintext = undefined;
-  }
+  const { head, rest } = splitPlaintext(opened, 'request', SEALED_REQUEST_TYPE);
   const replayId = createHash('sha256').update('sealed-replay/v2\0').update(sharedKey).update(nonce).digest('base64');
-  return { plaintext, clientPublicKey, sharedKey, nonce, replayId };
+  return { head, rest, clientPublicKey, sharedKey, nonce, replayId };
 }
 
 /** Seals the reply to the client, with the key shared when its request was opened, bound to that request's nonce. */
-export function sealReply(reply: SealedReply, sharedKey: Uint8Array, requestNonce: Uint8Array): ReplyEnvelope {
-  const head = Buffer.from(`${JSON.stringify({
-    type: SEALED_REPLY_TYPE, request_nonce: b64(requestNonce), status: reply.status, headers: reply.headers, body_bytes: reply.body.length,
-  })}\n`, 'utf8');
-  // Zero-filled: what follows the body is the padding.
-  const plaintext = new Uint8Array(paddedSize(head.length + reply.body.length));
-  plaintext.set(head, 0);
-  plaintext.set(reply.body, head.length);
+export function sealReply(reply: SealedReply, sharedKey: Uint8Array, requestNonce: Uint8Array): Buffer {
+  const head = { type: SEALED_REPLY_TYPE, request_nonce: b64(requestNonce), status: reply.status, headers: reply.headers, body_bytes: reply.body.length };
   const nonce = randomNonce();
-  return { nonce: b64(nonce), ciphertext: b64(boxAfter(plaintext, nonce, sharedKey)) };
+  const envelope = sealPlaintext(head, reply.body, NONCE_BYTES, nonce, sharedKey);
+  envelope.set(nonce, 0);
+  return envelope;
 }
 
 /**

@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
-import { badRequest, methodNotAllowed } from '../common/errors.js';
+import { ApiError, badRequest, methodNotAllowed } from '../common/errors.js';
 import { limits } from '../common/limits.js';
-import { TENANT_KEY_HEADER } from '../protocol/sealed.js';
+import { SEALED_CONTENT_TYPE, SealedFormatError, splitRequestEnvelope, TENANT_KEY_HEADER } from '../protocol/sealed.js';
 import type { Logger } from '../common/logger.js';
 import type { ApiReplyIn } from '../common/proto.js';
 import { apiRoutes, budgetOf, pathMethods, routeNames } from '../common/routes.js';
@@ -23,6 +23,10 @@ declare module 'fastify' {
   interface FastifyRequest {
     /** The body exactly as the client sent it: what the enclave parses and signs over. */
     rawBody?: Buffer;
+  }
+  interface FastifyContextConfig {
+    /** The route's body is bytes, not JSON (common/routes.ts bodyType). */
+    bodyType?: 'bytes';
   }
 }
 
@@ -87,6 +91,10 @@ export async function buildProxy(options: ProxyOptions): Promise<FastifyInstance
   const defaultJson = app.getDefaultJsonParser('error', 'error');
   app.removeContentTypeParser(['application/json', 'text/plain']);
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (req, body, done) => {
+    if (takesBytes(req)) {
+      done(bytesOnly(req), undefined);
+      return;
+    }
     req.rawBody = body as Buffer;
     let text: string;
     try {
@@ -97,6 +105,22 @@ export async function buildProxy(options: ProxyOptions): Promise<FastifyInstance
       return;
     }
     void defaultJson(req, text, done);
+  });
+  // A sealed envelope: relayed as its bytes, never parsed. What the host can check of it is
+  // its shape (long enough, a usable client key); the enclave checks that again.
+  app.addContentTypeParser(SEALED_CONTENT_TYPE, { parseAs: 'buffer' }, (req, body, done) => {
+    if (!takesBytes(req)) {
+      done(new ApiError('unsupported_media_type', 'Content-Type must be application/json'), undefined);
+      return;
+    }
+    try {
+      splitRequestEnvelope(body as Buffer);
+    } catch (error) {
+      done(error instanceof SealedFormatError ? badRequest(error.message, null, 'invalid_sealed_request') : error as Error, undefined);
+      return;
+    }
+    req.rawBody = body as Buffer;
+    done(null, body);
   });
 
   const metrics = options.metrics ?? new ProxyMetrics();
@@ -136,7 +160,10 @@ export async function buildProxy(options: ProxyOptions): Promise<FastifyInstance
     };
   };
   const send = (req: FastifyRequest, reply: FastifyReply, answer: ApiReplyIn) => {
-    void reply.code(answer.status).headers(answer.headers).header('x-request-id', req.id).type('application/json').send(answer.body);
+    // JSON unless the enclave says otherwise (a sealed reply is bytes).
+    void reply.code(answer.status).headers(answer.headers).header('x-request-id', req.id);
+    if (!reply.hasHeader('content-type')) void reply.type('application/json');
+    void reply.send(answer.body);
   };
   const chatTimeoutMs = options.chatTimeoutMs ?? 300_000;
 
@@ -150,7 +177,10 @@ export async function buildProxy(options: ProxyOptions): Promise<FastifyInstance
       method: spec.method,
       url: spec.path,
       schema: spec.schema,
+      config: { bodyType: 'bodyType' in spec ? spec.bodyType : undefined },
       ...('bodyLimit' in spec ? { bodyLimit: spec.bodyLimit } : {}),
+      // A body of bytes is required: without one (no body, or none fastify parsed) the route is refused here.
+      ...('bodyType' in spec ? { preValidation: (req: FastifyRequest, _reply: FastifyReply, done: (err?: Error) => void) => done(req.rawBody ? undefined : bytesOnly(req)) } : {}),
       handler: 'streams' in spec
         ? streamingRoute({ enclave: options.enclave, forward: (req) => forward(req, sealed), send, timeoutMs: chatTimeoutMs, always: spec.streams === 'always' })
         : async (req, reply) => {
@@ -183,6 +213,14 @@ export async function buildProxy(options: ProxyOptions): Promise<FastifyInstance
 
   return app;
 }
+
+/** Whether the request's route takes its body as bytes (common/routes.ts bodyType). */
+const takesBytes = (req: FastifyRequest) => req.routeOptions.config?.bodyType === 'bytes';
+
+const bytesOnly = (req: FastifyRequest) => new ApiError(
+  'unsupported_media_type',
+  `${req.method} ${req.url.split('?')[0]} takes a body of Content-Type ${SEALED_CONTENT_TYPE}: the sealed envelope as bytes (client public key ‖ nonce ‖ box; docs/api.md, Sealed requests), not JSON`,
+);
 
 function header(req: FastifyRequest, name: string): string | undefined {
   const value = req.headers[name];

@@ -31,7 +31,7 @@ import {
   type SignedRequest, type StateHead,
 } from '../protocol/response-signature.js';
 import {
-  decodeBase64, openReply, ClientSealingKey, SEALED_PATH, SealedFormatError, TENANT_KEY_MAX_BYTES, TENANT_KEY_MIN_BYTES,
+  openReply, ClientSealingKey, SEALED_CONTENT_TYPE, SEALED_PATH, SealedFormatError, TENANT_KEY_MAX_BYTES, TENANT_KEY_MIN_BYTES,
 } from '../protocol/sealed.js';
 import { SEALED_STREAM_PATH, sealedStreamKey } from '../protocol/sealed-stream.js';
 import { normalizeOrigin, upstreamRefusal } from '../protocol/upstream.js';
@@ -304,7 +304,7 @@ export class TeeClient {
     const { url, target } = this.resolve(path);
     const floor = this.stateFloor();
     const headers: Record<string, string> = { ...options.headers, ...knownStateHeaders(floor) };
-    if (bytes.length > 0) headers['content-type'] = 'application/json';
+    if (bytes.length > 0 && !('content-type' in headers)) headers['content-type'] = 'application/json';
     if (authorization) headers.authorization = authorization;
     if (options.organization) headers.organization_id = options.organization;
     const response = await this.transport(url, { method, headers, body: bytes.length > 0 ? bytes : undefined, signal: options.signal });
@@ -333,7 +333,7 @@ export class TeeClient {
     const floor = this.stateFloor();
     const knownState = floor && formatKnownStates(floor);
     const authorization = options.authorization ?? this.options.authorization;
-    const { envelope, replyKey } = this.sealing.seal({
+    const { envelope, nonce, replyKey } = this.sealing.seal({
       method,
       target,
       body: bytes,
@@ -346,7 +346,7 @@ export class TeeClient {
     // The outer request is itself a signed plain call, and carries no key: the host reads
     // every outer header, and the key travels only inside the envelope.
     const extra = Object.fromEntries(Object.entries(options.headers ?? {}).filter(([name]) => name.toLowerCase() !== 'authorization'));
-    const exchange = await this.fetchRaw('POST', SEALED_PATH, encodeBody(envelope), undefined, { headers: extra, signal: options.signal });
+    const exchange = await this.fetchRaw('POST', SEALED_PATH, envelope, undefined, { headers: { ...extra, 'content-type': SEALED_CONTENT_TYPE }, signal: options.signal });
     if (exchange.status !== 200) {
       // A refusal is the enclave's plain, signed answer (or the host's, which does not verify).
       const outer = this.checked<unknown>(exchange);
@@ -355,12 +355,11 @@ export class TeeClient {
     }
     // A 200 is not signed outside: the box authenticates it (only the enclave holds the other
     // half of this call's key), and the answer inside carries the enclave's signature.
-    const outerBody = parseJson(exchange.raw);
     let reply;
     try {
-      reply = openReply(outerBody, replyKey, envelope.nonce);
+      reply = openReply(exchange.raw, replyKey, nonce);
     } catch (error) {
-      if (error instanceof SealedFormatError) throw new SealedCallError(error.message, exchange.status, outerBody);
+      if (error instanceof SealedFormatError) throw new SealedCallError(error.message, exchange.status, exchange.raw);
       throw error;
     }
     const { signedAt, state, store, upstream } = this.verify(
@@ -383,15 +382,15 @@ export class TeeClient {
     const authorization = options.authorization ?? this.options.authorization;
     const floor = this.stateFloor();
     const knownState = floor && formatKnownStates(floor);
-    const { envelope, replyKey } = this.sealing.seal({
+    const { envelope, nonce, replyKey } = this.sealing.seal({
       method, target, body: bytes, authorization, organization: options.organization, knownState, tenantKey: options.tenantKey ?? this.tenantKey, timestamp: Date.now(),
     });
     const abort = new AbortController();
     const signal = options.signal ? AbortSignal.any([options.signal, abort.signal]) : abort.signal;
     const extra = Object.fromEntries(Object.entries(options.headers ?? {}).filter(([name]) => name.toLowerCase() !== 'authorization'));
-    const outerBody = encodeBody(envelope);
+    const outerBody = envelope;
     const response = await this.transport(new URL(SEALED_STREAM_PATH, url), {
-      method: 'POST', headers: { ...extra, ...knownStateHeaders(floor), 'content-type': 'application/json' }, body: outerBody, signal,
+      method: 'POST', headers: { ...extra, ...knownStateHeaders(floor), 'content-type': SEALED_CONTENT_TYPE }, body: outerBody, signal,
     });
     if (response.status !== 200) {
       // A refused envelope: a plain answer, which must still be the enclave's (signed).
@@ -403,7 +402,7 @@ export class TeeClient {
     const request = { method, target, organization: options.organization, authorization, knownState, body: bytes };
     return readSealedStream(
       response.body,
-      sealedStreamKey(replyKey, decodeBase64(envelope.nonce, 'nonce')),
+      sealedStreamKey(replyKey, nonce),
       (status, headers, inner, streamed) => (streamed
         ? this.verifyStream(request, status, inner, floor)
         : this.verify(request, status, inner, headers, floor)),

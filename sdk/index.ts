@@ -16,7 +16,7 @@ export {
   type Ancestry, type Floor, type KnownState, type KnownStates, type ResponseSignature, type SavedState, type SignedRequest, type StateHead,
 } from '../protocol/response-signature.js';
 export { MAX_SHARDS, shardOf } from '../protocol/shards.js';
-export { openReply, sealRequest, SEALED_PATH, type SealedReply, type SealedRequest } from '../protocol/sealed.js';
+export { openReply, sealRequest, SEALED_CONTENT_TYPE, SEALED_PATH, type SealedEnvelope, type SealedReply, type SealedRequest } from '../protocol/sealed.js';
 export { SEALED_STREAM_PATH, SealedStreamError } from '../protocol/sealed-stream.js';
 export { encodeUserData, parseUserData, type BoundKeys } from '../protocol/user-data.js';
 export { formatUpstream, LOCAL_UPSTREAM, parseUpstream, type Upstream } from '../protocol/upstream.js';

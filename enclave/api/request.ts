@@ -47,6 +47,12 @@ export function parseJsonBody(body: Uint8Array, maxBytes: number = limits.maxBod
   return value;
 }
 
+/** A body of bytes (a route with bodyType 'bytes'), as sent: at most `maxBytes` (413, as for JSON). */
+export function boundedBytes(body: Uint8Array, maxBytes: number = limits.maxBodyBytes): Uint8Array {
+  if (body.length > maxBytes) throw tooLarge(`request body is larger than ${maxBytes} bytes`);
+  return body;
+}
+
 /**
  * Walks the parsed value without recursion (nesting depth is the client's choice) and names
  * what is wrong with it: a `__proto__` or `constructor.prototype` key, or nesting deeper

@@ -4,7 +4,7 @@ import {
   apiRoutes, matchRoute, type BodyOf, type ParamsOf, type QueryOf, type RouteName, type StreamRouteName,
 } from '../../common/routes.js';
 import { validator } from '../../common/validation.js';
-import { parseJsonBody, parseTarget } from './request.js';
+import { boundedBytes, parseJsonBody, parseTarget } from './request.js';
 import type { ChunkSink } from './stream.js';
 import type { Place } from './work-gate.js';
 import type { MemoryMeter } from '../memory/meter.js';
@@ -77,12 +77,13 @@ export function resolveCall(request: ApiRequest, caller: Caller, admit?: (name: 
   for (const [key, raw] of Object.entries(match.params)) params[key] = decodeSegment(raw, key);
   const spec = apiRoutes[name];
   const hasBody = 'body' in spec.schema;
+  const limit = 'bodyLimit' in spec ? spec.bodyLimit : undefined;
   const call = {
     request,
     caller,
     params: validate(name, 'params', params),
     query: validate(name, 'querystring', { ...target.query }),
-    body: hasBody ? validate(name, 'body', parseJsonBody(request.body, 'bodyLimit' in spec ? spec.bodyLimit : undefined)) : undefined,
+    body: 'bodyType' in spec ? boundedBytes(request.body, limit) : hasBody ? validate(name, 'body', parseJsonBody(request.body, limit)) : undefined,
   } as RouteCall<RouteName>;
   return { name, call };
 }

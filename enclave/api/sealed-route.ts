@@ -1,19 +1,18 @@
 import { ApiError, badRequest, tooLarge, unavailable } from '../../common/errors.js';
 import { limits } from '../../common/limits.js';
 import type { ApiReply, ApiRequest } from '../../common/proto.js';
-import { sealedPayloadSchema } from '../../common/schemas.js';
+import { sealedRequestHeadSchema } from '../../common/schemas.js';
 import { validator } from '../../common/validation.js';
 import {
-  decodeBase64, SealedFormatError, sealReply, TENANT_KEY_MAX_BYTES, TENANT_KEY_MIN_BYTES, type RequestEnvelope, type SealedRequestPlaintext,
+  decodeBase64, SEALED_CONTENT_TYPE, sealedBody, SealedFormatError, sealReply, TENANT_KEY_MAX_BYTES, TENANT_KEY_MIN_BYTES, type SealedRequestHead,
 } from '../../protocol/sealed.js';
 import { authenticate, type Caller } from '../auth/caller.js';
 import type { SealedRequestKey } from '../keys.js';
 import type { ReplayGuard } from './replay-guard.js';
-import { jsonReply } from './request.js';
 import { SHARD_MISS_HEADER } from '../../protocol/shards.js';
 import type { CallContext, RouteCall } from './resolve-call.js';
 
-const validPayload = validator<SealedRequestPlaintext>(sealedPayloadSchema, 'body');
+const validHead = validator<SealedRequestHead>(sealedRequestHeadSchema, 'body');
 
 export interface SealedDeps {
   key: SealedRequestKey;
@@ -55,34 +54,33 @@ export interface AdmittedSealed {
  * everything both sealed routes do before the inner request runs. Refusals are plain
  * errors: they reveal nothing the host does not already see.
  */
-export function admitSealed(deps: Omit<SealedDeps, 'dispatch'>, outer: Pick<RouteCall<'Sealed'>, 'request' | 'caller'>, envelope: RequestEnvelope): AdmittedSealed {
+export function admitSealed(deps: Omit<SealedDeps, 'dispatch'>, outer: Pick<RouteCall<'Sealed'>, 'request' | 'caller'>, envelope: Uint8Array): AdmittedSealed {
   const { request } = outer;
   // The key belongs inside the envelope only: one sent outside has passed the host in the
   // clear. Refusing it tells the client at once, instead of quietly working while leaking.
   if (outer.caller.sentHeader) throw outerAuthorization();
+  const malformed = (error: unknown) => (error instanceof SealedFormatError ? badRequest(error.message, null, 'invalid_sealed_request') : error);
   let opened;
   try {
+    // Too short, a key of small order, or a plaintext without a JSON head line.
     opened = deps.key.open(envelope);
   } catch (error) {
-    // The schema admits e.g. a 44-character key that decodes to 31 bytes.
-    if (error instanceof SealedFormatError) throw badRequest(error.message, null, 'invalid_sealed_request');
-    throw error;
+    throw malformed(error);
   }
   if (!opened) throw cannotOpen();
 
-  let payload: SealedRequestPlaintext;
+  let payload: SealedRequestHead;
   try {
-    payload = validPayload(opened.plaintext);
+    payload = validHead(opened.head);
   } catch (error) {
     const detail = error instanceof ApiError ? `: ${error.message}` : '';
     throw badRequest(`the sealed plaintext is not a sealed request${detail}`, null, 'invalid_sealed_request');
   }
   let body: Uint8Array;
   try {
-    body = decodeBase64(payload.body, 'body');
+    body = sealedBody(opened.rest, payload.body_bytes, 'request');
   } catch (error) {
-    if (error instanceof SealedFormatError) throw badRequest(`the sealed request's ${error.message}`, null, 'invalid_sealed_request');
-    throw error;
+    throw malformed(error);
   }
   if (body.length > limits.maxBodyBytes) throw tooLarge(`the sealed request body is larger than ${limits.maxBodyBytes} bytes`);
 
@@ -109,7 +107,8 @@ export function admitSealed(deps: Omit<SealedDeps, 'dispatch'>, outer: Pick<Rout
     request_id: request.request_id,
     method: payload.method,
     target: payload.target,
-    body: Buffer.from(body),
+    // A view of the opened plaintext, which nothing else holds: no copy.
+    body: Buffer.from(body.buffer, body.byteOffset, body.byteLength),
     authorization: payload.authorization ?? '',
     organization: payload.organization ?? '',
     // The known state travels inside the envelope; the outer call's header is the outer answer's.
@@ -143,6 +142,6 @@ export function sealedRoute(deps: SealedDeps) {
       sharedKey,
       nonce,
     );
-    return jsonReply(200, sealed);
+    return { status: 200, body: sealed, headers: { 'content-type': SEALED_CONTENT_TYPE } };
   };
 }

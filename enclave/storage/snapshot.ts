@@ -121,6 +121,8 @@ export interface SnapshotReader {
   heads?: { first: number; pieces: Buffer[] };
   /** Its memories (and keyed tenants' sealed entries), streamed; throws at the end if the snapshot is incomplete. */
   events: AsyncIterable<MemoryEvent | SealedEntry>;
+  /** Lets go of the blob's stream if its memories were not all read (a refused open); harmless after. */
+  close(): Promise<void>;
 }
 
 /**
@@ -129,6 +131,16 @@ export interface SnapshotReader {
  */
 export async function readSnapshot(chunks: AsyncIterable<Buffer>, key: StorageKey, name: string): Promise<SnapshotReader> {
   const payloads = readSealedStream(chunks, 'snapshot', key, name)[Symbol.asyncIterator]();
+  const close = async () => { await payloads.return?.(undefined); };
+  try {
+    return await readOpened(payloads, name, close);
+  } catch (err) {
+    await close();
+    throw err;
+  }
+}
+
+async function readOpened(payloads: AsyncIterator<Buffer>, name: string, close: () => Promise<void>): Promise<SnapshotReader> {
   const first = await payloads.next();
   const head = first.done ? undefined : decodePayload(first.value, `${name} frame 0`);
   if (head?.type !== 'header' || head.meta.kind !== 'snapshot') throw new CorruptStoreError(`${name} has no snapshot header`);
@@ -174,5 +186,5 @@ export async function readSnapshot(chunks: AsyncIterable<Buffer>, key: StorageKe
     }
     throw new CorruptStoreError(`${name} is incomplete (no end mark)`);
   }
-  return { meta: head.meta, ...(heads ? { heads } : {}), events: events() };
+  return { meta: head.meta, ...(heads ? { heads } : {}), events: events(), close };
 }

@@ -172,6 +172,16 @@ export class DurableStore implements MemoryJournal {
    * writer could have written (`max_bytes`): sizes the host lists are never trusted.
    */
   static async open(options: StoreOptions, target: StoreTarget): Promise<DurableStore> {
+    // A refused open lets go of the snapshot's stream now, not when it is garbage collected.
+    const reading: SnapshotReader[] = [];
+    try {
+      return await DurableStore.openReading(options, target, reading);
+    } finally {
+      for (const snapshot of reading) await snapshot.close();
+    }
+  }
+
+  private static async openReading(options: StoreOptions, target: StoreTarget, reading: SnapshotReader[]): Promise<DurableStore> {
     const { blobs, log } = options;
     const prefix = options.prefix ?? MEMORY_PREFIX;
     const key = deriveStorageKey(options.sealingKey);
@@ -192,6 +202,7 @@ export class DurableStore implements MemoryJournal {
       const chunks = await blobs.read(where);
       if (!chunks) throw new CorruptStoreError(`${where} was listed by the host store but cannot be read`);
       snapshot = await readSnapshot(counted(chunks, snapshotBytes), key, where);
+      reading.push(snapshot);
       checkMeta(snapshot.meta, 'snapshot', where);
       chain.file(snapshot.meta, where);
       chain.snapshotHeads(snapshot, where);

@@ -69,13 +69,17 @@ function operation(name: RouteName, spec: RouteSpec): Json {
   const events = spec.streams === 'always'
     ? { 'text/event-stream': { schema: { type: 'string', description: 'Server-Sent Events, each `data: <base64>`: a secretstream header, then sealed frames (docs/api.md, Sealed streams)' } } }
     : { ...json, 'text/event-stream': { schema: { type: 'string', description: 'with "stream": true: Server-Sent Events, ending with a signature event and [DONE]' } } };
-  const content = spec.streams ? events : json;
+  const envelope = { 'application/octet-stream': { schema: { type: 'string', format: 'binary', description: 'nonce (24 bytes) ‖ box: the inner answer sealed to the client (docs/api.md, Sealed requests)' } } };
+  const content = spec.streams ? events : spec.bodyType === 'bytes' ? envelope : json;
+  const requestBody = spec.bodyType === 'bytes'
+    ? { 'application/octet-stream': { schema: { type: 'string', format: 'binary', description: 'client public key (32 bytes) ‖ nonce (24 bytes) ‖ box (docs/api.md, Sealed requests)' } } }
+    : spec.schema.body && { 'application/json': { schema: copy(spec.schema.body) } };
   return {
     operationId: name,
     summary: spec.summary,
     tags: [spec.tag],
     ...(parameters.length > 0 ? { parameters } : {}),
-    ...(spec.schema.body ? { requestBody: { required: true, content: { 'application/json': { schema: copy(spec.schema.body) } } } } : {}),
+    ...(requestBody ? { requestBody: { required: true, content: requestBody } } : {}),
     responses: {
       200: {
         description: 'The enclave\'s answer, signed',

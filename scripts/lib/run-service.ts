@@ -31,9 +31,10 @@ export interface Service {
 
 /**
  * Starts the built host store, enclave and proxy on loopback only (free ports), their
- * output appended to `logFile`, and resolves once the API answers.
+ * output appended to `logFile`, and resolves once the API answers. `root`: the `dist` folder
+ * of another build to start instead of this one (a benchmark's baseline).
  */
-export async function startService(env: NodeJS.ProcessEnv, logFile: string): Promise<Service> {
+export async function startService(env: NodeJS.ProcessEnv, logFile: string, root = distRoot): Promise<Service> {
   const port = await freePort();
   const fullEnv = {
     ...process.env, ...env, HOST: '127.0.0.1', PORT: String(port),
@@ -43,7 +44,7 @@ export async function startService(env: NodeJS.ProcessEnv, logFile: string): Pro
   // CPU_PROF_DIR: each process writes a V8 CPU profile there when it stops (for `--cpu-prof` runs of the benchmarks).
   const profile = process.env.CPU_PROF_DIR ? ['--cpu-prof', `--cpu-prof-dir=${process.env.CPU_PROF_DIR}`] : [];
   const launch = (script: string) => {
-    const child = spawn(process.execPath, nodeArgs(resolve(distRoot, script), fullEnv, profile), { env: fullEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, nodeArgs(resolve(root, script), fullEnv, profile), { env: fullEnv, stdio: ['ignore', 'pipe', 'pipe'] });
     child.stdout!.pipe(log, { end: false });
     child.stderr!.pipe(log, { end: false });
     return child;

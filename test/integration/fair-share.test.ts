@@ -117,7 +117,7 @@ describe('a fair share of the enclave per API key', () => {
         timestamp: Date.now(),
       });
       const done = fetch(`${svc.baseUrl}/v1/sealed`, {
-        method: 'POST', signal: controller.signal, headers: { 'content-type': 'application/json' }, body: JSON.stringify(envelope),
+        method: 'POST', signal: controller.signal, headers: { 'content-type': 'application/octet-stream' }, body: envelope,
       }).catch(() => undefined);
       return { controller, done };
     });

@@ -112,12 +112,17 @@ describe('every call through the gateway, and the host sees nothing', () => {
 });
 
 describe('a byte flipped by the host', () => {
-  /** Flips one base64 character of the sealed answer (its ciphertext or a frame), keeping it base64. */
+  /** Flips one bit of the sealed answer: a byte of the reply's box, or one base64 character of a stream's first data frame. */
   const flipOne = (body: Buffer) => {
     const text = body.toString('latin1');
+    if (!text.startsWith('data: ')) {
+      // A sealed reply: nonce (24 bytes) ‖ box.
+      const bytes = Buffer.from(body);
+      bytes[40] ^= 0x01;
+      return bytes;
+    }
     // In a stream: the third event, the first data frame (after the header and the head).
-    const third = text.split('\n\n').slice(0, 2).join('\n\n').length + 2;
-    const at = text.indexOf('"ciphertext":"') >= 0 ? text.indexOf('"ciphertext":"') + 40 : third + 20;
+    const at = text.split('\n\n').slice(0, 2).join('\n\n').length + 2 + 20;
     const swapped = text[at] === 'A' ? 'B' : 'A';
     return Buffer.from(text.slice(0, at) + swapped + text.slice(at + 1), 'latin1');
   };

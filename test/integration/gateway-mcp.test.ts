@@ -171,10 +171,11 @@ describe('/mcp of the HTTP gateway (streamable HTTP)', () => {
 
   it('an answer altered by the host: isError naming the failed check, never the altered content', async () => {
     flipper.tamper = (exchange) => {
-      const text = exchange.body.toString('latin1');
-      const at = text.indexOf('"ciphertext":"') + 40;
-      if (!exchange.url.startsWith('/v1/sealed') || at < 40) return exchange;
-      return { ...exchange, body: Buffer.from(text.slice(0, at) + (text[at] === 'A' ? 'B' : 'A') + text.slice(at + 1), 'latin1') };
+      if (exchange.url !== '/v1/sealed' || exchange.status !== 200) return exchange;
+      // The sealed reply: nonce (24 bytes) ‖ box; one bit of the box flipped.
+      const body = Buffer.from(exchange.body);
+      body[40] ^= 0x01;
+      return { ...exchange, body };
     };
     const client = await overHttp(flipped, TENANT);
     try {

@@ -63,7 +63,7 @@ describe('a sealed call never shows the host its API key', () => {
       authorization: `Bearer ${key}`,
       timestamp: Date.now(),
     });
-    const refused = await request(svc.baseUrl, 'POST', '/v1/sealed', envelope, { authorization: `Bearer ${key}` });
+    const refused = await request(svc.baseUrl, 'POST', '/v1/sealed', envelope, { authorization: `Bearer ${key}`, 'content-type': 'application/octet-stream' });
     expectError(refused, 400, 'sealed_outer_authorization');
     expect(refused.text).not.toContain(key);
     const after = await tee.sealedCall<{ data: unknown[] }>('GET', `/v1/memory?tenant_id=${TENANT}&limit=100`);

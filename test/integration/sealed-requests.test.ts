@@ -110,7 +110,7 @@ describe('the host relays sealed calls without seeing their plaintext', () => {
     expect(seen('stream_mismatch')).toEqual([]);
   });
 
-  it('a sealed body up to the 1 MiB request limit fits through the proxy (the envelope is about 1.8 times larger)', async () => {
+  it('a sealed body up to the 1 MiB request limit fits through the proxy (the envelope is its bytes, padded to 64 KiB)', async () => {
     const body = JSON.stringify({ tenant_id: SECRET.tenant, content: 'x'.repeat(1024 * 1024 - 60) });
     expect(body.length).toBeLessThanOrEqual(1024 * 1024);
     // It reaches the enclave, which refuses the content as too long, inside the sealed reply.
@@ -120,29 +120,43 @@ describe('the host relays sealed calls without seeing their plaintext', () => {
   });
 });
 
+/** POST /v1/sealed with `body` as application/octet-stream (or `type`): the status, the bytes, and the JSON of a refusal. */
+async function postBytes(body: Uint8Array, type = 'application/octet-stream', baseUrl = frontUrl) {
+  const res = await fetch(`${baseUrl}/v1/sealed`, { method: 'POST', headers: { 'content-type': type }, body });
+  const bytes = new Uint8Array(await res.arrayBuffer());
+  const text = Buffer.from(bytes).toString('utf8');
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    parsed = undefined;
+  }
+  return { status: res.status, headers: res.headers, bytes, body: parsed as never, text };
+}
+
 describe('replayed, altered and malformed envelopes fail cleanly (4xx, OpenAI error shape)', () => {
   const boxKey = () => tee.attestation.boxPublicKey;
-  const post = (envelope: unknown) => request(frontUrl, 'POST', '/v1/sealed', envelope);
+  const post = (envelope: Uint8Array) => postBytes(envelope);
   const fresh = (extra: Partial<Parameters<typeof sealRequest>[1]> = {}) => sealRequest(boxKey(), {
     method: 'POST', target: '/v1/memory', body: Buffer.from(JSON.stringify({ tenant_id: SECRET.tenant, content: 'replay me' })), timestamp: Date.now(), ...extra,
   });
 
   it('a recorded envelope sent again is refused with 409, and its memory is stored once', async () => {
-    const { envelope, replyKey } = fresh();
+    const { envelope, nonce, replyKey } = fresh();
     const first = await post(envelope);
     expect(first.status).toBe(200);
-    expect(openReply(first.body, replyKey, envelope.nonce).status).toBe(200);
+    expect(first.headers.get('content-type')).toBe('application/octet-stream');
+    expect(openReply(first.bytes, replyKey, nonce).status).toBe(200);
     expectError(await post(envelope), 409, 'sealed_request_replayed');
     const count = await tee.sealedCall<{ data: { content: string }[] }>('GET', `/v1/memory?tenant_id=${SECRET.tenant}&query=replay%20me&top_k=10`);
     expect(count.body.data.filter((m) => m.content === 'replay me')).toHaveLength(1);
   });
 
-  it('one flipped bit in the ciphertext, nonce or client key: 400 sealed_open_failed', async () => {
-    for (const field of ['ciphertext', 'nonce', 'client_public_key'] as const) {
+  it('one flipped bit in the box, nonce or client key: 400 sealed_open_failed', async () => {
+    for (const at of [56 + 40, 32 + 5, 5]) {
       const { envelope } = fresh();
-      const bytes = Buffer.from(envelope[field], 'base64');
-      bytes[5] ^= 0x01;
-      expectError(await post({ ...envelope, [field]: bytes.toString('base64') }), 400, 'sealed_open_failed');
+      envelope[at] ^= 0x01;
+      expectError(await post(envelope), 400, 'sealed_open_failed');
     }
   });
 
@@ -154,16 +168,46 @@ describe('replayed, altered and malformed envelopes fail cleanly (4xx, OpenAI er
 
   it('malformed envelopes are refused by the proxy and by the enclave, never with a 500', async () => {
     const { envelope } = fresh();
-    const cases: [unknown, number][] = [
-      [{ ...envelope, ciphertext: undefined }, 400],
-      [{ ...envelope, nonce: 'short' }, 400],
-      [{ ...envelope, ciphertext: 'not base64!' }, 400],
-      [{ ...envelope, extra: true }, 400],
-      [{ ...envelope, client_public_key: `${'A'.repeat(42)}==` }, 400],
-      ['[]', 400],
-      ['{', 400],
-    ];
-    for (const [body, status] of cases) expectError(await post(body), status);
+    const SHORT = (n: number) => `the sealed request is ${n} bytes, shorter than a client public key (32), a nonce (24) and a box (at least 16)`;
+    // The shape, checked by the proxy (all the host can check): its refusal is unsigned, so the enclave never saw it.
+    for (const length of [1, 56, 71]) {
+      const short = await post(envelope.subarray(0, length));
+      expect(expectError(short, 400, 'invalid_sealed_request').message).toBe(SHORT(length));
+      expect(short.headers.get('x-tee-signature')).toBeNull();
+    }
+    const smallOrder = await post(Buffer.concat([Buffer.alloc(32), envelope.subarray(32)]));
+    expect(expectError(smallOrder, 400, 'invalid_sealed_request').message).toBe('the sealed request\'s client public key is not a canonical X25519 key of large order');
+    expect(smallOrder.headers.get('x-tee-signature')).toBeNull();
+    // Junk after the box, or its last byte cut: the box no longer opens (the enclave, signed).
+    const junk = await post(Buffer.concat([envelope, Buffer.from('junk')]));
+    expectError(junk, 400, 'sealed_open_failed');
+    expect(junk.headers.get('x-tee-signature')).not.toBeNull();
+    expectError(await post(envelope.subarray(0, envelope.length - 1)), 400, 'sealed_open_failed');
+    // No body at all: with the content type, too short; without one, the content type is named.
+    expect(expectError(await post(new Uint8Array()), 400, 'invalid_sealed_request').message).toBe(SHORT(0));
+    const bare = await fetch(`${frontUrl}/v1/sealed`, { method: 'POST' });
+    expect(bare.status).toBe(415);
+    expect(((await bare.json()) as { error: { message: string } }).error.message).toMatch(/^POST \/v1\/sealed takes a body of Content-Type application\/octet-stream/);
+    // An envelope larger than the route's limit: 413 from the proxy, counted on the bytes (sent
+    // straight to the proxy: it answers before reading it all, and the relay would reset the rest).
+    const huge = Buffer.concat([envelope, Buffer.alloc(1280 * 1024)]);
+    const tooLarge = await postBytes(huge, 'application/octet-stream', svc.baseUrl);
+    expect(expectError(tooLarge, 413, 'too_large').message).toBe(`request body is larger than ${1280 * 1024} bytes`);
+  });
+
+  it('the JSON envelope of earlier versions gets 415 naming the content type now taken; octet-stream elsewhere gets 415 too', async () => {
+    const { envelope } = fresh();
+    const b64 = (bytes: Uint8Array) => Buffer.from(bytes).toString('base64');
+    const json = JSON.stringify({ client_public_key: b64(envelope.subarray(0, 32)), nonce: b64(envelope.subarray(32, 56)), ciphertext: b64(envelope.subarray(56)) });
+    const refused = expectError(await request(frontUrl, 'POST', '/v1/sealed', json), 415, 'unsupported_media_type');
+    expect(refused.message).toBe('POST /v1/sealed takes a body of Content-Type application/octet-stream: the sealed envelope as bytes (client public key ‖ nonce ‖ box; docs/api.md, Sealed requests), not JSON');
+    expectError(await request(frontUrl, 'POST', '/v1/sealed/stream', json), 415, 'unsupported_media_type');
+    // The envelope's bytes sent as JSON are refused alike (the proxy never parses them).
+    expectError(await postBytes(envelope, 'application/json'), 415, 'unsupported_media_type');
+    // A JSON route does not take bytes.
+    const bytes = await fetch(`${frontUrl}/v1/memory`, { method: 'POST', headers: { 'content-type': 'application/octet-stream' }, body: envelope });
+    expect(bytes.status).toBe(415);
+    expect(((await bytes.json()) as { error: { message: string } }).error.message).toBe('Content-Type must be application/json');
   });
 
   it('the sdk turns a refused envelope into a SealedCallError naming the reason', async () => {
@@ -185,10 +229,10 @@ describe('replayed, altered and malformed envelopes fail cleanly (4xx, OpenAI er
       const { envelope } = sealRequest(tee.attestation.boxPublicKey, {
         method: 'POST', target: '/v1/memory', body: Buffer.from(JSON.stringify({ tenant_id: SECRET.tenant, content })), timestamp: Date.now(),
       });
-      sizes.push(JSON.stringify(envelope).length);
-      const res = await request(frontUrl, 'POST', '/v1/sealed', envelope);
+      sizes.push(envelope.length);
+      const res = await post(envelope);
       expect(res.status).toBe(200);
-      sizes.push(res.text.length);
+      sizes.push(res.bytes.length);
     };
     await recorder('short');
     await recorder(`a somewhat longer memory about the lighthouse keeper and the harbour ${'x'.repeat(100)}`);
@@ -197,9 +241,9 @@ describe('replayed, altered and malformed envelopes fail cleanly (4xx, OpenAI er
     expect(inLog('AddMemory')).toBe(added);
     expect(inLog('ListMemories')).toBe(queried);
     expect(inLog('Sealed')).toBeGreaterThanOrEqual(sealed + 3);
-    // Both requests and both replies have the same sizes on the wire, whatever their content.
-    expect(sizes[0]).toBe(sizes[2]);
-    expect(sizes[1]).toBe(sizes[3]);
+    // Both requests and both replies have the same sizes on the wire, whatever their content:
+    // a bucket of 1 KiB and the 72 (request) or 40 (reply) bytes of key, nonce and MAC.
+    expect(sizes).toEqual([1024 + 72, 1024 + 40, 1024 + 72, 1024 + 40]);
   });
 
   it('nothing above made either process answer 5xx or hit an unexpected error', () => {
@@ -243,10 +287,9 @@ describe('a host that answers a sealed call with an older sealed answer, or an a
       // One bit of the sealed answer flipped: refused too.
       relay.tamper = (exchange) => {
         if (exchange.url !== '/v1/sealed') return exchange;
-        const answer = JSON.parse(exchange.body.toString('utf8')) as { ciphertext: string };
-        const bytes = Buffer.from(answer.ciphertext, 'base64');
+        const bytes = Buffer.from(exchange.body);
         bytes[bytes.length >> 1] ^= 0x01;
-        return { ...exchange, body: Buffer.from(JSON.stringify({ ...answer, ciphertext: bytes.toString('base64') })) };
+        return { ...exchange, body: bytes };
       };
       const flipped = await client.sealedCall('GET', `/v1/memory?tenant_id=${SECRET.tenant}&query=amber%20lantern`).then(() => undefined, (e: unknown) => e);
       expect(flipped).toBeInstanceOf(Error);

@@ -83,12 +83,12 @@ describe('an API key is looked up once per request', () => {
 
   it('a sealed batch of 100: one lookup, for the key inside the envelope', async () => {
     lookups = 0;
-    const { envelope, replyKey } = sealRequest(sealedKey.publicKey, {
+    const { envelope, nonce, replyKey } = sealRequest(sealedKey.publicKey, {
       method: 'POST', target: '/v1/memory', body: batch(100), authorization: `Bearer ${key}`, timestamp: Date.now(),
     });
-    const reply = await api.Call(request({ method: 'POST', target: '/v1/sealed', body: Buffer.from(JSON.stringify(envelope)) }));
+    const reply = await api.Call(request({ method: 'POST', target: '/v1/sealed', body: envelope }));
     expect(reply.status).toBe(200);
-    const inner = openReply(JSON.parse(Buffer.from(reply.body as Uint8Array).toString()), replyKey, envelope.nonce);
+    const inner = openReply(reply.body as Uint8Array, replyKey, nonce);
     expect(inner.status).toBe(200);
     expect(lookups).toBe(1);
   });

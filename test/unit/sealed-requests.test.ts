@@ -10,7 +10,7 @@ import { hashApiKey } from '../../enclave/auth/keys-file.js';
 import { generateSealedRequestKey } from '../../enclave/keys.js';
 import { SharedKeyCache } from '../../protocol/box.js';
 import {
-  ClientSealingKey, openReply, openRequest, paddedSize, sealReply, sealRequest, SEALED_MAX_AGE_MS, SEALING_KEY_LIFETIME_MS, SealedFormatError, type RequestEnvelope,
+  ClientSealingKey, openReply, openRequest, paddedSize, sealedBody, sealReply, sealRequest, SEALED_MAX_AGE_MS, SEALING_KEY_LIFETIME_MS, SealedFormatError,
 } from '../../protocol/sealed.js';
 import { encodeUserData, parseUserData } from '../../protocol/user-data.js';
 
@@ -28,59 +28,67 @@ const inner = {
   timestamp: 1_731_000_000_000,
 };
 
-/** Flips one bit in the decoded bytes of a base64 field, keeping it valid base64. */
-function flip(b64: string, index = 3): string {
-  const bytes = Buffer.from(b64, 'base64');
-  bytes[index] ^= 0x01;
-  return bytes.toString('base64');
+/** A copy of `bytes` with one bit flipped at `index`. */
+function flip(bytes: Uint8Array, index: number): Buffer {
+  const copy = Buffer.from(bytes);
+  copy[index] ^= 0x01;
+  return copy;
 }
+/** Where each part of a request envelope starts: key ‖ nonce ‖ box. */
+const AT = { key: 3, nonce: 32 + 3, box: 56 + 20 } as const;
+/** The head line and body of an opened request. */
+const headAndBody = (opened: { head: Record<string, unknown>; rest: Uint8Array }) => ({ head: opened.head, body: sealedBody(opened.rest, opened.head.body_bytes, 'request') });
 
 describe('sealed envelopes (protocol/sealed.ts)', () => {
   it('keeps tweetnacl\'s wire format: libsodium seals what nacl.box opens, and opens what nacl.box seals', () => {
     const { envelope, replyKey } = sealRequest(enclave.publicKey, inner);
-    const client = Buffer.from(envelope.client_public_key, 'base64');
-    const opened = nacl.box.open(Buffer.from(envelope.ciphertext, 'base64'), Buffer.from(envelope.nonce, 'base64'), client, enclave.secretKey);
-    expect(JSON.parse(Buffer.from(opened!).toString('utf8'))).toMatchObject({ target: '/v1/memory', organization: 'org-1' });
+    const client = envelope.subarray(0, 32);
+    const opened = nacl.box.open(envelope.subarray(56), envelope.subarray(32, 56), client, enclave.secretKey)!;
+    const headLine = Buffer.from(opened.subarray(0, opened.indexOf(0x0a))).toString('utf8');
+    expect(JSON.parse(headLine)).toMatchObject({ target: '/v1/memory', organization: 'org-1' });
     expect(replyKey).toEqual(nacl.box.before(client, enclave.secretKey));
     const tweetnaclClient = nacl.box.keyPair();
-    const fromTweetnacl = sealRequest(enclave.publicKey, inner, tweetnaclClient);
-    const nonce = Buffer.from(fromTweetnacl.envelope.nonce, 'base64');
-    const boxedByNacl = nacl.box(Buffer.from('{"type":"agent-service/sealed-request/v1"}'), nonce, enclave.publicKey, tweetnaclClient.secretKey);
-    const byNacl = openRequest({ ...fromTweetnacl.envelope, ciphertext: Buffer.from(boxedByNacl).toString('base64') }, enclave.secretKey);
-    expect(byNacl?.plaintext).toEqual({ type: 'agent-service/sealed-request/v1' });
+    const nonce = nacl.randomBytes(24);
+    const boxedByNacl = nacl.box(Buffer.from('{"type":"agent-service/sealed-request/v2"}\nab'), nonce, enclave.publicKey, tweetnaclClient.secretKey);
+    const byNacl = openRequest(Buffer.concat([tweetnaclClient.publicKey, nonce, boxedByNacl]), enclave.secretKey)!;
+    expect(byNacl.head).toEqual({ type: 'agent-service/sealed-request/v2' });
+    expect(Buffer.from(byNacl.rest).toString()).toBe('ab');
   });
 
   it('round-trip: the enclave opens what the client sealed, the client opens the sealed reply', () => {
-    const { envelope, replyKey } = sealRequest(enclave.publicKey, inner);
-    expect(JSON.stringify(envelope)).not.toContain('secret');
+    const { envelope, nonce, replyKey } = sealRequest(enclave.publicKey, inner);
+    expect(envelope.includes('secret')).toBe(false);
     const opened = openRequest(envelope, enclave.secretKey)!;
-    expect(opened.plaintext).toEqual({
-      type: 'agent-service/sealed-request/v1',
-      method: 'POST',
-      target: '/v1/memory',
-      body: Buffer.from(inner.body).toString('base64'),
-      authorization: 'Bearer k',
-      organization: 'org-1',
-      timestamp: inner.timestamp,
-      pad: expect.stringMatching(/^ *$/),
+    expect(headAndBody(opened)).toEqual({
+      head: {
+        type: 'agent-service/sealed-request/v2',
+        method: 'POST',
+        target: '/v1/memory',
+        authorization: 'Bearer k',
+        organization: 'org-1',
+        timestamp: inner.timestamp,
+        body_bytes: inner.body.length,
+      },
+      body: inner.body,
     });
     const reply = { status: 201, headers: { 'x-tee-signature': 'sig' }, body: utf8('{"id":"mem_1"}') };
     expect(opened.sharedKey).toEqual(replyKey);
     const sealed = sealReply(reply, opened.sharedKey, opened.nonce);
-    expect(openReply(sealed, replyKey, envelope.nonce)).toEqual(reply);
+    expect(sealed.includes('mem_1')).toBe(false);
+    expect(openReply(sealed, replyKey, nonce)).toEqual(reply);
   });
 
   it('uses a fresh client key and nonce for every request', () => {
     const a = sealRequest(enclave.publicKey, inner).envelope;
     const b = sealRequest(enclave.publicKey, inner).envelope;
-    expect(a.client_public_key).not.toBe(b.client_public_key);
-    expect(a.nonce).not.toBe(b.nonce);
+    expect(a.subarray(0, 32)).not.toEqual(b.subarray(0, 32));
+    expect(a.subarray(32, 56)).not.toEqual(b.subarray(32, 56));
     expect(openRequest(a, enclave.secretKey)!.replayId).not.toBe(openRequest(b, enclave.secretKey)!.replayId);
   });
 
-  it.each(['client_public_key', 'nonce', 'ciphertext'] as const)('does not open with one bit of %s changed', (field) => {
+  it.each(['key', 'nonce', 'box'] as const)('does not open with one bit of the %s changed', (part) => {
     const { envelope } = sealRequest(enclave.publicKey, inner);
-    expect(openRequest({ ...envelope, [field]: flip(envelope[field]) }, enclave.secretKey)).toBeUndefined();
+    expect(openRequest(flip(envelope, AT[part]), enclave.secretKey)).toBeUndefined();
   });
 
   it('does not open for another enclave key', () => {
@@ -93,11 +101,14 @@ describe('sealed envelopes (protocol/sealed.ts)', () => {
     const second = sealRequest(enclave.publicKey, inner);
     const opened = openRequest(first.envelope, enclave.secretKey)!;
     const sealed = sealReply({ status: 200, headers: {}, body: utf8('{}') }, opened.sharedKey, opened.nonce);
-    expect(() => openReply(sealed, second.replyKey, second.envelope.nonce)).toThrow(/does not open/);
-    expect(() => openReply({ ...sealed, ciphertext: flip(sealed.ciphertext, 20) }, first.replyKey, first.envelope.nonce)).toThrow(SealedFormatError);
-    // Both directions share one box key: the type tag tells a request from a reply.
-    expect(() => openReply(first.envelope, first.replyKey, first.envelope.nonce)).toThrow(/not an agent-service\/sealed-reply\/v3 reply \(it has no head line\)/);
-    expect(() => openReply({ nonce: 'x', ciphertext: '' }, first.replyKey, first.envelope.nonce)).toThrow(/nonce is not base64/);
+    expect(() => openReply(sealed, second.replyKey, second.nonce)).toThrow(/does not open/);
+    expect(() => openReply(flip(sealed, 24 + 20), first.replyKey, first.nonce)).toThrow(SealedFormatError);
+    expect(() => openReply(flip(sealed, 3), first.replyKey, first.nonce)).toThrow(/does not open/);
+    // Both directions share one box key and one plaintext shape: the type tag tells a request
+    // from a reply. The request's box, with its nonce in front, is what a host would reflect.
+    const reflected = first.envelope.subarray(32);
+    expect(() => openReply(reflected, first.replyKey, first.nonce)).toThrow(new SealedFormatError('the sealed reply\'s type is not agent-service/sealed-reply/v3'));
+    expect(() => openReply(new Uint8Array(39), first.replyKey, first.nonce)).toThrow(/shorter than a nonce/);
   });
 
   it('a client seals with one key pair for SEALING_KEY_LIFETIME_MS, then a new one; the enclave opens both from its cache', () => {
@@ -109,12 +120,12 @@ describe('sealed envelopes (protocol/sealed.ts)', () => {
     const b = sealing.seal(inner);
     now += 1;
     const c = sealing.seal(inner);
-    expect(b.envelope.client_public_key).toBe(a.envelope.client_public_key);
-    expect(c.envelope.client_public_key).not.toBe(a.envelope.client_public_key);
-    expect(new Set([a, b, c].map((s) => s.envelope.nonce)).size).toBe(3);
+    expect(b.envelope.subarray(0, 32)).toEqual(a.envelope.subarray(0, 32));
+    expect(c.envelope.subarray(0, 32)).not.toEqual(a.envelope.subarray(0, 32));
+    expect(new Set([a, b, c].map((s) => Buffer.from(s.nonce).toString('hex'))).size).toBe(3);
     for (const { envelope, replyKey } of [a, b, c]) {
       const opened = openRequest(envelope, cache)!;
-      expect(opened.plaintext).toMatchObject({ target: '/v1/memory' });
+      expect(opened.head).toMatchObject({ target: '/v1/memory' });
       expect(opened.sharedKey).toEqual(replyKey);
     }
     expect(cache.size).toBe(2);
@@ -128,9 +139,9 @@ describe('sealed envelopes (protocol/sealed.ts)', () => {
     const second = sealing.seal(inner);
     const opened = openRequest(first.envelope, enclave.secretKey)!;
     const sealed = sealReply({ status: 200, headers: {}, body: utf8('{}') }, opened.sharedKey, opened.nonce);
-    expect(openReply(sealed, first.replyKey, first.envelope.nonce).status).toBe(200);
+    expect(openReply(sealed, first.replyKey, first.nonce).status).toBe(200);
     // The same key opens it: only the request nonce inside tells the two calls apart.
-    expect(() => openReply(sealed, second.replyKey, second.envelope.nonce)).toThrow(/answers another request/);
+    expect(() => openReply(sealed, second.replyKey, second.nonce)).toThrow(/answers another request/);
   });
 
   it('the enclave\'s cache of shared keys is bounded: the least recently used client goes first', () => {
@@ -193,13 +204,13 @@ describe('POST /v1/sealed in the enclave (enclave/api/sealed-route.ts)', () => {
       return { status: 201, headers: { 'x-inner': 'yes' }, body: Buffer.from('{"id":"mem_1"}') };
     },
   });
-  const post = async (body: unknown) => route(await sealedCall({
+  const post = async (body: Uint8Array) => route(await sealedCall({
     request_id: 'r1',
-    body: Buffer.from(typeof body === 'string' ? body : JSON.stringify(body)),
+    body: Buffer.from(body),
     authorization: '',
     organization: 'outer-org',
   }));
-  const refusal = async (body: unknown): Promise<ApiError> => {
+  const refusal = async (body: Uint8Array): Promise<ApiError> => {
     const error = await post(body).then(() => undefined, (e: unknown) => e);
     expect(error).toBeInstanceOf(ApiError);
     expect((error as ApiError).status).toBeGreaterThanOrEqual(400);
@@ -209,14 +220,15 @@ describe('POST /v1/sealed in the enclave (enclave/api/sealed-route.ts)', () => {
   const fresh = () => sealRequest(key.publicKey, { ...inner, timestamp: Date.now() });
 
   it('opens, dispatches with the sealed method, target, body, authorization and organization, and seals the reply', async () => {
-    const { envelope, replyKey } = fresh();
+    const { envelope, nonce, replyKey } = fresh();
     const reply = await post(envelope);
     expect(reply.status).toBe(200);
+    expect(reply.headers).toEqual({ 'content-type': 'application/octet-stream' });
     expect(dispatched.at(-1)).toEqual({
       method: 'POST',
       request: { request_id: 'r1', target: '/v1/memory', body: Buffer.from(inner.body), authorization: 'Bearer k', organization: 'org-1', known_state: '' },
     });
-    const opened = openReply(JSON.parse(Buffer.from(reply.body as Uint8Array).toString()), replyKey, envelope.nonce);
+    const opened = openReply(reply.body as Uint8Array, replyKey, nonce);
     expect(opened).toEqual({ status: 201, headers: { 'x-inner': 'yes' }, body: utf8('{"id":"mem_1"}') });
   });
 
@@ -229,7 +241,7 @@ describe('POST /v1/sealed in the enclave (enclave/api/sealed-route.ts)', () => {
   it('refuses an envelope sent with an Authorization header outside it (hold round two, 1), before opening or acting', async () => {
     const count = dispatched.length;
     const error = await route(await sealedCall({
-      request_id: 'r2', body: Buffer.from(JSON.stringify(fresh().envelope)), authorization: 'Bearer leaked', organization: '',
+      request_id: 'r2', body: fresh().envelope, authorization: 'Bearer leaked', organization: '',
     })).then(() => undefined, (e: unknown) => e);
     expect(error).toMatchObject({ status: 400, code: 'sealed_outer_authorization' });
     expect((error as ApiError).message).not.toContain('leaked');
@@ -240,9 +252,8 @@ describe('POST /v1/sealed in the enclave (enclave/api/sealed-route.ts)', () => {
     const { envelope } = fresh();
     expect((await post(envelope)).status).toBe(200);
     const count = dispatched.length;
-    const key = Buffer.from(envelope.client_public_key, 'base64');
-    key[31] ^= 0x80;
-    const respelled = { ...envelope, client_public_key: key.toString('base64') };
+    const respelled = Buffer.from(envelope);
+    respelled[31] ^= 0x80;
     const error = await refusal(respelled);
     expect(error.code).toBe('invalid_sealed_request');
     expect(dispatched.length).toBe(count);
@@ -251,7 +262,7 @@ describe('POST /v1/sealed in the enclave (enclave/api/sealed-route.ts)', () => {
   it('refuses client keys of small order and non-canonical ones', async () => {
     const { envelope } = fresh();
     for (const hex of ['00'.repeat(32), `01${'00'.repeat(31)}`, `ec${'ff'.repeat(30)}7f`, `ed${'ff'.repeat(30)}7f`, `${'ff'.repeat(31)}ff`]) {
-      const error = await refusal({ ...envelope, client_public_key: Buffer.from(hex, 'hex').toString('base64') });
+      const error = await refusal(Buffer.concat([Buffer.from(hex, 'hex'), envelope.subarray(32)]));
       expect(error.code, hex).toBe('invalid_sealed_request');
     }
   });
@@ -261,48 +272,66 @@ describe('POST /v1/sealed in the enclave (enclave/api/sealed-route.ts)', () => {
     await post(envelope);
     const count = dispatched.length;
     expect(await refusal(envelope)).toMatchObject({ status: 409, code: 'sealed_request_replayed' });
-    // The same bytes spelled differently (non-canonical base64 padding bits) do not pass as a new envelope: not base64 at all.
-    const respelled = { ...envelope, client_public_key: envelope.client_public_key.replace(/(.)=$/, (_m, c: string) => `${String.fromCharCode(c.charCodeAt(0) + 1)}=`) };
-    expect(Buffer.from(respelled.client_public_key, 'base64')).toEqual(Buffer.from(envelope.client_public_key, 'base64'));
-    expect(await refusal(respelled)).toMatchObject({ status: 400, code: 'invalid_sealed_request' });
+    // The same box with bytes added after it is not a new envelope: it no longer opens.
+    expect(await refusal(Buffer.concat([envelope, Buffer.alloc(16)]))).toMatchObject({ status: 400, code: 'sealed_open_failed' });
     expect(dispatched).toHaveLength(count);
   });
 
   it.each([
-    ['not JSON', 400, 'invalid_json', (): unknown => '{'],
-    ['a missing field', 400, 'missing_required_parameter', () => ({ nonce: fresh().envelope.nonce, ciphertext: fresh().envelope.ciphertext })],
-    ['an extra field', 400, 'unknown_parameter', () => ({ ...fresh().envelope, plain: 'x' })],
-    ['a key that decodes to 31 bytes', 400, 'invalid_sealed_request', () => ({ ...fresh().envelope, client_public_key: `${'A'.repeat(42)}==` })],
-    ['one changed ciphertext bit', 400, 'sealed_open_failed', () => { const e = fresh().envelope; return { ...e, ciphertext: flip(e.ciphertext, 30) }; }],
+    ['no body', 400, 'invalid_sealed_request', () => new Uint8Array()],
+    ['71 bytes (shorter than key, nonce and MAC)', 400, 'invalid_sealed_request', () => fresh().envelope.subarray(0, 71)],
+    ['the JSON envelope of earlier versions', 400, 'sealed_open_failed', () => {
+      const { envelope: e } = fresh();
+      const b64 = (b: Uint8Array) => Buffer.from(b).toString('base64');
+      return Buffer.from(JSON.stringify({ client_public_key: b64(e.subarray(0, 32)), nonce: b64(e.subarray(32, 56)), ciphertext: b64(e.subarray(56)) }));
+    }],
+    ['one changed box bit', 400, 'sealed_open_failed', () => flip(fresh().envelope, 100)],
+    ['its last byte cut', 400, 'sealed_open_failed', () => { const e = fresh().envelope; return e.subarray(0, e.length - 1); }],
+    ['junk after the box', 400, 'sealed_open_failed', () => Buffer.concat([fresh().envelope, Buffer.from('junk')])],
     ['a key from another enclave', 400, 'sealed_open_failed', () => sealRequest(nacl.box.keyPair().publicKey, { ...inner, timestamp: Date.now() }).envelope],
     ['an old timestamp', 400, 'sealed_request_expired', () => sealRequest(key.publicKey, { ...inner, timestamp: Date.now() - SEALED_MAX_AGE_MS - 1000 }).envelope],
     ['a sealed body over the limit', 413, 'too_large', () => sealRequest(key.publicKey, { ...inner, body: new Uint8Array(1024 * 1024 + 1), timestamp: Date.now() }).envelope],
+    ['an envelope over the route\'s limit', 413, 'too_large', () => new Uint8Array(1280 * 1024 + 1)],
   ] as const)('refuses %s (%i %s)', async (_name, status, code, make) => {
     expect(await refusal(make())).toMatchObject({ status, code });
   });
 
   it('refuses sealed plaintext that is not a sealed request', async () => {
-    const sealRaw = (plaintext: string): RequestEnvelope => {
+    const sealRaw = (plaintext: string | Uint8Array): Uint8Array => {
       const client = nacl.box.keyPair();
       const nonce = nacl.randomBytes(24);
-      const b64 = (b: Uint8Array) => Buffer.from(b).toString('base64');
-      return { client_public_key: b64(client.publicKey), nonce: b64(nonce), ciphertext: b64(nacl.box(utf8(plaintext), nonce, key.publicKey, client.secretKey)) };
+      return Buffer.concat([client.publicKey, nonce, nacl.box(typeof plaintext === 'string' ? utf8(plaintext) : plaintext, nonce, key.publicKey, client.secretKey)]);
     };
-    const base = { type: 'agent-service/sealed-request/v1', method: 'GET', target: '/v1/memory', body: '', timestamp: Date.now() };
-    for (const plaintext of [
-      'not json',
-      JSON.stringify({ ...base, type: 'agent-service/sealed-reply/v3' }),
+    const base = { type: 'agent-service/sealed-request/v2', method: 'GET', target: '/v1/memory', timestamp: Date.now(), body_bytes: 0 };
+    const line = (head: object, after = '') => `${JSON.stringify(head)}\n${after}`;
+    const cases: [string | Uint8Array, string][] = [
+      ['not json', 'the sealed request is not an agent-service/sealed-request/v2 request (it has no head line)'],
+      ['not json\n', 'the sealed request\'s head is not JSON'],
+      [line({ ...base, type: 'agent-service/sealed-reply/v3' }), 'the sealed plaintext is not a sealed request: invalid \'type\': must be equal to constant'],
       // A reply's plaintext (a head line, then a body) reflected back as a request.
-      `${JSON.stringify({ type: 'agent-service/sealed-reply/v3', request_nonce: base.body, status: 200, headers: {}, body_bytes: 2 })}\n{}`,
-      JSON.stringify({ ...base, method: 'PUT' }),
-      JSON.stringify({ ...base, target: 'v1/memory' }),
-      JSON.stringify({ ...base, body: 'not base64!' }),
-      JSON.stringify({ ...base, extra: 1 }),
-    ]) {
+      [line({ type: 'agent-service/sealed-reply/v3', request_nonce: 'AAAA', status: 200, headers: {}, body_bytes: 2 }, '{}'), 'the sealed plaintext is not a sealed request'],
+      // The plaintext of a request before the body went as bytes: JSON, the body in base64, padded with spaces.
+      [`${JSON.stringify({ ...base, type: 'agent-service/sealed-request/v1', body: '' })}   `, 'the sealed request is not an agent-service/sealed-request/v2 request (it has no head line)'],
+      [line({ ...base, method: 'PUT' }), 'the sealed plaintext is not a sealed request'],
+      [line({ ...base, target: 'v1/memory' }), 'the sealed plaintext is not a sealed request'],
+      [line({ ...base, body: '' }), 'the sealed plaintext is not a sealed request'],
+      [line({ ...base, extra: 1 }), 'the sealed plaintext is not a sealed request'],
+      [line({ ...base, body_bytes: undefined }), 'the sealed plaintext is not a sealed request'],
+      [line({ ...base, body_bytes: -1 }), 'the sealed plaintext is not a sealed request'],
+      [line({ ...base, body_bytes: 1.5 }), 'the sealed plaintext is not a sealed request'],
+      [line({ ...base, body_bytes: 3 }, 'ab'), 'the sealed request\'s body_bytes is not the length of a body it holds'],
+      [line({ ...base, body_bytes: 2 }, 'ab\0\0x'), 'the sealed request has bytes other than zeros after its body (at byte 4 after the head line)'],
+      [line({ ...base, body_bytes: 1 }, 'ab'), 'the sealed request has bytes other than zeros after its body (at byte 1 after the head line)'],
+    ];
+    for (const [plaintext, message] of cases) {
       const error = await refusal(sealRaw(plaintext));
-      expect(error).toMatchObject({ status: 400, code: 'invalid_sealed_request' });
+      expect(error, String(plaintext)).toMatchObject({ status: 400, code: 'invalid_sealed_request' });
+      expect(error.message, String(plaintext)).toContain(message);
       expect(error.message).not.toContain('not json');
     }
+    // The same plaintexts with a good body: taken.
+    expect((await post(sealRaw(line({ ...base, body_bytes: 2 }, 'ab\0\0')))).status).toBe(200);
+    expect(dispatched.at(-1)!.request.body).toEqual(Buffer.from('ab'));
   });
 });
 
@@ -340,7 +369,7 @@ describe('the replay guard cannot be filled by traffic without a valid API key (
     });
     const send = async (authorization: string | undefined) => route(await sealedCall({
       request_id: 'r', authorization: '', organization: '',
-      body: Buffer.from(JSON.stringify(sealRequest(key.publicKey, { ...inner, authorization, timestamp: Date.now() }).envelope)),
+      body: sealRequest(key.publicKey, { ...inner, authorization, timestamp: Date.now() }).envelope,
     }));
     for (let i = 0; i < 1000; i++) {
       const error = await send(i % 2 ? 'Bearer flood' : undefined).then(() => undefined, (e: unknown) => e);
@@ -362,13 +391,13 @@ describe('sealed sizes are padded to buckets (finding 11)', () => {
     const seal = (text: string) => sealRequest(key.publicKey, { method: 'POST', target: '/v1/memory', body: Buffer.from(text), timestamp: Date.now() });
     const a = seal('a');
     const b = seal('a much longer body, but still in the first bucket'.repeat(5));
-    expect(a.envelope.ciphertext.length).toBe(b.envelope.ciphertext.length);
+    expect(a.envelope.length).toBe(b.envelope.length);
     const opened = key.open(b.envelope)!;
-    expect((opened.plaintext as { pad: string }).pad).toMatch(/^ +$/);
-    const nonce = Buffer.from(a.envelope.nonce, 'base64');
-    const r1 = sealReply({ status: 200, headers: {}, body: Buffer.from('{}') }, a.replyKey, nonce);
-    const r2 = sealReply({ status: 404, headers: { 'x-a': 'b' }, body: Buffer.from('{"error":"not here"}') }, a.replyKey, nonce);
-    expect(r1.ciphertext.length).toBe(r2.ciphertext.length);
-    expect(openReply(r2, a.replyKey, a.envelope.nonce)).toMatchObject({ status: 404, headers: { 'x-a': 'b' } });
+    expect(opened.rest.length).toBeGreaterThan(opened.head.body_bytes as number);
+    expect(sealedBody(opened.rest, opened.head.body_bytes, 'request').length).toBe(245);
+    const r1 = sealReply({ status: 200, headers: {}, body: Buffer.from('{}') }, a.replyKey, a.nonce);
+    const r2 = sealReply({ status: 404, headers: { 'x-a': 'b' }, body: Buffer.from('{"error":"not here"}') }, a.replyKey, a.nonce);
+    expect(r1.length).toBe(r2.length);
+    expect(openReply(r2, a.replyKey, a.nonce)).toMatchObject({ status: 404, headers: { 'x-a': 'b' } });
   });
 });

@@ -94,9 +94,9 @@ describe('sealed stream frames', () => {
 
   it('both ends derive the same key from the envelope, and no one else can', () => {
     const enclave = nacl.box.keyPair();
-    const { envelope, replyKey } = sealRequest(enclave.publicKey, { method: 'GET', target: '/v1/models', body: new Uint8Array(), timestamp: Date.now() });
+    const { envelope, nonce, replyKey } = sealRequest(enclave.publicKey, { method: 'GET', target: '/v1/models', body: new Uint8Array(), timestamp: Date.now() });
     const opened = openRequest(envelope, enclave.secretKey)!;
-    const clientKey = sealedStreamKey(replyKey, Buffer.from(envelope.nonce, 'base64'));
+    const clientKey = sealedStreamKey(replyKey, nonce);
     expect(sealedStreamKey(opened.sharedKey, opened.nonce)).toEqual(clientKey);
     // Not the box key itself: the stream's key is apart from the one that sealed the request.
     expect(Buffer.from(clientKey)).not.toEqual(Buffer.from(replyKey));

@@ -1,47 +1,25 @@
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync, readdirSync, renameSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readdirSync, renameSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { modelsDir } from '../../common/paths.js';
-import { loadEmbedder, type Embedder } from '../../enclave/embedding/embedder.js';
+import { describe, expect, it } from 'vitest';
 import { MemoryService } from '../../enclave/memory/memory-service.js';
 import { ShardedStore, type ShardedOptions } from '../../enclave/storage/sharded-store.js';
 import { SHARD_MAP_NAME } from '../../enclave/storage/shard-map.js';
 import { DurableStore } from '../../enclave/storage/store.js';
-import { FsBlobStore } from '../../host-store/fs-blob-store.js';
+import { storeFixture } from '../helpers/store-fixture.js';
 import { MAX_SHARDS, shardOf, shardOfAnswer } from '../../protocol/shards.js';
 
-let embedder: Embedder;
-let dir: string;
+const fx = storeFixture('shards');
 const sealingKey = randomBytes(32);
-const open: Array<{ close(): Promise<void> }> = [];
-
-beforeAll(async () => {
-  embedder = await loadEmbedder({ name: 'static', modelsDir });
-});
-afterAll(async () => {
-  await embedder?.close();
-});
-beforeEach(() => {
-  dir = mkdtempSync(join(tmpdir(), 'shards-'));
-});
-afterEach(async () => {
-  for (const s of open.splice(0)) await s.close().catch(() => {});
-  rmSync(dir, { recursive: true, force: true });
-});
 
 async function start(options: Partial<ShardedOptions> = {}) {
-  const memory = new MemoryService(embedder);
-  const store = await ShardedStore.open({ blobs: new FsBlobStore(dir), sealingKey, embedding: memory.embeddingModel, snapshotLogBytes: 1 << 30, ...options }, memory);
+  const memory = new MemoryService(fx.embedder);
+  const store = await ShardedStore.open({ blobs: fx.host(), sealingKey, embedding: memory.embeddingModel, snapshotLogBytes: 1 << 30, ...options }, memory);
   memory.useJournal(store);
-  open.push(store);
+  fx.track(store);
   return { memory, store };
 }
-async function stop(store: { close(): Promise<void> }) {
-  await store.close();
-  open.splice(open.indexOf(store), 1);
-}
+const stop = (store: { close(): Promise<void> }) => fx.stop(store);
 
 const tenants = Array.from({ length: 40 }, (_, i) => `tenant-${i}`);
 const ids = (memory: MemoryService) => [...memory.entries()].map((e) => `${e.record.tenant_id}/${e.record.content}`).sort();
@@ -77,7 +55,7 @@ describe('sharded store', () => {
     const before = ids(memory);
     expect(new Set(tenants.map((t) => store.shardOf(t))).size).toBe(4);
     await stop(store);
-    expect(readdirSync(dir).filter((f) => f.startsWith('shard-')).sort()).toEqual(['shard-00', 'shard-01', 'shard-02', 'shard-03']);
+    expect(readdirSync(fx.dir).filter((f) => f.startsWith('shard-')).sort()).toEqual(['shard-00', 'shard-01', 'shard-02', 'shard-03']);
     const again = await start();
     expect(again.store.count).toBe(4);
     expect(ids(again.memory)).toEqual(before);
@@ -91,14 +69,14 @@ describe('sharded store', () => {
     for (let i = 0; i < 120; i++) await memory.add({ tenant_id: tenants[i % tenants.length], content: `fact number ${i} about ${tenants[i % tenants.length]}` });
     const before = ids(memory);
     await stop(store);
-    for (const s of ['shard-00', 'shard-01', 'shard-02']) expect(existsSync(join(dir, s, 'snapshot.sealed'))).toBe(true);
+    for (const s of ['shard-00', 'shard-01', 'shard-02']) expect(existsSync(join(fx.dir, s, 'snapshot.sealed'))).toBe(true);
     const again = await start();
     expect(ids(again.memory)).toEqual(before);
   });
 
   it('fences every shard with the owner\'s generation: the old owner\'s write names its tenant\'s shard; a lower generation is refused', async () => {
     // One host store process serves both enclaves: one FsBlobStore (it keeps the sizes of the blobs it appends to).
-    const blobs = new FsBlobStore(dir);
+    const blobs = fx.host();
     const old = await start({ blobs, shards: 4, generation: 1 });
     const tenant = tenants.find((t) => shardOf(t, 4) === 2)!;
     await old.memory.add({ tenant_id: tenant, content: 'before' });
@@ -121,9 +99,9 @@ describe('sharded store', () => {
     const { memory, store } = await start({ shards: 4 });
     for (const t of tenants) await memory.add({ tenant_id: t, content: `memory of ${t}` });
     await stop(store);
-    renameSync(join(dir, 'shard-01'), join(dir, 'swap'));
-    renameSync(join(dir, 'shard-02'), join(dir, 'shard-01'));
-    renameSync(join(dir, 'swap'), join(dir, 'shard-02'));
+    renameSync(join(fx.dir, 'shard-01'), join(fx.dir, 'swap'));
+    renameSync(join(fx.dir, 'shard-02'), join(fx.dir, 'shard-01'));
+    renameSync(join(fx.dir, 'swap'), join(fx.dir, 'shard-02'));
     await expect(start()).rejects.toThrow(/shard 1 \(shard-01\/\) holds store [0-9a-f]{32}, but the shard map says it is store [0-9a-f]{32}/);
   });
 
@@ -140,7 +118,7 @@ describe('sharded store', () => {
     const { memory, store } = await start({ shards: 4 });
     await memory.add({ tenant_id: 'a', content: 'kept' });
     await stop(store);
-    rmSync(join(dir, SHARD_MAP_NAME));
+    rmSync(join(fx.dir, SHARD_MAP_NAME));
     await expect(start({ shards: 2 })).rejects.toThrow(/holds shards \(shard-00\/, shard-01\/, shard-02\/, …\) but not memory\/shards.sealed/);
   });
 
@@ -152,8 +130,8 @@ describe('sharded store', () => {
 
   it('opens a store made before shards as one shard, with nothing lost, and keeps it so', async () => {
     // What the code before shards wrote: one store in memory/.
-    const memory = new MemoryService(embedder);
-    const old = await DurableStore.open({ blobs: new FsBlobStore(dir), sealingKey, embedding: memory.embeddingModel, snapshotLogBytes: 1 << 30 }, memory);
+    const memory = new MemoryService(fx.embedder);
+    const old = await DurableStore.open({ blobs: fx.host(), sealingKey, embedding: memory.embeddingModel, snapshotLogBytes: 1 << 30 }, memory);
     memory.useJournal(old);
     for (const t of tenants) await memory.add({ tenant_id: t, content: `memory of ${t}` });
     const { storeId, head } = { storeId: old.storeId, head: old.head };
@@ -167,7 +145,7 @@ describe('sharded store', () => {
     expect(ids(m1)).toEqual(before);
     await m1.add({ tenant_id: 'late', content: 'after the map' });
     await stop(store);
-    expect(existsSync(join(dir, SHARD_MAP_NAME))).toBe(true);
+    expect(existsSync(join(fx.dir, SHARD_MAP_NAME))).toBe(true);
     const { memory: m2, store: s2 } = await start();
     expect(s2.count).toBe(1);
     expect(ids(m2)).toEqual([...before, 'late/after the map'].sort());

@@ -1,11 +1,8 @@
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { BlobInfo, BlobStore } from '../../common/blob-store.js';
-import { modelsDir } from '../../common/paths.js';
-import { loadEmbedder, type Embedder } from '../../enclave/embedding/embedder.js';
 import { MemoryService } from '../../enclave/memory/memory-service.js';
 import { CorruptStoreError } from '../../enclave/storage/errors.js';
 import { logName } from '../../enclave/storage/log-file.js';
@@ -14,7 +11,7 @@ import { deriveStorageKey, newHeader, readSealedFile, sealFrame } from '../../en
 import { advanceHead, genesisHead } from '../../enclave/storage/state-head.js';
 import { writeSnapshot } from '../../enclave/storage/snapshot.js';
 import { DurableStore, type StoreOptions } from '../../enclave/storage/store.js';
-import { FsBlobStore } from '../../host-store/fs-blob-store.js';
+import { storeFixture } from '../helpers/store-fixture.js';
 
 /**
  * The edges of the durable store (enclave/storage/store.ts) that its main tests pass by: what a
@@ -22,25 +19,9 @@ import { FsBlobStore } from '../../host-store/fs-blob-store.js';
  * enclave never wrote, gets at start; what the store tells the operator in its log; and the
  * sizes that time compaction. Each case is one a mutation of store.ts left unnoticed.
  */
-let embedder: Embedder;
-let dir: string;
+const fx = storeFixture('store-edges');
 const sealingKey = randomBytes(32);
 const key = deriveStorageKey(sealingKey);
-const open: DurableStore[] = [];
-
-beforeAll(async () => {
-  embedder = await loadEmbedder({ name: 'static', modelsDir });
-});
-afterAll(async () => {
-  await embedder?.close();
-});
-beforeEach(() => {
-  dir = mkdtempSync(join(tmpdir(), 'store-edges-'));
-});
-afterEach(async () => {
-  for (const store of open.splice(0)) await store.close().catch(() => {});
-  rmSync(dir, { recursive: true, force: true });
-});
 
 /** What the store logged, level by level: [level, fields, message]; `logged` waits for a message. */
 function recorder() {
@@ -55,23 +36,20 @@ function recorder() {
 }
 
 async function start(options: Partial<StoreOptions> = {}) {
-  const memory = new MemoryService(embedder);
+  const memory = new MemoryService(fx.embedder);
   const store = await DurableStore.open({
-    blobs: new FsBlobStore(dir), prefix: '', sealingKey, embedding: memory.embeddingModel, snapshotLogBytes: 1 << 30, ...options,
+    blobs: fx.host(), prefix: '', sealingKey, embedding: memory.embeddingModel, snapshotLogBytes: 1 << 30, ...options,
   }, memory);
   memory.useJournal(store);
-  open.push(store);
+  fx.track(store);
   return { memory, store };
 }
-async function stop(store: DurableStore) {
-  open.splice(open.indexOf(store), 1);
-  await store.close();
-}
+const stop = (store: DurableStore) => fx.stop(store);
 const refusal = (options: Partial<StoreOptions> = {}) => start(options).then(() => 'opened', (err: Error) => {
   expect(err).toBeInstanceOf(CorruptStoreError);
   return err.message;
 });
-const files = () => readdirSync(dir).sort();
+const files = () => readdirSync(fx.dir).sort();
 const contents = (memory: MemoryService) => [...memory.entries()].map((e) => e.record.content).sort();
 
 /**
@@ -79,7 +57,7 @@ const contents = (memory: MemoryService) => [...memory.entries()].map((e) => e.r
  * (the store reads a segment twice: its header first, then the whole of it).
  */
 function withholding(name: string, reads: number): BlobStore {
-  const blobs = new FsBlobStore(dir);
+  const blobs = fx.host();
   let count = 0;
   return new Proxy(blobs, {
     get(target, prop, receiver) {
@@ -96,8 +74,8 @@ function withholding(name: string, reads: number): BlobStore {
 function segmentMeta(changes: Partial<FileMeta> = {}): FileMeta & { head: ReturnType<typeof genesisHead> } {
   const storeId = 'ab'.repeat(16);
   return {
-    store_id: storeId, format: FORMAT_VERSION, kind: 'log', generation: 1, embedding_model: embedder.id, dimension: embedder.dimension,
-    embedding_sha256: embedder.sha256, created_at: 1_700_000_000, head: genesisHead(storeId), max_bytes: 1 << 20, ...changes,
+    store_id: storeId, format: FORMAT_VERSION, kind: 'log', generation: 1, embedding_model: fx.embedder.id, dimension: fx.embedder.dimension,
+    embedding_sha256: fx.embedder.sha256, created_at: 1_700_000_000, head: genesisHead(storeId), max_bytes: 1 << 20, ...changes,
   } as FileMeta & { head: ReturnType<typeof genesisHead> };
 }
 
@@ -105,7 +83,7 @@ function segmentMeta(changes: Partial<FileMeta> = {}): FileMeta & { head: Return
 async function forgeSegment(meta: FileMeta, payloads: Buffer[] = [], generation = 1) {
   const header = newHeader('log', key);
   const frames = [encodeHeader(meta), ...payloads].map((p, seq) => sealFrame(key, header, seq, p));
-  await new FsBlobStore(dir).put(logName(generation), Buffer.concat([header, ...frames]));
+  await fx.host().put(logName(generation), Buffer.concat([header, ...frames]));
 }
 
 describe('blobs the host lists but does not hand over', () => {
@@ -140,7 +118,7 @@ describe('segment headers the enclave did not write', () => {
     for (const [changes, reason] of cases) {
       await forgeSegment(segmentMeta(changes));
       expect(await refusal(), JSON.stringify(changes)).toBe(reason);
-      rmSync(join(dir, logName(1)));
+      rmSync(join(fx.dir, logName(1)));
     }
     // The same segment, as the store writes it, opens: each refusal above is the one change's.
     await forgeSegment(segmentMeta());
@@ -149,11 +127,11 @@ describe('segment headers the enclave did not write', () => {
 
   it('refuses a segment whose first frame is not its header, or that holds an entry that is not a change', async () => {
     const record = { id: 'mem_1', object: 'memory' as const, tenant_id: 't', content: 'x', metadata: {}, created_at: 1 };
-    const change = encodeEvent({ type: 'add', record, vector: new Float32Array(embedder.dimension) });
+    const change = encodeEvent({ type: 'add', record, vector: new Float32Array(fx.embedder.dimension) });
     const header = newHeader('log', key);
-    await new FsBlobStore(dir).put(logName(1), Buffer.concat([header, sealFrame(key, header, 0, change)]));
+    await fx.host().put(logName(1), Buffer.concat([header, sealFrame(key, header, 0, change)]));
     expect(await refusal()).toBe('log-000000000001.sealed has no log header');
-    rmSync(join(dir, logName(1)));
+    rmSync(join(fx.dir, logName(1)));
 
     await forgeSegment(segmentMeta(), [change, encodeEnd(1)]);
     expect(await refusal()).toBe('log-000000000001.sealed holds an entry that is not a change');
@@ -162,7 +140,7 @@ describe('segment headers the enclave did not write', () => {
 
 /** A host store whose appends, or puts of the blobs named, fail (a disk gone bad) while `down` says so. */
 function flaky(down: { appends?: boolean; puts?: (name: string) => boolean }): BlobStore {
-  const blobs = new FsBlobStore(dir);
+  const blobs = fx.host();
   return new Proxy(blobs, {
     get(target, prop, receiver) {
       if (prop === 'append') {
@@ -202,7 +180,7 @@ describe('what the store tells its operator', () => {
     const failures: Error[] = [];
     const fenced: Error[] = [];
     // One host store serves both writers, as one host store process does.
-    const blobs = new FsBlobStore(dir);
+    const blobs = fx.host();
     const old = await start({ blobs, log, onFailure: (err) => failures.push(err), onFenced: (err) => fenced.push(err) });
     await old.memory.add({ tenant_id: 't', content: 'before' });
     await start({ blobs });
@@ -252,14 +230,14 @@ describe('what the store tells its operator', () => {
     const a = await start();
     await a.memory.add({ tenant_id: 't', content: 'kept' });
     await stop(a.store);
-    const blobs = new FsBlobStore(dir);
+    const blobs = fx.host();
     const [{ size }] = await blobs.list(logName(1));
     await blobs.append(logName(1), size, Buffer.from('SBX1\x00\x00\x00'));
     const cut = recorder();
     const b = await start({ log: cut.log });
     expect(cut.lines).toEqual([['warn', { file: logName(1), offset: size, bytes: 7 }, 'cut a torn or corrupt tail from the memory log (an interrupted append, or damage after the last good entry)']]);
     await stop(b.store);
-    rmSync(join(dir, logName(1)));
+    rmSync(join(fx.dir, logName(1)));
 
     await forgeSegment(segmentMeta({ format: 2, store_id: undefined, head: undefined }));
     const legacy = recorder();
@@ -284,7 +262,7 @@ describe('a closed store, its figures, and when it compacts', () => {
     await a.memory.add({ tenant_id: 't', content: 'after' });
     const stats = a.store.stats();
     await stop(a.store);
-    const listed = Object.fromEntries((await new FsBlobStore(dir).list('')).map((b) => [b.name, b.size]));
+    const listed = Object.fromEntries((await fx.host().list('')).map((b) => [b.name, b.size]));
     expect(stats).toMatchObject({ generation: 2, snapshots: 1, logBytes: listed[logName(2)], lastSnapshotBytes: listed['snapshot.sealed'], commits: 4 });
     expect(a.store.headChain()).toEqual({ from: 0, heads: 5, bytes: expect.any(Number) });
   });
@@ -309,7 +287,7 @@ describe('a closed store, its figures, and when it compacts', () => {
 
 /** A host store that lists its blobs in reverse order, each with size 0: neither is trusted. */
 function misleadingLister(): BlobStore {
-  const blobs = new FsBlobStore(dir);
+  const blobs = fx.host();
   return new Proxy(blobs, {
     get(target, prop, receiver) {
       if (prop === 'list') return async (prefix?: string) => (await target.list(prefix)).map((b): BlobInfo => ({ ...b, size: 0 })).reverse();
@@ -321,7 +299,7 @@ function misleadingLister(): BlobStore {
 
 /** The meta in a sealed file's header frame. */
 async function headerOf(name: string, kind: 'log' | 'snapshot' = 'log'): Promise<FileMeta> {
-  const file = await readSealedFile(readFileSync(join(dir, name)), kind, key, name, { allowTail: true });
+  const file = await readSealedFile(readFileSync(join(fx.dir, name)), kind, key, name, { allowTail: true });
   const header = decodePayload(file.payloads[0], name);
   if (header.type !== 'header') throw new Error(`${name} has no header`);
   return header.meta;
@@ -338,8 +316,8 @@ describe('what the host lists', () => {
     await a.memory.add({ tenant_id: 't', content: 'three' });
     await stop(a.store);
     expect(files()).toEqual([logName(1), logName(2), logName(3)]);
-    const size = statSync(join(dir, logName(3))).size;
-    await new FsBlobStore(dir).append(logName(3), size, Buffer.from('torn'));
+    const size = statSync(join(fx.dir, logName(3))).size;
+    await fx.host().append(logName(3), size, Buffer.from('torn'));
 
     const b = await start({ blobs: misleadingLister() });
     expect(b.store.recovery).toMatchObject({ logs: 3, events: 4, cutTail: { file: logName(3), offset: size, bytes: 4 } });
@@ -354,13 +332,13 @@ describe('what the host lists', () => {
     // chunk or so), so where the junk ends is known only from the listing.
     const meta = segmentMeta({ max_bytes: 4096 });
     await forgeSegment(meta);
-    const size = statSync(join(dir, logName(1))).size;
-    await new FsBlobStore(dir).append(logName(1), size, Buffer.alloc(4 << 20, 7));
+    const size = statSync(join(fx.dir, logName(1))).size;
+    await fx.host().append(logName(1), size, Buffer.alloc(4 << 20, 7));
     const a = await start();
     expect(a.store.recovery.cutTail).toMatchObject({ file: logName(1), offset: size });
     await a.memory.add({ tenant_id: 't', content: 'after the cut' });
     await stop(a.store);
-    expect(statSync(join(dir, logName(1))).size).toBeLessThan(4096);
+    expect(statSync(join(fx.dir, logName(1))).size).toBeLessThan(4096);
     expect(contents((await start()).memory)).toEqual(['after the cut']);
   });
 });
@@ -374,21 +352,21 @@ describe('what the store writes in its headers', () => {
     await a.store.compact();
     await stop(a.store);
     // Restarted with a limit below the snapshot's size: the snapshot's size (as read) is what counts.
-    const snapshotBytes = statSync(join(dir, 'snapshot.sealed')).size;
+    const snapshotBytes = statSync(join(fx.dir, 'snapshot.sealed')).size;
     expect(snapshotBytes).toBeGreaterThan(4096);
     const b = await start({ snapshotLogBytes: 4096 });
     await b.store.compact();
     await stop(b.store);
     const after = Math.ceil(Date.now() / 1000);
     const third = await headerOf(logName(3));
-    expect(third).toMatchObject({ generation: 3, max_bytes: 4 * snapshotBytes + 128 * 1024 * 1024, store_id: a.store.storeId, embedding_model: embedder.id });
+    expect(third).toMatchObject({ generation: 3, max_bytes: 4 * snapshotBytes + 128 * 1024 * 1024, store_id: a.store.storeId, embedding_model: fx.embedder.id });
     expect(third.created_at).toBeGreaterThanOrEqual(before);
     expect(third.created_at).toBeLessThanOrEqual(after);
     expect(await headerOf('snapshot.sealed', 'snapshot')).toMatchObject({ kind: 'snapshot', generation: 3, store_id: a.store.storeId });
   });
 
   it('without a prefix its blobs are memory/…; a clean start reports exactly what it recovered', async () => {
-    const blobs = new FsBlobStore(dir);
+    const blobs = fx.host();
     const a = await start({ blobs, prefix: undefined });
     await a.memory.add({ tenant_id: 't', content: 'one' });
     const head = a.store.head;
@@ -410,7 +388,7 @@ describe('a stored change that fails to apply at recovery', () => {
     await stop(a.store);
 
     const openWith = async (fails: (event: Parameters<MemoryService['apply']>[0]) => unknown, log?: StoreOptions['log']) => {
-      const memory = new MemoryService(embedder);
+      const memory = new MemoryService(fx.embedder);
       const target = {
         apply: (event: Parameters<MemoryService['apply']>[0]) => {
           const thrown = fails(event);
@@ -419,8 +397,8 @@ describe('a stored change that fails to apply at recovery', () => {
         },
         entries: () => memory.entries(),
       };
-      const store = await DurableStore.open({ blobs: new FsBlobStore(dir), prefix: '', sealingKey, embedding: memory.embeddingModel, snapshotLogBytes: 1 << 30, log }, target);
-      open.push(store);
+      const store = await DurableStore.open({ blobs: fx.host(), prefix: '', sealingKey, embedding: memory.embeddingModel, snapshotLogBytes: 1 << 30, log }, target);
+      fx.track(store);
       return { memory, store };
     };
     const { lines, log } = recorder();
@@ -462,12 +440,12 @@ describe('an embedding model change, as the operator sees it', () => {
     await stop(b.store);
     const full = recorder();
     let reembeds = 0;
-    const memory = new MemoryService(embedder);
+    const memory = new MemoryService(fx.embedder);
     const c = await DurableStore.open({
-      blobs: new FsBlobStore(dir), prefix: '', sealingKey, embedding: current, snapshotLogBytes: 1 << 30, log: full.log,
-      reembed: async () => { reembeds++; await memory.reembed(embedder); },
+      blobs: fx.host(), prefix: '', sealingKey, embedding: current, snapshotLogBytes: 1 << 30, log: full.log,
+      reembed: async () => { reembeds++; await memory.reembed(fx.embedder); },
     }, memory);
-    open.push(c);
+    fx.track(c);
     expect(reembeds).toBe(1);
     expect(c.recovery.modelChange).toEqual({ from: next, to: current, memories: 2 });
     expect(full.lines.filter((l) => l[0] === 'info' && l[2] !== 'memory snapshot written; older logs deleted')).toEqual([
@@ -479,15 +457,15 @@ describe('an embedding model change, as the operator sees it', () => {
 
 describe('stores of earlier formats', () => {
   const record = (n: number) => ({ id: `mem_${String(n).padStart(32, '0')}`, object: 'memory' as const, tenant_id: 't', content: `memory ${n}`, metadata: {}, created_at: 1_700_000_000 });
-  const change = async (n: number) => encodeEvent({ type: 'add', record: record(n), vector: (await embedder.embed([`memory ${n}`]))[0] });
+  const change = async (n: number) => encodeEvent({ type: 'add', record: record(n), vector: (await fx.embedder.embed([`memory ${n}`]))[0] });
 
   it('format 3 (chained, no chain of heads in the snapshot): opened as it is, its heads from the segment\'s first on', async () => {
     const storeId = 'cd'.repeat(16);
     const meta = segmentMeta({ format: 3, store_id: storeId, head: genesisHead(storeId), max_bytes: undefined });
     // A format 3 snapshot: no heads; the segment after it starts at its head.
     const atSnapshot = advanceHead(genesisHead(storeId), await change(0));
-    await writeSnapshot(new FsBlobStore(dir), 'snapshot.sealed', key, { ...meta, kind: 'snapshot', generation: 2, head: atSnapshot } as FileMeta,
-      [{ record: record(0), vector: (await embedder.embed(['memory 0']))[0] }]);
+    await writeSnapshot(fx.host(), 'snapshot.sealed', key, { ...meta, kind: 'snapshot', generation: 2, head: atSnapshot } as FileMeta,
+      [{ record: record(0), vector: (await fx.embedder.embed(['memory 0']))[0] }]);
     const payloads = [await change(1), await change(2)];
     await forgeSegment({ ...meta, generation: 2, head: atSnapshot } as FileMeta, payloads, 2);
     const { lines, log } = recorder();
@@ -522,7 +500,7 @@ describe('more refusals at start, each naming what is wrong', () => {
       await expect(a.store.compact()).rejects.toThrow();
     }
     await stop(a.store);
-    rmSync(join(dir, logName(1)));
+    rmSync(join(fx.dir, logName(1)));
     expect(await refusal()).toBe(`${logName(1)} is missing (found ${logName(2)}, ${logName(3)})`);
   });
 
@@ -534,8 +512,42 @@ describe('more refusals at start, each naming what is wrong', () => {
     await expect(a.store.compact()).rejects.toThrow();
     await stop(a.store);
     expect(files()).toEqual([logName(2), logName(3), 'snapshot.sealed']);
-    rmSync(join(dir, logName(2)));
+    rmSync(join(fx.dir, logName(2)));
     expect(await refusal()).toBe(`${logName(2)} is missing (snapshot.sealed is followed by ${logName(3)})`);
+  });
+
+  it('lets go of the snapshot it was reading when it refuses, at once (not when the stream is garbage collected)', async () => {
+    const a = await start();
+    await a.memory.add({ tenant_id: 't', content: 'one' });
+    await a.store.compact();
+    await stop(a.store);
+    rmSync(join(fx.dir, logName(2)));
+    // The host store's read streams, each noting when its reader let go of it.
+    const reads: Array<{ name: string; done: boolean }> = [];
+    const host = fx.host();
+    const watched = new Proxy(host, {
+      get(target, prop, receiver) {
+        if (prop === 'read') {
+          return async (name: string) => {
+            const chunks = await target.read(name);
+            if (!chunks) return chunks;
+            const read = { name, done: false };
+            reads.push(read);
+            return (async function* () {
+              try {
+                yield* chunks;
+              } finally {
+                read.done = true;
+              }
+            })();
+          };
+        }
+        const value = Reflect.get(target, prop, receiver) as unknown;
+        return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+    expect(await refusal({ blobs: watched })).toBe(`${logName(2)} is missing (snapshot.sealed is followed by no log)`);
+    expect(reads).toEqual([{ name: 'snapshot.sealed', done: true }]);
   });
 
   it('a store other than the one it must be, unnamed: named by its prefix', async () => {
@@ -560,35 +572,35 @@ describe('more refusals at start, each naming what is wrong', () => {
     const storeId = a.store.storeId;
     const doesNotContinue = (after: string) => new RegExp(`^${logName(2)} does not continue ${after}: it starts at state 0:[0-9a-f]{16} but that ends at 1:[0-9a-f]{16} ` +
       '\\(a segment was dropped, cut short, swapped, replaced by an older copy, or brought from elsewhere\\)$');
-    rmSync(join(dir, logName(2)));
+    rmSync(join(fx.dir, logName(2)));
     await forgeSegment(segmentMeta({ store_id: storeId, head: genesisHead(storeId), generation: 2 }), [], 2);
     expect(await refusal()).toMatch(doesNotContinue('snapshot.sealed'));
 
     // The snapshot put back without its chain of heads (as format 4 always has one).
     const meta = (await headerOf('snapshot.sealed', 'snapshot'));
-    await writeSnapshot(new FsBlobStore(dir), 'snapshot.sealed', key, meta, []);
+    await writeSnapshot(fx.host(), 'snapshot.sealed', key, meta, []);
     expect(await refusal()).toMatch(/^snapshot\.sealed has no chain of heads ending at its state 1:[0-9a-f]{16}$/);
 
     // No snapshot: the first segment must start at the empty store's head.
-    rmSync(join(dir, 'snapshot.sealed'));
-    rmSync(join(dir, logName(2)));
+    rmSync(join(fx.dir, 'snapshot.sealed'));
+    rmSync(join(fx.dir, logName(2)));
     await forgeSegment(segmentMeta({ store_id: storeId, head: { seq: 1, hash: 'ab'.repeat(32) } }));
     expect(await refusal()).toMatch(new RegExp(`^${logName(1)} does not continue an empty store: it starts at state 1:abababababababab but that ends at 0:`));
   });
 
   it('a header frame that does not decode, named as frame 0', async () => {
     const header = newHeader('log', key);
-    await new FsBlobStore(dir).put(logName(1), Buffer.concat([header, sealFrame(key, header, 0, Buffer.of(0xff))]));
+    await fx.host().put(logName(1), Buffer.concat([header, sealFrame(key, header, 0, Buffer.of(0xff))]));
     expect(await refusal()).toMatch(new RegExp(`^${logName(1)} frame 0: unreadable entry`));
   });
 
   it('a segment the host changes between the two reads of it (header, then the whole)', async () => {
     await forgeSegment(segmentMeta({ created_at: 1 }));
-    const first = readFileSync(join(dir, logName(1)));
+    const first = readFileSync(join(fx.dir, logName(1)));
     await forgeSegment(segmentMeta({ created_at: 2 }));
-    const second = readFileSync(join(dir, logName(1)));
+    const second = readFileSync(join(fx.dir, logName(1)));
     const serving = (reads: Buffer[]): BlobStore => {
-      const blobs = new FsBlobStore(dir);
+      const blobs = fx.host();
       let n = 0;
       return new Proxy(blobs, {
         get(target, prop, receiver) {
@@ -621,7 +633,7 @@ describe('compaction against what the host store holds', () => {
   });
 
   it('a snapshot put there after the store read it (absent, or at another version): its own is refused, as another writer\'s', async () => {
-    const blobs = new FsBlobStore(dir);
+    const blobs = fx.host();
     const { lines, log } = recorder();
     const a = await start({ blobs, log });
     await a.memory.add({ tenant_id: 't', content: 'one' });
@@ -635,7 +647,7 @@ describe('compaction against what the host store holds', () => {
 
     const b = await start({ blobs });
     await b.store.compact();
-    const snapshot = readFileSync(join(dir, 'snapshot.sealed'));
+    const snapshot = readFileSync(join(fx.dir, 'snapshot.sealed'));
     // The same bytes written again are another version: the host has been there.
     await blobs.put('snapshot.sealed', snapshot);
     await expect(b.store.compact()).rejects.toThrow(/snapshot\.sealed/);
@@ -643,7 +655,7 @@ describe('compaction against what the host store holds', () => {
   });
 
   it('a next segment the host put there first: the store stops as taken over, logged once, not as a postponed compaction', async () => {
-    const blobs = new FsBlobStore(dir);
+    const blobs = fx.host();
     const { lines, logged, log } = recorder();
     const a = await start({ blobs, log, snapshotLogBytes: 1 });
     await blobs.put(logName(2), Buffer.from('planted by the host'));
@@ -655,7 +667,7 @@ describe('compaction against what the host store holds', () => {
   });
 
   it('with the default prefix, deletes the older segments under it once the snapshot is written', async () => {
-    const blobs = new FsBlobStore(dir);
+    const blobs = fx.host();
     const { lines, log } = recorder();
     const started = performance.now();
     const a = await start({ blobs, prefix: undefined, log });

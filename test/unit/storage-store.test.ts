@@ -2,49 +2,27 @@ import { randomBytes } from 'node:crypto';
 import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { modelsDir } from '../../common/paths.js';
-import { loadEmbedder, type Embedder } from '../../enclave/embedding/embedder.js';
+import { describe, expect, it } from 'vitest';
 import { MemoryService } from '../../enclave/memory/memory-service.js';
 import type { MemoryRecord } from '../../enclave/memory/types.js';
 import { CorruptStoreError } from '../../enclave/storage/errors.js';
 import { DurableStore, type StoreOptions } from '../../enclave/storage/store.js';
-import { FsBlobStore } from '../../host-store/fs-blob-store.js';
+import { storeFixture } from '../helpers/store-fixture.js';
 import { flipByte, frameSpans } from '../helpers/sealed-files.js';
 
-let embedder: Embedder;
-let dir: string;
+const fx = storeFixture('store');
 const sealingKey = randomBytes(32);
-const open: Array<{ store: DurableStore }> = [];
-
-beforeAll(async () => {
-  embedder = await loadEmbedder({ name: 'static', modelsDir });
-});
-afterAll(async () => {
-  await embedder?.close();
-});
-beforeEach(() => {
-  dir = mkdtempSync(join(tmpdir(), 'store-'));
-});
-afterEach(async () => {
-  for (const s of open.splice(0)) await s.store.close().catch(() => {});
-  rmSync(dir, { recursive: true, force: true });
-});
 
 async function start(options: Partial<StoreOptions> = {}) {
-  const memory = new MemoryService(embedder);
+  const memory = new MemoryService(fx.embedder);
   const store = await DurableStore.open({
-    blobs: new FsBlobStore(dir), prefix: '', sealingKey, embedding: memory.embeddingModel, snapshotLogBytes: 1 << 30, ...options,
+    blobs: fx.host(), prefix: '', sealingKey, embedding: memory.embeddingModel, snapshotLogBytes: 1 << 30, ...options,
   }, memory);
   memory.useJournal(store);
-  const handle = { memory, store };
-  open.push(handle);
-  return handle;
+  fx.track(store);
+  return { memory, store };
 }
-async function stop(h: { store: DurableStore }) {
-  await h.store.close();
-  open.splice(open.indexOf(h), 1);
-}
+const stop = (h: { store: DurableStore }) => fx.stop(h.store);
 
 const words = ['apple', 'river', 'garden', 'piano', 'winter', 'castle', 'coffee', 'island', 'doctor', 'engine', 'forest', 'silver'];
 /** Distinct sentences of known words, so each has its own direction. */
@@ -53,8 +31,8 @@ const sentence = (i: number) => `${words[i % 12]} ${words[Math.floor(i / 12) % 1
 function snapshotOf(memory: MemoryService): Array<{ record: MemoryRecord; vector: number[] }> {
   return [...memory.entries()].map(({ record, vector }) => ({ record, vector: [...vector] })).sort((a, b) => a.record.id.localeCompare(b.record.id));
 }
-const files = () => readdirSync(join(dir)).sort();
-const logPath = (g = 1) => join(dir, `log-${String(g).padStart(12, '0')}.sealed`);
+const files = () => readdirSync(join(fx.dir)).sort();
+const logPath = (g = 1) => join(fx.dir, `log-${String(g).padStart(12, '0')}.sealed`);
 
 describe('durable store', () => {
   it('recovers adds and deletes, with the stored vectors (no re-embedding)', async () => {
@@ -169,7 +147,7 @@ describe('durable store', () => {
     await a.memory.add({ tenant_id: 't', content: 'after the snapshot' });
     await stop(a);
     expect(files()).toEqual(['log-000000000002.sealed', 'snapshot.sealed']);
-    const snapshot = join(dir, 'snapshot.sealed');
+    const snapshot = join(fx.dir, 'snapshot.sealed');
     const pristine = readFileSync(snapshot);
 
     flipByte(snapshot, frameSpans(pristine)[3][0] + 45);
@@ -190,7 +168,7 @@ describe('durable store', () => {
     await expect(start()).rejects.toThrow(/log-000000000002.sealed is missing/);
   });
 
-  it('refuses a missing or renamed log', async () => {
+  it('refuses a missing log', async () => {
     const a = await start();
     await a.memory.add({ tenant_id: 't', content: 'one' });
     await a.store.compact();
@@ -198,21 +176,15 @@ describe('durable store', () => {
     rmSync(logPath(2));
     await expect(start()).rejects.toThrow(/log-000000000002.sealed is missing \(snapshot.sealed is followed by no log\)/);
 
-    // A second store folder for the rename case; the first is put back for afterEach to remove.
-    const first = dir;
-    const b = mkdtempSync(join(tmpdir(), 'store-b-'));
-    try {
-      dir = b;
-      const c = await start();
-      await c.memory.add({ tenant_id: 't', content: 'two' });
-      await c.store.compact();
-      await stop(c);
-      copyFileSync(logPath(2), logPath(3));
-      await expect(start()).rejects.toThrow(/log-000000000003.sealed holds log 2: it was renamed or copied/);
-    } finally {
-      dir = first;
-      rmSync(b, { recursive: true, force: true });
-    }
+  });
+
+  it('refuses a log renamed or copied to another generation', async () => {
+    const c = await start();
+    await c.memory.add({ tenant_id: 't', content: 'two' });
+    await c.store.compact();
+    await stop(c);
+    copyFileSync(logPath(2), logPath(3));
+    await expect(start()).rejects.toThrow(/log-000000000003.sealed holds log 2: it was renamed or copied/);
   });
 
   it('recovers from a crash at any step of a compaction', async () => {
@@ -220,12 +192,12 @@ describe('durable store', () => {
     const first = await a.memory.add({ tenant_id: 't', content: 'before compaction' });
     const log1 = readFileSync(logPath(1));
     // Make the snapshot fail, as if the enclave died before writing it: two logs remain.
-    mkdirSync(join(dir, 'snapshot.sealed.tmp'));
+    mkdirSync(join(fx.dir, 'snapshot.sealed.tmp'));
     await expect(a.store.compact()).rejects.toThrow(/snapshot\.sealed\.tmp/);
     const second = await a.memory.add({ tenant_id: 't', content: 'after the new log' });
     await stop(a);
     expect(files()).toEqual(['log-000000000001.sealed', 'log-000000000002.sealed', 'snapshot.sealed.tmp']);
-    rmSync(join(dir, 'snapshot.sealed.tmp'), { recursive: true });
+    rmSync(join(fx.dir, 'snapshot.sealed.tmp'), { recursive: true });
 
     const b = await start();
     expect(b.store.recovery).toMatchObject({ snapshotGeneration: null, logs: 2 });
@@ -236,9 +208,9 @@ describe('durable store', () => {
 
     // The snapshot is in place but the old log was not yet deleted: it is covered, so dropped.
     writeFileSync(logPath(1), log1);
-    writeFileSync(join(dir, 'snapshot.sealed.tmp'), 'half a snapshot');
+    writeFileSync(join(fx.dir, 'snapshot.sealed.tmp'), 'half a snapshot');
     // The host store sweeps what an interrupted put left when it starts again.
-    await new FsBlobStore(dir).removeLeftovers();
+    await fx.host().removeLeftovers();
     const c = await start();
     expect(files()).toEqual(['log-000000000003.sealed', 'snapshot.sealed']);
     expect(snapshotOf(c.memory).map((e) => e.record.id).sort()).toEqual([first.id, second.id].sort());
@@ -253,7 +225,7 @@ describe('a logged change that fails to apply at recovery', () => {
     await stop(a);
 
     // A target whose apply throws for one change, as V8 did with "Map maximum size exceeded".
-    const memory = new MemoryService(embedder);
+    const memory = new MemoryService(fx.embedder);
     const bad = records[1].id;
     const target = {
       apply: (event: Parameters<MemoryService['apply']>[0]) => {
@@ -264,8 +236,8 @@ describe('a logged change that fails to apply at recovery', () => {
     };
     const lines: unknown[] = [];
     const log = { error: (fields: unknown) => lines.push(fields), warn: () => {}, info: () => {} } as unknown as StoreOptions['log'];
-    const store = await DurableStore.open({ blobs: new FsBlobStore(dir), prefix: '', sealingKey, embedding: memory.embeddingModel, snapshotLogBytes: 1 << 30, log }, target);
-    open.push({ store });
+    const store = await DurableStore.open({ blobs: fx.host(), prefix: '', sealingKey, embedding: memory.embeddingModel, snapshotLogBytes: 1 << 30, log }, target);
+    fx.track(store);
     memory.useJournal(store);
     expect(store.recovery.skipped).toEqual([{ change: 'add', id: bad, at: 'log-000000000001.sealed frame 2', reason: 'RangeError: Map maximum size exceeded' }]);
     expect(lines).toEqual([expect.objectContaining({ change: 'add', id: bad })]);
@@ -287,7 +259,7 @@ describe('the chain of heads across restarts (issue 31)', () => {
     }
     await a.store.compact();
     const copy = mkdtempSync(join(tmpdir(), 'store-copy-'));
-    for (const name of files()) copyFileSync(join(dir, name), join(copy, name));
+    for (const name of files()) copyFileSync(join(fx.dir, name), join(copy, name));
     for (let i = 6; i < 10; i++) {
       await a.memory.add({ tenant_id: 't', content: sentence(i) });
       heads.push(a.store.head);
@@ -307,9 +279,9 @@ describe('the chain of heads across restarts (issue 31)', () => {
     await stop(b);
 
     // The host restores the copy made at head 6, and other writes push it to seq 11.
-    rmSync(dir, { recursive: true, force: true });
-    mkdirSync(dir);
-    for (const name of readdirSync(copy)) copyFileSync(join(copy, name), join(dir, name));
+    rmSync(fx.dir, { recursive: true, force: true });
+    mkdirSync(fx.dir);
+    for (const name of readdirSync(copy)) copyFileSync(join(copy, name), join(fx.dir, name));
     rmSync(copy, { recursive: true, force: true });
     const fork = await start();
     expect(fork.store.head).toEqual(heads[6]);

@@ -1,49 +1,28 @@
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ApiError } from '../../common/errors.js';
-import { modelsDir } from '../../common/paths.js';
-import { loadEmbedder, type Embedder } from '../../enclave/embedding/embedder.js';
 import { importedMemory } from '../../enclave/memory/import.js';
 import { MemoryService } from '../../enclave/memory/memory-service.js';
 import type { EmbeddingModelId } from '../../enclave/memory/types.js';
 import { DurableStore } from '../../enclave/storage/store.js';
-import { FsBlobStore } from '../../host-store/fs-blob-store.js';
+import { storeFixture } from '../helpers/store-fixture.js';
 
 /**
  * The store's side of tenant keys (storage/tenant-keys.ts), in one process: what a restarted
  * store holds of a keyed tenant, what each key does to it, and what compaction keeps of it.
  * The attack through the real processes is test/integration/tenant-keys.test.ts.
  */
-let embedder: Embedder;
-let dir: string;
+const fx = storeFixture('tenant-keys');
 const sealingKey = randomBytes(32);
 const secret = randomBytes(32);
-const open: DurableStore[] = [];
-
-beforeAll(async () => {
-  embedder = await loadEmbedder({ name: 'static', modelsDir });
-});
-afterAll(async () => {
-  await embedder?.close();
-});
-beforeEach(() => {
-  dir = mkdtempSync(join(tmpdir(), 'tenant-keys-'));
-});
-afterEach(async () => {
-  for (const store of open.splice(0)) await store.close().catch(() => {});
-  rmSync(dir, { recursive: true, force: true });
-});
 
 async function start(embedding?: EmbeddingModelId) {
-  const memory = new MemoryService(embedder);
+  const memory = new MemoryService(fx.embedder);
   const store = await DurableStore.open({
-    blobs: new FsBlobStore(dir), prefix: '', sealingKey, embedding: embedding ?? memory.embeddingModel, snapshotLogBytes: 1 << 30, reembed: async () => {},
+    blobs: fx.host(), prefix: '', sealingKey, embedding: embedding ?? memory.embeddingModel, snapshotLogBytes: 1 << 30, reembed: async () => {},
   }, memory);
   memory.useJournal(store);
-  open.push(store);
+  fx.track(store);
   return { memory, store };
 }
 const refusal = (run: () => void) => {
@@ -126,7 +105,7 @@ describe('a keyed tenant in the store', () => {
     await a.memory.add({ tenant_id: 'k', content: 'the piano is in the castle' });
     await a.store.close();
     // The model the store says it holds is another: the store is rewritten, the locked tenant carried over.
-    const b = await start({ id: 'another-model', dimension: embedder.dimension, sha256: 'f'.repeat(64) });
+    const b = await start({ id: 'another-model', dimension: fx.embedder.dimension, sha256: 'f'.repeat(64) });
     expect(refusal(() => b.memory.admitTenant('k', secret))).toBe('503 storage_unavailable');
     expect(refusal(() => b.memory.admitTenant('k', undefined))).toBe('423 tenant_locked');
   });

@@ -6,48 +6,27 @@
  * store process serves both), and once over its gRPC service.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import type * as grpc from '@grpc/grpc-js';
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { BlobStore } from '../../common/blob-store.js';
 import { listen } from '../../common/grpc-listen.js';
 import { createLogger } from '../../common/logger.js';
-import { modelsDir } from '../../common/paths.js';
-import { loadEmbedder, type Embedder } from '../../enclave/embedding/embedder.js';
 import { MemoryService } from '../../enclave/memory/memory-service.js';
 import { GrpcBlobStore } from '../../enclave/storage/grpc-blob-store.js';
 import { DurableStore } from '../../enclave/storage/store.js';
-import { FsBlobStore } from '../../host-store/fs-blob-store.js';
+import { storeFixture } from '../helpers/store-fixture.js';
 import { createHostStoreServer } from '../../host-store/grpc-service.js';
 import { freePort } from '../helpers/service.js';
 
-let embedder: Embedder;
-let dir: string;
+const fx = storeFixture('two-writers');
 const sealingKey = randomBytes(32);
-const opened: DurableStore[] = [];
-
-beforeAll(async () => {
-  embedder = await loadEmbedder({ name: 'static', modelsDir });
-});
-afterAll(async () => {
-  await embedder?.close();
-});
-beforeEach(() => {
-  dir = mkdtempSync(join(tmpdir(), 'two-writers-'));
-});
-afterEach(async () => {
-  for (const store of opened.splice(0)) await store.close().catch(() => {});
-  rmSync(dir, { recursive: true, force: true });
-});
 
 /** An enclave's memory and store on `blobs`, opened as owner `generation` (default 0); `outrank`: as OWNER_GENERATION unset. */
 async function enclave(blobs: BlobStore, generation?: number, outrank?: boolean) {
-  const memory = new MemoryService(embedder);
+  const memory = new MemoryService(fx.embedder);
   const store = await DurableStore.open({ blobs, prefix: 'memory/', name: 'shard 0 (memory/)', generation, outrank, sealingKey, embedding: memory.embeddingModel, snapshotLogBytes: 1 << 30 }, memory);
   memory.useJournal(store);
-  opened.push(store);
+  fx.track(store);
   return { memory, store };
 }
 const add = (e: { memory: MemoryService }, content: string) => e.memory.add({ tenant_id: 't', content });
@@ -55,7 +34,7 @@ const contents = (e: { memory: MemoryService }) => [...e.memory.entries()].map((
 
 describe('two writers of one store', () => {
   it('the old owner fails at its next write once a new owner opened the store, and refuses every change after it', async () => {
-    const blobs = new FsBlobStore(dir);
+    const blobs = fx.host();
     const old = await enclave(blobs);
     await add(old, 'before the takeover');
     const owner = await enclave(blobs);
@@ -71,7 +50,7 @@ describe('two writers of one store', () => {
   });
 
   it('the old owner\'s writes fail even when the new owner has not written yet, and its compaction deletes nothing', async () => {
-    const blobs = new FsBlobStore(dir);
+    const blobs = fx.host();
     const old = await enclave(blobs);
     await add(old, 'first');
     const owner = await enclave(blobs);
@@ -87,7 +66,7 @@ describe('two writers of one store', () => {
   });
 
   it('many writes racing from both: every acknowledged one is stored, none refused is', async () => {
-    const blobs = new FsBlobStore(dir);
+    const blobs = fx.host();
     const old = await enclave(blobs);
     const owner = await enclave(blobs);
     const results = await Promise.allSettled(Array.from({ length: 40 }, (_, i) => add(i % 2 ? owner : old, `racing write ${i}`)));
@@ -98,26 +77,33 @@ describe('two writers of one store', () => {
   });
 
   it('over the host store\'s gRPC service, one client each, as two enclave processes would', async () => {
-    const server: grpc.Server = createHostStoreServer(new FsBlobStore(dir), createLogger('test-host-store', 'silent'));
+    const server: grpc.Server = createHostStoreServer(fx.host(), createLogger('test-host-store', 'silent'));
     const address = `127.0.0.1:${await listen(server, `127.0.0.1:${await freePort()}`)}`;
     const clients = [new GrpcBlobStore(address, { callTimeoutMs: 5000 }), new GrpcBlobStore(address, { callTimeoutMs: 5000 }), new GrpcBlobStore(address, { callTimeoutMs: 5000 })];
+    // Closed before their clients are.
+    const opened: DurableStore[] = [];
+    const over = async (client: GrpcBlobStore) => {
+      const e = await enclave(client);
+      opened.push(e.store);
+      return e;
+    };
     try {
-      const old = await enclave(clients[0]);
+      const old = await over(clients[0]);
       await add(old, 'before');
-      const owner = await enclave(clients[1]);
+      const owner = await over(clients[1]);
       await expect(add(old, 'after, by the old owner')).rejects.toMatchObject({ status: 503 });
       await add(owner, 'after, by the new owner');
-      const later = await enclave(clients[2]);
+      const later = await over(clients[2]);
       expect(contents(later)).toEqual(['after, by the new owner', 'before']);
     } finally {
-      for (const store of opened.splice(0)) await store.close().catch(() => {});
+      for (const store of opened) await fx.stop(store).catch(() => {});
       for (const client of clients) await client.close();
       server.forceShutdown();
     }
   });
 
   it('the old owner\'s refusal names the shard and says it is no longer its owner, the first time and every later one', async () => {
-    const blobs = new FsBlobStore(dir);
+    const blobs = fx.host();
     const old = await enclave(blobs, 1);
     await add(old, 'first');
     await enclave(blobs, 2);
@@ -134,7 +120,7 @@ const sizes = async (blobs: BlobStore) => (await blobs.list()).map((b) => `${b.n
 
 describe('owner generations (the fencing token)', () => {
   it('an opener of a lower generation than the store\'s last owner is refused, naming the store and both generations, and writes nothing', async () => {
-    const blobs = new FsBlobStore(dir);
+    const blobs = fx.host();
     const owner = await enclave(blobs, 5);
     await add(owner, 'by owner 5');
     const before = await sizes(blobs);
@@ -148,7 +134,7 @@ describe('owner generations (the fencing token)', () => {
   });
 
   it('a higher generation takes the store over; the same one reopens it (a restart)', async () => {
-    const blobs = new FsBlobStore(dir);
+    const blobs = fx.host();
     const first = await enclave(blobs, 5);
     await add(first, 'by 5');
     const again = await enclave(blobs, 5);
@@ -161,7 +147,7 @@ describe('owner generations (the fencing token)', () => {
   });
 
   it('the generation outlives a compaction that deletes the segment holding the fence', async () => {
-    const blobs = new FsBlobStore(dir);
+    const blobs = fx.host();
     await add(await enclave(blobs, 1), 'by 1');
     const owner = await enclave(blobs, 7);
     await add(owner, 'by 7');
@@ -171,7 +157,7 @@ describe('owner generations (the fencing token)', () => {
   });
 
   it('unset (outrank), an enclave whose clock went back still opens its store, as its newest owner, and fences the one before', async () => {
-    const blobs = new FsBlobStore(dir);
+    const blobs = fx.host();
     const before = await enclave(blobs, 2_000, true);
     await add(before, 'before the clock went back');
     const after = await enclave(blobs, 1_000, true);

@@ -1,0 +1,131 @@
+/**
+ * Writes against a baseline build, in one run: single-item ingest at 16 clients and the
+ * recovery of a store of a million memories after kill -9, for this build and for another
+ * (BENCH_BASELINE: a checkout of the commit to compare, built with `npm run build`, e.g. a
+ * `git worktree`), measured in alternating rounds so both see the same machine. Without
+ * BENCH_BASELINE it measures this build alone. Adds "writes" to bench/results.json.
+ *
+ *   BENCH_BASELINE  folder of the baseline checkout (its dist/ is started)
+ *   BENCH_QUICK     1 for 100k memories and fewer writes
+ *
+ * Like for like: a build that has near-duplicate updates (issue 36) is sent `dedupe: false`
+ * for the fill, so both stores recover the same number of memories (the corpus repeats
+ * itself: deduplicated, a million adds keep a fraction of that). Single-item ingest is
+ * measured both ways on such a build: with the default (what users get) and without.
+ */
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { repoRoot } from '../common/paths.js';
+import { rssMiB, startService, untilIdle, type Service } from '../scripts/lib/run-service.js';
+import { memoryText } from './corpus.js';
+import { load, measure, round, type Load } from './http-load.js';
+import { LoadClient } from './load-client.js';
+
+const quick = process.env.BENCH_QUICK === '1';
+const TENANTS = quick ? 1_000 : 10_000;
+const PER_TENANT = 100;
+const SINGLES = quick ? 2_000 : 8_000;
+/** Rounds of each measurement per build, alternating builds; the comparison takes medians. */
+const ROUNDS = quick ? 2 : 3;
+
+interface Build {
+  name: string;
+  svc: Service;
+  client: LoadClient;
+  dir: string;
+  /** Whether the build takes `dedupe` (and so dedupes by default). */
+  dedupes: boolean;
+  single: Load[];
+  singleNoDedupe: Load[];
+  recoveryMs: number[];
+}
+
+async function start(name: string, root: string | undefined): Promise<Build> {
+  const dir = mkdtempSync(join(tmpdir(), `bench-writes-${name}-`));
+  const env = { DATA_DIR: join(dir, 'data'), LOG_LEVEL: 'warn', RATE_LIMIT_MAX: '0', RATE_LIMIT_IP_MAX: '0' };
+  const svc = await startService(env, join(dir, 'service.log'), root);
+  const client = new LoadClient(svc.baseUrl, 16);
+  // A build from before near-duplicate updates refuses the unknown field.
+  const probe = await client.request({ method: 'POST', path: '/v1/memory', body: JSON.stringify({ tenant_id: 'probe', content: 'a probe', dedupe: false }) });
+  return { name, svc, client, dir, dedupes: probe.status === 200, single: [], singleNoDedupe: [], recoveryMs: [] };
+}
+
+async function fill(b: Build): Promise<number> {
+  const started = performance.now();
+  const extra = b.dedupes ? { dedupe: false } : {};
+  const done = await load(b.client, 4, TENANTS, (t) => ({
+    method: 'POST', path: '/v1/memory',
+    body: JSON.stringify({ memories: Array.from({ length: PER_TENANT }, (_, i) => ({ tenant_id: `agent-${t}`, content: memoryText(t * PER_TENANT + i), ...extra })) }),
+  }));
+  if (done.errors > 0) throw new Error(`${b.name}: ${done.errors} batch adds failed`);
+  return Math.round((TENANTS * PER_TENANT) / ((performance.now() - started) / 1000));
+}
+
+/** 16 clients, one memory a request, over 50 tenants; `offset` keeps each round's texts new. */
+const singles = (b: Build, offset: number, dedupe: boolean) => measure(b.client, 16, SINGLES, (i) => ({
+  method: 'POST', path: '/v1/memory',
+  body: JSON.stringify({ tenant_id: `single-${i % 50}`, content: memoryText(offset + i), ...(dedupe ? {} : { dedupe: false }) }),
+}));
+
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return (s[Math.floor((s.length - 1) / 2)] + s[Math.ceil((s.length - 1) / 2)]) / 2;
+};
+const range = (xs: number[], unit = '') => `${Math.min(...xs).toLocaleString('en')}–${Math.max(...xs).toLocaleString('en')}${unit}`;
+
+export async function run(): Promise<void> {
+  const baseline = process.env.BENCH_BASELINE;
+  if (baseline && !existsSync(join(baseline, 'dist/enclave/main.js'))) throw new Error(`BENCH_BASELINE=${baseline} has no dist/enclave/main.js: build it there first (npm run build)`);
+  const builds: Build[] = [];
+  try {
+    builds.push(await start('this', undefined));
+    if (baseline) builds.push(await start('baseline', resolve(baseline, 'dist')));
+    for (const b of builds) {
+      const perSecond = await fill(b);
+      await untilIdle(b.svc.enclave.pid, 180_000);
+      console.log(`${b.name}: ${(TENANTS * PER_TENANT).toLocaleString('en')} memories stored by batches at ${perSecond.toLocaleString('en')}/s; enclave RSS ${Math.round(rssMiB(b.svc.enclave.pid))} MiB`);
+    }
+    for (let r = 0; r < ROUNDS; r++) {
+      for (const b of builds) {
+        b.single.push(await singles(b, 10_000_000 + r * 100_000, true));
+        if (b.dedupes) b.singleNoDedupe.push(await singles(b, 20_000_000 + r * 100_000, false));
+        await untilIdle(b.svc.enclave.pid, 60_000);
+      }
+      for (const b of builds) {
+        b.recoveryMs.push(Math.round(await b.svc.restartEnclave()));
+        await untilIdle(b.svc.enclave.pid, 60_000);
+      }
+    }
+    const results: Record<string, unknown> = {};
+    for (const b of builds) {
+      const show = (loads: Load[]) => `${range(loads.map((l) => l.perSecond), '/s')} (p50 ${range(loads.map((l) => l.p50))} ms, p99 ${range(loads.map((l) => l.p99))} ms, errors ${loads.reduce((s, l) => s + l.errors, 0)})`;
+      console.log(`${b.name}: single-item ingest, 16 clients ${show(b.single)}` +
+        (b.dedupes ? `; with dedupe: false ${show(b.singleNoDedupe)}` : ' (no near-duplicate updates in this build)') +
+        `; recovery of ${(TENANTS * PER_TENANT).toLocaleString('en')} memories after kill -9 ${range(b.recoveryMs.map((ms) => round(ms / 1000, 1)), ' s')}`);
+      results[b.name] = { dedupes: b.dedupes, single: b.single, singleNoDedupe: b.singleNoDedupe, recoveryMs: b.recoveryMs };
+    }
+    if (builds.length === 2) {
+      const [now, base] = builds;
+      // Like for like: the same storage work a write (no dedupe where the baseline has none).
+      const nowSingles = now.dedupes && !base.dedupes ? now.singleNoDedupe : now.single;
+      const ingest = median(nowSingles.map((l) => l.perSecond)) / median(base.single.map((l) => l.perSecond)) - 1;
+      const recovery = median(now.recoveryMs) / median(base.recoveryMs) - 1;
+      const within = (x: number, good: 'up' | 'down') => (good === 'up' ? x >= -0.1 : x <= 0.1);
+      console.log(`this build against the baseline (medians): single-item ingest ${(ingest * 100).toFixed(1)}% (${within(ingest, 'up') ? 'within' : '**not** within'} 10%), ` +
+        `recovery time ${(recovery * 100).toFixed(1)}% (${within(recovery, 'down') ? 'within' : '**not** within'} 10%)`);
+      results.comparison = { baseline, ingestChange: round(ingest, 3), recoveryChange: round(recovery, 3) };
+    }
+    const file = resolve(repoRoot, 'bench/results.json');
+    const all = existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>) : {};
+    all.writes = { date: new Date().toISOString(), quick, memories: TENANTS * PER_TENANT, ...results };
+    writeFileSync(file, `${JSON.stringify(all, null, 2)}\n`);
+    console.log(`\nadded "writes" to ${file}`);
+  } finally {
+    for (const b of builds) {
+      b.client.close();
+      await b.svc.stop();
+      rmSync(b.dir, { recursive: true, force: true });
+    }
+  }
+}
