@@ -47,6 +47,8 @@ export class Controller {
   /** After a failed open, when the shard may be tried again. */
   private readonly retryAt = new Map<number, number>();
   private readonly failures = new Map<number, number>();
+  /** The registration of each member whose stale shards were closed (once per registration). */
+  private readonly swept = new Map<string, string>();
 
   constructor(private readonly client: Etcd3, private readonly hosts: ShardHosts, private readonly options: ControllerOptions, private readonly log: Logger) {
     this.map = new ShardMap(client, options.prefix);
@@ -134,7 +136,7 @@ export class Controller {
     if (await this.nextMove(view, held)) return;
     const count = await this.count(view, held);
     if (count === undefined) return;
-    this.closeStale(view, held);
+    await this.closeStale(view, held, count);
 
     const loads = new Map<string, number>();
     for (const [id, h] of held) if (h) loads.set(id, 0);
@@ -184,17 +186,31 @@ export class Controller {
     return reported === undefined ? undefined : this.map.settleCount(reported);
   }
 
-  private closeStale(view: ClusterView, held: Map<string, HeldShards | undefined>): void {
+  private async closeStale(view: ClusterView, held: Map<string, HeldShards | undefined>, count: number): Promise<void> {
+    const closing: Array<Promise<void>> = [];
+    const close = (id: string, shard: number, why: object) => {
+      this.log.info({ shard, member: id, ...why }, 'closing a shard held outside the map');
+      closing.push(this.hosts.close(view.members.get(id)!, shard).catch((err: unknown) => this.log.warn({ shard, member: id, err: String(err) }, 'close failed')));
+    };
     for (const [id, h] of held) {
       if (!h) continue;
       for (const [shard, generation] of h.open) {
         const p = view.shards.get(shard);
         if (this.opening.has(shard) || (p && p.owner === id && p.generation === generation)) continue;
-        const address = view.members.get(id)!;
-        this.log.info({ shard, member: id, generation, owner: p?.owner, ownerGeneration: p?.generation }, 'closing a shard held outside the map');
-        void this.hosts.close(address, shard).catch((err: unknown) => this.log.warn({ shard, member: id, err: String(err) }, 'close failed'));
+        close(id, shard, { generation, owner: p?.owner, ownerGeneration: p?.generation });
+      }
+      // A member back with a new lease may still hold shards taken over while it was away, which
+      // it no longer lists (it refuses their tenants): close, once per registration, every shard
+      // not its own (idempotent where it holds nothing).
+      const registration = view.registrations.get(id)!;
+      if (this.swept.get(id) === registration) continue;
+      this.swept.set(id, registration);
+      for (let shard = 0; shard < count; shard++) {
+        if (!this.opening.has(shard) && view.shards.get(shard)?.owner !== id && !h.open.has(shard)) closing.push(this.hosts.close(view.members.get(id)!, shard).catch(() => undefined));
       }
     }
+    // Before any open of this pass: a close must not overtake it.
+    await Promise.all(closing);
   }
 
   /** A planned move, if one is asked for: close on the old owner, change the map, open on the new. */

@@ -18,6 +18,8 @@ export interface ClusterView {
   count?: number;
   /** Live members: id → gRPC address. */
   members: Map<string, string>;
+  /** Each live member's registration (the create revision of its key: new at each new lease). */
+  registrations: Map<string, string>;
   shards: Map<number, Placement>;
   /** Planned moves asked for: shard → target member id (with the request's mod revision). */
   moves: Map<number, { to: string; modRevision: string }>;
@@ -81,12 +83,15 @@ export class ShardMap {
 }
 
 export function parseView(keys: ClusterKeys, revision: number, kvs: IKeyValue[]): ClusterView {
-  const view: ClusterView = { revision, members: new Map(), shards: new Map(), moves: new Map() };
+  const view: ClusterView = { revision, members: new Map(), registrations: new Map(), shards: new Map(), moves: new Map() };
   for (const kv of kvs) {
     const key = kv.key.toString();
     const value = kv.value.toString();
     if (key === keys.count) view.count = parseCount(value);
-    else if (key.startsWith(keys.members)) view.members.set(key.slice(keys.members.length), value);
+    else if (key.startsWith(keys.members)) {
+      view.members.set(key.slice(keys.members.length), value);
+      view.registrations.set(key.slice(keys.members.length), kv.create_revision);
+    }
     else if (key.startsWith(keys.shards)) {
       const index = shardIndex(key.slice(keys.shards.length));
       const placement = parsePlacement(value, kv.mod_revision);

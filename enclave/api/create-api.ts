@@ -20,8 +20,8 @@ import { responsesRoutes } from './responses-route.js';
 import { resolveCall, streams, type CallContext, type RouteCall, type RouteHandler, type RouteHandlers, type StreamHandlers } from './resolve-call.js';
 import { sealedRoute } from './sealed-route.js';
 import { sealedStreamRoute, sealedStreamUnary } from './sealed-stream-route.js';
-import { deletionReceipt, signReply, type ResponseSigner, type SignedState } from './signing.js';
-import { HTTP_METHOD } from '../../protocol/response-signature.js';
+import { deletionReceipt, errorTenant, signReply, type ResponseSigner, type SignedState } from './signing.js';
+import { HTTP_METHOD, TENANT_HEADER } from '../../protocol/response-signature.js';
 import { WorkGate, type Place, type WorkLimits } from './work-gate.js';
 import { NO_METER } from '../memory/meter.js';
 import { sendReply, wrapStream, type ChunkSink, type StreamHandler } from './stream.js';
@@ -147,6 +147,9 @@ export function createApi(deps: ApiDeps): EnclaveApi {
     } catch (err) {
       if (err instanceof ApiError) {
         reply = errorReply(err);
+        // Signed with the shard of the tenant it is about, when this enclave serves it (signing.ts).
+        const tenant = errorTenant(deps.state, request);
+        if (tenant !== undefined) reply.headers = Object.assign({}, reply.headers, { [TENANT_HEADER]: tenant });
       } else if (context?.signal?.aborted) {
         // The caller went away (e.g. its HTTP client hung up) and the work was abandoned: no one reads this reply.
         cancelled = true;

@@ -4,6 +4,7 @@ import {
   ANCESTOR_HEADER, SHARD_HEADER, SIGNATURE_HEADER, STATE_HEADER, STORE_HEADER, TENANT_HEADER, TIMESTAMP_HEADER, UPSTREAM_HEADER, formatState, parseKnownStates, sha256Hex, signAnswer,
   finalEventBytes, signedFinalEvent, streamSignatureEvent, type Ancestry, type KnownStates, type SignedRequest, type StateHead,
 } from '../../protocol/response-signature.js';
+import { limits } from '../../common/limits.js';
 import type { EnclaveIdentity } from '../keys.js';
 import { signReceipt, type DeletionReceipt, type UnsignedReceipt } from '../../protocol/deletion-receipt.js';
 
@@ -20,6 +21,38 @@ export interface SignedState {
   storeId(shard: number): string;
   /** O(1) (storage/head-chain.ts): signing runs on every answer. */
   ancestry(shard: number, known: StateHead): Ancestry;
+  /** Whether this enclave serves the shard now (storage/sharded-store.ts); absent: every shard. */
+  holds?(shard: number): boolean;
+}
+
+const TENANT_ID = new RegExp(limits.tenantIdPattern);
+
+/**
+ * The tenant an error answer is about, found where the client's sdk looks for the one it asked
+ * for (the organization, the target's tenant_id, the body's): the refusal is then signed with
+ * that tenant's shard and head, which the client follows, instead of shard 0's, which this
+ * enclave may not hold (in a cluster its view of shard 0's head may be older than the client's,
+ * and the client would refuse the error as a rollback). Undefined, and shard 0 as before, when
+ * there is none, it is not a valid tenant id, or its shard is not served here (then the answer
+ * is a refusal for the host to re-route: 503 shard_not_owned).
+ */
+export function errorTenant(state: SignedState, request: ApiRequest): string | undefined {
+  let tenant: string | undefined = request.organization || undefined;
+  if (tenant === undefined) {
+    const q = request.target.indexOf('?');
+    tenant = q < 0 ? undefined : new URLSearchParams(request.target.slice(q + 1)).get('tenant_id') ?? undefined;
+  }
+  if (tenant === undefined && request.body.length > 0 && request.body[0] === 0x7b) {
+    try {
+      const parsed = JSON.parse(Buffer.from(request.body).toString('utf8')) as { tenant_id?: unknown } | null;
+      if (typeof parsed?.tenant_id === 'string') tenant = parsed.tenant_id;
+    } catch {
+      // Not JSON: no tenant.
+    }
+  }
+  if (tenant === undefined || tenant.length > limits.maxTenantIdChars || !TENANT_ID.test(tenant)) return undefined;
+  if (state.holds && !state.holds(state.count === 1 ? 0 : state.shardOf(tenant))) return undefined;
+  return tenant;
 }
 
 /** The enclave's key, and the state each signed answer reports. */

@@ -245,5 +245,17 @@ describe('a cluster of three enclaves placed through etcd', () => {
       expect(text.trimEnd().endsWith('data: [DONE]')).toBe(true);
     }
   }, 120_000);
+
+  it('a tenant\'s error answer from any owner is signed for its shard: a client that has seen shard 0 gets the 404, not a rollback', async () => {
+    await cluster.placed();
+    const client = await open();
+    const ofShard = (s: number) => [...Array(TENANTS).keys()].map(tenant).find((x) => shardOf(x, SHARDS) === s)!;
+    for (let i = 0; i < 3; i++) expect((await client.call('POST', '/v1/memory', { tenant_id: ofShard(0), content: `shard zero fact ${i}` })).status).toBe(200);
+    for (let s = 0; s < SHARDS; s++) {
+      const missing = await client.call('GET', `/v1/memory/mem_00000000000000000000000000000000?tenant_id=${ofShard(s)}`);
+      expect(missing.status).toBe(404);
+      expect(missing.headers['x-tee-shard']).toBe(`${s}/${SHARDS}`);
+    }
+  }, 60_000);
 });
 

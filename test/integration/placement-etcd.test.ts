@@ -20,6 +20,8 @@ class StandInEnclaves implements ShardHosts {
   readonly calls: string[] = [];
   /** Opens sent to an enclave that was gone (each a shard left unplaced for a back-off). */
   readonly failedOpens: string[] = [];
+  /** Shards an enclave holds but no longer lists (taken over by a newer owner while it was away). */
+  readonly hidden = new Map<string, Set<number>>();
 
   constructor(readonly count: number) {}
 
@@ -52,6 +54,7 @@ class StandInEnclaves implements ShardHosts {
 
   async close(address: string, shard: number): Promise<void> {
     this.get(address).open.delete(shard);
+    this.hidden.get(address)?.delete(shard);
     this.calls.push(`close ${address} ${shard}`);
   }
 
@@ -241,4 +244,33 @@ describe('the controller', () => {
       await Promise.all(members.map((m) => m.stop(true)));
     }
   }, 60_000);
+
+  it('closes, once it is back, the shards a member held when it lost its lease (it no longer lists them)', async () => {
+    const prefix = freshPrefix();
+    const hosts = new StandInEnclaves(2);
+    const members = startMembers(prefix, hosts, ['s1', 's2']);
+    const map = new ShardMap(client, prefix);
+    await waitFor(async () => (await map.read()).members.size === 2, 10_000);
+    const controller = new Controller(client, hosts, { id: 'c', prefix, ttlSeconds: 2, passMs: 200 }, log);
+    controller.start();
+    try {
+      await waitFor(async () => hosts.holders(0).length === 1 && hosts.holders(1).length === 1, 20_000);
+      const [shard, lost] = [...(await map.read()).shards].find(([, p]) => p.owner === 's1')!;
+      // s1 stops answering: its lease lapses and its shard moves; it still holds it, unlisted.
+      const s1 = hosts.enclaves.get('s1:1')!;
+      s1.alive = false;
+      await waitFor(async () => (await map.read()).shards.get(shard)!.owner === 's2' && hosts.holders(shard)[0] === 's2:1', 20_000);
+      s1.open.delete(shard);
+      hosts.hidden.set('s1:1', new Set([shard]));
+      hosts.calls.length = 0;
+      s1.alive = true;
+      await waitFor(async () => hosts.hidden.get('s1:1')!.size === 0, 20_000);
+      expect(hosts.calls).toContain(`close s1:1 ${shard}`);
+      expect(lost.generation).toBeLessThan((await map.read()).shards.get(shard)!.generation);
+    } finally {
+      await controller.stop();
+      await Promise.all(members.map((m) => m.stop(true)));
+    }
+  }, 60_000);
 });
+

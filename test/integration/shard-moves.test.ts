@@ -165,6 +165,17 @@ describe('shard 1 moved from A to B while a client writes', () => {
     expect((streamed as SealedCallError).status).toBe(503);
     expect((streamed as SealedCallError).body).toMatchObject({ error: { code: 'shard_not_owned' } });
     expect(seen.at(-1)).toEqual({ status: 503, miss: '1' });
+    // An error about a tenant of shard 1, from B (which does not hold shard 0), to a client that has seen
+    // shard 0 move on at A: signed with shard 1's head, not B's view of shard 0's (a rollback to the client).
+    const zero = (() => {
+      for (let i = 0; ; i++) if (shardOf(`zero-${i}`, 4) === 0) return `zero-${i}`;
+    })();
+    expect((await atA.call('POST', '/v1/memory', { tenant_id: zero, content: 'moves shard 0 on' })).status).toBe(200);
+    expect(tee.state.head(0)!.seq).toBe(1);
+    const missing = await tee.call<{ error: { code: string } }>('GET', `/v1/memory/mem_00000000000000000000000000000000?tenant_id=${tenant}`);
+    expect(missing.status).toBe(404);
+    expect(missing.body.error.code).toBe('memory_not_found');
+    expect(missing.headers['x-tee-shard']).toBe('1/4');
     // Nothing of the refused calls was stored.
     const after = await direct.call<{ data: unknown[] }>('GET', `/v1/memory?tenant_id=${tenant}&limit=100`);
     expect(after.body.data.length).toBe(acknowledged.length);
@@ -192,9 +203,15 @@ describe('shard 1 moved from A to B while a client writes', () => {
     expect((await pair.rpcB.shards()).open).toEqual([]);
   });
 
-  it('refuses a shard out of range (INVALID_ARGUMENT), and CloseShard of a shard not held does nothing', async () => {
+  it('refuses a shard out of range (INVALID_ARGUMENT); OpenShard again at the same generation and CloseShard of a shard not held do nothing', async () => {
     expect((await grpcError(pair.rpcB.open(4, 9))).code).toBe(grpc.status.INVALID_ARGUMENT);
     expect(await pair.rpcB.close(3)).toMatchObject({ shard: 3, tenants: '0' });
+    expect((await pair.rpcB.shards()).open).toEqual([]);
+    // Shard 3, never written: B takes it from A (generation 1) with generation 4, twice.
+    const first = await pair.rpcB.open(3, 4);
+    expect(await pair.rpcB.open(3, 4)).toEqual(first);
+    expect((await pair.rpcB.shards()).open).toEqual([first]);
+    expect(await pair.rpcB.close(3)).toMatchObject({ shard: 3, generation: '4', seq: first.seq });
     expect((await pair.rpcB.shards()).open).toEqual([]);
   });
 });

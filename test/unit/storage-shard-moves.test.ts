@@ -6,49 +6,35 @@
  * every acknowledged memory and nothing that was refused.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { BlobStore } from '../../common/blob-store.js';
 import { ApiError } from '../../common/errors.js';
-import { modelsDir } from '../../common/paths.js';
-import { loadEmbedder, type Embedder } from '../../enclave/embedding/embedder.js';
 import { MemoryService } from '../../enclave/memory/memory-service.js';
 import type { MemoryRecord } from '../../enclave/memory/types.js';
 import { StaleOwnerError } from '../../enclave/storage/errors.js';
 import { ShardedStore, type ShardedOptions } from '../../enclave/storage/sharded-store.js';
-import { FsBlobStore } from '../../host-store/fs-blob-store.js';
 import { SHARD_MISS_HEADER, shardOf } from '../../protocol/shards.js';
+import { storeFixture } from '../helpers/store-fixture.js';
 
-let embedder: Embedder;
-let dir: string;
-/** One per folder, as the host store is one process per folder (its conditions hold within it). */
-let shared: FsBlobStore;
+const fixture = storeFixture('shard-moves');
 const sealingKey = randomBytes(32);
-const open: ShardedStore[] = [];
 const SHARDS = 4;
+/** One per test folder, as the host store is one process per folder (its conditions hold within it). */
+let shared: BlobStore | undefined;
+let sharedDir = '';
+const host = (): BlobStore => {
+  if (!shared || sharedDir !== fixture.dir) {
+    shared = fixture.host();
+    sharedDir = fixture.dir;
+  }
+  return shared;
+};
 
-beforeAll(async () => {
-  embedder = await loadEmbedder({ name: 'static', modelsDir });
-});
-afterAll(async () => {
-  await embedder?.close();
-});
-beforeEach(() => {
-  dir = mkdtempSync(join(tmpdir(), 'shard-moves-'));
-  shared = new FsBlobStore(dir);
-});
-afterEach(async () => {
-  for (const s of open.splice(0)) await s.close().catch(() => {});
-  rmSync(dir, { recursive: true, force: true });
-});
-
-async function start(options: Partial<ShardedOptions> = {}, blobs: BlobStore = shared) {
-  const memory = new MemoryService(embedder);
+async function start(options: Partial<ShardedOptions> = {}, blobs: BlobStore = host()) {
+  const memory = new MemoryService(fixture.embedder);
   const store = await ShardedStore.open({ blobs, sealingKey, embedding: memory.embeddingModel, snapshotLogBytes: 1 << 30, shards: SHARDS, openShards: 'none', ...options }, memory);
   memory.useJournal(store);
-  open.push(store);
+  fixture.track(store);
   return { memory, store };
 }
 
@@ -78,7 +64,7 @@ const expectNotHeld = (err: unknown, shard: number) => {
 
 /** A blob store whose appends wait while `hold` is set, and say when one is waiting. */
 function gatedBlobs() {
-  const inner = shared;
+  const inner = host();
   let release: () => void = () => {};
   let held: Promise<void> | undefined;
   let waiting: () => void = () => {};
