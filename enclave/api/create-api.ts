@@ -3,7 +3,7 @@ import type { Logger } from '../../common/logger.js';
 import type { ApiReply, ApiRequest } from '../../common/proto.js';
 import { apiRoutes, budgetOf, routeLabel, type RouteName } from '../../common/routes.js';
 import type { Authorizer } from '../auth/authorizer.js';
-import type { Caller } from '../auth/caller.js';
+import { authorize, type Caller } from '../auth/caller.js';
 import type { EnclaveIdentity, SealedRequestKey } from '../keys.js';
 import type { ChatService } from '../chat/chat-service.js';
 import type { Extractor } from '../chat/extraction.js';
@@ -74,6 +74,16 @@ export interface ApiDeps {
  * errors included, leaves signed by the enclave's key. POST /v1/sealed opens a sealed
  * request and serves it the same way, within the sealed call's place.
  */
+/** Whether `caller` holds a key for `tenant` (or keys are off): authorize() without the refusal. */
+function mayActFor(caller: Caller, tenant: string): boolean {
+  try {
+    authorize(caller, tenant);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 export function createApi(deps: ApiDeps): EnclaveApi {
   const gate = new WorkGate(deps.work);
   const shareOf = (caller: Caller) => gate.shareOf(caller.keyId, deps.auth.required);
@@ -148,7 +158,7 @@ export function createApi(deps: ApiDeps): EnclaveApi {
       if (err instanceof ApiError) {
         reply = errorReply(err);
         // Signed with the shard of the tenant it is about, when this enclave serves it (signing.ts).
-        const tenant = errorTenant(deps.state, request);
+        const tenant = errorTenant(deps.state, request, (t) => mayActFor(caller, t));
         if (tenant !== undefined) reply.headers = Object.assign({}, reply.headers, { [TENANT_HEADER]: tenant });
       } else if (context?.signal?.aborted) {
         // The caller went away (e.g. its HTTP client hung up) and the work was abandoned: no one reads this reply.

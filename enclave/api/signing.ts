@@ -34,9 +34,11 @@ const TENANT_ID = new RegExp(limits.tenantIdPattern);
  * enclave may not hold (in a cluster its view of shard 0's head may be older than the client's,
  * and the client would refuse the error as a rollback). Undefined, and shard 0 as before, when
  * there is none, it is not a valid tenant id, or its shard is not served here (then the answer
- * is a refusal for the host to re-route: 503 shard_not_owned).
+ * is a refusal for the host to re-route: 503 shard_not_owned), or the caller may not act for it:
+ * a caller without a key for the tenant learns no more than shard 0's head, as before, not how
+ * busy the shard of a tenant id of its choosing is.
  */
-export function errorTenant(state: SignedState, request: ApiRequest): string | undefined {
+export function errorTenant(state: SignedState, request: ApiRequest, mayActFor: (tenant: string) => boolean): string | undefined {
   let tenant: string | undefined = request.organization || undefined;
   if (tenant === undefined) {
     const q = request.target.indexOf('?');
@@ -52,7 +54,7 @@ export function errorTenant(state: SignedState, request: ApiRequest): string | u
   }
   if (tenant === undefined || tenant.length > limits.maxTenantIdChars || !TENANT_ID.test(tenant)) return undefined;
   if (state.holds && !state.holds(state.count === 1 ? 0 : state.shardOf(tenant))) return undefined;
-  return tenant;
+  return mayActFor(tenant) ? tenant : undefined;
 }
 
 /** The enclave's key, and the state each signed answer reports. */

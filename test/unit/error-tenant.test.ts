@@ -21,22 +21,29 @@ const state = (served: number[]): SignedState => ({
   holds: (shard) => served.includes(shard),
 });
 const all = state([0, 1, 2, 3]);
+/** errorTenant for a caller that may act for every tenant, unless `may` says otherwise. */
+const asked = (st: SignedState, req: ApiRequest, may: (tenant: string) => boolean = () => true) => errorTenant(st, req, may);
 
 describe('the tenant an error answer is signed for', () => {
   it('is the one the client asked for: the organization, else the target\'s tenant_id, else the body\'s', () => {
-    expect(errorTenant(all, request({ organization: 'org-a', target: '/v1/memory?tenant_id=q-a', body: Buffer.from('{"tenant_id":"b-a"}') }))).toBe('org-a');
-    expect(errorTenant(all, request({ target: '/v1/memory/mem_1?tenant_id=q-a', body: Buffer.from('{"tenant_id":"b-a"}') }))).toBe('q-a');
-    expect(errorTenant(all, request({ method: 'POST', body: Buffer.from('{"tenant_id":"b-a","content":"x"}') }))).toBe('b-a');
+    expect(asked(all, request({ organization: 'org-a', target: '/v1/memory?tenant_id=q-a', body: Buffer.from('{"tenant_id":"b-a"}') }))).toBe('org-a');
+    expect(asked(all, request({ target: '/v1/memory/mem_1?tenant_id=q-a', body: Buffer.from('{"tenant_id":"b-a"}') }))).toBe('q-a');
+    expect(asked(all, request({ method: 'POST', body: Buffer.from('{"tenant_id":"b-a","content":"x"}') }))).toBe('b-a');
   });
 
   it('is none (shard 0, as before) when there is none, the body is not JSON, or the id is not a tenant id', () => {
-    expect(errorTenant(all, request({}))).toBeUndefined();
-    expect(errorTenant(all, request({ method: 'POST', body: Buffer.from('{"tenant_id": ') }))).toBeUndefined();
-    expect(errorTenant(all, request({ method: 'POST', body: Buffer.from('{"tenant_id":7}') }))).toBeUndefined();
-    expect(errorTenant(all, request({ target: '/v1/memory?tenant_id=a%0Ab' }))).toBeUndefined();
-    expect(errorTenant(all, request({ target: `/v1/memory?tenant_id=${'a'.repeat(129)}` }))).toBeUndefined();
+    expect(asked(all, request({}))).toBeUndefined();
+    expect(asked(all, request({ method: 'POST', body: Buffer.from('{"tenant_id": ') }))).toBeUndefined();
+    expect(asked(all, request({ method: 'POST', body: Buffer.from('{"tenant_id":7}') }))).toBeUndefined();
+    expect(asked(all, request({ target: '/v1/memory?tenant_id=a%0Ab' }))).toBeUndefined();
+    expect(asked(all, request({ target: `/v1/memory?tenant_id=${'a'.repeat(129)}` }))).toBeUndefined();
     // A sealed envelope: its tenant is inside, and stays there.
-    expect(errorTenant(all, request({ method: 'POST', target: '/v1/sealed', body: Buffer.from('{"client_public_key":"x","nonce":"y","ciphertext":"z"}') }))).toBeUndefined();
+    expect(asked(all, request({ method: 'POST', target: '/v1/sealed', body: Buffer.from('{"client_public_key":"x","nonce":"y","ciphertext":"z"}') }))).toBeUndefined();
+  });
+
+  it('is none for a caller that may not act for it: one without a key for the tenant learns only shard 0\'s head, as before', () => {
+    expect(asked(all, request({ target: '/v1/memory?tenant_id=theirs' }), (tenant) => tenant !== 'theirs')).toBeUndefined();
+    expect(asked(all, request({ target: '/v1/memory?tenant_id=mine' }), (tenant) => tenant !== 'theirs')).toBe('mine');
   });
 
   it('is none when its shard is not served here: the refusal is for the host to re-route, not an answer about the tenant', () => {
@@ -44,7 +51,7 @@ describe('the tenant an error answer is signed for', () => {
       for (let i = 0; ; i++) if (shardOf(`t-${i}`, 4) === shard) return `t-${i}`;
     };
     const onlyOne = state([1]);
-    expect(errorTenant(onlyOne, request({ target: `/v1/memory?tenant_id=${tenant(1)}` }))).toBe(tenant(1));
-    expect(errorTenant(onlyOne, request({ target: `/v1/memory?tenant_id=${tenant(2)}` }))).toBeUndefined();
+    expect(asked(onlyOne, request({ target: `/v1/memory?tenant_id=${tenant(1)}` }))).toBe(tenant(1));
+    expect(asked(onlyOne, request({ target: `/v1/memory?tenant_id=${tenant(2)}` }))).toBeUndefined();
   });
 });
