@@ -19,7 +19,8 @@ Usage: npm run start:cluster -- [--enclaves N] [--etcd-port P]
   --etcd-port P   etcd's client port on 127.0.0.1 [default: 2379; its peer port is P+1]; its data goes to DATA_DIR/etcd
 
 Needs etcd (Debian: ${ETCD_INSTALL}). Every other setting is the processes' own (see start:enclave, start:proxy,
-start:host-store, start:placement --help): SHARDS defaults to 12 here, LEASE_TTL_S to 5, PORT to 8080.`;
+start:host-store, start:placement --help): SHARDS defaults to 12 here, LEASE_TTL_S to 5, PORT to 8080, and DATA_DIR
+to ./data-cluster (npm start's ./data holds a store of one shard, whose count cannot change).`;
 const config = configFromCli(usage, { logLevel: logLevel(), logFormat: logFormat() });
 const log = createLogger('cluster', config.logLevel, config.logFormat, { sync: true });
 
@@ -43,10 +44,12 @@ if (!etcdBinary) {
 }
 
 const distRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-const dataDir = process.env.DATA_DIR || './data';
+// Not npm start's ./data: a store's shard count is fixed when it is made, and npm start makes one shard.
+const dataDir = process.env.DATA_DIR || './data-cluster';
 const etcdEndpoint = `127.0.0.1:${etcdPort}`;
 const base: NodeJS.ProcessEnv = {
   ...process.env,
+  DATA_DIR: dataDir,
   SHARDS: process.env.SHARDS || '12',
   ETCD_ENDPOINTS: etcdEndpoint,
 };
