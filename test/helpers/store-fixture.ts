@@ -4,6 +4,8 @@ import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach } from 'vitest';
 import { modelsDir } from '../../common/paths.js';
 import { loadEmbedder, type Embedder } from '../../enclave/embedding/embedder.js';
+import { MemoryService } from '../../enclave/memory/memory-service.js';
+import { DurableStore, type StoreOptions } from '../../enclave/storage/store.js';
 import { FsBlobStore } from '../../host-store/fs-blob-store.js';
 
 interface Closable {
@@ -51,6 +53,16 @@ export function storeFixture(name: string) {
       const host = new FsBlobStore(dir);
       hosts.push(host);
       return host;
+    },
+    /** A memory service and its durable store on this test's folder (no prefix, compaction only when asked), closed after the test. */
+    async open(sealingKey: Uint8Array, options: Partial<StoreOptions> = {}): Promise<{ memory: MemoryService; store: DurableStore }> {
+      const memory = new MemoryService(this.embedder);
+      const store = await DurableStore.open({
+        blobs: this.host(), prefix: '', sealingKey, embedding: memory.embeddingModel, snapshotLogBytes: 1 << 30, ...options,
+      }, memory);
+      memory.useJournal(store);
+      this.track(store);
+      return { memory, store };
     },
     /** Closes `store` after the test unless the test closed it (`stopped`). */
     track<T extends Closable>(store: T): T {

@@ -35,15 +35,7 @@ function recorder() {
   return { lines, logged, log: { error: at('error'), warn: at('warn'), info: at('info') } as unknown as StoreOptions['log'] };
 }
 
-async function start(options: Partial<StoreOptions> = {}) {
-  const memory = new MemoryService(fx.embedder);
-  const store = await DurableStore.open({
-    blobs: fx.host(), prefix: '', sealingKey, embedding: memory.embeddingModel, snapshotLogBytes: 1 << 30, ...options,
-  }, memory);
-  memory.useJournal(store);
-  fx.track(store);
-  return { memory, store };
-}
+const start = (options: Partial<StoreOptions> = {}) => fx.open(sealingKey, options);
 const stop = (store: DurableStore) => fx.stop(store);
 const refusal = (options: Partial<StoreOptions> = {}) => start(options).then(() => 'opened', (err: Error) => {
   expect(err).toBeInstanceOf(CorruptStoreError);

@@ -13,15 +13,7 @@ import { flipByte, frameSpans } from '../helpers/sealed-files.js';
 const fx = storeFixture('store');
 const sealingKey = randomBytes(32);
 
-async function start(options: Partial<StoreOptions> = {}) {
-  const memory = new MemoryService(fx.embedder);
-  const store = await DurableStore.open({
-    blobs: fx.host(), prefix: '', sealingKey, embedding: memory.embeddingModel, snapshotLogBytes: 1 << 30, ...options,
-  }, memory);
-  memory.useJournal(store);
-  fx.track(store);
-  return { memory, store };
-}
+const start = (options: Partial<StoreOptions> = {}) => fx.open(sealingKey, options);
 const stop = (h: { store: DurableStore }) => fx.stop(h.store);
 
 const words = ['apple', 'river', 'garden', 'piano', 'winter', 'castle', 'coffee', 'island', 'doctor', 'engine', 'forest', 'silver'];
