@@ -30,6 +30,8 @@ export default defineConfig({
       'test/unit/storage-*.test.ts',
       'test/unit/*-edges.test.ts',
       'test/unit/attestation-encodings.test.ts',
+      'test/unit/create-provider.test.ts',
+      'test/unit/measured-upstream.test.ts',
     ],
     testTimeout: 60_000,
     hookTimeout: 120_000,

@@ -16,12 +16,14 @@ export interface ProviderInputs {
   blobs: BlobStore;
   embedder: Embedder;
   operatorKey: Uint8Array;
+  /** The folders simulated PCR0 measures; default the enclave's own compiled code (tests measure a stand-in). */
+  codeDirs?: readonly string[];
 }
 
 // The enclave's own compiled code: dist/enclave and the dist/common and dist/protocol it
 // imports (lint keeps the enclave from importing any other folder: eslint.config.js).
 const enclaveDir = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-const codeDirs = [enclaveDir, resolve(enclaveDir, '../common'), resolve(enclaveDir, '../protocol')];
+const ownCodeDirs = [enclaveDir, resolve(enclaveDir, '../common'), resolve(enclaveDir, '../protocol')];
 
 /** The trust-relevant configuration that simulated PCR1 measures (docs/trust-model.md lists its keys). */
 export function measuredConfig(inputs: Pick<ProviderInputs, 'config' | 'embedder' | 'operatorKey'>): Record<string, ConfigValue> {
@@ -50,7 +52,7 @@ export function measuredConfig(inputs: Pick<ProviderInputs, 'config' | 'embedder
 export async function createAttestationProvider(inputs: ProviderInputs): Promise<AttestationProvider> {
   const { config } = inputs;
   if (config.teeMode === 'nitro') return new NitroProvider({ helperPath: config.nsmHelper });
-  const pcrs = await measureEnclave({ codeDirs, config: measuredConfig(inputs), model: inputs.embedder });
+  const pcrs = await measureEnclave({ codeDirs: [...(inputs.codeDirs ?? ownCodeDirs)], config: measuredConfig(inputs), model: inputs.embedder });
   const provider = new SimulatedNitroProvider({ blobs: inputs.blobs, pcrs });
   // Create (or load) the CA now, so the host store's $DATA_DIR/simulated-root.pem exists as
   // soon as the enclave is up: a client pins it before asking for its first document.
