@@ -27,7 +27,7 @@ const NO_CHANGE: UsageChange = { memories: 0, storedBytes: 0, terms: 0 };
 
 /**
  * One tenant's memories and everything built from them, kept in step: the records (in the
- * order they were added, also kept as links; an update keeps its place), their vectors, the vectors' mean, BM25
+ * order they were added; an update keeps its place), their vectors, the vectors' mean, BM25
  * over their words, and the copy in the search worker once the tenant has one. Every change
  * goes through add, update or delete, which change all of them or (if one fails) none.
  */
@@ -42,8 +42,13 @@ export class TenantMemories {
   /** The mean of the indexed vectors, which query similarities are measured from (retrieval/tenant-centre.ts). */
   centre: TenantCentre;
   readonly lexical: TieredLexical;
-  /** Which memory was added just before and after each (a hit's neighbouring turns: memory/add-order.ts). */
-  readonly order = new AddOrder();
+  /**
+   * Which memory was added just before and after each (a hit's neighbouring turns:
+   * memory/add-order.ts), built at the first query that asks: it is the records' own order (a
+   * Map keeps insertion order, an update keeps its key's place), so a recovery, which replays
+   * every add, does not build links for tenants no one queries.
+   */
+  private links?: AddOrder;
   /** The large tenant's copy in the search worker, once it is queried often enough. */
   private replica?: Replica;
   /** Queries since the tenant was created (counted only while it has no copy). */
@@ -57,6 +62,14 @@ export class TenantMemories {
 
   get size(): number {
     return this.records.size;
+  }
+
+  get order(): AddOrder {
+    if (!this.links) {
+      this.links = new AddOrder();
+      for (const id of this.records.keys()) this.links.append(id);
+    }
+    return this.links;
   }
 
   /**
@@ -76,7 +89,7 @@ export class TenantMemories {
     }
     if (vector && !isZero(vector)) this.centre.add(vector);
     this.records.set(record.id, record);
-    this.order.append(record.id);
+    this.links?.append(record.id);
     if (this.replica) this.replicas!.add(this.replica, record.id, record.content, vector ?? undefined);
     return { memories: 1, storedBytes: storedBytes(record.content, record.metadata), terms: this.lexical.distinctTerms - distinct };
   }
@@ -118,7 +131,7 @@ export class TenantMemories {
     const record = this.records.get(id);
     if (!record) return NO_CHANGE;
     this.records.delete(id);
-    this.order.remove(id);
+    this.links?.remove(id);
     const vector = this.index.vector(id);
     if (vector && !isZero(vector)) this.centre.remove(vector);
     this.index.remove(id);

@@ -3,6 +3,10 @@ import { modelsDir } from '../../common/paths.js';
 import { loadEmbedder, type Embedder } from '../../enclave/embedding/embedder.js';
 import { AddOrder } from '../../enclave/memory/add-order.js';
 import { MemoryService } from '../../enclave/memory/memory-service.js';
+import { TenantMemories } from '../../enclave/memory/tenant-memories.js';
+import type { MemoryRecord } from '../../enclave/memory/types.js';
+import { TermDictionary } from '../../enclave/lexical/term-dictionary.js';
+import { DEFAULT_TIERS } from '../../enclave/vectors/tiered-index.js';
 import { FAR_NEIGHBOUR_WEIGHT, NEIGHBOUR_LENDERS, NEIGHBOUR_WEIGHT, lendToNeighbours, type NeighbourSource } from '../../enclave/retrieval/neighbour-lending.js';
 import type { RankedHit } from '../../enclave/retrieval/tenant-search.js';
 
@@ -91,5 +95,33 @@ describe('a query of a conversation stored with its session as run_id', () => {
     // The same turns stored without a run_id are not a session: no lending.
     const facts = await memory.query({ tenant_id: 'facts', query: 'What came of the library fundraiser?', top_k: 3 });
     expect(facts[1].score).toBeLessThan((NEIGHBOUR_WEIGHT / 2) * facts[0].score);
+  });
+});
+
+describe("a tenant's add order, built at its first query", () => {
+  const record = (id: string, content = `memory ${id}`): MemoryRecord => ({ id, object: 'memory', tenant_id: 't', content, metadata: {}, created_at: 1 });
+  const tenant = () => new TenantMemories(4, DEFAULT_TIERS, new TermDictionary());
+  const sides = (memories: TenantMemories, ids: string[]) => Object.fromEntries(ids.map((id) => [id, memories.order.beside(id)]));
+
+  it('gives the same neighbours whether it was built before the changes or after them', () => {
+    const changes = (memories: TenantMemories) => {
+      for (const id of ['a', 'b', 'c', 'd', 'e']) memories.add(record(id), null);
+      memories.delete('c');
+      memories.update(record('b', 'b said again, in other words'), null); // keeps its place
+      memories.add(record('f'), null);
+      memories.delete('a');
+    };
+    const early = tenant();
+    void early.order; // a query before any change: the links follow every change from here
+    changes(early);
+    const late = tenant();
+    changes(late); // no query until now: the links are built from the records
+    const ids = ['a', 'b', 'c', 'd', 'e', 'f'];
+    expect(sides(late, ids)).toEqual(sides(early, ids));
+    expect(sides(late, ids)).toEqual({ a: [], b: ['d'], c: [], d: ['b', 'e'], e: ['d', 'f'], f: ['e'] });
+    late.add(record('g'), null);
+    late.delete('e');
+    expect(late.order.beside('d')).toEqual(['b', 'f']);
+    expect(late.order.beside('g')).toEqual(['f']);
   });
 });
