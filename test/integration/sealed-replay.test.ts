@@ -1,0 +1,104 @@
+/**
+ * The host replaying recorded sealed writes where no replay guard in memory saw them
+ * (docs/trust-model.md): to the enclave a shard moved to, and to an enclave that was killed
+ * and came back with the service's keys (JOIN_ENCLAVE_ADDR) and the shard. Real processes:
+ * one host store, enclaves A and B with SHARDS=4 and SHARDS_OPEN=none (B took the keys from A
+ * by attestation), a proxy each; this test is the client, then the host: it keeps the
+ * envelopes' bytes as they crossed the host and sends them again.
+ */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openReply, sealRequest } from '../../protocol/sealed.js';
+import { shardOf } from '../../protocol/shards.js';
+import { connect } from '../../sdk/client.js';
+import { expectError, request, type JsonResponse } from '../helpers/http.js';
+import { startShardPair, type ShardPair } from '../helpers/shard-pair.js';
+
+let pair: ShardPair;
+let boxKey: Uint8Array;
+const tenant = (() => {
+  for (let i = 0; ; i++) if (shardOf(`replayed-${i}`, 4) === 2) return `replayed-${i}`;
+})();
+
+beforeAll(async () => {
+  pair = await startShardPair();
+  await pair.rpcA.open(2, 1);
+  const tee = await connect({ insecureSkipPcrPinning: true, baseUrl: pair.a.baseUrl, rootPem: readFileSync(join(pair.a.dataDir, 'simulated-root.pem'), 'utf8') });
+  boxKey = tee.attestation.boxPublicKey;
+}, 240_000);
+afterAll(async () => {
+  await pair?.stop();
+});
+
+/** An envelope as the host records it: the bytes of POST /v1/sealed. */
+const seal = (method: string, target: string, body?: unknown) =>
+  sealRequest(boxKey, { method, target, body: Buffer.from(body === undefined ? '' : JSON.stringify(body)), timestamp: Date.now() });
+
+/** Sends the envelope's bytes to `baseUrl`: the outer answer, and the inner one when it opened. */
+async function send(baseUrl: string, sealed: ReturnType<typeof seal>): Promise<{ outer: JsonResponse; inner?: { status: number; body: any } }> {
+  const res = await fetch(`${baseUrl}/v1/sealed`, { method: 'POST', headers: { 'content-type': 'application/octet-stream' }, body: sealed.envelope });
+  const bytes = new Uint8Array(await res.arrayBuffer());
+  const text = Buffer.from(bytes).toString('utf8');
+  if (res.status !== 200) return { outer: { status: res.status, headers: res.headers, body: JSON.parse(text), text } };
+  const reply = openReply(bytes, sealed.replyKey, sealed.nonce);
+  return { outer: { status: 200, headers: res.headers, body: undefined, text: '' }, inner: { status: reply.status, body: JSON.parse(Buffer.from(reply.body).toString('utf8')) } };
+}
+
+/** What the tenant holds, read plainly from the shard's owner: every memory, and one memory's history. */
+async function state(baseUrl: string, id: string) {
+  const list = await request(baseUrl, 'GET', `/v1/memory?tenant_id=${tenant}&limit=100`);
+  expect(list.status, list.text).toBe(200);
+  const history = await request(baseUrl, 'GET', `/v1/memory/${id}/history?tenant_id=${tenant}`);
+  expect(history.status, history.text).toBe(200);
+  return {
+    contents: (list.body.data as Array<{ content: string }>).map((m) => m.content).sort(),
+    versions: (history.body.data as Array<{ event: string; record?: { content: string } }>).map((v) => `${v.event}:${v.record?.content ?? ''}`),
+  };
+}
+
+const recorded: Record<'add' | 'batch' | 'firstUpdate' | 'secondUpdate', ReturnType<typeof seal>> = {} as never;
+let id = '';
+let before: Awaited<ReturnType<typeof state>>;
+
+describe('sealed writes replayed where no guard in memory saw them', () => {
+  it('the client\'s writes, on A: an add, a batch of two, an update and a later update', async () => {
+    recorded.add = seal('POST', '/v1/memory', { tenant_id: tenant, content: 'The spare key is under the blue flowerpot' });
+    const added = await send(pair.a.baseUrl, recorded.add);
+    expect(added.inner?.status, JSON.stringify(added)).toBe(200);
+    id = added.inner!.body.id as string;
+    recorded.batch = seal('POST', '/v1/memory', { memories: [{ tenant_id: tenant, content: 'Batch one: the boat is moored at pier 4' }, { tenant_id: tenant, content: 'Batch two: the oars are in the shed' }] });
+    expect((await send(pair.a.baseUrl, recorded.batch)).inner?.status).toBe(200);
+    recorded.firstUpdate = seal('PATCH', `/v1/memory/${id}?tenant_id=${tenant}`, { content: 'The spare key is under the red flowerpot' });
+    expect((await send(pair.a.baseUrl, recorded.firstUpdate)).inner?.status).toBe(200);
+    recorded.secondUpdate = seal('PATCH', `/v1/memory/${id}?tenant_id=${tenant}`, { content: 'The spare key is with the neighbour now' });
+    expect((await send(pair.a.baseUrl, recorded.secondUpdate)).inner?.status).toBe(200);
+    before = await state(pair.a.baseUrl, id);
+    expect(before.contents).toHaveLength(3);
+    expect(before.versions).toHaveLength(3);
+    // A itself refuses them, from its guard in memory.
+    expectError((await send(pair.a.baseUrl, recorded.add)).outer, 409, 'sealed_request_replayed');
+  });
+
+  it('the shard moved to B: each recorded write sent to B is refused (409 sealed_request_replayed) and nothing changed', async () => {
+    await pair.rpcA.close(2);
+    await pair.rpcB.open(2, 2);
+    for (const name of ['add', 'batch', 'firstUpdate', 'secondUpdate'] as const) {
+      expectError((await send(pair.b.baseUrl, recorded[name])).outer, 409, 'sealed_request_replayed');
+    }
+    expect(await state(pair.b.baseUrl, id)).toEqual(before);
+  });
+
+  it('A killed and started again with the service\'s keys, the shard moved back to it: each recorded write is refused and nothing changed', async () => {
+    await pair.a.killEnclave('SIGKILL');
+    await pair.a.startEnclave({ JOIN_ENCLAVE_ADDR: pair.b.enclaveAddr });
+    await pair.rpcB.close(2);
+    await pair.rpcA.open(2, 3);
+    for (const name of ['add', 'batch', 'firstUpdate', 'secondUpdate'] as const) {
+      expectError((await send(pair.a.baseUrl, recorded[name])).outer, 409, 'sealed_request_replayed');
+    }
+    expect(await state(pair.a.baseUrl, id)).toEqual(before);
+    // A fresh envelope is served as ever.
+    expect((await send(pair.a.baseUrl, seal('GET', `/v1/memory/${id}?tenant_id=${tenant}`))).inner?.body.content).toBe('The spare key is with the neighbour now');
+  });
+});
