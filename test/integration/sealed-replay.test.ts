@@ -13,6 +13,7 @@ import { openReply, sealRequest } from '../../protocol/sealed.js';
 import { shardOf } from '../../protocol/shards.js';
 import { connect } from '../../sdk/client.js';
 import { expectError, request, type JsonResponse } from '../helpers/http.js';
+import { startService } from '../helpers/service.js';
 import { startShardPair, type ShardPair } from '../helpers/shard-pair.js';
 
 let pair: ShardPair;
@@ -32,8 +33,8 @@ afterAll(async () => {
 });
 
 /** An envelope as the host records it: the bytes of POST /v1/sealed. */
-const seal = (method: string, target: string, body?: unknown) =>
-  sealRequest(boxKey, { method, target, body: Buffer.from(body === undefined ? '' : JSON.stringify(body)), timestamp: Date.now() });
+const seal = (method: string, target: string, body?: unknown, key = boxKey) =>
+  sealRequest(key, { method, target, body: Buffer.from(body === undefined ? '' : JSON.stringify(body)), timestamp: Date.now() });
 
 /** Sends the envelope's bytes to `baseUrl`: the outer answer, and the inner one when it opened. */
 async function send(baseUrl: string, sealed: ReturnType<typeof seal>): Promise<{ outer: JsonResponse; inner?: { status: number; body: any } }> {
@@ -101,4 +102,22 @@ describe('sealed writes replayed where no guard in memory saw them', () => {
     // A fresh envelope is served as ever.
     expect((await send(pair.a.baseUrl, seal('GET', `/v1/memory/${id}?tenant_id=${tenant}`))).inner?.body.content).toBe('The spare key is with the neighbour now');
   });
+});
+
+describe('one enclave alone (npm start), killed and started again', () => {
+  it('comes back with a new box key: a recorded envelope no longer opens (400 sealed_open_failed) and nothing changed', async () => {
+    const lone = await startService();
+    try {
+      const tee = await connect({ insecureSkipPcrPinning: true, baseUrl: lone.baseUrl, rootPem: readFileSync(join(lone.dataDir, 'simulated-root.pem'), 'utf8') });
+      const add = seal('POST', '/v1/memory', { tenant_id: tenant, content: 'The bicycle is chained to the lamp post' }, tee.attestation.boxPublicKey);
+      expect((await send(lone.baseUrl, add)).inner?.status).toBe(200);
+      await lone.killEnclave('SIGKILL');
+      await lone.startEnclave();
+      expectError((await send(lone.baseUrl, add)).outer, 400, 'sealed_open_failed');
+      const list = await request(lone.baseUrl, 'GET', `/v1/memory?tenant_id=${tenant}`);
+      expect((list.body.data as unknown[]).length).toBe(1);
+    } finally {
+      await lone.stop();
+    }
+  }, 240_000);
 });
