@@ -174,6 +174,9 @@ export const timedOut = (message: string, code: CodeWithStatus<504>) => new ApiE
 
 export const internal = (message = 'internal error') => new ApiError('internal_error', message);
 
+/** 409 for a sealed envelope already handled: by this enclave (its replay guard), or by any owner of the shard (its log). */
+export const sealedReplayed = () => new ApiError('sealed_request_replayed', 'this sealed request was already handled; seal every request afresh');
+
 /** 405 for a known path and a method it does not serve. */
 export const methodNotAllowed = (method: string, path: string, allowed: readonly string[]) =>
   new ApiError('method_not_allowed', `${method} is not allowed on ${path}; use ${allowed.join(', ')}`, { headers: { allow: allowed.join(', ') } });

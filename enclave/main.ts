@@ -101,8 +101,11 @@ const memory: MemoryService = new MemoryService(embedder, {
 // Exits (1) on a damaged, altered or foreign store: never serve memories half-loaded.
 // Memories stored under another embedding model are re-embedded here, before anything is
 // served, or refused (ON_MODEL_CHANGE).
+// Sealed envelopes seen: here, and (learnt as each shard opens, before it is served) by any owner of a shard held.
+const replayGuard = new ReplayGuard(SEALED_MAX_AGE_MS);
 const store = await openMemoryStore({
   config, blobs, embedder, memory, log, onCommit: (entries, seconds) => metrics.committed(entries, seconds),
+  onReplayIds: (marks) => marks.forEach((mark) => replayGuard.remember(mark.id, mark.expires_at)),
 }).catch((err: unknown) => refuseToStart(log, err));
 bootStage('store');
 
@@ -138,7 +141,7 @@ const api = createApi({
   attestation: { provider, identity, operatorKey, boxPublicKey: requestKey.publicKey, userData, log },
   identity,
   state: store,
-  sealed: { key: requestKey, replay: new ReplayGuard(SEALED_MAX_AGE_MS) },
+  sealed: { key: requestKey, replay: replayGuard },
   auth: auth.authorizer,
   work: { maxInFlight: config.maxInFlight, maxInFlightPerKey: config.maxInFlightPerKey, maxInFlightKeyless: config.maxInFlightKeyless, timeoutMs: config.timeoutMs, maxStreamMs: config.maxStreamMs },
   log,

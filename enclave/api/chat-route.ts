@@ -45,7 +45,7 @@ export function chatRoutes(chat: ChatService, extractor?: Extractor) {
     const said = completion.choices[0]?.message;
     const messages = said ? [...input.messages, { role: 'assistant' as const, content: said.content ?? '' }] : input.messages;
     try {
-      const outcome = await extractor!.extract({ tenant: caller.tenant, scope: caller.scope, messages, model: input.model }, { keyTenants: caller.keyTenants, keyId: caller.keyId, ...call });
+      const outcome = await extractor!.extract({ tenant: caller.tenant, scope: caller.scope, messages, model: input.model }, { keyTenants: caller.keyTenants, keyId: caller.keyId, replay: caller.replay, ...call });
       return { memory_extraction: { object: 'list', data: outcome.results, prompt_version: EXTRACTION_PROMPT_VERSION, memory_ids: outcome.shownIds }, shown: outcome.shownIds };
     } catch (err) {
       if (!(err instanceof ApiError)) throw err;

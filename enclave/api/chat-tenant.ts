@@ -1,7 +1,7 @@
 import { chatHeadersSchema } from '../../common/chat-schema.js';
 import { validator } from '../../common/validation.js';
 import { chatTenant as tenantFor, scopeFor, type Caller } from '../auth/caller.js';
-import type { MemoryScope } from '../memory/types.js';
+import type { MemoryScope, ReplayMark } from '../memory/types.js';
 
 const validHeaders = validator<{ organization_id?: string }>(chatHeadersSchema, 'params');
 
@@ -30,8 +30,10 @@ export interface ChatCaller {
   keyId: string | undefined;
   /** The tenant key its sealed request carried, if any. */
   tenantKey?: Uint8Array;
+  /** Its sealed request's replay id, logged with the memories the model saves. */
+  replay?: ReplayMark;
 }
 
 export function chatCaller(request: { organization: string }, caller: Caller, requested: MemoryScope = {}): ChatCaller {
-  return { tenant: chatTenant(request, caller), keyTenants: caller.tenants, scope: scopeFor(caller, requested), keyId: caller.keyId, tenantKey: caller.tenantKey };
+  return { tenant: chatTenant(request, caller), keyTenants: caller.tenants, scope: scopeFor(caller, requested), keyId: caller.keyId, tenantKey: caller.tenantKey, replay: caller.replay };
 }

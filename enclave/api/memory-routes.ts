@@ -22,7 +22,7 @@ import type { CallContext, RouteCall, RouteHandler } from './resolve-call.js';
 const forTenant = (...tenants: string[]) => ({ [TENANT_HEADER]: [...new Set(tenants)].sort().join(',') });
 
 /** Who a change is made by, as history records it. */
-const authorOf = (caller: Caller): ChangeAuthor => ({ keyId: caller.keyId });
+const authorOf = (caller: Caller): ChangeAuthor => ({ keyId: caller.keyId, replay: caller.replay });
 
 /** A version as GET /v1/memory/{id}/history shows it: `memory` is null once the memory is deleted. */
 const versionReply = (version: MemoryVersion, i: number) => ({
@@ -101,7 +101,7 @@ export function memoryRoutes(memory: MemoryService, receipt?: Receipts, extracto
         if (!extractor) throw internal();
         return extractReply(input.tenant_id, await extractor.extract(
           { tenant: input.tenant_id, scope: scopeFor(caller, scopeOf(input)), messages: normalizeChat(input).messages, model: input.model, occurred_at: instant(input.occurred_at, 'occurred_at'), metadata: input.metadata },
-          { keyTenants: caller.tenants, keyId: caller.keyId, meter: context?.meter, signal: context?.signal ?? new AbortController().signal },
+          { keyTenants: caller.tenants, keyId: caller.keyId, replay: caller.replay, meter: context?.meter, signal: context?.signal ?? new AbortController().signal },
         ));
       }
       // A batch is validated whole, and every tenant in it authorized, before anything is stored.

@@ -40,6 +40,21 @@ export class ReplayGuard {
     return 'ok';
   }
 
+  /** When an envelope sealed at `timestamp` leaves the window (and may be forgotten): what its changes are logged with. */
+  expiresAt(timestamp: number): number {
+    return timestamp + this.maxAgeMs;
+  }
+
+  /**
+   * An id admitted before this enclave saw it (a shard's log names it, storage/replay-ids.ts):
+   * refused from now on until `forgetAt`. Taken even when the guard is full, since forgetting
+   * or refusing it would let its replay through; new envelopes then wait for room ('full').
+   */
+  remember(id: string, forgetAt: number): void {
+    if (forgetAt < this.now() || (this.seen.get(id) ?? -Infinity) >= forgetAt) return;
+    this.seen.set(id, forgetAt);
+  }
+
   /** Insertion order is roughly expiry order: drop from the front, or sweep everything. */
   private forgetExpired(now: number, everything: boolean): void {
     for (const [id, forgetAt] of this.seen) {

@@ -1,4 +1,4 @@
-import { ApiError, badRequest, tooLarge, unavailable } from '../../common/errors.js';
+import { ApiError, badRequest, sealedReplayed, tooLarge, unavailable } from '../../common/errors.js';
 import { limits } from '../../common/limits.js';
 import type { ApiReply, ApiRequest } from '../../common/proto.js';
 import { sealedRequestHeadSchema } from '../../common/schemas.js';
@@ -90,18 +90,20 @@ export function admitSealed(deps: Omit<SealedDeps, 'dispatch'>, outer: Pick<Rout
   }
   const identified = deps.identify(payload.authorization ?? '');
   authenticate(identified);
-  // The tenant key travels with the caller, for this request only: no handler sees the envelope.
-  const caller: Caller = tenantKey ? { ...identified, tenantKey } : identified;
   switch (deps.replay.admit(opened.replayId, payload.timestamp)) {
     case 'stale':
       throw badRequest('the sealed request\'s timestamp is too far from the enclave\'s clock (seal it again)', null, 'sealed_request_expired');
     case 'replayed':
-      throw new ApiError('sealed_request_replayed', 'this sealed request was already handled; seal every request afresh');
+      throw sealedReplayed();
     case 'full':
       throw unavailable('too many sealed requests in the replay window; try again shortly', 'sealed_replay_window_full');
     case 'ok':
       break;
   }
+  // The tenant key and the replay id travel with the caller, for this request only: no handler
+  // sees the envelope. Every change the request makes is logged with the id (memory/journal.ts).
+  const replay = { id: opened.replayId, expires_at: deps.replay.expiresAt(payload.timestamp) };
+  const caller: Caller = { ...identified, ...(tenantKey ? { tenantKey } : {}), replay };
 
   const inner: ApiRequest = {
     request_id: request.request_id,

@@ -6,7 +6,7 @@
  */
 import { ApiError, badRequest, forbidden } from '../../common/errors.js';
 import { limits } from '../../common/limits.js';
-import { SCOPE_FIELDS, type MemoryScope } from '../memory/types.js';
+import { SCOPE_FIELDS, type MemoryScope, type ReplayMark } from '../memory/types.js';
 
 export interface Caller {
   /**
@@ -32,6 +32,8 @@ export interface Caller {
    * a tenant's memories are sealed under (storage/tenant-keys.ts). Held for the request only.
    */
   readonly tenantKey?: Uint8Array;
+  /** The sealed request's replay id (never a plain one's): every change it makes is logged with it. */
+  readonly replay?: ReplayMark;
 }
 
 const tenantPattern = new RegExp(limits.tenantIdPattern);

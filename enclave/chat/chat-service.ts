@@ -1,7 +1,7 @@
 import type { ChatCompletionInput } from '../../common/chat-schema.js';
 import type { MemoryMeter } from '../memory/meter.js';
 import type { MemoryService } from '../memory/memory-service.js';
-import type { MemoryScope } from '../memory/types.js';
+import type { MemoryScope, ReplayMark } from '../memory/types.js';
 import { AnswerUpstream } from './answer-upstream.js';
 import { retrieveMemories, withMemories } from './memory-context.js';
 import { MemoryToolRunner, memoryToolsToOffer } from './memory-tools.js';
@@ -34,6 +34,8 @@ export interface ChatCall {
   keyId?: string;
   /** The tenant key its sealed request carried (MemoryService.admitTenant). */
   tenantKey?: Uint8Array;
+  /** Its sealed request's replay id, logged with the memories the model saves. */
+  replay?: ReplayMark;
   /** Told of the memory searches and saves the answer makes (none for a sealed call). */
   meter?: MemoryMeter;
   /** Aborted when the client goes away; the model call is aborted with it. */
@@ -101,7 +103,7 @@ export class ChatService {
     );
   }
 
-  private async plan(request: ChatCompletionInput, { tenant, keyTenants, meter, scope = {}, keyId, tenantKey }: ChatCall) {
+  private async plan(request: ChatCompletionInput, { tenant, keyTenants, meter, scope = {}, keyId, tenantKey, replay }: ChatCall) {
     // Before anything reads or saves a memory: a keyed tenant needs its key, a locked one opens with it.
     if (tenant) this.memory.admitTenant(tenant, tenantKey);
     const offline = !this.upstream || request.model === OFFLINE_MODEL;
@@ -113,7 +115,7 @@ export class ChatService {
     const memories = withheld ? [] : await retrieveMemories(this.memory, { tenant, scope }, request.messages, this.settings.memoryTopK, meter);
     const injected = memories.map((m) => m.id);
     const upstream = offline ? AnswerUpstream.local() : AnswerUpstream.remote(this.upstream!.origin, withheld);
-    const runner = tenant && !offline && !withheld ? new MemoryToolRunner(this.memory, { tenant, scope, keyTenants, keyId, meter, topK: this.settings.memoryTopK, maxAdds: this.settings.toolMaxAdds }) : undefined;
+    const runner = tenant && !offline && !withheld ? new MemoryToolRunner(this.memory, { tenant, scope, keyTenants, keyId, replay, meter, topK: this.settings.memoryTopK, maxAdds: this.settings.toolMaxAdds }) : undefined;
     const loop: MemoryToolLoop = {
       offered: memoryToolsToOffer(request, runner !== undefined && this.settings.toolRounds > 0),
       runner,

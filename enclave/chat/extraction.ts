@@ -3,7 +3,7 @@ import { ApiError, badRequest } from '../../common/errors.js';
 import { limits } from '../../common/limits.js';
 import type { ChangeAuthor, ChangePlan, MemoryService } from '../memory/memory-service.js';
 import type { MemoryMeter } from '../memory/meter.js';
-import type { Metadata, MemoryRecord, MemoryScope } from '../memory/types.js';
+import type { Metadata, MemoryRecord, MemoryScope, ReplayMark } from '../memory/types.js';
 import { AnswerUpstream } from './answer-upstream.js';
 import { readDecisions, readFacts, type Decision } from './extraction-answer.js';
 import { conversationText, decisionMessages, EXTRACTION_PROMPT_VERSION, factsMessages } from './extraction-prompt.js';
@@ -29,6 +29,8 @@ export interface ExtractionRequest {
 export interface ExtractionCall {
   keyTenants?: ReadonlySet<string>;
   keyId?: string;
+  /** The sealed request's replay id, logged with the change. */
+  replay?: ReplayMark;
   meter?: MemoryMeter;
   signal: AbortSignal;
   /** Where a chat answer's requests went: extraction after it must go to the same key (answer-upstream.ts). */
@@ -86,7 +88,7 @@ export class Extractor {
     };
     const facts = readFacts(await ask(factsMessages(conversation)));
     if (facts.length === 0) return done([]);
-    const author: ChangeAuthor = { keyId: call.keyId, extracted: true };
+    const author: ChangeAuthor = { keyId: call.keyId, replay: call.replay, extracted: true };
     if (withheld) return done(await this.byRule(request, facts, call, author));
 
     const shown = await this.nearest(request, facts, call.meter);

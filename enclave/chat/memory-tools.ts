@@ -5,7 +5,7 @@ import { addMemorySchema, type AddMemoryInput } from '../../common/schemas.js';
 import { validator } from '../../common/validation.js';
 import type { MemoryMeter } from '../memory/meter.js';
 import type { MemoryService } from '../memory/memory-service.js';
-import type { MemoryScope } from '../memory/types.js';
+import type { MemoryScope, ReplayMark } from '../memory/types.js';
 import { occurredAt } from '../memory/memory-time.js';
 
 /**
@@ -76,6 +76,8 @@ export interface ToolScope {
   keyTenants?: ReadonlySet<string>;
   /** The caller's key id: the author add_memory records in the memory's history. */
   keyId?: string;
+  /** The sealed request's replay id, logged with what add_memory saves. */
+  replay?: ReplayMark;
   /** Told of the tools' searches and saves (none for a sealed call). */
   meter?: MemoryMeter;
   /** search_memory's top_k when the model gives none. */
@@ -135,7 +137,7 @@ export class MemoryToolRunner {
     }
     const input = validAdd({ content: args.content, tenant_id: this.scope.tenant, metadata: { source: ADD_MEMORY }, dedupe: true, ...this.scope.scope });
     this.added++;
-    const record = await this.memory.add(input, this.scope.keyTenants, this.scope.meter, { keyId: this.scope.keyId });
+    const record = await this.memory.add(input, this.scope.keyTenants, this.scope.meter, { keyId: this.scope.keyId, replay: this.scope.replay });
     return { id: record.id, saved: true };
   }
 }

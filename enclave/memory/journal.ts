@@ -1,4 +1,4 @@
-import type { MemoryEvent } from './types.js';
+import type { MemoryEvent, ReplayMark } from './types.js';
 
 /**
  * Where MemoryService makes its changes durable (enclave/storage/ implements it).
@@ -14,8 +14,12 @@ export interface MemoryJournal {
    * kept in several places (shards) may be applied in parts, each once it is durable
    * (`part`: those events, in order; undefined: all of them); a batch that fails may then have
    * had some parts applied.
+   *
+   * `replay`: the sealed request the events come in (one id for the whole batch), logged with
+   * them. Refused (409 sealed_request_replayed), before anything is written, when a place the
+   * events are kept already held it from an earlier owner: its change was applied there once.
    */
-  commit(events: readonly MemoryEvent[], apply: (part?: readonly MemoryEvent[]) => void): Promise<void>;
+  commit(events: readonly MemoryEvent[], apply: (part?: readonly MemoryEvent[]) => void, replay?: ReplayMark): Promise<void>;
   /** Tenants sealed under keys their clients hold; absent: no tenant may have one. */
   readonly locks?: TenantLocks;
   /** Throws (503 shard_not_owned) when the tenant's memories are not kept here now (their shard is closed). */

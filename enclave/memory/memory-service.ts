@@ -2,7 +2,7 @@ import type { AddMemoryInput, QueryMemoryInput, UpdateMemoryInput } from '../../
 import { badRequest } from '../../common/errors.js';
 import type { Embedder } from '../embedding/types.js';
 import type { MemoryJournal, TenantLocks } from './journal.js';
-import type { ChangeInfo, EmbeddingModelId, MemoryEvent, MemoryRecord, MemoryScope, MemoryVersion, RestoredEvent, ScoredMemory } from './types.js';
+import type { ChangeInfo, EmbeddingModelId, MemoryEvent, MemoryRecord, MemoryScope, MemoryVersion, ReplayMark, RestoredEvent, ScoredMemory } from './types.js';
 import { inScope, recordMatcher, scopeOf } from './memory-scope.js';
 import type { Period } from './memory-time.js';
 import { MemoryHistories } from './history.js';
@@ -37,10 +37,14 @@ export interface ChangeOutcome {
   deleted: MemoryRecord[];
 }
 
-/** Who asks for a change: the Caller's key id (enclave/auth/caller.ts), and whether it comes from extraction. */
+/**
+ * Who asks for a change: the Caller's key id (enclave/auth/caller.ts), whether it comes from
+ * extraction, and the sealed request it comes in (logged with the change: journal.ts).
+ */
 export interface ChangeAuthor {
   keyId?: string;
   extracted?: boolean;
+  replay?: ReplayMark;
 }
 
 const changeBy = (author: ChangeAuthor | undefined, at = Math.floor(Date.now() / 1000)): ChangeInfo =>
@@ -206,7 +210,7 @@ export class MemoryService {
       });
       const change = changeBy(author, createdAt);
       const events = outcomes.map(({ record, event }, i): MemoryEvent => ({ type: event === 'ADD' ? 'add' : 'update', record, vector: vectors[i], change }));
-      await this.commit(events, admitted.release, admitted.terms);
+      await this.commit(events, admitted.release, admitted.terms, author?.replay);
       return outcomes;
     } finally {
       admitted.release();
@@ -255,7 +259,7 @@ export class MemoryService {
         ...plan.deletes.map((id): MemoryEvent => ({ type: 'delete', tenant_id: tenantId, id, change })),
       ];
       const terms = [...admitted[0].terms, ...updated.map((t) => t ?? [])];
-      await this.commit(events, () => admitted.forEach((a) => a.release()), terms);
+      await this.commit(events, () => admitted.forEach((a) => a.release()), terms, author?.replay);
       return {
         added,
         updated: updates.map((record, i) => ({ record, previous: current[i]! })),
@@ -291,7 +295,7 @@ export class MemoryService {
     const deleted = tombstones.map((event) => (event as { id: string }).id);
     if (fresh.length === 0) {
       // A deleted memory's history holds no content: bounded per tenant (MEMORY_HISTORY_DELETED), nothing to admit or embed.
-      if (tombstones.length > 0) await this.commit(tombstones);
+      if (tombstones.length > 0) await this.commit(tombstones, undefined, undefined, author?.replay);
       return { imported: [], deleted, skipped };
     }
     const admitted = this.admission.adds(fresh.map(({ record }) => ({ tenant_id: tenantId, content: record.content, metadata: record.metadata })), keyTenants);
@@ -304,7 +308,7 @@ export class MemoryService {
       // An id added meanwhile by another call is not added twice: applying an add of a held id does nothing.
       const events: MemoryEvent[] = fresh.map(({ record, change, past }, i) => ({ type: 'add', record, vector: vectors[i], change: change ?? now, ...(past ? { past } : {}) }));
       // The tombstones after the adds: `terms` (per event) covers the adds only.
-      await this.commit([...events, ...tombstones], admitted.release, admitted.terms);
+      await this.commit([...events, ...tombstones], admitted.release, admitted.terms, author?.replay);
       return { imported: fresh.map(({ record }) => record.id), deleted, skipped };
     } finally {
       admitted.release();
@@ -358,7 +362,7 @@ export class MemoryService {
         ...current, content, metadata: { ...(change.metadata ?? current.metadata) }, updated_at: at,
         ...(change.occurred_at === undefined ? {} : { occurred_at: change.occurred_at }),
       };
-      await this.commit([{ type: 'update', record, vector, change: changeBy(author, at) }], undefined, admitted.terms && [admitted.terms]);
+      await this.commit([{ type: 'update', record, vector, change: changeBy(author, at) }], undefined, admitted.terms && [admitted.terms], author?.replay);
       return this.get(tenantId, id);
     } finally {
       admitted.release();
@@ -376,7 +380,7 @@ export class MemoryService {
 
   async delete(tenantId: string, id: string, author?: ChangeAuthor): Promise<boolean> {
     if (!this.get(tenantId, id)) return false;
-    await this.commit([{ type: 'delete', tenant_id: tenantId, id, change: changeBy(author) }]);
+    await this.commit([{ type: 'delete', tenant_id: tenantId, id, change: changeBy(author) }], undefined, undefined, author?.replay);
     return true;
   }
 
@@ -388,7 +392,7 @@ export class MemoryService {
     const events: MemoryEvent[] = [];
     for (const record of tenant.records.values()) if (inScope(record, scope)) events.push({ type: 'delete', tenant_id: tenantId, id: record.id, change });
     if (events.length === 0) return 0;
-    await this.commit(events);
+    await this.commit(events, undefined, undefined, author?.replay);
     return events.length;
   }
 
@@ -512,8 +516,11 @@ export class MemoryService {
     tenant.dispose();
   }
 
-  /** Logs `events`, then applies them; `terms[i]`: the lexical terms of event i's content, when worked out. */
-  private async commit(events: MemoryEvent[], applied?: () => void, terms?: ReadonlyArray<readonly string[]>): Promise<void> {
+  /**
+   * Logs `events`, then applies them; `terms[i]`: the lexical terms of event i's content, when
+   * worked out; `replay`: the sealed request they come in, logged with them.
+   */
+  private async commit(events: MemoryEvent[], applied?: () => void, terms?: ReadonlyArray<readonly string[]>, replay?: ReplayMark): Promise<void> {
     let left = events.length;
     const apply = (part: readonly MemoryEvent[] = events) => {
       // Whole (one store), or in parts (a batch across shards): each event keeps its own terms.
@@ -522,7 +529,7 @@ export class MemoryService {
       left -= part.length;
       if (left <= 0) applied?.();
     };
-    if (this.journal) await this.journal.commit(events, apply);
+    if (this.journal) await this.journal.commit(events, apply, replay);
     else apply(events);
   }
 

@@ -56,6 +56,16 @@ export interface ChangeInfo {
   extracted: boolean;
 }
 
+/**
+ * The sealed request a change came from (enclave/api/sealed-route.ts): its replay id and when
+ * its window ends (its timestamp + the window, epoch ms). Logged with the change, so that an
+ * enclave that opens the shard later refuses the same envelope (storage/replay-ids.ts).
+ */
+export interface ReplayMark {
+  id: string;
+  expires_at: number;
+}
+
 /** One version of a memory, oldest first in its history; a deleted memory's keep no content (`record` absent). */
 export interface MemoryVersion extends ChangeInfo {
   event: 'add' | 'update' | 'delete';

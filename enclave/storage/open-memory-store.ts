@@ -3,7 +3,7 @@ import type { Logger } from '../../common/logger.js';
 import type { Embedder } from '../embedding/types.js';
 import type { MemoryJournal } from '../memory/journal.js';
 import { reembedWithProgress, type ModelChangePolicy, type Reembeddable } from '../memory/model-change.js';
-import type { EmbeddingModelId } from '../memory/types.js';
+import type { EmbeddingModelId, ReplayMark } from '../memory/types.js';
 import { parseKmsKeyArn } from './kms-key-arn.js';
 import { KmsSealingKey } from './kms-sealing-key.js';
 import { SimulatedSealingKey, type SealingKeySource } from './sealing-key.js';
@@ -70,6 +70,8 @@ export async function openMemoryStore(options: {
   log: Logger;
   /** Each durable batch: entries and seconds (metrics). */
   onCommit?: (entries: number, seconds: number) => void;
+  /** Each shard's live replay ids, as it opens (StoreOptions.onReplayIds): the enclave's replay guard. */
+  onReplayIds?: (marks: readonly ReplayMark[]) => void;
 }): Promise<ShardedStore> {
   const { config, blobs, embedder, memory, log } = options;
   const source = createSealingKeySource(config, blobs);
@@ -94,6 +96,7 @@ export async function openMemoryStore(options: {
     snapshotLogBytes: config.snapshotLogBytes,
     log,
     onCommit: options.onCommit,
+    onReplayIds: options.onReplayIds,
   }, memory);
   memory.useJournal(store);
   log.info({ ...store.recovery, ms: Math.round(performance.now() - started) }, 'memories recovered');

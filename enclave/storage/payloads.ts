@@ -20,6 +20,13 @@
  *                | secretbox of another payload (0x03, 0x08, 0x09, 0x0a) under the tenant's key (tenant-keys.ts):
  *                a change of a tenant whose memories are sealed under a key the client holds. With the sealing key
  *                alone, only the tenant id and the model (which every file's header names anyway) are readable.
+ *   0x0c with its sealed request  replay mark | another payload (0x03, 0x08, 0x09, 0x0a, 0x0b): the first change
+ *                of a batch a sealed request made, with that request's replay id (logs only). Under the sealing key
+ *                only, not the tenant's, so that a shard opens with its ids while a keyed tenant is locked.
+ *   0x0d replay ids  one or more replay marks: those still in their window when a snapshot was written (snapshots,
+ *                after the heads, before the memories).
+ *     replay mark: u8 id length | id UTF-8 | u64 BE when its window ends (epoch ms)
+ *   An enclave from before replay ids refuses a store holding them (unknown payload type 12 or 13).
  *
  * 0x08 and 0x09 carry who made the change and when (ChangeInfo) and, in a snapshot, the
  * memory's past versions (memory/history.ts), apart from the record, in binary: a recovery
@@ -29,7 +36,7 @@
  * Vectors are stored, so recovery rebuilds the indexes without running the model again.
  */
 import { endianness } from 'node:os';
-import type { ChangeInfo, MemoryEvent, MemoryRecord, MemoryVersion } from '../memory/types.js';
+import type { ChangeInfo, MemoryEvent, MemoryRecord, MemoryVersion, ReplayMark } from '../memory/types.js';
 import { CorruptStoreError } from './errors.js';
 import { unreachable } from '../unreachable.js';
 import type { StateHead } from './state-head.js';
@@ -73,17 +80,19 @@ export interface FileMeta {
   owner_generation?: number;
 }
 
+/** `replay`: the sealed request the change came in (0x0c), if any. */
 export type Payload =
   | { type: 'header'; meta: FileMeta }
-  | { type: 'event'; event: MemoryEvent }
-  /** `deleted`: the tombstones before it (absent in snapshots written before them). */
-  | { type: 'end'; count: number; deleted?: number; sealed?: number }
+  | { type: 'event'; event: MemoryEvent; replay?: ReplayMark }
+  /** `deleted`: the tombstones before it, `replays`: the replay ids (each absent in snapshots written before them). */
+  | { type: 'end'; count: number; deleted?: number; sealed?: number; replays?: number }
+  | { type: 'replays'; marks: ReplayMark[] }
   /** Prefixes of the heads from seq `first` on (head-chain.ts). */
   | { type: 'heads'; first: number; prefixes: Buffer }
   /** `generation`: the owner's fencing token (absent in fences from before generations). */
   | { type: 'fence'; writer: string; generation?: number }
   /** A change of `tenant_id` sealed under its tenant key: `payload` is the whole entry, kept as it is while the tenant is locked. */
-  | { type: 'sealed'; tenant_id: string; payload: Buffer };
+  | { type: 'sealed'; tenant_id: string; payload: Buffer; replay?: ReplayMark };
 
 const HEADER = 0x01;
 const ADD = 0x02;
@@ -96,6 +105,8 @@ const ADD_CHANGE = 0x08;
 const UPDATE_CHANGE = 0x09;
 const TOMBSTONE = 0x0a;
 export const TENANT_SEALED = 0x0b;
+const REPLAY_MARKED = 0x0c;
+const REPLAY_IDS = 0x0d;
 
 /**
  * Vectors are stored as float32 little-endian: on a little-endian machine (x86, Graviton)
@@ -110,8 +121,8 @@ export const isGeneration = (value: unknown): value is number => Number.isSafeIn
 const tagged = (tag: number, json: unknown) => Buffer.concat([Buffer.of(tag), Buffer.from(JSON.stringify(json))]);
 
 export const encodeHeader = (meta: FileMeta): Buffer => tagged(HEADER, meta);
-export const encodeEnd = (count: number, deleted?: number, sealed?: number): Buffer =>
-  tagged(END, { count, ...(deleted ? { deleted } : {}), ...(sealed ? { sealed } : {}) });
+export const encodeEnd = (count: number, deleted?: number, sealed?: number, replays?: number): Buffer =>
+  tagged(END, { count, ...(deleted ? { deleted } : {}), ...(sealed ? { sealed } : {}), ...(replays ? { replays } : {}) });
 export const encodeFence = (writer: string, generation?: number): Buffer => tagged(FENCE, generation === undefined ? { writer } : { writer, generation });
 
 export function encodeHeads(first: number, prefixes: Uint8Array): Buffer {
@@ -182,6 +193,37 @@ function decodeChange(payload: Buffer, from: number): { change: ChangeInfo; past
   return { change, past: JSON.parse(payload.toString('utf8', at + 4, end)) as MemoryVersion[], end };
 }
 
+function encodeMarks(tag: number, marks: readonly ReplayMark[], rest?: Uint8Array): Buffer {
+  const ids = marks.map((mark) => Buffer.from(mark.id, 'utf8'));
+  for (const id of ids) if (id.length === 0 || id.length > 255) throw new RangeError('a replay id is 1 to 255 bytes');
+  const out = Buffer.allocUnsafe(1 + ids.reduce((n, id) => n + 9 + id.length, 0) + (rest?.length ?? 0));
+  out[0] = tag;
+  let at = 1;
+  marks.forEach((mark, i) => {
+    out[at] = ids[i].length;
+    at += 1 + ids[i].copy(out, at + 1);
+    out.writeBigUInt64BE(BigInt(mark.expires_at), at);
+    at += 8;
+  });
+  if (rest) out.set(rest, at);
+  return out;
+}
+
+/** A change's entry (encodeEvent, or a tenant-sealed one) with the replay id of the sealed request it came in (0x0c). */
+export const encodeReplayMarked = (mark: ReplayMark, entry: Uint8Array): Buffer => encodeMarks(REPLAY_MARKED, [mark], entry);
+
+/** Replay ids still in their window, for a snapshot (0x0d). */
+export const encodeReplayIds = (marks: readonly ReplayMark[]): Buffer => encodeMarks(REPLAY_IDS, marks);
+
+/** The replay mark at `from`, and where it ends. */
+function decodeMark(payload: Buffer, from: number): { mark: ReplayMark; end: number } {
+  const idEnd = from + 1 + payload[from];
+  if (payload[from] === 0 || idEnd + 8 > payload.length) throw new Error('a replay mark cut short');
+  const expiresAt = Number(payload.readBigUInt64BE(idEnd));
+  if (!Number.isSafeInteger(expiresAt)) throw new Error('a replay mark with an invalid expiry');
+  return { mark: { id: payload.toString('utf8', from + 1, idEnd), expires_at: expiresAt }, end: idEnd + 8 };
+}
+
 /** An add or update: the record's JSON, then (0x08, 0x09) its change and past versions, then its vector. */
 function encodeVersion(tag: typeof ADD | typeof UPDATE, record: MemoryRecord, vector: Float32Array, change?: ChangeInfo, past?: MemoryVersion[]): Buffer {
   const json = Buffer.from(JSON.stringify(record));
@@ -214,8 +256,27 @@ export function decodePayload(payload: Buffer, where: string): Payload {
         return { type: 'fence', writer: String(writer), ...(generation === undefined ? {} : { generation }) };
       }
       case END: {
-        const { count, deleted, sealed } = JSON.parse(payload.subarray(1).toString('utf8')) as { count: number; deleted?: number; sealed?: number };
-        return { type: 'end', count, ...(deleted === undefined ? {} : { deleted }), ...(sealed === undefined ? {} : { sealed }) };
+        const { count, deleted, sealed, replays } = JSON.parse(payload.subarray(1).toString('utf8')) as { count: number; deleted?: number; sealed?: number; replays?: number };
+        return {
+          type: 'end', count, ...(deleted === undefined ? {} : { deleted }), ...(sealed === undefined ? {} : { sealed }), ...(replays === undefined ? {} : { replays }),
+        };
+      }
+      case REPLAY_MARKED: {
+        const { mark, end } = decodeMark(payload, 1);
+        if (payload[end] === REPLAY_MARKED || payload[end] === REPLAY_IDS) throw new Error('a replay mark on a replay mark');
+        const inner = decodePayload(payload.subarray(end), where);
+        if (inner.type !== 'event' && inner.type !== 'sealed') throw new Error('a replay mark on an entry that is not a change');
+        return { ...inner, replay: mark };
+      }
+      case REPLAY_IDS: {
+        const marks: ReplayMark[] = [];
+        for (let at = 1; at < payload.length;) {
+          const { mark, end } = decodeMark(payload, at);
+          marks.push(mark);
+          at = end;
+        }
+        if (marks.length === 0) throw new Error('replay ids without any');
+        return { type: 'replays', marks };
       }
       case DELETE: {
         const { tenant_id, id, change } = JSON.parse(payload.subarray(1).toString('utf8')) as { tenant_id: string; id: string; change?: ChangeInfo };

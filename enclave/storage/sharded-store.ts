@@ -2,7 +2,7 @@ import { BlobConflictError, type BlobStore } from '../../common/blob-store.js';
 import type { Ancestry } from '../../protocol/response-signature.js';
 import { SHARD_MISS_HEADER, shardOf } from '../../protocol/shards.js';
 import type { MemoryJournal, TenantLocks } from '../memory/journal.js';
-import type { MemoryEvent, RestoredEvent } from '../memory/types.js';
+import type { MemoryEvent, ReplayMark, RestoredEvent } from '../memory/types.js';
 import { ApiError, unavailable } from '../../common/errors.js';
 import { CorruptStoreError, StaleOwnerError } from './errors.js';
 import { logGeneration } from './log-file.js';
@@ -242,10 +242,11 @@ export class ShardedStore implements MemoryJournal {
    * as one; a batch across shards is written to each shard's store at once and each part
    * applied as its store makes it durable, so memory holds what the logs hold even when one
    * shard fails (the call is then refused, as after a crash mid-write, with the other parts kept).
-   * A batch with a part in a shard not held is refused whole, before anything is written.
+   * A batch with a part in a shard not held is refused whole, before anything is written, and
+   * so is one that any of its shards' logs holds the replay id of (each part is logged with it).
    */
-  async commit(events: readonly MemoryEvent[], apply: (part?: readonly MemoryEvent[]) => void): Promise<void> {
-    if (this.map.count === 1) return this.heldStore(0).commit(events, apply);
+  async commit(events: readonly MemoryEvent[], apply: (part?: readonly MemoryEvent[]) => void, replay?: ReplayMark): Promise<void> {
+    if (this.map.count === 1) return this.heldStore(0).commit(events, apply, replay);
     const parts = new Map<number, MemoryEvent[]>();
     for (const event of events) {
       const shard = this.shardOf(tenantOf(event)!);
@@ -255,10 +256,11 @@ export class ShardedStore implements MemoryJournal {
     }
     if (parts.size === 1) {
       const [shard] = parts.keys();
-      return this.heldStore(shard).commit(events, apply);
+      return this.heldStore(shard).commit(events, apply, replay);
     }
     const stores = [...parts.keys()].map((shard) => this.heldStore(shard));
-    const results = await Promise.allSettled([...parts.values()].map((part, i) => stores[i].commit(part, apply)));
+    if (replay) for (const store of stores) store.refuseIfReplayed(replay);
+    const results = await Promise.allSettled([...parts.values()].map((part, i) => stores[i].commit(part, apply, replay)));
     const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
     if (failed) throw failed.reason;
   }

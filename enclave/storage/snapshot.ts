@@ -1,7 +1,7 @@
 import type { BlobStore, PutConditions } from '../../common/blob-store.js';
-import type { ChangeInfo, MemoryEvent, MemoryRecord, MemoryVersion } from '../memory/types.js';
+import type { ChangeInfo, MemoryEvent, MemoryRecord, MemoryVersion, ReplayMark } from '../memory/types.js';
 import { CorruptStoreError } from './errors.js';
-import { decodePayload, encodeEnd, encodeEvent, encodeHeader, encodeHeads, TENANT_SEALED, type FileMeta } from './payloads.js';
+import { decodePayload, encodeEnd, encodeEvent, encodeHeader, encodeHeads, encodeReplayIds, TENANT_SEALED, type FileMeta } from './payloads.js';
 import { newHeader, readSealedStream, sealFrame, type StorageKey } from './sealed-file.js';
 
 export const SNAPSHOT_NAME = 'snapshot.sealed';
@@ -30,6 +30,15 @@ export interface SealedEntry {
   payload: Buffer;
 }
 
+/** Replay ids of sealed requests still in their window (payloads.ts 0x0d): what a snapshot keeps of the log's marks. */
+export interface ReplayIdsEntry {
+  type: 'replays';
+  marks: ReplayMark[];
+}
+
+/** Replay ids per frame of a snapshot: about 60 bytes each, so a frame stays far below any limit. */
+const REPLAY_IDS_PER_FRAME = 1000;
+
 /** How a snapshot writes each memory and tombstone, and the locked tenants' entries it carries over unopened (tenant-keys.ts). */
 export interface SnapshotSealing {
   encode(event: MemoryEvent): Buffer;
@@ -51,12 +60,13 @@ const CHUNK_BYTES = 64 * 1024;
  * frame, then every deleted memory's history (`deleted`), and an end frame, which carries
  * their counts, so a shortened snapshot is detected. A keyed tenant's memories and
  * tombstones are sealed under its key (`sealing.encode`), and locked tenants' entries are
- * copied as they are after the memories (`sealing.held`); all of them are counted apart.
+ * copied as they are after the memories (`sealing.held`); all of them are counted apart. The
+ * replay ids still in their window (`replays`) come after the heads, before the memories.
  * Returns its size, count and version; refused (BlobConflictError) if `conditions` fail.
  */
 export async function writeSnapshot(
   blobs: BlobStore, name: string, key: StorageKey, meta: FileMeta, entries: Iterable<SnapshotEntry>, heads?: SnapshotHeads,
-  deleted: Iterable<SnapshotTombstone> = [], conditions?: PutConditions, sealing: SnapshotSealing = plainly,
+  deleted: Iterable<SnapshotTombstone> = [], conditions?: PutConditions, sealing: SnapshotSealing = plainly, replays: readonly ReplayMark[] = [],
 ): Promise<{ bytes: number; count: number; version: string }> {
   let bytes = 0;
   let count = 0;
@@ -87,6 +97,7 @@ export async function writeSnapshot(
       chunk.push(frame);
       chunkBytes += frame.length;
     };
+    for (let i = 0; i < replays.length; i += REPLAY_IDS_PER_FRAME) add(encodeReplayIds(replays.slice(i, i + REPLAY_IDS_PER_FRAME)));
     for (const { record, vector, change, past } of entries) {
       const payload = sealing.encode({ type: 'add', record, vector, change, past });
       if (isSealed(payload)) keyed++;
@@ -107,7 +118,7 @@ export async function writeSnapshot(
       add(payload);
       if (chunkBytes >= CHUNK_BYTES) yield flush();
     }
-    chunk.push(sealFrame(key, header, seq, encodeEnd(count, tombstones, keyed)));
+    chunk.push(sealFrame(key, header, seq, encodeEnd(count, tombstones, keyed, replays.length)));
     yield flush();
   }
   const { version } = await blobs.put(name, sealed(), conditions);
@@ -119,8 +130,8 @@ export interface SnapshotReader {
   meta: FileMeta;
   /** Its chain of heads (format 4), read before its memories: consecutive pieces from `first`. */
   heads?: { first: number; pieces: Buffer[] };
-  /** Its memories (and keyed tenants' sealed entries), streamed; throws at the end if the snapshot is incomplete. */
-  events: AsyncIterable<MemoryEvent | SealedEntry>;
+  /** Its replay ids, then its memories (and keyed tenants' sealed entries), streamed; throws at the end if the snapshot is incomplete. */
+  events: AsyncIterable<MemoryEvent | SealedEntry | ReplayIdsEntry>;
   /** Lets go of the blob's stream if its memories were not all read (a refused open); harmless after. */
   close(): Promise<void>;
 }
@@ -157,19 +168,29 @@ async function readOpened(payloads: AsyncIterator<Buffer>, name: string, close: 
     heads.pieces.push(p.prefixes);
   }
   const firstEvent = { frame, next: pending };
-  async function* events(): AsyncIterable<MemoryEvent | SealedEntry> {
+  async function* events(): AsyncIterable<MemoryEvent | SealedEntry | ReplayIdsEntry> {
     let count = 0;
     let tombstones = 0;
     let sealed = 0;
+    let replays = 0;
     for (let { frame, next } = firstEvent; !next.done; frame++, next = await payloads.next()) {
       const p = decodePayload(next.value, `${name} frame ${frame}`);
       if (p.type === 'end') {
         if (p.count !== count) throw new CorruptStoreError(`${name} says it holds ${p.count} memories but holds ${count}`);
         if ((p.deleted ?? 0) !== tombstones) throw new CorruptStoreError(`${name} says it holds ${p.deleted ?? 0} deleted memories' histories but holds ${tombstones}`);
         if ((p.sealed ?? 0) !== sealed) throw new CorruptStoreError(`${name} says it holds ${p.sealed ?? 0} entries sealed under tenant keys but holds ${sealed}`);
+        if ((p.replays ?? 0) !== replays) throw new CorruptStoreError(`${name} says it holds ${p.replays ?? 0} replay ids but holds ${replays}`);
         if (!(await payloads.next()).done) throw new CorruptStoreError(`${name} has entries after its end mark`);
         return;
       }
+      if (p.type === 'replays') {
+        if (count + sealed + tombstones > 0) throw new CorruptStoreError(`${name} frame ${frame}: replay ids after its memories`);
+        replays += p.marks.length;
+        yield p;
+        continue;
+      }
+      // A snapshot's changes carry no replay mark: its ids are kept apart, above.
+      if ((p.type === 'sealed' || p.type === 'event') && p.replay) throw new CorruptStoreError(`${name} frame ${frame}: a memory with a replay mark`);
       if (p.type === 'sealed') {
         sealed++;
         yield p;

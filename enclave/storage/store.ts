@@ -1,14 +1,15 @@
 import { randomBytes } from 'node:crypto';
 import { BlobConflictError, type BlobStore } from '../../common/blob-store.js';
-import { unavailable } from '../../common/errors.js';
+import { sealedReplayed, unavailable } from '../../common/errors.js';
 import type { Logger } from '../../common/logger.js';
 import type { MemoryJournal } from '../memory/journal.js';
-import type { EmbeddingModelId, MemoryEvent, RestoredEvent } from '../memory/types.js';
+import type { EmbeddingModelId, MemoryEvent, ReplayMark, RestoredEvent } from '../memory/types.js';
 import { describeModel, sameEmbeddingModel } from '../memory/model-change.js';
 import { CorruptStoreError, EmbeddingModelChangedError, StaleOwnerError } from './errors.js';
 import { GroupCommitLog, type CommitStats } from './group-commit.js';
 import { logGeneration, logName, SealedLog, type LogFile } from './log-file.js';
-import { decodePayload, encodeEvent, FORMAT_VERSION, isGeneration, READABLE_FORMATS, type FileMeta } from './payloads.js';
+import { decodePayload, encodeEvent, encodeReplayMarked, FORMAT_VERSION, isGeneration, READABLE_FORMATS, type FileMeta } from './payloads.js';
+import { ReplayIds } from './replay-ids.js';
 import { deriveStorageKey, readSealedLog, readSealedStream, type StorageKey } from './sealed-file.js';
 import { readSnapshot, SNAPSHOT_NAME, writeSnapshot, type SealedEntry, type SnapshotEntry, type SnapshotReader, type SnapshotSealing, type SnapshotTombstone } from './snapshot.js';
 import { TenantKeys } from './tenant-keys.js';
@@ -68,6 +69,12 @@ export interface StoreOptions {
   onFenced?: (err: BlobConflictError) => void;
   /** A batch was made durable: its entries and the seconds its write and sync took. */
   onCommit?: (entries: number, seconds: number) => void;
+  /**
+   * The replay ids of sealed requests whose changes the store holds, still in their window:
+   * handed over once, when it opens, before any of its tenants is served (the enclave's replay
+   * guard learns them, so a recorded envelope sent again is refused at once).
+   */
+  onReplayIds?: (marks: readonly ReplayMark[]) => void;
 }
 
 /** What the store restores into at open and snapshots from later (MemoryService). */
@@ -133,6 +140,8 @@ export class DurableStore implements MemoryJournal {
   private closed = false;
   /** Set once a conditional write failed: another writer owns the store now. */
   private fenced?: BlobConflictError;
+  /** Replay ids this store logged since it opened (its enclave's replay guard admitted them: a request may log several changes). */
+  private readonly replaysSince = new ReplayIds();
 
   private constructor(
     private readonly options: StoreOptions,
@@ -150,6 +159,8 @@ export class DurableStore implements MemoryJournal {
     private snapshotVersion: string | undefined,
     /** Tenants sealed under keys their clients hold: how their changes are written, and those held locked. */
     readonly locks: TenantKeys,
+    /** Replay ids the files held when it opened: logged by an earlier owner (another enclave, or this one before a restart). */
+    private readonly replaysBefore: ReplayIds,
   ) {
     this.commits = new GroupCommitLog(file, {
       groupCommit: options.groupCommit ?? true,
@@ -252,6 +263,7 @@ export class DurableStore implements MemoryJournal {
     const skipped: NonNullable<RecoveryReport['skipped']> = [];
     // A keyed tenant's changes stay sealed until a call brings its key (tenant-keys.ts).
     const locks = new TenantKeys(options.embedding);
+    const replays = new ReplayIds();
     const apply = (event: MemoryEvent | SealedEntry, at: string) => {
       events++;
       if (event.type === 'sealed') {
@@ -278,7 +290,10 @@ export class DurableStore implements MemoryJournal {
     };
     if (snapshot) {
       let record = 0;
-      for await (const event of snapshot.events) apply(event, `${prefix}${SNAPSHOT_NAME} record ${record++}`);
+      for await (const event of snapshot.events) {
+        if (event.type === 'replays') event.marks.forEach((mark) => replays.add(mark));
+        else apply(event, `${prefix}${SNAPSHOT_NAME} record ${record++}`);
+      }
     }
 
     let last: { generation: number; header: Buffer; frames: number; validEnd: number; size: number; maxBytes: number } | undefined;
@@ -303,6 +318,7 @@ export class DurableStore implements MemoryJournal {
         }
         if (p.type !== 'event' && p.type !== 'sealed') throw new CorruptStoreError(`${name} holds an entry that is not a change`);
         chain.advance(payload);
+        if (p.replay) replays.add(p.replay);
         apply(p.type === 'event' ? p.event : p, `${name} frame ${f}`);
       });
       if (file.frames === 0) throw new CorruptStoreError(`${name} changed while it was being read`);
@@ -341,7 +357,7 @@ export class DurableStore implements MemoryJournal {
       ...(skipped.length > 0 ? { skipped } : {}),
       ...(cutTail ? { cutTail } : {}),
       ...(modelChange ? { modelChange } : {}),
-    }, heads, snapshotVersion, locks);
+    }, heads, snapshotVersion, locks, replays);
     // Segments a finished compaction had not yet deleted: the snapshot holds their changes.
     if (stale.length > 0) await store.deleteLogsBefore(start);
     try {
@@ -355,6 +371,7 @@ export class DurableStore implements MemoryJournal {
       await store.close().catch(() => {});
       throw err;
     }
+    if (replays.size > 0) options.onReplayIds?.([...replays.live()]);
     return store;
   }
 
@@ -373,10 +390,38 @@ export class DurableStore implements MemoryJournal {
     log?.info({ model: to.id, memories }, 'memory store rewritten under the new embedding model');
   }
 
-  commit(events: readonly MemoryEvent[], apply: (part?: readonly MemoryEvent[]) => void): Promise<void> {
+  /**
+   * `replay`: the sealed request the events come in. Refused (409) if the store held its id
+   * when it opened: an enclave whose replay guard never saw the request (the shard moved, or it
+   * restarted) would otherwise apply it again. Logged with the first event, in the same entry,
+   * so the id is durable exactly when a change of the batch is.
+   */
+  commit(events: readonly MemoryEvent[], apply: (part?: readonly MemoryEvent[]) => void, replay?: ReplayMark): Promise<void> {
     if (this.closed) return Promise.reject(new Error('the memory store is closed'));
     if (this.fenced) return Promise.reject(this.takenOverError());
-    return this.commits.appendAll(events.map((event) => this.locks.encode(event)), () => apply(events));
+    const payloads: Uint8Array[] = events.map((event) => this.locks.encode(event));
+    if (replay) {
+      try {
+        this.refuseIfReplayed(replay);
+      } catch (err) {
+        return Promise.reject(err as Error);
+      }
+      this.replaysSince.add(replay);
+      if (payloads.length > 0) payloads[0] = encodeReplayMarked(replay, payloads[0]);
+    }
+    return this.commits.appendAll(payloads, () => apply(events));
+  }
+
+  /** Throws 409 sealed_request_replayed when the store held the request's replay id when it opened (commit). */
+  refuseIfReplayed(replay: ReplayMark): void {
+    if (this.replaysBefore.has(replay.id)) throw sealedReplayed();
+  }
+
+  /** The replay ids the store keeps now, those of earlier owners and its own, each until its window ends. */
+  liveReplayIds(): ReplayMark[] {
+    const marks = new Map<string, ReplayMark>();
+    for (const ids of [this.replaysBefore, this.replaysSince]) for (const mark of ids.live()) marks.set(mark.id, mark);
+    return [...marks.values()];
   }
 
   /** The state head after the last durable change (what signed responses carry). */
@@ -507,11 +552,13 @@ export class DurableStore implements MemoryJournal {
     const beforeKey = new Set(locked.size === 0 ? [] : filter(this.target.deletedHistories?.() ?? [], (tombstone) => locked.has(tombstone.tenant_id)));
     const deleted = concat(filter(this.target.deletedHistories?.() ?? [], (tombstone) => !locked.has(tombstone.tenant_id)), beforeKey);
     const held = [...locked.values()].flat();
+    // The ids of the changes the snapshot folds in (the log's marks): the next owner refuses their requests too.
+    const replays = this.liveReplayIds();
     const previous = this.commits.current;
     this.commits.switchTo(next);
     await previous.close();
     const encode = (event: MemoryEvent) => (event.type === 'tombstone' && beforeKey.has(event) ? encodeEvent(event) : this.locks.encode(event));
-    const snapshot = this.snapshot(generation, head, entries, deleted, { encode, held }, previous);
+    const snapshot = this.snapshot(generation, head, entries, deleted, { encode, held }, previous, replays);
     this.snapshotting = snapshot.catch(() => {}).finally(() => {
       this.snapshotting = undefined;
     });
@@ -520,6 +567,7 @@ export class DurableStore implements MemoryJournal {
 
   private async snapshot(
     generation: number, head: StateHead, entries: Iterable<SnapshotEntry>, deleted: Iterable<SnapshotTombstone>, sealing: SnapshotSealing, previous: LogFile,
+    replays: readonly ReplayMark[],
   ): Promise<void> {
     const started = performance.now();
     try {
@@ -527,7 +575,7 @@ export class DurableStore implements MemoryJournal {
       // The chain of heads up to the snapshot's: a restarted enclave still places any head a client saw.
       const heads = { first: this.heads.baseSeq, pieces: this.heads.prefixes(head.seq) };
       const replaces = this.snapshotVersion === undefined ? { ifAbsent: true } : { ifVersion: this.snapshotVersion };
-      const written = await writeSnapshot(this.options.blobs, this.prefix + SNAPSHOT_NAME, this.key, meta, entries, heads, deleted, replaces, sealing);
+      const written = await writeSnapshot(this.options.blobs, this.prefix + SNAPSHOT_NAME, this.key, meta, entries, heads, deleted, replaces, sealing, replays);
       this.snapshotVersion = written.version;
       this.lastSnapshotBytes = written.bytes;
       this.snapshots++;

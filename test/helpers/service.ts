@@ -26,7 +26,8 @@ export interface RunningService {
   /** Output of both processes so far (for assertions about logs). */
   output(): string;
   killEnclave(signal?: NodeJS.Signals): Promise<void>;
-  startEnclave(): Promise<void>;
+  /** Starts the enclave again on the same data; `overrides`: settings of this start only (e.g. JOIN_ENCLAVE_ADDR, to come back with the service's keys). */
+  startEnclave(overrides?: NodeJS.ProcessEnv): Promise<void>;
   killHostStore(signal?: NodeJS.Signals): Promise<void>;
   /** Starts the host store again (on the same folder and address). */
   startHostStore(): Promise<void>;
@@ -94,8 +95,8 @@ export async function startService(extraEnv: NodeJS.ProcessEnv = {}, options: St
     async killEnclave(signal = 'SIGKILL') {
       await stopChild(service.enclave, signal);
     },
-    async startEnclave() {
-      service.enclave = launch('enclave/main.js');
+    async startEnclave(overrides = {}) {
+      service.enclave = launch('enclave/main.js', overrides);
       // A restart replays the store: its own budget, longer with both cores busy.
       await waitFor(ready, RESTART_BUDGET_MS, () => `waiting for the restarted enclave to be ready (GET /healthz 200)\n${logs}`);
     },

@@ -6,6 +6,7 @@ import { ReplayGuard } from '../../enclave/api/replay-guard.js';
 import { resolveCall, type RouteCall } from '../../enclave/api/resolve-call.js';
 import { sealedRoute } from '../../enclave/api/sealed-route.js';
 import { KeyRing, keyAuthorizer, openAuthorizer } from '../../enclave/auth/authorizer.js';
+import type { Caller } from '../../enclave/auth/caller.js';
 import { hashApiKey } from '../../enclave/auth/keys-file.js';
 import { generateSealedRequestKey } from '../../enclave/keys.js';
 import { SharedKeyCache } from '../../protocol/box.js';
@@ -190,6 +191,26 @@ describe('ReplayGuard', () => {
     expect(guard.admit('e', 900)).toBe('ok');
     expect(guard.size).toBe(1);
   });
+
+  it('learns ids a shard\'s log holds (remember): refused until their window ends, taken even when full', () => {
+    let now = 0;
+    const guard = new ReplayGuard(1000, 2, () => now);
+    expect(guard.expiresAt(300)).toBe(1300);
+    for (const id of ['a', 'b']) expect(guard.admit(id, now)).toBe('ok');
+    guard.remember('logged', 1300);
+    // Expired already: nothing to refuse, nothing kept.
+    guard.remember('old', -1);
+    expect(guard.size).toBe(3);
+    expect(guard.admit('logged', 300)).toBe('replayed');
+    expect(guard.admit('c', now)).toBe('full');
+    now = 1001;
+    expect(guard.admit('logged', 300)).toBe('replayed');
+    expect(guard.admit('c', now)).toBe('ok');
+    // Once its window ended, it is forgotten like any other.
+    now = 1301;
+    expect(guard.admit('d', now)).toBe('ok');
+    expect(guard.size).toBe(2);
+  });
 });
 
 describe('POST /v1/sealed in the enclave (enclave/api/sealed-route.ts)', () => {
@@ -265,6 +286,21 @@ describe('POST /v1/sealed in the enclave (enclave/api/sealed-route.ts)', () => {
       const error = await refusal(Buffer.concat([Buffer.from(hex, 'hex'), envelope.subarray(32)]));
       expect(error.code, hex).toBe('invalid_sealed_request');
     }
+  });
+
+  it('hands the handler the envelope\'s replay id and the end of its window, which its changes are logged with', async () => {
+    const callers: Caller[] = [];
+    const keep = sealedRoute({
+      key, replay: new ReplayGuard(SEALED_MAX_AGE_MS), identify: openAuthorizer.identify,
+      dispatch: async (_request, caller): Promise<ApiReply> => {
+        callers.push(caller);
+        return { status: 200, body: Buffer.from('{}') };
+      },
+    });
+    const timestamp = Date.now();
+    const { envelope } = sealRequest(key.publicKey, { ...inner, timestamp });
+    await keep(await sealedCall({ request_id: 'r1', body: Buffer.from(envelope), authorization: '', organization: '' }));
+    expect(callers[0].replay).toEqual({ id: key.open(envelope)!.replayId, expires_at: timestamp + SEALED_MAX_AGE_MS });
   });
 
   it('refuses a replayed envelope with 409, before dispatching it again', async () => {

@@ -187,7 +187,7 @@ describe('adds and updates', () => {
 
 describe('unreadable payloads', () => {
   it.each([
-    ['an unknown type', '0c7b7d', 'unknown payload type 12'],
+    ['an unknown type', '0e7b7d', 'unknown payload type 14'],
     ['type 0', '00', 'unknown payload type 0'],
     ['an empty payload', '', 'unknown payload type undefined'],
   ])('refuses %s, naming it', (_name, payload, reason) => unreadable(payload, reason));
