@@ -55,6 +55,16 @@ export class ReplayGuard {
     this.seen.set(id, forgetAt);
   }
 
+  /**
+   * An admitted envelope this enclave then refused without acting on it: its tenant's shard is
+   * not held here (503 shard_not_owned). The host may send the same bytes to the owner, and
+   * back here once the shard has moved: the shard's log, not this guard, then says whether it
+   * was applied (storage/replay-ids.ts), so a refusal here must not make it "replayed".
+   */
+  forget(id: string): void {
+    this.seen.delete(id);
+  }
+
   /** Insertion order is roughly expiry order: drop from the front, or sweep everything. */
   private forgetExpired(now: number, everything: boolean): void {
     for (const [id, forgetAt] of this.seen) {

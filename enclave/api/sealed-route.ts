@@ -124,8 +124,11 @@ export function admitSealed(deps: Omit<SealedDeps, 'dispatch'>, outer: Pick<Rout
  * outside the box so that the host can send the same envelope to the shard's owner: it learns
  * the shard (docs/trust-model.md), as it would from where it routes the call.
  */
-export const shardMissOutside = (shard: string) =>
-  unavailable(`the sealed request's tenant is in shard ${shard}, which this enclave does not hold now: send it to the shard's owner`, 'shard_not_owned', { [SHARD_MISS_HEADER]: shard });
+export const shardMissOutside = (shard: string, guard: ReplayGuard, caller: Caller) => {
+  // Nothing was done: the same envelope may come back here after the shard does.
+  if (caller.replay) guard.forget(caller.replay.id);
+  return unavailable(`the sealed request's tenant is in shard ${shard}, which this enclave does not hold now: send it to the shard's owner`, 'shard_not_owned', { [SHARD_MISS_HEADER]: shard });
+};
 
 /**
  * POST /v1/sealed: admits the envelope, hands the inner request to the same handler as its
@@ -138,7 +141,7 @@ export function sealedRoute(deps: SealedDeps) {
     // The tenant's shard is not held here: refused outside the box, so the host can send the
     // same envelope to the shard's owner (it learns the shard, as it would from where it routes).
     const miss = reply.headers?.[SHARD_MISS_HEADER];
-    if (miss !== undefined) throw shardMissOutside(miss);
+    if (miss !== undefined) throw shardMissOutside(miss, deps.replay, caller);
     const sealed = sealReply(
       { status: reply.status ?? 200, headers: reply.headers ?? {}, body: (reply.body ?? new Uint8Array()) as Uint8Array },
       sharedKey,

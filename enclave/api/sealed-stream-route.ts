@@ -54,7 +54,7 @@ export function sealedStreamRoute(deps: SealedStreamDeps) {
       },
       data: (bytes) => (miss === undefined ? frames.write(bytes) : Promise.resolve()),
     }, signal, context?.place);
-    if (miss !== undefined) throw shardMissOutside(miss);
+    if (miss !== undefined) throw shardMissOutside(miss, deps.replay, caller);
     if (!started) await start();
     await frames.flush();
     // A caller that went away gets no end: nothing reads it.

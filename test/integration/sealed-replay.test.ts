@@ -138,4 +138,19 @@ describe('one enclave alone (npm start), killed and started again', () => {
       await lone.stop();
     }
   }, 240_000);
+
+  it('an envelope refused by an enclave without its shard (503, nothing done) is applied there once the shard has moved, once', async () => {
+    const fresh = seal('POST', '/v1/memory', { tenant_id: tenant, content: 'Sent first to the enclave without the shard' });
+    const missed = await send(pair.b.baseUrl, fresh);
+    expectError(missed.outer, 503, 'shard_not_owned');
+    expect(missed.outer.headers.get('x-tee-shard-miss')).toBe('2');
+    await pair.rpcA.close(2);
+    await pair.rpcB.open(2, 4);
+    // The same bytes, back at B now that it holds the shard: not a replay, since nothing was done.
+    const applied = await send(pair.b.baseUrl, fresh);
+    expect(applied.inner?.status, JSON.stringify(applied)).toBe(200);
+    expectError((await send(pair.b.baseUrl, fresh)).outer, 409, 'sealed_request_replayed');
+    const after = await state(pair.b.baseUrl, id);
+    expect(after.contents).toEqual([...before.contents, 'Sent first to the enclave without the shard'].sort());
+  });
 });
