@@ -1,0 +1,209 @@
+import { describe, expect, it } from 'vitest';
+import { Freshness, StaleCopyError, WitnessRefusedError, type PeerChannel, type Signed } from '../../enclave/cluster/freshness.js';
+import { statement, TAGS } from '../../enclave/cluster/witness-book.js';
+import { generateIdentity, generateServiceKeys } from '../../enclave/keys.js';
+import { HeadChain } from '../../enclave/storage/head-chain.js';
+import { advanceHead, genesisHead, type StateHead } from '../../enclave/storage/state-head.js';
+
+const STORE = 'ab'.repeat(16);
+
+/** A chain of `n` heads after the store's genesis. */
+function chain(n: number, salt = 'x'): { heads: StateHead[]; chain: HeadChain } {
+  let head = genesisHead(STORE);
+  const kept = HeadChain.startingAt(head);
+  const heads = [head];
+  for (let i = 0; i < n; i++) {
+    head = advanceHead(head, Buffer.from(`${salt}${i}`));
+    kept.push(head);
+    heads.push(head);
+  }
+  return { heads, chain: kept };
+}
+
+/**
+ * The host between enclaves: every message passes through it. By default it delivers each to
+ * the enclave at the address; `tamper` lets a test play the host's moves.
+ */
+class Host implements PeerChannel {
+  readonly enclaves = new Map<string, Freshness>();
+  /** The last answers it saw, to replay. */
+  readonly seen: Signed[] = [];
+  tamper?: { witness?: (address: string, request: Signed) => Signed | Promise<Signed>; witnessed?: (address: string, shard: number, nonce: Uint8Array) => Signed | Promise<Signed> };
+
+  async witness(address: string, request: Signed): Promise<Signed> {
+    const reply = this.tamper?.witness ? await this.tamper.witness(address, request) : this.at(address).answerWitness(request);
+    this.seen.push(reply);
+    return reply;
+  }
+
+  async witnessed(address: string, shard: number, nonce: Uint8Array): Promise<Signed> {
+    const reply = this.tamper?.witnessed ? await this.tamper.witnessed(address, shard, nonce) : this.at(address).answerWitnessed(shard, nonce);
+    this.seen.push(reply);
+    return reply;
+  }
+
+  at(address: string): Freshness {
+    const enclave = this.enclaves.get(address);
+    if (!enclave) throw new Error(`nothing at ${address}`);
+    return enclave;
+  }
+}
+
+/** Enclaves of one service (the same keys, as key sharing gives them) on one host. */
+function service(count: number, witnesses: number) {
+  const keys = generateServiceKeys();
+  const host = new Host();
+  const enclaves = Array.from({ length: count }, (_, i) => {
+    const enclave = new Freshness(keys.identity, host, { witnesses, timeoutMs: 1000 });
+    host.enclaves.set(`e${i}`, enclave);
+    return enclave;
+  });
+  enclaves.forEach((enclave, i) => enclave.setPeers(enclaves.map((_, j) => `e${j}`).filter((_, j) => j !== i)));
+  return { keys, host, enclaves };
+}
+
+const at = (head: StateHead) => ({ store: STORE, ...head });
+
+describe('freshness across enclaves: witnesses', () => {
+  it('an owner\'s new head is kept by the members that confirm it, and an open finds the highest', async () => {
+    const { enclaves: [a, b, c] } = service(3, 2);
+    const { heads } = chain(3);
+    await a.witness(1, at(heads[2]));
+    await a.witness(1, at(heads[3]));
+    expect(b.book.get(1)?.seq).toBe(3);
+    expect(c.book.get(1)?.seq).toBe(3);
+    // An older head told later (a replayed old request) lowers nothing.
+    await a.witness(1, at(heads[1]));
+    expect(b.book.get(1)?.seq).toBe(3);
+    const found = await b.highest(1);
+    expect(found).toMatchObject({ answers: 2, head: { seq: 3, hash: heads[3].hash } });
+  });
+
+  it('a write is not confirmed with fewer members than WITNESSES, and the refusal says so (503 witness_unavailable)', async () => {
+    const { host, enclaves: [a] } = service(3, 2);
+    host.enclaves.delete('e2'); // a member down
+    const refusal = await a.witness(0, at(chain(1).heads[1])).catch((err: unknown) => err);
+    expect(refusal).toMatchObject({ status: 503, code: 'witness_unavailable' });
+    expect((refusal as Error).message).toMatch(/confirmed by 1 of the 2 other members .* WITNESSES is 2/);
+  });
+
+  it('a witness request the host forges (signed by a key that is not the service\'s) is refused, and changes nothing', () => {
+    const { enclaves: [, b] } = service(2, 1);
+    const forger = generateIdentity();
+    const bytes = statement(TAGS.witness, { shard: 0, nonce: '00'.repeat(16), head: at(chain(9).heads[9]) });
+    expect(() => b.answerWitness({ statement: bytes, signature: forger.sign(bytes) })).toThrow(WitnessRefusedError);
+    expect(b.book.get(0)).toBeUndefined();
+  });
+
+  it('a witness request altered in transit is refused', async () => {
+    const { host, enclaves: [a, b] } = service(2, 1);
+    host.tamper = {
+      witness: (address, request) => {
+        const altered = Buffer.from(request.statement);
+        altered[altered.length - 3] ^= 1;
+        return host.at(address).answerWitness({ statement: altered, signature: request.signature });
+      },
+    };
+    await expect(a.witness(0, at(chain(2).heads[2]))).rejects.toMatchObject({ code: 'witness_unavailable' });
+    expect(b.book.get(0)).toBeUndefined();
+  });
+
+  it('the host cannot confirm a write itself: an answer it signs with its own key is not counted', async () => {
+    const { host, enclaves: [a] } = service(2, 1);
+    const forger = generateIdentity();
+    host.tamper = {
+      witness: () => {
+        const bytes = statement(TAGS.ack, { nonce: '00'.repeat(16), instance: 'cd'.repeat(16), shard: 0, head: at(chain(2).heads[2]) });
+        return { statement: bytes, signature: forger.sign(bytes) };
+      },
+    };
+    await expect(a.witness(0, at(chain(2).heads[2]))).rejects.toMatchObject({ code: 'witness_unavailable' });
+  });
+
+  it('an old confirmation replayed is not counted (it names another nonce)', async () => {
+    const { host, enclaves: [a] } = service(2, 1);
+    const { heads } = chain(2);
+    await a.witness(0, at(heads[2]));
+    const old = host.seen.at(-1)!;
+    host.tamper = { witness: () => old };
+    // Even for the very same head: the nonce is the round's own.
+    await expect(a.witness(0, at(heads[2]))).rejects.toMatchObject({ code: 'witness_unavailable' });
+  });
+
+  it('one member\'s confirmation is not counted twice (the host names it under two addresses)', async () => {
+    const { host, enclaves: [a, b] } = service(3, 2);
+    host.enclaves.set('e2', b); // e1 and e2 are the same enclave
+    await expect(a.witness(0, at(chain(1).heads[1]))).rejects.toMatchObject({ code: 'witness_unavailable' });
+    // Nor its answer about the highest head.
+    await expect(a.highest(0)).rejects.toMatchObject({ code: 'witness_unavailable' });
+  });
+
+  it('the owner\'s own request reflected back to it is not a confirmation', async () => {
+    const { host, enclaves: [a] } = service(2, 1);
+    host.enclaves.set('e1', a);
+    await expect(a.witness(0, at(chain(1).heads[1]))).rejects.toMatchObject({ code: 'witness_unavailable' });
+  });
+
+  it('an answer about the highest head is counted only for its own request (nonce) and when signed by the service', async () => {
+    const { host, enclaves: [a, b] } = service(2, 1);
+    const { heads } = chain(2);
+    await b.witness(0, at(heads[2]));
+    await a.highest(0);
+    const old = host.seen.at(-1)!;
+    host.tamper = { witnessed: () => old };
+    await expect(a.highest(0)).rejects.toMatchObject({ code: 'witness_unavailable' });
+    const forger = generateIdentity();
+    host.tamper = {
+      witnessed: (_address, shard, nonce) => {
+        const bytes = statement(TAGS.witnessed, { nonce: Buffer.from(nonce).toString('hex'), instance: 'cd'.repeat(16), shard, head: null });
+        return { statement: bytes, signature: forger.sign(bytes) };
+      },
+    };
+    await expect(a.highest(0)).rejects.toMatchObject({ code: 'witness_unavailable' });
+  });
+
+  it('a joining enclave takes the heads its sponsor witnessed, only if signed for its join', async () => {
+    const { keys, enclaves: [a] } = service(1, 0);
+    await a.witness(2, at(chain(4).heads[4]));
+    const digest = Buffer.alloc(32, 7);
+    const signed = a.exportFor(digest);
+    const joiner = new Freshness(keys.identity, new Host(), { witnesses: 1, timeoutMs: 1000 });
+    expect(() => joiner.adopt(signed, Buffer.alloc(32, 8))).toThrow(WitnessRefusedError);
+    const altered = Buffer.from(signed.statement.toString().replace('"seq":4', '"seq":9'));
+    expect(() => joiner.adopt({ statement: altered, signature: signed.signature }, digest)).toThrow(WitnessRefusedError);
+    expect(joiner.book.get(2)).toBeUndefined();
+    expect(joiner.adopt(signed, digest)).toBe(1);
+    expect(joiner.book.get(2)?.seq).toBe(4);
+  });
+});
+
+describe('freshness across enclaves: the new owner\'s check', () => {
+  const { heads, chain: kept } = chain(5);
+  const found = (n: number, c = kept) => ({ storeId: STORE, head: heads[n], ancestry: (known: StateHead) => c.ancestry(known) });
+
+  it('accepts a store whose chain reaches the witnessed head (or passes it)', () => {
+    expect(() => Freshness.check('shard 1', at(heads[5]), found(5))).not.toThrow();
+    expect(() => Freshness.check('shard 1', at(heads[3]), found(5))).not.toThrow();
+    expect(() => Freshness.check('shard 1', undefined, found(0))).not.toThrow();
+  });
+
+  it('refuses an older copy, naming both heads', () => {
+    const older = chain(2);
+    const refusal = (() => {
+      try {
+        Freshness.check('shard 1 (shard-01/)', at(heads[5]), { storeId: STORE, head: older.heads[2], ancestry: (k) => older.chain.ancestry(k) });
+      } catch (err) {
+        return err as Error;
+      }
+    })();
+    expect(refusal).toBeInstanceOf(StaleCopyError);
+    expect(refusal!.message).toContain(`its chain ends at state 2:${heads[2].hash.slice(0, 16)}`);
+    expect(refusal!.message).toContain(`the witnessed state 5:${heads[5].hash.slice(0, 16)}`);
+  });
+
+  it('refuses an older copy written past the witnessed seq (a fork), and another store', () => {
+    const fork = chain(8, 'y');
+    expect(() => Freshness.check('shard 1', at(heads[5]), { storeId: STORE, head: fork.heads[8], ancestry: (k) => fork.chain.ancestry(k) })).toThrow(/another chain/);
+    expect(() => Freshness.check('shard 1', { ...at(heads[5]), store: 'cd'.repeat(16) }, found(5))).toThrow(/files were replaced/);
+  });
+});
