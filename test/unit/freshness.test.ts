@@ -162,6 +162,24 @@ describe('freshness across enclaves: witnesses', () => {
     await expect(a.highest(0)).rejects.toMatchObject({ code: 'witness_unavailable' });
   });
 
+  it('known limit: the host that names to the new owner only enclaves that never witnessed the head gets the old copy accepted', async () => {
+    const { enclaves: [a, b, c, d] } = service(4, 1);
+    const { heads, chain: kept } = chain(3);
+    // The host names only B to the owner A, and only D to the next owner C: B witnessed, D did not.
+    a.setPeers(['e1']);
+    c.setPeers(['e3']);
+    await a.witness(0, at(heads[3]));
+    expect(b.book.get(0)?.seq).toBe(3);
+    expect(d.book.get(0)).toBeUndefined();
+    const { head } = await c.highest(0);
+    expect(head).toBeUndefined();
+    expect(() => Freshness.check('shard 0', head, { storeId: STORE, head: heads[1], ancestry: (k) => kept.ancestry(k) })).not.toThrow();
+    // Named to C, B alone is enough to catch it.
+    c.setPeers(['e1']);
+    const found = await c.highest(0);
+    expect(() => Freshness.check('shard 0', found.head, { storeId: STORE, head: heads[1], ancestry: () => 'no' })).toThrow(StaleCopyError);
+  });
+
   it('a joining enclave takes the heads its sponsor witnessed, only if signed for its join', async () => {
     const { keys, enclaves: [a] } = service(1, 0);
     await a.witness(2, at(chain(4).heads[4]));
