@@ -1,4 +1,10 @@
+import { spawnSync } from 'node:child_process';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { repoRoot } from '../../common/paths.js';
+import { measuredConfig } from '../../enclave/attestation/create-provider.js';
+import { measureConfig } from '../../enclave/attestation/pcrs.js';
+import type { Embedder } from '../../enclave/embedding/types.js';
 import { Freshness, StaleCopyError, WitnessRefusedError, type PeerChannel, type Signed } from '../../enclave/cluster/freshness.js';
 import { statement, TAGS } from '../../enclave/cluster/witness-book.js';
 import { generateIdentity, generateServiceKeys } from '../../enclave/keys.js';
@@ -223,5 +229,27 @@ describe('freshness across enclaves: the new owner\'s check', () => {
     const fork = chain(8, 'y');
     expect(() => Freshness.check('shard 1', at(heads[5]), { storeId: STORE, head: fork.heads[8], ancestry: (k) => fork.chain.ancestry(k) })).toThrow(/another chain/);
     expect(() => Freshness.check('shard 1', { ...at(heads[5]), store: 'cd'.repeat(16) }, found(5))).toThrow(/files were replaced/);
+  });
+});
+
+describe('freshness across enclaves: WITNESSES', () => {
+  const pcr1 = (witnesses?: number) => measureConfig(measuredConfig({
+    config: { teeMode: 'simulated', embeddingModel: 'static', nsmHelper: '/x', modelTlsPins: [], memoryUpstream: 'send', ...(witnesses === undefined ? {} : { witnesses }) },
+    embedder: { id: 'static' } as Embedder,
+    operatorKey: new Uint8Array(32).fill(1),
+  }));
+
+  it('is measured (PCR1) when above 0, so a host that lowers it starts an enclave other PCRs (which takes no keys); at 0 PCR1 is as before the setting', () => {
+    expect(pcr1(1)).not.toEqual(pcr1(0));
+    expect(pcr1(2)).not.toEqual(pcr1(1));
+    expect(pcr1(0)).toEqual(pcr1());
+  });
+
+  it('an enclave with WITNESSES above 0 does not open shards at start (SHARDS_OPEN=all), which would skip asking the members: it stops with the reason', () => {
+    const run = spawnSync(process.execPath, [join(repoRoot, 'dist/enclave/main.js')], {
+      env: { ...process.env, WITNESSES: '1', SHARDS_OPEN: 'all', HOST_STORE_ADDR: '127.0.0.1:1', LOG_LEVEL: 'silent' }, encoding: 'utf8', timeout: 30_000,
+    });
+    expect(run.status, run.stderr).toBe(2);
+    expect(run.stderr).toContain('WITNESSES=1 needs SHARDS_OPEN=none');
   });
 });
