@@ -105,8 +105,7 @@ describe('freshness across enclaves: witnesses', () => {
     const { host, enclaves: [a, b] } = service(2, 1);
     host.tamper = {
       witness: (address, request) => {
-        const altered = Buffer.from(request.statement);
-        altered[altered.length - 3] ^= 1;
+        const altered = Buffer.from(Buffer.from(request.statement).toString().replace('"seq":2', '"seq":9'));
         return host.at(address).answerWitness({ statement: altered, signature: request.signature });
       },
     };
@@ -118,8 +117,10 @@ describe('freshness across enclaves: witnesses', () => {
     const { host, enclaves: [a] } = service(2, 1);
     const forger = generateIdentity();
     host.tamper = {
-      witness: () => {
-        const bytes = statement(TAGS.ack, { nonce: '00'.repeat(16), instance: 'cd'.repeat(16), shard: 0, head: at(chain(2).heads[2]) });
+      witness: (_address, request) => {
+        // Everything right (it read the nonce and head from the request) but the signature.
+        const { nonce, shard, head } = JSON.parse(Buffer.from(request.statement).toString().split('\n')[1]) as { nonce: string; shard: number; head: object };
+        const bytes = statement(TAGS.ack, { nonce, instance: 'cd'.repeat(16), shard, head });
         return { statement: bytes, signature: forger.sign(bytes) };
       },
     };
