@@ -199,6 +199,10 @@ describe('freshness across enclaves: witnesses', () => {
     expect(joiner.book.get(2)).toBeUndefined();
     expect(joiner.adopt(signed, digest)).toBe(1);
     expect(joiner.book.get(2)?.seq).toBe(4);
+    // Heads the host dropped from the join: refused by a joiner that witnesses (it would start knowing nothing).
+    const empty = { statement: new Uint8Array(0), signature: new Uint8Array(0) };
+    expect(() => new Freshness(keys.identity, new Host(), { witnesses: 1, timeoutMs: 1000 }).adopt(empty, digest)).toThrow(/sent no witnessed heads/);
+    expect(new Freshness(keys.identity, new Host(), { witnesses: 0, timeoutMs: 1000 }).adopt(empty, digest)).toBe(0);
   });
 });
 
