@@ -106,6 +106,7 @@ export const errorCatalogue = {
   shard_not_owned: { status: 503, type: 'service_unavailable_error', when: 'this enclave does not serve the tenant\'s shard: an owner of a higher generation took it over, or the host\'s placement has not opened it here (or closed it); nothing was saved. The message names the shard, and `x-tee-shard-miss` carries its index for the host to route the call to its owner' },
   shard_unplaced: { status: 503, type: 'service_unavailable_error', when: 'the service runs as several enclaves and none holds the tenant\'s shard right now (its enclave was lost and the shard is being moved); sent by the proxy after a few tries (Retry-After: 1)' },
   storage_unavailable: { status: 503, type: 'service_unavailable_error', when: 'the host store failed a write; the change was not saved' },
+  witness_unavailable: { status: 503, type: 'service_unavailable_error', when: 'fewer than WITNESSES other enclaves of the service confirmed the shard\'s new head (freshness across enclaves): the change is stored and applied, but not acknowledged; retry or read it back' },
   attestation_unavailable: { status: 503, type: 'service_unavailable_error', when: 'the attestation document could not be made' },
   attestation_busy: { status: 503, type: 'service_unavailable_error', when: 'four attestation documents with a nonce are being made (Retry-After: 1)' },
   sealed_replay_window_full: { status: 503, type: 'service_unavailable_error', when: 'the replay guard is full of sealed requests' },

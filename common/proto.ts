@@ -20,6 +20,10 @@ export type { OpenShardRequest, OpenShardRequest__Output as OpenShardRequestIn }
 export type { CloseShardRequest, CloseShardRequest__Output as CloseShardRequestIn } from './generated/agent/enclave/v1/CloseShardRequest.js';
 export type { ShardState, ShardState__Output as ShardStateIn } from './generated/agent/enclave/v1/ShardState.js';
 export type { ShardsReply, ShardsReply__Output as ShardsReplyIn } from './generated/agent/enclave/v1/ShardsReply.js';
+export type { PeersRequest__Output as PeersRequestIn } from './generated/agent/enclave/v1/PeersRequest.js';
+export type { WitnessRequest__Output as WitnessRequestIn } from './generated/agent/enclave/v1/WitnessRequest.js';
+export type { WitnessReply, WitnessReply__Output as WitnessReplyIn } from './generated/agent/enclave/v1/WitnessReply.js';
+export type { WitnessedRequest__Output as WitnessedRequestIn } from './generated/agent/enclave/v1/WitnessedRequest.js';
 export type { EnclaveClient, EnclaveHandlers } from './generated/agent/enclave/v1/Enclave.js';
 export type { HostStoreClient, HostStoreHandlers } from './generated/agent/hoststore/v1/HostStore.js';
 export type { BlobChunk, BlobChunk__Output as BlobChunkIn } from './generated/agent/hoststore/v1/BlobChunk.js';

@@ -3,7 +3,8 @@ import type { Logger } from '../common/logger.js';
 import { PendingTable } from '../common/pending-table.js';
 import { channelOptions, enclaveProto, type ApiChunk, type ApiRequest, type ExchangeReply, type ExchangeRequestIn, type HealthReply, type JoinChallengeReply, type JoinReply, type JoinRequestIn, type MetricsReply } from '../common/proto.js';
 import type { EnclaveApi, Handler, StreamHandler } from './api/create-api.js';
-import { KeySharingError, type KeyMember } from './cluster/key-sharing.js';
+import type { Signed } from './cluster/freshness.js';
+import { joinDigest, KeySharingError, type KeyMember } from './cluster/key-sharing.js';
 
 /**
  * The gRPC adapter: decodes calls, hands them to the API and sends its replies back.
@@ -15,8 +16,10 @@ export interface GrpcServerOptions {
   maxUnsentExchangeBytes?: number;
   /** Hands the service's keys to enclaves that prove they run as this one (enclave/cluster/key-sharing.ts). */
   keyMember?: KeyMember;
-  /** OpenShard, CloseShard and Shards (enclave/cluster/shard-control.ts); without: UNIMPLEMENTED. */
+  /** OpenShard, CloseShard and Shards (enclave/cluster/shard-control.ts), SetPeers, Witness and Witnessed (witness-rpc.ts); without: UNIMPLEMENTED. */
   shards?: grpc.UntypedServiceImplementation;
+  /** The heads this enclave witnessed, signed for a joiner's document digest, sent with the keys (enclave/cluster/freshness.ts). */
+  witnessedFor?: (digest: Uint8Array) => Signed;
 }
 
 export function createGrpcServer(api: EnclaveApi, health: () => HealthReply, log: Logger, metrics?: () => Promise<string>, options: GrpcServerOptions = {}): grpc.Server {
@@ -49,7 +52,11 @@ export function createGrpcServer(api: EnclaveApi, health: () => HealthReply, log
     member.share(new Uint8Array(call.request.challenge), new Uint8Array(call.request.document)).then(
       ({ document, sealedKeys }) => {
         log.info('shared the service keys with an enclave whose attestation verified');
-        callback(null, { document: Buffer.from(document), sealed_keys: Buffer.from(sealedKeys) });
+        const witnessed = options.witnessedFor?.(joinDigest(new Uint8Array(call.request.document)));
+        callback(null, {
+          document: Buffer.from(document), sealed_keys: Buffer.from(sealedKeys),
+          ...(witnessed ? { witnessed: Buffer.from(witnessed.statement), witnessed_signature: Buffer.from(witnessed.signature) } : {}),
+        });
       },
       (err: unknown) => callback(joinError(err, log)),
     );

@@ -20,6 +20,9 @@ import { generateServiceKeys, type ServiceKeys } from './keys.js';
 import { JoinClient } from './cluster/join-client.js';
 import { joinService, KeyMember } from './cluster/key-sharing.js';
 import { shardControl } from './cluster/shard-control.js';
+import { Freshness } from './cluster/freshness.js';
+import { PeerClients } from './cluster/peer-client.js';
+import { witnessRpc } from './cluster/witness-rpc.js';
 import { EnclaveMetrics } from './observability/metrics.js';
 import { hostLogSink } from './observability/host-log-sink.js';
 import { SearchReplicas } from './search-worker/search-replicas.js';
@@ -35,6 +38,11 @@ import { CONFIG_ERROR_EXIT, exitWithConfigError, stopWithSupervisor, tellSupervi
 import { addressTarget, listenErrorLine } from '../common/listen-error.js';
 
 const config = configFromCli('agent-service enclave: the trusted process holding keys, memory, embeddings and attestation.', enclaveSettings);
+// Shards opened at start are opened without asking anyone which head is the newest: with
+// witnesses, only the host's placement opens them (OpenShard), after asking the members.
+if (config.witnesses > 0 && config.shardsOpen === 'all') {
+  await exitWithConfigError('enclave', `WITNESSES=${config.witnesses} needs SHARDS_OPEN=none (a cluster whose placement opens each shard after asking the other enclaves which head is the newest)`);
+}
 // On Nitro the only way out for logs: redacted lines to the host's journal (host-log-sink.ts).
 const sink = config.logSinkFd > 0 ? hostLogSink(config.logSinkFd) : undefined;
 const log = createLogger('enclave', config.logLevel, config.logFormat, { sink });
@@ -112,8 +120,20 @@ bootStage('store');
 const provider = await createAttestationProvider({ config, blobs, embedder, operatorKey });
 const attestationContext = { provider, rootPem: await provider.rootCertificatePem?.(), operatorKey };
 // The service's keys: new, or those of a running enclave of the service, handed over only by attestation.
+let sponsorHeads: JoinClient['witnessed'];
 const keys = config.joinEnclaveAddr === undefined ? generateServiceKeys() : await joinAt(config.joinEnclaveAddr);
 const { identity, requestKey } = keys;
+// Freshness across enclaves: the heads this enclave witnessed, and how it asks the others.
+const peers = new PeerClients();
+const freshness = new Freshness(identity, peers, { witnesses: config.witnesses, timeoutMs: config.witnessTimeoutMs, log });
+if (sponsorHeads) {
+  try {
+    const taken = freshness.adopt(sponsorHeads.signed, sponsorHeads.digest);
+    log.info({ shards: taken }, 'took the heads the member witnessed');
+  } catch (err) {
+    refuseToStart(log, err);
+  }
+}
 const userData = encodeUserData({ operatorKey, boxPublicKey: requestKey.publicKey });
 bootStage('keys');
 
@@ -155,7 +175,11 @@ const server = createGrpcServer(api, () => ({
   // By construction: the server listens only after both (see HealthReply).
   embedding_model_loaded: true,
   store_recovered: true,
-}), log, () => metrics.exposition(), { keyMember: new KeyMember(keys, attestationContext, userData), shards: shardControl(store, memory, log) });
+}), log, () => metrics.exposition(), {
+  keyMember: new KeyMember(keys, attestationContext, userData),
+  shards: { ...shardControl(store, memory, log, freshness), ...witnessRpc(freshness, log) },
+  witnessedFor: (digest) => freshness.exportFor(digest),
+});
 
 const port = await listen(server, config.address).catch((err: unknown) => {
   const line = listenErrorLine(addressTarget('ENCLAVE_ADDR', config.address), err);
@@ -175,6 +199,7 @@ async function joinAt(address: string): Promise<ServiceKeys> {
   const client = new JoinClient(address);
   try {
     const joined = await joinService(client, attestationContext);
+    sponsorHeads = client.witnessed;
     log.info({ member: address }, 'took the service keys from a member enclave whose attestation verified');
     return joined;
   } catch (err) {
@@ -184,5 +209,5 @@ async function joinAt(address: string): Promise<ServiceKeys> {
   }
 }
 
-stopOnSignals(server, log, 5000, () => Promise.allSettled([store.close(), embedder.close(), upstream?.close(), searchReplicas?.close()]).finally(() => blobs.close()));
+stopOnSignals(server, log, 5000, () => Promise.allSettled([Promise.resolve(peers.close()), store.close(), embedder.close(), upstream?.close(), searchReplicas?.close()]).finally(() => blobs.close()));
 stopWithSupervisor();

@@ -1,3 +1,4 @@
+import * as grpc from '@grpc/grpc-js';
 import type { Campaign, Etcd3, Watcher } from 'etcd3';
 import type { Logger } from '../common/logger.js';
 import type { ShardHosts, HeldShards } from './enclave-admin.js';
@@ -47,6 +48,12 @@ export class Controller {
   /** After a failed open, when the shard may be tried again. */
   private readonly retryAt = new Map<number, number>();
   private readonly failures = new Map<number, number>();
+  /**
+   * Shards whose store an enclave refused as unservable (DATA_LOSS: damaged, foreign, or an older
+   * copy than an enclave of the service witnessed): not opened again by this controller, which
+   * would only be refused again, until an operator asks for a move of the shard.
+   */
+  private readonly refused = new Map<number, string>();
   /** The registration of each member whose stale shards were closed (once per registration). */
   private readonly swept = new Map<string, string>();
 
@@ -143,7 +150,7 @@ export class Controller {
     for (const p of view.shards.values()) if (loads.has(p.owner)) loads.set(p.owner, loads.get(p.owner)! + 1);
 
     for (let shard = 0; shard < count; shard++) {
-      if (this.opening.has(shard) || (this.retryAt.get(shard) ?? 0) > Date.now()) continue;
+      if (this.opening.has(shard) || this.refused.has(shard) || (this.retryAt.get(shard) ?? 0) > Date.now()) continue;
       const seen = view.shards.get(shard);
       let target: string | undefined;
       if (seen && view.members.has(seen.owner)) {
@@ -217,6 +224,8 @@ export class Controller {
   private async nextMove(view: ClusterView, held: Map<string, HeldShards | undefined>): Promise<boolean> {
     for (const [shard, move] of view.moves) {
       if (this.opening.has(shard)) continue;
+      // An operator's move is the one way a refused shard is tried again.
+      this.refused.delete(shard);
       const seen = view.shards.get(shard);
       const address = view.members.get(move.to);
       if (!address || !held.get(move.to) || seen?.owner === move.to) {
@@ -251,6 +260,12 @@ export class Controller {
         this.log.info({ shard, owner, generation, ms: Date.now() - started }, 'shard opened');
       },
       (err: unknown) => {
+        if ((err as { code?: number }).code === grpc.status.DATA_LOSS) {
+          this.refused.set(shard, err instanceof Error ? err.message : String(err));
+          this.log.error({ shard, owner, generation, err: err instanceof Error ? err.message : String(err) },
+            'OpenShard refused: the shard\'s store cannot be served (damaged, foreign, or an older copy than an enclave of the service witnessed); not tried again until a move of it is asked for');
+          return;
+        }
         // Back off a shard whose open fails (a store that names a higher generation, the host store down).
         const failures = (this.failures.get(shard) ?? 0) + 1;
         this.failures.set(shard, failures);

@@ -22,6 +22,8 @@ export interface ShardHosts {
   shards(address: string): Promise<HeldShards>;
   open(address: string, shard: number, generation: number): Promise<void>;
   close(address: string, shard: number): Promise<void>;
+  /** Names the enclave's other members (freshness across enclaves: whom it asks to witness). */
+  setPeers?(address: string, peers: string[]): Promise<void>;
 }
 
 /** The enclaves' placement RPCs over gRPC, one channel per address (kept while in use). */
@@ -46,6 +48,10 @@ export class GrpcShardHosts implements ShardHosts {
 
   async close(address: string, shard: number): Promise<void> {
     await this.call(address, this.openTimeoutMs, (c, o, cb) => c.CloseShard({ shard }, o, cb));
+  }
+
+  async setPeers(address: string, peers: string[]): Promise<void> {
+    await this.call(address, this.timeoutMs, (c, o, cb) => c.SetPeers({ addresses: peers }, o, cb));
   }
 
   /** Drops the channels of addresses no longer in use. */

@@ -46,11 +46,24 @@ export class Member {
     try {
       await this.hosts.health(this.options.address);
       await this.renew();
+      await this.tellPeers().catch((err: unknown) => this.log.warn({ member: this.options.id, err: String(err) }, 'could not name the other members to the enclave'));
     } catch (err) {
       if (this.registered) this.log.warn({ member: this.options.id, err: String(err) }, 'enclave not answering or etcd not reachable; lease not renewed');
       this.registered = false;
     }
     if (!this.stopped) this.timer = setTimeout(() => void this.tick(), period);
+  }
+
+  /**
+   * Names the other members to the enclave, as etcd lists them now (whom it asks to witness its
+   * writes, and what they witnessed when it opens a shard). The host's word like the rest: the
+   * enclave counts only signed answers of other enclaves of the service, WITNESSES of them.
+   */
+  private async tellPeers(): Promise<void> {
+    if (!this.hosts.setPeers) return;
+    const registered = await this.client.getAll().prefix(clusterKeys(this.options.prefix).members).strings();
+    const peers = Object.values(registered).filter((address) => address !== this.options.address).sort();
+    await this.hosts.setPeers(this.options.address, peers);
   }
 
   private async renew(): Promise<void> {

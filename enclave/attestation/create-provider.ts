@@ -11,6 +11,8 @@ export interface ProviderInputs {
   config: {
     teeMode: 'simulated' | 'nitro'; modelBaseUrl?: string; embeddingModel: string; nsmHelper: string; kmsKeyId?: string;
     modelTlsPins: readonly string[]; memoryUpstream: 'send' | 'never';
+    /** WITNESSES (default 0). */
+    witnesses?: number;
   };
   /** The host store: the simulated CA is kept there. */
   blobs: BlobStore;
@@ -40,6 +42,10 @@ export function measuredConfig(inputs: Pick<ProviderInputs, 'config' | 'embedder
     // The key that seals data at rest is trust-relevant: pinning PCR1 pins it. On Nitro
     // it is an ENV of the image, so PCR0 covers it.
     kms_key_id: config.kmsKeyId ?? null,
+    // How many enclaves must witness a write (freshness across enclaves): a host that could
+    // lower it could have writes acknowledged that no other enclave knows of. Absent at 0 (one
+    // enclave), so PCR1 of such an enclave is what it was before the setting existed.
+    ...((config.witnesses ?? 0) > 0 ? { witnesses: config.witnesses } : {}),
   };
 }
 

@@ -1,6 +1,7 @@
 import * as grpc from '@grpc/grpc-js';
 import { channelOptions, enclaveProto, type JoinChallengeReplyIn, type JoinReplyIn } from '../../common/proto.js';
-import { KeySharingError, type JoinChannel } from './key-sharing.js';
+import type { Signed } from './freshness.js';
+import { joinDigest, KeySharingError, type JoinChannel } from './key-sharing.js';
 
 /**
  * The joiner's channel to a member enclave (JOIN_ENCLAVE_ADDR): its gRPC server, reached
@@ -9,6 +10,8 @@ import { KeySharingError, type JoinChannel } from './key-sharing.js';
  */
 export class JoinClient implements JoinChannel {
   private readonly client: InstanceType<ReturnType<typeof enclaveProto>['Enclave']>;
+  /** The heads the member witnessed, signed for this join (the digest of the document sent), as its answer carried them. */
+  witnessed?: { signed: Signed; digest: Uint8Array };
 
   constructor(private readonly address: string, private readonly timeoutMs = 15_000) {
     this.client = new (enclaveProto().Enclave)(address, grpc.credentials.createInsecure(), channelOptions);
@@ -25,7 +28,11 @@ export class JoinClient implements JoinChannel {
     return new Promise((resolve, reject) => {
       this.client.Join({ challenge: Buffer.from(challenge), document: Buffer.from(document) }, { deadline: Date.now() + this.timeoutMs },
         (err: grpc.ServiceError | null, reply?: JoinReplyIn) =>
-          (err ? reject(this.refusal('the keys', err)) : resolve({ document: new Uint8Array(reply!.document), sealedKeys: new Uint8Array(reply!.sealed_keys) })));
+        {
+          if (err) return reject(this.refusal('the keys', err));
+          this.witnessed = { signed: { statement: new Uint8Array(reply!.witnessed), signature: new Uint8Array(reply!.witnessed_signature) }, digest: joinDigest(document) };
+          resolve({ document: new Uint8Array(reply!.document), sealedKeys: new Uint8Array(reply!.sealed_keys) });
+        });
     });
   }
 

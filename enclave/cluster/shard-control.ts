@@ -4,6 +4,7 @@ import type { CloseShardRequestIn, OpenShardRequestIn, ShardsReply, ShardState }
 import type { MemoryService } from '../memory/memory-service.js';
 import { CorruptStoreError, EmbeddingModelChangedError, StaleOwnerError } from '../storage/errors.js';
 import type { ShardedStore } from '../storage/sharded-store.js';
+import { Freshness } from './freshness.js';
 
 /**
  * The host's placement acting on this enclave (protos/enclave.proto OpenShard, CloseShard,
@@ -12,7 +13,7 @@ import type { ShardedStore } from '../storage/sharded-store.js';
  * placement costs availability, never a forked chain. What goes back is what the host can see
  * anyway (heads it stores, counts as in the metrics), never a tenant id.
  */
-export function shardControl(store: ShardedStore, memory: MemoryService, log: Logger): grpc.UntypedServiceImplementation {
+export function shardControl(store: ShardedStore, memory: MemoryService, log: Logger, freshness?: Freshness): grpc.UntypedServiceImplementation {
   const state = (shard: number): ShardState => {
     const last = store.lastStore(shard);
     const head = store.head(shard);
@@ -31,7 +32,7 @@ export function shardControl(store: ShardedStore, memory: MemoryService, log: Lo
       try {
         // A generation past 2^53 cannot be compared exactly: refused like a shard out of range.
         if (!Number.isSafeInteger(generation)) throw new RangeError(`generation ${call.request.generation} is larger than 2^53 - 1`);
-        opening = store.openShard(shard, generation);
+        opening = freshness && freshness.witnesses > 0 ? openFresh(store, shard, generation, freshness, log) : store.openShard(shard, generation);
       } catch (err) {
         return callback(refusal(err, 'open', shard, log));
       }
@@ -57,6 +58,23 @@ export function shardControl(store: ShardedStore, memory: MemoryService, log: Lo
       callback(null, { count: store.count, open: store.open.map(state) });
     },
   };
+}
+
+/**
+ * WITNESSES > 0: asks the members for the highest head of the shard they witnessed first, and
+ * opens its store only if its chain reaches it (checked before anything is written); from then
+ * on every group commit of the shard is witnessed before it is acknowledged.
+ */
+async function openFresh(store: ShardedStore, shard: number, generation: number, freshness: Freshness, log: Logger): Promise<void> {
+  if (!Number.isSafeInteger(shard) || shard < 0 || shard >= store.count) throw new RangeError(`there is no shard ${shard}: this service has ${store.count} (0 to ${store.count - 1})`);
+  const { head: witnessed, answers } = await freshness.highest(shard);
+  const name = `shard ${shard} (${store.map.shards[shard].prefix})`;
+  const opened = await store.openShard(shard, generation, {
+    acceptHead: (found) => Freshness.check(name, witnessed, found),
+    confirm: (storeId, head) => freshness.witness(shard, { store: storeId, ...head }),
+  });
+  freshness.book.record(shard, { store: opened.storeId, ...opened.head });
+  log.info({ shard, answers, witnessed: witnessed ? witnessed.seq : null, seq: opened.head.seq }, 'the shard\'s store reaches the highest head the members witnessed');
 }
 
 /** Why an open or close failed, as a gRPC status the host's placement acts on (protos/enclave.proto). */

@@ -1,5 +1,6 @@
 import { unavailable } from '../../common/errors.js';
 import type { LogFile } from './log-file.js';
+import type { StateHead } from './state-head.js';
 
 export interface GroupCommitOptions {
   /**
@@ -20,6 +21,12 @@ export interface GroupCommitOptions {
   onFailure?: (err: Error) => void;
   /** What a failed batch's callers are refused with, if not 503 storage_unavailable (e.g. the store was taken over). */
   refusal?: (err: Error) => Error | undefined;
+  /**
+   * Runs once a batch is durable, with the head after it, before the batch is applied and
+   * acknowledged (freshness across enclaves: other members witness the head). If it rejects,
+   * the batch is still applied (it is in the log) but its callers are refused with its error.
+   */
+  confirm?: (head: StateHead) => Promise<void>;
   /** Called after each batch is durable, with its entries and how long its write and sync took (metrics). */
   onBatch?: (entries: number, seconds: number) => void;
 }
@@ -134,12 +141,21 @@ export class GroupCommitLog {
         // with nothing in flight (a task, or betweenBatches with work to do). Its write only
         // starts now that this one is durable, so the log keeps its order, and what a failed
         // batch may have left is still cut before the next one is written.
+        // The head this batch made durable, taken before the next batch can move it.
+        const head = this.options.confirm && this.file.head;
         const overlap = this.queue.length > 0 && this.tasks.length === 0 && !(this.options.betweenDue?.() ?? this.options.betweenBatches !== undefined);
         if (overlap) next = this.send();
+        let unconfirmed: Error | undefined;
+        if (head) {
+          await this.options.confirm!(head).catch((err: Error) => {
+            unconfirmed = err;
+          });
+        }
         for (const p of sent.batch) {
           try {
             p.onDurable();
-            p.resolve();
+            if (unconfirmed) p.reject(unconfirmed);
+            else p.resolve();
           } catch (err) {
             p.reject(err as Error);
           }

@@ -24,6 +24,9 @@ export interface ShardedOptions extends Omit<StoreOptions, 'prefix' | 'storeId' 
   openShards?: OpenShards;
 }
 
+/** What a shard opened at runtime is held to: freshness across enclaves (enclave/cluster/freshness.ts). */
+export type ShardChecks = Pick<StoreOptions, 'acceptHead' | 'confirm'>;
+
 /** What the shards restore into: the memories (MemoryService), which a closed shard's tenants leave. */
 export interface ShardTarget extends StoreTarget {
   /** Drops from memory every tenant `belongs` names (vectors, lexical index, search-worker copy, histories). */
@@ -166,8 +169,8 @@ export class ShardedStore implements MemoryJournal {
    * they are served. Nothing of a refused or failed open stays in memory. Already held at that
    * generation: nothing to do. Held at a lower one (or taken over): closed, then opened again.
    */
-  openShard(shard: number, generation: number): Promise<DurableStore> {
-    return this.openAt(shard, generation, false, false);
+  openShard(shard: number, generation: number, checks: ShardChecks = {}): Promise<DurableStore> {
+    return this.openAt(shard, generation, false, false, checks);
   }
 
   /**
@@ -175,7 +178,7 @@ export class ShardedStore implements MemoryJournal {
    * embedding model may be re-embedded (MemoryService.reembed re-embeds every tenant held);
    * at runtime such a shard is refused (EmbeddingModelChangedError).
    */
-  private openAt(shard: number, generation: number, outrank: boolean, atStart: boolean): Promise<DurableStore> {
+  private openAt(shard: number, generation: number, outrank: boolean, atStart: boolean, checks: ShardChecks = {}): Promise<DurableStore> {
     this.checkShard(shard);
     return this.oneAtATime(shard, async () => {
       const current = this.held[shard];
@@ -190,7 +193,7 @@ export class ShardedStore implements MemoryJournal {
       let store: DurableStore;
       try {
         store = await DurableStore.open(
-          { ...this.options, generation, outrank, prefix, storeId: storeId || undefined, name, shard, reembed: atStart ? this.options.reembed : undefined },
+          { ...this.options, ...checks, generation, outrank, prefix, storeId: storeId || undefined, name, shard, reembed: atStart ? this.options.reembed : undefined },
           shardTarget(this.target, shard, count, name, this.shardCache),
         );
       } catch (err) {

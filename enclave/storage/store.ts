@@ -75,6 +75,13 @@ export interface StoreOptions {
    * guard learns them, so a recorded envelope sent again is refused at once).
    */
   onReplayIds?: (marks: readonly ReplayMark[]) => void;
+  /**
+   * Checks the store found before anything is written to it (no tail cut, no fence): throws to
+   * refuse it (freshness across enclaves: a copy older than a member witnessed, enclave/cluster/freshness.ts).
+   */
+  acceptHead?: (found: { storeId: string; head: StateHead; ancestry(known: StateHead): Ancestry }) => void;
+  /** Runs once each batch is durable, before it is applied and acknowledged (GroupCommitOptions.confirm). */
+  confirm?: (storeId: string, head: StateHead) => Promise<void>;
 }
 
 /** What the store restores into at open and snapshots from later (MemoryService). */
@@ -167,6 +174,7 @@ export class DurableStore implements MemoryJournal {
       betweenBatches: () => this.maybeCompact(),
       betweenDue: () => this.compactionDue(),
       onBatch: options.onCommit,
+      ...(options.confirm ? { confirm: (head: StateHead) => options.confirm!(storeId, head) } : {}),
       refusal: (err) => (err instanceof BlobConflictError ? this.takenOverError() : undefined),
       onFailure: (err) => {
         if (this.fence(err)) return;
@@ -344,6 +352,7 @@ export class DurableStore implements MemoryJournal {
     const head = chain.head ?? genesisHead(storeId);
     // Legacy files carry no chain: it starts at the head they are rewritten from.
     const heads = chain.heads && sameHead(chain.heads.head, head) ? chain.heads : HeadChain.startingAt(head);
+    options.acceptHead?.({ storeId, head, ancestry: (known) => heads.ancestry(known) });
     const file = last
       ? await SealedLog.reopen(blobs, prefix + logName(last.generation), key, { ...last, head, owner: generation }, heads)
       : await SealedLog.create(blobs, prefix + logName(start), key, { ...logMeta(options, start, storeId, snapshotBytes.read), head }, heads);

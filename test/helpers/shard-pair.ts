@@ -1,6 +1,7 @@
 import * as grpc from '@grpc/grpc-js';
+import { randomBytes } from 'node:crypto';
 import sodium from 'sodium-native';
-import { channelOptions, enclaveProto, type EnclaveClient, type ShardsReplyIn, type ShardStateIn } from '../../common/proto.js';
+import { channelOptions, enclaveProto, type EnclaveClient, type ShardsReplyIn, type ShardStateIn, type WitnessReplyIn } from '../../common/proto.js';
 import { startLone, type Lone } from './processes.js';
 import { freePort, startService, waitFor, type RunningService } from './service.js';
 
@@ -9,6 +10,10 @@ export interface ShardRpc {
   open(shard: number, generation: number): Promise<ShardStateIn>;
   close(shard: number): Promise<ShardStateIn>;
   shards(): Promise<ShardsReplyIn>;
+  /** The host naming the enclave's other members (freshness across enclaves). */
+  setPeers(addresses: string[]): Promise<void>;
+  /** The highest head of `shard` the enclave says it witnessed (its signed statement's JSON body; the signature is not checked here). */
+  witnessed(shard: number): Promise<{ instance: string; head: { store: string; seq: number; hash: string } | null }>;
   end(): void;
 }
 
@@ -20,6 +25,14 @@ export function shardRpc(address: string): ShardRpc {
     open: (shard, generation) => unary<ShardStateIn>((done) => client.OpenShard({ shard, generation }, done)),
     close: (shard) => unary<ShardStateIn>((done) => client.CloseShard({ shard }, done)),
     shards: () => unary<ShardsReplyIn>((done) => client.Shards({}, done)),
+    setPeers: async (addresses) => {
+      await unary((done) => client.SetPeers({ addresses }, done));
+    },
+    witnessed: async (shard) => {
+      const reply = await unary<WitnessReplyIn>((done) => client.Witnessed({ shard, nonce: randomBytes(16) }, done));
+      const text = reply.statement.toString('utf8');
+      return JSON.parse(text.slice(text.indexOf('\n') + 1)) as { instance: string; head: { store: string; seq: number; hash: string } | null };
+    },
     end: () => client.close(),
   };
 }

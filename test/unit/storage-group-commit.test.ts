@@ -123,6 +123,32 @@ describe('group commit', () => {
     await file.close();
   });
 
+  it('confirms each batch\'s head before applying and acknowledging it; an unconfirmed batch is applied (it is durable) but refused with the confirmation\'s error', async () => {
+    const file = new WatchedLog(await SealedLog.create(blobs, NAME, key, meta));
+    const confirmed: number[] = [];
+    let refuse = false;
+    const applied: number[] = [];
+    const log = new GroupCommitLog(file, {
+      groupCommit: true,
+      confirm: async (head) => {
+        // Nothing of the batch is applied yet when its head is confirmed, and the head is the batch's own.
+        expect(head).toEqual(file.head);
+        expect(applied).not.toContain(head.seq - 1);
+        confirmed.push(head.seq);
+        if (refuse) throw new ApiError('witness_unavailable', 'no witness');
+      },
+    });
+    await log.append(payload(0), () => applied.push(0));
+    refuse = true;
+    await expect(log.append(payload(1), () => applied.push(1))).rejects.toMatchObject({ status: 503, code: 'witness_unavailable' });
+    refuse = false;
+    await log.append(payload(2), () => applied.push(2));
+    expect(confirmed).toEqual([1, 2, 3]);
+    expect(applied).toEqual([0, 1, 2]);
+    expect(await entriesOnDisk()).toEqual(['entry 0', 'entry 1', 'entry 2']);
+    await file.close();
+  });
+
   it('writes a batch of entries in one write and sync, and refuses all of it when that write fails', async () => {
     const file = new WatchedLog(await SealedLog.create(blobs, NAME, key, meta), 2);
     const log = new GroupCommitLog(file, { groupCommit: true });

@@ -1,0 +1,255 @@
+/**
+ * Freshness across enclaves (#38 item 5): a host that restores an old copy of a shard is
+ * caught by the next owner while any enclave that witnessed a newer head lives, not only by
+ * clients that saw one.
+ *
+ *   owner  → members  Witness {shard, head, nonce}      once per group commit, after the batch is
+ *                                                        durable and before it is acknowledged
+ *   member → owner    ack {nonce, instance, shard, head} the member keeps the highest head per shard
+ *   new owner → members  Witnessed {shard, nonce}        before OpenShard opens the store
+ *   member → new owner   {nonce, instance, shard, head}  the highest it witnessed
+ *
+ * The new owner refuses a store whose chain does not reach the highest head answered (or its
+ * own), naming both. Every message passes through the host, so each statement is signed with
+ * the service's signing key (only attested enclaves of the service hold it: key-sharing.ts):
+ * the host cannot forge a witness or an answer. Each answer names the asker's fresh nonce and
+ * the answering enclave's random instance id, and answers are counted once per instance, never
+ * the asker's own: the host cannot replay one answer as two, an old one as new, or reflect a
+ * request back to its sender. A write needs WITNESSES acknowledgements (measured in PCR1, so
+ * the host cannot lower it), an open WITNESSES answers.
+ *
+ * What the host still decides: who the members are (SetPeers). It can hide members, or start
+ * fresh enclaves (each a real attested one, which knows what its sponsor knew when it joined),
+ * so it can keep the enclaves that witnessed a head away from the one it opens the shard on;
+ * docs/cluster.md says what that bounds.
+ */
+import { randomBytes } from 'node:crypto';
+import { ApiError, unavailable } from '../../common/errors.js';
+import type { Logger } from '../../common/logger.js';
+import type { Ancestry } from '../../protocol/response-signature.js';
+import { CorruptStoreError } from '../storage/errors.js';
+import type { StateHead } from '../storage/state-head.js';
+import { describeWitnessed, headIn, higher, isNonce, isShard, openStatement, statement, TAGS, WitnessBook, type WitnessedHead } from './witness-book.js';
+
+/** A statement and the service key's signature over it. */
+export interface Signed {
+  statement: Uint8Array;
+  signature: Uint8Array;
+}
+
+/** How an enclave reaches the others (gRPC through the host: peer-client.ts). */
+export interface PeerChannel {
+  witness(address: string, request: Signed, timeoutMs: number): Promise<Signed>;
+  witnessed(address: string, shard: number, nonce: Uint8Array, timeoutMs: number): Promise<Signed>;
+  /** The addresses in use changed: channels to others may go. */
+  keepOnly?(addresses: readonly string[]): void;
+}
+
+export interface FreshnessOptions {
+  /** WITNESSES: other members that must confirm each new head before its writes are acknowledged, and answer before a shard opens. */
+  witnesses: number;
+  /** WITNESS_TIMEOUT_MS: how long one member's answer is waited for. */
+  timeoutMs: number;
+  log?: Logger;
+}
+
+/** The service's signing key, as key-sharing hands it to every member. */
+export interface SigningKey {
+  readonly publicKey: Uint8Array;
+  sign(message: Uint8Array): Uint8Array;
+}
+
+/** A witness request that is not the service's (forged, altered, or of another service): refused. */
+export class WitnessRefusedError extends Error {
+  override name = 'WitnessRefusedError';
+}
+
+/** The store is an older copy than a member witnessed (a restored copy): DATA_LOSS at OpenShard, naming both heads. */
+export class StaleCopyError extends CorruptStoreError {
+  override name = 'StaleCopyError';
+}
+
+/** What the store found when opening, checked before it writes anything (StoreOptions.acceptHead). */
+export interface FoundStore {
+  storeId: string;
+  head: StateHead;
+  ancestry(known: StateHead): Ancestry;
+}
+
+export class Freshness {
+  /** This enclave process: answers are counted once per instance, never this one's. */
+  readonly instance = randomBytes(16).toString('hex');
+  readonly book = new WitnessBook();
+  private peers: string[] = [];
+
+  constructor(private readonly key: SigningKey, private readonly channel: PeerChannel, private readonly options: FreshnessOptions) {}
+
+  get witnesses(): number {
+    return this.options.witnesses;
+  }
+
+  /** The host names the other members (their addresses). */
+  setPeers(addresses: readonly string[]): void {
+    const peers = [...new Set(addresses.filter((a) => a.length > 0))].sort();
+    if (peers.join(',') === this.peers.join(',')) return;
+    this.peers = peers;
+    this.channel.keepOnly?.(peers);
+    this.options.log?.info({ peers }, 'members to witness with (named by the host)');
+  }
+
+  /**
+   * The owner's side, once per group commit: records `head` and waits until WITNESSES members
+   * confirmed it. Rejects with 503 witness_unavailable when fewer did (the batch is durable and
+   * applied, but not acknowledged).
+   */
+  async witness(shard: number, head: WitnessedHead): Promise<void> {
+    this.book.record(shard, head);
+    const needed = this.options.witnesses;
+    if (needed === 0) return;
+    const nonce = randomBytes(16).toString('hex');
+    const request = this.sign(statement(TAGS.witness, { shard, nonce, head: plain(head) }));
+    const peers = this.peers;
+    const confirmed = new Set<string>();
+    await new Promise<void>((resolve, reject) => {
+      let pending = peers.length;
+      let settled = false;
+      const settle = () => {
+        if (settled) return;
+        if (confirmed.size >= needed) {
+          settled = true;
+          resolve();
+        } else if (pending === 0) {
+          settled = true;
+          reject(witnessUnavailable(shard, head, confirmed.size, needed, peers.length));
+        }
+      };
+      for (const address of peers) {
+        this.channel.witness(address, request, this.options.timeoutMs).then((reply) => {
+          const body = openStatement(TAGS.ack, reply.statement, reply.signature, this.key.publicKey);
+          const acked = body && headIn(objectOr(body.head));
+          if (!body || body.nonce !== nonce || body.shard !== shard || !this.otherInstance(body.instance) || !acked || !sameWitnessed(acked, head)) {
+            this.options.log?.warn({ shard, peer: address }, 'a witness answer was not valid (not signed by the service, for another request, or this enclave\'s own): not counted');
+            return;
+          }
+          confirmed.add(body.instance as string);
+        }, (err: unknown) => {
+          this.options.log?.warn({ shard, peer: address, err: err instanceof Error ? err.message : String(err) }, 'a member did not witness the shard\'s new head');
+        }).finally(() => {
+          pending--;
+          settle();
+        });
+      }
+      settle();
+    });
+  }
+
+  /** A member's side: keeps the owner's head if it is the service's and higher, and confirms it. */
+  answerWitness(request: Signed): Signed {
+    const body = openStatement(TAGS.witness, request.statement, request.signature, this.key.publicKey);
+    const head = body && headIn(objectOr(body.head));
+    if (!body || !head || !isShard(body.shard) || !isNonce(body.nonce)) throw new WitnessRefusedError('the witness request is not a statement signed by this service');
+    if (this.book.record(body.shard, head)) this.options.log?.debug({ shard: body.shard, seq: head.seq }, 'witnessed a shard\'s new head');
+    return this.sign(statement(TAGS.ack, { nonce: body.nonce, instance: this.instance, shard: body.shard, head: plain(head) }));
+  }
+
+  /** A member's side: the highest head of `shard` it witnessed (or none), for the asker's nonce. */
+  answerWitnessed(shard: number, nonce: Uint8Array): Signed {
+    if (nonce.length !== 16) throw new WitnessRefusedError('the nonce must be 16 bytes');
+    const head = this.book.get(shard);
+    return this.sign(statement(TAGS.witnessed, { nonce: Buffer.from(nonce).toString('hex'), instance: this.instance, shard, head: head ? plain(head) : null }));
+  }
+
+  /**
+   * The new owner's side, before it opens `shard`: the highest head of it that this enclave or
+   * any member witnessed. Throws 503 (UNAVAILABLE at OpenShard) when fewer than WITNESSES members answered.
+   */
+  async highest(shard: number): Promise<{ head?: WitnessedHead; answers: number }> {
+    let head = this.book.get(shard);
+    if (this.options.witnesses === 0) return { head, answers: 0 };
+    const nonce = randomBytes(16);
+    const hex = nonce.toString('hex');
+    const answered = new Set<string>();
+    await Promise.all(this.peers.map(async (address) => {
+      let reply: Signed;
+      try {
+        reply = await this.channel.witnessed(address, shard, nonce, this.options.timeoutMs);
+      } catch (err) {
+        this.options.log?.warn({ shard, peer: address, err: err instanceof Error ? err.message : String(err) }, 'a member did not say which head of the shard it witnessed');
+        return;
+      }
+      const body = openStatement(TAGS.witnessed, reply.statement, reply.signature, this.key.publicKey);
+      const witnessed = body && (body.head === null ? null : headIn(objectOr(body.head)));
+      if (!body || body.nonce !== hex || body.shard !== shard || !this.otherInstance(body.instance) || witnessed === undefined || answered.has(body.instance as string)) {
+        this.options.log?.warn({ shard, peer: address }, 'an answer about a witnessed head was not valid (not signed by the service, for another request, repeated, or this enclave\'s own): not counted');
+        return;
+      }
+      answered.add(body.instance as string);
+      head = higher(head, witnessed ?? undefined);
+    }));
+    if (answered.size < this.options.witnesses) {
+      throw unavailable(`only ${answered.size} of the ${this.peers.length} other member${this.peers.length === 1 ? '' : 's'} named by the host said which head of shard ${shard} they witnessed, and WITNESSES is ${this.options.witnesses}: not opened (it would not know whether its copy is the newest)`, 'witness_unavailable');
+    }
+    return { head, answers: answered.size };
+  }
+
+  /**
+   * The check a store opened as shard `shard` must pass before anything is written: its chain
+   * reaches `witnessed` (the same store, and that head on its chain of heads). Throws StaleCopyError naming both heads.
+   */
+  static check(name: string, witnessed: WitnessedHead | undefined, found: FoundStore): void {
+    if (!witnessed) return;
+    if (witnessed.store !== '' && witnessed.store !== found.storeId) {
+      throw new StaleCopyError(`${name} is store ${found.storeId} at state ${describe(found.head)}, but a member of the service witnessed store ${describeWitnessed(witnessed)}: refused (the shard's files were replaced)`);
+    }
+    const ancestry = found.ancestry(witnessed);
+    if (ancestry !== 'yes') {
+      throw new StaleCopyError(
+        `${name} is an older copy than a member of the service witnessed: its chain ends at state ${describe(found.head)}, which does not reach ` +
+        `the witnessed state ${describe(witnessed)} (${ancestry === 'unknown' ? 'that head is older than the chain it keeps' : witnessed.seq > found.head.seq ? 'changes after it are missing' : 'it is on another chain'}); ` +
+        'refused: the host restored an old copy of the shard, or lost its newest writes',
+      );
+    }
+  }
+
+  /** The heads this enclave witnessed, for an enclave joining from it: bound to its join (`digest`). */
+  exportFor(digest: Uint8Array): Signed {
+    return this.sign(statement(TAGS.heads, { for: Buffer.from(digest).toString('hex'), heads: this.book.entries().map(([shard, head]) => ({ shard, head: plain(head) })) }));
+  }
+
+  /** The joiner's side: takes the sponsor's heads if they are the service's and for this join; returns how many. */
+  adopt(signed: Signed, digest: Uint8Array): number {
+    if (signed.statement.length === 0) return 0;
+    const body = openStatement(TAGS.heads, signed.statement, signed.signature, this.key.publicKey);
+    if (!body || body.for !== Buffer.from(digest).toString('hex') || !Array.isArray(body.heads)) throw new WitnessRefusedError('the member\'s witnessed heads are not signed by this service for this join');
+    let taken = 0;
+    for (const item of body.heads as unknown[]) {
+      const entry = objectOr(item);
+      const head = headIn(objectOr(entry.head));
+      if (!isShard(entry.shard) || !head) throw new WitnessRefusedError('the member\'s witnessed heads are malformed');
+      this.book.record(entry.shard, head);
+      taken++;
+    }
+    return taken;
+  }
+
+  private sign(bytes: Buffer): Signed {
+    return { statement: bytes, signature: this.key.sign(bytes) };
+  }
+
+  private otherInstance(instance: unknown): instance is string {
+    return typeof instance === 'string' && /^[0-9a-f]{32}$/.test(instance) && instance !== this.instance;
+  }
+}
+
+const plain = (head: WitnessedHead) => ({ store: head.store, seq: head.seq, hash: head.hash });
+const objectOr = (value: unknown): Record<string, unknown> => (value !== null && typeof value === 'object' && !Array.isArray(value) ? value as Record<string, unknown> : {});
+const sameWitnessed = (a: WitnessedHead, b: WitnessedHead) => a.store === b.store && a.seq === b.seq && a.hash === b.hash;
+const describe = (head: StateHead) => `${head.seq}:${head.hash.slice(0, 16)}`;
+
+function witnessUnavailable(shard: number, head: StateHead, confirmed: number, needed: number, peers: number): ApiError {
+  return unavailable(
+    `shard ${shard}'s new state ${describe(head)} was confirmed by ${confirmed} of the ${peers} other member${peers === 1 ? '' : 's'} named by the host, and WITNESSES is ${needed}: ` +
+    'the change is stored but not acknowledged (retry, or read it back)',
+    'witness_unavailable',
+  );
+}

@@ -1,0 +1,260 @@
+import { spawnSync } from 'node:child_process';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { repoRoot } from '../../common/paths.js';
+import { measuredConfig } from '../../enclave/attestation/create-provider.js';
+import { measureConfig } from '../../enclave/attestation/pcrs.js';
+import type { Embedder } from '../../enclave/embedding/types.js';
+import { Freshness, StaleCopyError, WitnessRefusedError, type PeerChannel, type Signed } from '../../enclave/cluster/freshness.js';
+import { statement, TAGS } from '../../enclave/cluster/witness-book.js';
+import { generateIdentity, generateServiceKeys } from '../../enclave/keys.js';
+import { HeadChain } from '../../enclave/storage/head-chain.js';
+import { advanceHead, genesisHead, type StateHead } from '../../enclave/storage/state-head.js';
+
+const STORE = 'ab'.repeat(16);
+
+/** A chain of `n` heads after the store's genesis. */
+function chain(n: number, salt = 'x'): { heads: StateHead[]; chain: HeadChain } {
+  let head = genesisHead(STORE);
+  const kept = HeadChain.startingAt(head);
+  const heads = [head];
+  for (let i = 0; i < n; i++) {
+    head = advanceHead(head, Buffer.from(`${salt}${i}`));
+    kept.push(head);
+    heads.push(head);
+  }
+  return { heads, chain: kept };
+}
+
+/**
+ * The host between enclaves: every message passes through it. By default it delivers each to
+ * the enclave at the address; `tamper` lets a test play the host's moves.
+ */
+class Host implements PeerChannel {
+  readonly enclaves = new Map<string, Freshness>();
+  /** The last answers it saw, to replay. */
+  readonly seen: Signed[] = [];
+  tamper?: { witness?: (address: string, request: Signed) => Signed | Promise<Signed>; witnessed?: (address: string, shard: number, nonce: Uint8Array) => Signed | Promise<Signed> };
+
+  async witness(address: string, request: Signed): Promise<Signed> {
+    const reply = this.tamper?.witness ? await this.tamper.witness(address, request) : this.at(address).answerWitness(request);
+    this.seen.push(reply);
+    return reply;
+  }
+
+  async witnessed(address: string, shard: number, nonce: Uint8Array): Promise<Signed> {
+    const reply = this.tamper?.witnessed ? await this.tamper.witnessed(address, shard, nonce) : this.at(address).answerWitnessed(shard, nonce);
+    this.seen.push(reply);
+    return reply;
+  }
+
+  at(address: string): Freshness {
+    const enclave = this.enclaves.get(address);
+    if (!enclave) throw new Error(`nothing at ${address}`);
+    return enclave;
+  }
+}
+
+/** Enclaves of one service (the same keys, as key sharing gives them) on one host. */
+function service(count: number, witnesses: number) {
+  const keys = generateServiceKeys();
+  const host = new Host();
+  const enclaves = Array.from({ length: count }, (_, i) => {
+    const enclave = new Freshness(keys.identity, host, { witnesses, timeoutMs: 1000 });
+    host.enclaves.set(`e${i}`, enclave);
+    return enclave;
+  });
+  enclaves.forEach((enclave, i) => enclave.setPeers(enclaves.map((_, j) => `e${j}`).filter((_, j) => j !== i)));
+  return { keys, host, enclaves };
+}
+
+const at = (head: StateHead) => ({ store: STORE, ...head });
+
+describe('freshness across enclaves: witnesses', () => {
+  it('an owner\'s new head is kept by the members that confirm it, and an open finds the highest', async () => {
+    const { enclaves: [a, b, c] } = service(3, 2);
+    const { heads } = chain(3);
+    await a.witness(1, at(heads[2]));
+    await a.witness(1, at(heads[3]));
+    expect(b.book.get(1)?.seq).toBe(3);
+    expect(c.book.get(1)?.seq).toBe(3);
+    // An older head told later (a replayed old request) lowers nothing.
+    await a.witness(1, at(heads[1]));
+    expect(b.book.get(1)?.seq).toBe(3);
+    const found = await b.highest(1);
+    expect(found).toMatchObject({ answers: 2, head: { seq: 3, hash: heads[3].hash } });
+  });
+
+  it('a write is not confirmed with fewer members than WITNESSES, and the refusal says so (503 witness_unavailable)', async () => {
+    const { host, enclaves: [a] } = service(3, 2);
+    host.enclaves.delete('e2'); // a member down
+    const refusal = await a.witness(0, at(chain(1).heads[1])).catch((err: unknown) => err);
+    expect(refusal).toMatchObject({ status: 503, code: 'witness_unavailable' });
+    expect((refusal as Error).message).toMatch(/confirmed by 1 of the 2 other members .* WITNESSES is 2/);
+  });
+
+  it('a witness request the host forges (signed by a key that is not the service\'s) is refused, and changes nothing', () => {
+    const { enclaves: [, b] } = service(2, 1);
+    const forger = generateIdentity();
+    const bytes = statement(TAGS.witness, { shard: 0, nonce: '00'.repeat(16), head: at(chain(9).heads[9]) });
+    expect(() => b.answerWitness({ statement: bytes, signature: forger.sign(bytes) })).toThrow(WitnessRefusedError);
+    expect(b.book.get(0)).toBeUndefined();
+  });
+
+  it('a witness request altered in transit is refused', async () => {
+    const { host, enclaves: [a, b] } = service(2, 1);
+    host.tamper = {
+      witness: (address, request) => {
+        const altered = Buffer.from(Buffer.from(request.statement).toString().replace('"seq":2', '"seq":9'));
+        return host.at(address).answerWitness({ statement: altered, signature: request.signature });
+      },
+    };
+    await expect(a.witness(0, at(chain(2).heads[2]))).rejects.toMatchObject({ code: 'witness_unavailable' });
+    expect(b.book.get(0)).toBeUndefined();
+  });
+
+  it('the host cannot confirm a write itself: an answer it signs with its own key is not counted', async () => {
+    const { host, enclaves: [a] } = service(2, 1);
+    const forger = generateIdentity();
+    host.tamper = {
+      witness: (_address, request) => {
+        // Everything right (it read the nonce and head from the request) but the signature.
+        const { nonce, shard, head } = JSON.parse(Buffer.from(request.statement).toString().split('\n')[1]) as { nonce: string; shard: number; head: object };
+        const bytes = statement(TAGS.ack, { nonce, instance: 'cd'.repeat(16), shard, head });
+        return { statement: bytes, signature: forger.sign(bytes) };
+      },
+    };
+    await expect(a.witness(0, at(chain(2).heads[2]))).rejects.toMatchObject({ code: 'witness_unavailable' });
+  });
+
+  it('an old confirmation replayed is not counted (it names another nonce)', async () => {
+    const { host, enclaves: [a] } = service(2, 1);
+    const { heads } = chain(2);
+    await a.witness(0, at(heads[2]));
+    const old = host.seen.at(-1)!;
+    host.tamper = { witness: () => old };
+    // Even for the very same head: the nonce is the round's own.
+    await expect(a.witness(0, at(heads[2]))).rejects.toMatchObject({ code: 'witness_unavailable' });
+  });
+
+  it('one member\'s confirmation is not counted twice (the host names it under two addresses)', async () => {
+    const { host, enclaves: [a, b] } = service(3, 2);
+    host.enclaves.set('e2', b); // e1 and e2 are the same enclave
+    await expect(a.witness(0, at(chain(1).heads[1]))).rejects.toMatchObject({ code: 'witness_unavailable' });
+    // Nor its answer about the highest head.
+    await expect(a.highest(0)).rejects.toMatchObject({ code: 'witness_unavailable' });
+  });
+
+  it('the owner\'s own request reflected back to it is not a confirmation', async () => {
+    const { host, enclaves: [a] } = service(2, 1);
+    host.enclaves.set('e1', a);
+    await expect(a.witness(0, at(chain(1).heads[1]))).rejects.toMatchObject({ code: 'witness_unavailable' });
+  });
+
+  it('an answer about the highest head is counted only for its own request (nonce) and when signed by the service', async () => {
+    const { host, enclaves: [a, b] } = service(2, 1);
+    const { heads } = chain(2);
+    await b.witness(0, at(heads[2]));
+    await a.highest(0);
+    const old = host.seen.at(-1)!;
+    host.tamper = { witnessed: () => old };
+    await expect(a.highest(0)).rejects.toMatchObject({ code: 'witness_unavailable' });
+    const forger = generateIdentity();
+    host.tamper = {
+      witnessed: (_address, shard, nonce) => {
+        const bytes = statement(TAGS.witnessed, { nonce: Buffer.from(nonce).toString('hex'), instance: 'cd'.repeat(16), shard, head: null });
+        return { statement: bytes, signature: forger.sign(bytes) };
+      },
+    };
+    await expect(a.highest(0)).rejects.toMatchObject({ code: 'witness_unavailable' });
+  });
+
+  it('known limit: the host that names to the new owner only enclaves that never witnessed the head gets the old copy accepted', async () => {
+    const { enclaves: [a, b, c, d] } = service(4, 1);
+    const { heads, chain: kept } = chain(3);
+    // The host names only B to the owner A, and only D to the next owner C: B witnessed, D did not.
+    a.setPeers(['e1']);
+    c.setPeers(['e3']);
+    await a.witness(0, at(heads[3]));
+    expect(b.book.get(0)?.seq).toBe(3);
+    expect(d.book.get(0)).toBeUndefined();
+    const { head } = await c.highest(0);
+    expect(head).toBeUndefined();
+    expect(() => Freshness.check('shard 0', head, { storeId: STORE, head: heads[1], ancestry: (k) => kept.ancestry(k) })).not.toThrow();
+    // Named to C, B alone is enough to catch it.
+    c.setPeers(['e1']);
+    const found = await c.highest(0);
+    expect(() => Freshness.check('shard 0', found.head, { storeId: STORE, head: heads[1], ancestry: () => 'no' })).toThrow(StaleCopyError);
+  });
+
+  it('a joining enclave takes the heads its sponsor witnessed, only if signed for its join', async () => {
+    const { keys, enclaves: [a] } = service(1, 0);
+    await a.witness(2, at(chain(4).heads[4]));
+    const digest = Buffer.alloc(32, 7);
+    const signed = a.exportFor(digest);
+    const joiner = new Freshness(keys.identity, new Host(), { witnesses: 1, timeoutMs: 1000 });
+    expect(() => joiner.adopt(signed, Buffer.alloc(32, 8))).toThrow(WitnessRefusedError);
+    const altered = Buffer.from(signed.statement.toString().replace('"seq":4', '"seq":9'));
+    expect(() => joiner.adopt({ statement: altered, signature: signed.signature }, digest)).toThrow(WitnessRefusedError);
+    expect(joiner.book.get(2)).toBeUndefined();
+    expect(joiner.adopt(signed, digest)).toBe(1);
+    expect(joiner.book.get(2)?.seq).toBe(4);
+    // Heads the host dropped from the join: refused by a joiner that witnesses (it would start knowing nothing).
+    const empty = { statement: new Uint8Array(0), signature: new Uint8Array(0) };
+    expect(() => new Freshness(keys.identity, new Host(), { witnesses: 1, timeoutMs: 1000 }).adopt(empty, digest)).toThrow(/sent no witnessed heads/);
+    expect(new Freshness(keys.identity, new Host(), { witnesses: 0, timeoutMs: 1000 }).adopt(empty, digest)).toBe(0);
+  });
+});
+
+describe('freshness across enclaves: the new owner\'s check', () => {
+  const { heads, chain: kept } = chain(5);
+  const found = (n: number, c = kept) => ({ storeId: STORE, head: heads[n], ancestry: (known: StateHead) => c.ancestry(known) });
+
+  it('accepts a store whose chain reaches the witnessed head (or passes it)', () => {
+    expect(() => Freshness.check('shard 1', at(heads[5]), found(5))).not.toThrow();
+    expect(() => Freshness.check('shard 1', at(heads[3]), found(5))).not.toThrow();
+    expect(() => Freshness.check('shard 1', undefined, found(0))).not.toThrow();
+  });
+
+  it('refuses an older copy, naming both heads', () => {
+    const older = chain(2);
+    const refusal = (() => {
+      try {
+        Freshness.check('shard 1 (shard-01/)', at(heads[5]), { storeId: STORE, head: older.heads[2], ancestry: (k) => older.chain.ancestry(k) });
+      } catch (err) {
+        return err as Error;
+      }
+    })();
+    expect(refusal).toBeInstanceOf(StaleCopyError);
+    expect(refusal!.message).toContain(`its chain ends at state 2:${heads[2].hash.slice(0, 16)}`);
+    expect(refusal!.message).toContain(`the witnessed state 5:${heads[5].hash.slice(0, 16)}`);
+  });
+
+  it('refuses an older copy written past the witnessed seq (a fork), and another store', () => {
+    const fork = chain(8, 'y');
+    expect(() => Freshness.check('shard 1', at(heads[5]), { storeId: STORE, head: fork.heads[8], ancestry: (k) => fork.chain.ancestry(k) })).toThrow(/another chain/);
+    expect(() => Freshness.check('shard 1', { ...at(heads[5]), store: 'cd'.repeat(16) }, found(5))).toThrow(/files were replaced/);
+  });
+});
+
+describe('freshness across enclaves: WITNESSES', () => {
+  const pcr1 = (witnesses?: number) => measureConfig(measuredConfig({
+    config: { teeMode: 'simulated', embeddingModel: 'static', nsmHelper: '/x', modelTlsPins: [], memoryUpstream: 'send', ...(witnesses === undefined ? {} : { witnesses }) },
+    embedder: { id: 'static' } as Embedder,
+    operatorKey: new Uint8Array(32).fill(1),
+  }));
+
+  it('is measured (PCR1) when above 0, so a host that lowers it starts an enclave other PCRs (which takes no keys); at 0 PCR1 is as before the setting', () => {
+    expect(pcr1(1)).not.toEqual(pcr1(0));
+    expect(pcr1(2)).not.toEqual(pcr1(1));
+    expect(pcr1(0)).toEqual(pcr1());
+  });
+
+  it('an enclave with WITNESSES above 0 does not open shards at start (SHARDS_OPEN=all), which would skip asking the members: it stops with the reason', () => {
+    const run = spawnSync(process.execPath, [join(repoRoot, 'dist/enclave/main.js')], {
+      env: { ...process.env, WITNESSES: '1', SHARDS_OPEN: 'all', HOST_STORE_ADDR: '127.0.0.1:1', LOG_LEVEL: 'silent' }, encoding: 'utf8', timeout: 30_000,
+    });
+    expect(run.status, run.stderr).toBe(2);
+    expect(run.stderr).toContain('WITNESSES=1 needs SHARDS_OPEN=none');
+  });
+});
