@@ -218,7 +218,12 @@ export class Freshness {
 
   /** The joiner's side: takes the sponsor's heads if they are the service's and for this join; returns how many. */
   adopt(signed: Signed, digest: Uint8Array): number {
-    if (signed.statement.length === 0) return 0;
+    if (signed.statement.length === 0) {
+      // A member always sends its heads (signed, even when it witnessed none): none at all means
+      // the host dropped them, and a joiner that witnesses would start knowing nothing.
+      if (this.options.witnesses > 0) throw new WitnessRefusedError('the member sent no witnessed heads with the keys');
+      return 0;
+    }
     const body = openStatement(TAGS.heads, signed.statement, signed.signature, this.key.publicKey);
     if (!body || body.for !== Buffer.from(digest).toString('hex') || !Array.isArray(body.heads)) throw new WitnessRefusedError('the member\'s witnessed heads are not signed by this service for this join');
     let taken = 0;
