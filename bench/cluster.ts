@@ -20,7 +20,7 @@
  * comparisons are ratios within this run. Adds "cluster" to bench/results.json.
  */
 import { execFile, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
@@ -45,7 +45,9 @@ const SINGLES = quick ? 2_000 : 8_000;
 const ROUNDS = quick ? 1 : 2;
 const WRK_SECONDS = quick ? 5 : 15;
 const BIG = quick || process.env.BENCH_CLUSTER_BIG === '0' ? 0 : 100_000;
-const ENCLAVES = 3;
+/** Enclaves in the cluster (BENCH_CLUSTER_ENCLAVES; 1 compares the cluster's processes alone with npm start's, and skips the move and the failover). */
+const ENCLAVES = Number(process.env.BENCH_CLUSTER_ENCLAVES || 3);
+const CLUSTER = `${ENCLAVES} enclave${ENCLAVES === 1 ? '' : 's'} (cluster)`;
 
 const tenant = (t: number) => `agent-${t}`;
 const exec = promisify(execFile);
@@ -55,7 +57,7 @@ const n = (x: number) => Math.round(x).toLocaleString('en');
 
 /** One of the two services measured: its address, a client, and its processes. */
 interface Target {
-  name: 'one enclave' | 'three enclaves';
+  name: string;
   baseUrl: string;
   client: LoadClient;
   procs(): Array<{ name: string; pid: number }>;
@@ -63,6 +65,21 @@ interface Target {
 
 /** CPU ms each process has used so far. */
 const cpuOf = (procs: Array<{ name: string; pid: number }>) => new Map(procs.map((p) => [p.name, cpuMs(p.pid)]));
+
+/** Context switches of all a process's threads so far (voluntary and not, from /proc), or NaN. */
+function switchesOf(pid: number): number {
+  try {
+    let sum = 0;
+    for (const task of readdirSync(`/proc/${pid}/task`)) {
+      const status = readFileSync(`/proc/${pid}/task/${task}/status`, 'utf8');
+      sum += Number(/^voluntary_ctxt_switches:\s+(\d+)/m.exec(status)?.[1] ?? 0) + Number(/^nonvoluntary_ctxt_switches:\s+(\d+)/m.exec(status)?.[1] ?? 0);
+    }
+    return sum;
+  } catch {
+    return Number.NaN;
+  }
+}
+const switchesAll = (procs: Array<{ name: string; pid: number }>) => procs.reduce((sum, p) => sum + switchesOf(p.pid), 0);
 /** µs of CPU a request over a window, each process's and the sum. */
 function cpuPerRequest(procs: Array<{ name: string; pid: number }>, before: Map<string, number>, requests: number): { total: number; byProcess: Record<string, number> } {
   const after = cpuOf(procs);
@@ -93,6 +110,8 @@ interface Window extends Load {
   serviceCpuUs: number;
   /** The same, each process's. */
   cpuUs: Record<string, number>;
+  /** Context switches of all the service's threads a request. */
+  switches: number;
   load: number;
 }
 
@@ -103,12 +122,13 @@ async function window(t: Target, total: number, make: Make): Promise<Window> {
   await sendEach(16, () => performance.now() < until, (i) => perform(total + i));
   const procs = t.procs();
   const before = cpuOf(procs);
+  const switched = switchesAll(procs);
   const measured = await loadEach(16, total, perform);
   const cpu = cpuPerRequest(procs, before, total);
-  return { ...measured, serviceCpuUs: cpu.total, cpuUs: cpu.byProcess, load: load1() };
+  return { ...measured, serviceCpuUs: cpu.total, cpuUs: cpu.byProcess, switches: round((switchesAll(procs) - switched) / total, 1), load: load1() };
 }
 
-interface WrkWindow { requests: number; perSecond: number; p50: number; p99: number; non2xx: number; errors: number; serviceCpuUs: number; cpuUs: Record<string, number>; load: number }
+interface WrkWindow { requests: number; perSecond: number; p50: number; p99: number; non2xx: number; errors: number; serviceCpuUs: number; cpuUs: Record<string, number>; switches: number; load: number }
 
 const hasWrk = () => spawnSync('sh', ['-c', 'command -v wrk']).status === 0;
 
@@ -116,14 +136,17 @@ const hasWrk = () => spawnSync('sh', ['-c', 'command -v wrk']).status === 0;
 async function wrk(t: Target, script: string, env: NodeJS.ProcessEnv): Promise<WrkWindow> {
   const procs = t.procs();
   const before = cpuOf(procs);
+  const switched = switchesAll(procs);
   const { stdout } = await exec('wrk', ['-t1', '-c16', `-d${WRK_SECONDS}s`, '-s', join(repoRoot, 'bench', script), t.baseUrl], { env: { ...process.env, ...env } });
   const cpu = cpuPerRequest(procs, before, 1);
+  const switches = switchesAll(procs) - switched;
   const line = stdout.split('\n').find((l) => l.startsWith('JSON '));
   if (!line) throw new Error(`wrk printed no summary:\n${stdout}`);
   const r = JSON.parse(line.slice(5)) as { requests: number; seconds: number; p50_ms: number; p99_ms: number; non2xx: number; errors: number };
   return {
     requests: r.requests, perSecond: Math.round(r.requests / r.seconds), p50: round(r.p50_ms), p99: round(r.p99_ms), non2xx: r.non2xx, errors: r.errors,
-    serviceCpuUs: Math.round(cpu.total / r.requests), cpuUs: Object.fromEntries(Object.entries(cpu.byProcess).map(([k, v]) => [k, Math.round(v / r.requests)])), load: load1(),
+    serviceCpuUs: Math.round(cpu.total / r.requests), cpuUs: Object.fromEntries(Object.entries(cpu.byProcess).map(([k, v]) => [k, Math.round(v / r.requests)])),
+    switches: round(switches / r.requests, 1), load: load1(),
   };
 }
 
@@ -135,7 +158,7 @@ const median = (xs: number[]) => {
   return (s[Math.floor((s.length - 1) / 2)] + s[Math.ceil((s.length - 1) / 2)]) / 2;
 };
 const show = (w: Window | WrkWindow) => `${n(w.perSecond)}/s, p50 ${w.p50} ms, p99 ${w.p99} ms, service CPU ${n(w.serviceCpuUs)} µs a request ` +
-  `(${Object.entries(w.cpuUs).filter(([, us]) => us > 0).map(([name, us]) => `${name} ${n(us)}`).join(', ')})` +
+  `(${Object.entries(w.cpuUs).filter(([, us]) => us > 0).map(([name, us]) => `${name} ${n(us)}`).join(', ')}), ${w.switches} context switches a request` +
   `${'clientCpuUs' in w ? `, load client ${w.clientCpuUs} µs` : ''}, ${'non2xx' in w ? w.non2xx + w.errors : w.errors} failed (load ${w.load})`;
 
 interface MoveResult {
@@ -319,7 +342,7 @@ export async function run(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'bench-cluster-'));
   const withWrk = hasWrk();
   console.log(`machine: ${cpus().length} × ${cpuIdentity()}; ${n(TENANTS)} tenants × ${PER_TENANT} memories (${n(TENANTS * PER_TENANT)}) in each service; ` +
-    `three enclaves with start:cluster's defaults (SHARDS 12, LEASE_TTL_S 5), one enclave as npm start runs it (one shard); LOG_LEVEL=warn, no rate limits; load ${load1()}` +
+    `${CLUSTER} with start:cluster's defaults (SHARDS ${process.env.SHARDS || 12}, LEASE_TTL_S ${process.env.LEASE_TTL_S || 5}), one enclave as npm start runs it (one shard); LOG_LEVEL=warn, no rate limits; load ${load1()}` +
     (withWrk ? '' : '\nwrk is not installed (sudo apt-get install -y wrk): its rows are left out'));
   let single: Service | undefined;
   let cluster: ClusterService | undefined;
@@ -329,7 +352,7 @@ export async function run(): Promise<void> {
     cluster = await startClusterService({ enclaves: ENCLAVES, dir: join(dir, 'three') });
     const one: Target = { name: 'one enclave', baseUrl: single.baseUrl, client: new LoadClient(single.baseUrl, 16), procs: () => [{ name: 'host-store', pid: single!.hostStore.pid! }, { name: 'enclave', pid: single!.enclave.pid! }, { name: 'proxy', pid: single!.proxy.pid! }] };
     const c = cluster;
-    const three: Target = { name: 'three enclaves', baseUrl: c.baseUrl, client: new LoadClient(c.baseUrl, 16), procs: () => c.procs() };
+    const three: Target = { name: CLUSTER, baseUrl: c.baseUrl, client: new LoadClient(c.baseUrl, 16), procs: () => c.procs() };
     clients.push(one.client, three.client);
     const targets = [three, one];
     const files = texts(dir);
@@ -340,8 +363,8 @@ export async function run(): Promise<void> {
       console.log(`${t.name}: ${n(TENANTS * PER_TENANT)} memories stored by batches at ${n(filled[t.name])}/s (load ${load1()})`);
     }
 
-    const queries: Record<string, { client: Window[]; wrk: WrkWindow[] }> = { 'one enclave': { client: [], wrk: [] }, 'three enclaves': { client: [], wrk: [] } };
-    const ingest: Record<string, { client: Window[]; wrk: WrkWindow[] }> = { 'one enclave': { client: [], wrk: [] }, 'three enclaves': { client: [], wrk: [] } };
+    const queries: Record<string, { client: Window[]; wrk: WrkWindow[] }> = { [one.name]: { client: [], wrk: [] }, [three.name]: { client: [], wrk: [] } };
+    const ingest: Record<string, { client: Window[]; wrk: WrkWindow[] }> = { [one.name]: { client: [], wrk: [] }, [three.name]: { client: [], wrk: [] } };
     for (let r = 0; r < ROUNDS; r++) {
       for (const t of r % 2 === 0 ? targets : [...targets].reverse()) {
         await settle(t);
@@ -369,8 +392,8 @@ export async function run(): Promise<void> {
       }
     }
     const ratio = (rows: Record<string, { client: Window[]; wrk: WrkWindow[] }>, tool: 'client' | 'wrk', key: 'perSecond' | 'serviceCpuUs') => {
-      if (rows['one enclave'][tool].length === 0) return undefined;
-      return round(median(rows['three enclaves'][tool].map((w) => w[key])) / median(rows['one enclave'][tool].map((w) => w[key])), 3);
+      if (rows[one.name][tool].length === 0) return undefined;
+      return round(median(rows[three.name][tool].map((w) => w[key])) / median(rows[one.name][tool].map((w) => w[key])), 3);
     };
     const throughput = {
       client: { queries: ratio(queries, 'client', 'perSecond'), cpu: ratio(queries, 'client', 'serviceCpuUs') },
@@ -378,7 +401,7 @@ export async function run(): Promise<void> {
     };
     for (const [tool, r] of Object.entries(throughput)) {
       if (r.queries === undefined) continue;
-      console.log(`three enclaves against one (${tool === 'client' ? 'load client' : 'wrk'}, medians): queries/s ${round(r.queries * 100, 1)}% (target ≥ 90%: ${r.queries >= 0.9 ? 'met' : '**not met**'}), ` +
+      console.log(`${CLUSTER} against one enclave (${tool === 'client' ? 'load client' : 'wrk'}, medians): queries/s ${round(r.queries * 100, 1)}% (target ≥ 90%: ${r.queries >= 0.9 ? 'met' : '**not met**'}), ` +
         `service CPU a query ${r.cpu! >= 1 ? '+' : ''}${round((r.cpu! - 1) * 100, 1)}% (target within 10%: ${Math.abs(r.cpu! - 1) <= 0.1 ? 'met' : '**not met**'})`);
     }
     for (const t of targets) {
@@ -393,6 +416,19 @@ export async function run(): Promise<void> {
     one.client.close();
     await single.stop();
     single = undefined;
+
+    const file = resolve(repoRoot, 'bench/results.json');
+    const all = existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>) : {};
+    const results: Record<string, unknown> = {
+      date: new Date().toISOString(), quick, enclaves: ENCLAVES, shards: c.shards, leaseTtlS: Number(process.env.LEASE_TTL_S || 5), tenants: TENANTS, perTenant: PER_TENANT, filled,
+      queries, ingest, throughput,
+    };
+    if (ENCLAVES < 2) {
+      all[`cluster${ENCLAVES}`] = results;
+      writeFileSync(file, `${JSON.stringify(all, null, 2)}\n`);
+      console.log(`\nadded "cluster${ENCLAVES}" to ${file} (no move or failover with one enclave)`);
+      return;
+    }
 
     await settle(three);
     const move = await plannedMove(c);
@@ -426,12 +462,7 @@ export async function run(): Promise<void> {
     const missed = renewals.filter((l) => !failovers.some((f) => f.victim === l.member)).length;
     console.log(`leases not renewed or lost while their enclave lived, over the whole run: ${missed} (placement warnings about the killed enclaves: ${renewals.length - missed})`);
 
-    const file = resolve(repoRoot, 'bench/results.json');
-    const all = existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>) : {};
-    all.cluster = {
-      date: new Date().toISOString(), quick, enclaves: ENCLAVES, shards: c.shards, leaseTtlS: Number(process.env.LEASE_TTL_S || 5), tenants: TENANTS, perTenant: PER_TENANT, filled,
-      queries, ingest, throughput, move, failovers, big, missedRenewals: missed,
-    };
+    all.cluster = { ...results, move, failovers, big, missedRenewals: missed };
     writeFileSync(file, `${JSON.stringify(all, null, 2)}\n`);
     console.log(`\nadded "cluster" to ${file}`);
   } finally {
