@@ -44,7 +44,8 @@ const SINGLES = quick ? 2_000 : 8_000;
 /** Rounds of each measurement per service, alternating the services. */
 const ROUNDS = quick ? 1 : 2;
 const WRK_SECONDS = quick ? 5 : 15;
-const BIG = quick || process.env.BENCH_CLUSTER_BIG === '0' ? 0 : 100_000;
+/** The large tenant: just under MAX_MEMORIES_PER_TENANT's default (100,000), so the probe's writes fit. */
+const BIG = quick || process.env.BENCH_CLUSTER_BIG === '0' ? 0 : 99_000;
 /** Enclaves in the cluster (BENCH_CLUSTER_ENCLAVES; 1 compares the cluster's processes alone with npm start's, and skips the move and the failover). */
 const ENCLAVES = Number(process.env.BENCH_CLUSTER_ENCLAVES || 3);
 const CLUSTER = `${ENCLAVES} enclave${ENCLAVES === 1 ? '' : 's'} (cluster)`;
@@ -225,6 +226,8 @@ interface FailoverResult {
   /** Every shard's tenant with both. */
   allMs?: number;
   refusals: number; rollbacks: number;
+  /** Why requests failed after the kill: status and code, or the sdk's error. */
+  why: Record<string, number>;
 }
 
 /**
@@ -243,6 +246,7 @@ async function failover(c: ClusterService, victim: number, candidates: string[],
   let done = false;
   let refusals = 0;
   let rollbacks = 0;
+  const why: Record<string, number> = {};
   const watcher = await c.etcd.watch().key(clusterKeys(CLUSTER_PREFIX).member(id)).create();
   watcher.on('delete', () => { if (!leaseEndedAt) leaseEndedAt = Date.now(); });
   const firsts = new Map<string, number>();
@@ -256,14 +260,17 @@ async function failover(c: ClusterService, victim: number, candidates: string[],
       for (let i = 0; !done; i++) {
         const sent = Date.now();
         let ok = false;
+        let reason = '';
         try {
-          const res = write
-            ? await sdk.call('POST', '/v1/memory', { tenant_id: p.tenant, content: `a failover probe, ${i}` })
-            : await sdk.call('GET', `/v1/memory?tenant_id=${p.tenant}&top_k=5&query=${encodeURIComponent(questionText(i))}`);
+          const res = await sdk.call<{ error?: { code?: string } }>(write ? 'POST' : 'GET', write ? '/v1/memory' : `/v1/memory?tenant_id=${p.tenant}&top_k=5&query=${encodeURIComponent(questionText(i))}`,
+            write ? { tenant_id: p.tenant, content: `a failover probe, ${i}` } : undefined);
           ok = res.status === 200;
+          reason = `${res.status} ${res.body.error?.code ?? ''}`.trim();
         } catch (err) {
           if (err instanceof RollbackError) rollbacks++;
+          reason = err instanceof Error ? `${err.name}${'status' in err ? ` ${String(err.status)}` : ''}` : String(err);
         }
+        if (!ok && killedAt) why[reason] = (why[reason] ?? 0) + 1;
         if (ok && !killedAt) okBefore.add(key);
         if (ok && killedAt && sent >= killedAt && !firsts.has(key)) firsts.set(key, Date.now() - killedAt);
         if (!ok) {
@@ -276,6 +283,11 @@ async function failover(c: ClusterService, victim: number, candidates: string[],
   const running = Promise.all(loops.map((l) => l()));
   const started = Date.now();
   while (okBefore.size < loops.length && Date.now() - started < 30_000) await sleep(50);
+  if (okBefore.size < loops.length) {
+    done = true;
+    await running;
+    throw new Error(`failover probes never answered 200 before the kill: ${probes.flatMap((p) => [`${p.tenant} write`, `${p.tenant} read`]).filter((k) => !okBefore.has(k)).join(', ')}`);
+  }
   const load = load1();
   killedAt = Date.now();
   c.enclaves[victim].enclave.child.kill('SIGKILL');
@@ -299,14 +311,14 @@ async function failover(c: ClusterService, victim: number, candidates: string[],
   const all = Math.max(...both);
   return {
     victim: id, memoriesLost: what, load, leaseEndedMs: leaseEndedAt ? leaseEndedAt - killedAt : undefined, shards,
-    firstMs: Number.isFinite(first) ? first : undefined, allMs: Number.isFinite(all) ? all : undefined, refusals, rollbacks,
+    firstMs: Number.isFinite(first) ? first : undefined, allMs: Number.isFinite(all) ? all : undefined, refusals, rollbacks, why,
   };
 }
 
 function printFailover(f: FailoverResult): void {
   const ms = (x?: number) => (x === undefined ? 'never' : `${n(x)} ms`);
   console.log(`failover (${f.memoriesLost}), SIGKILL of ${f.victim} (load ${f.load}): first signed write and read of one of its tenants ${ms(f.firstMs)} after the kill, ` +
-    `every shard's ${ms(f.allMs)} (target ≤ 5 s: ${f.allMs !== undefined && f.allMs <= 5000 ? 'met' : '**not met**'}); ${f.refusals} refused or unsigned answers meanwhile, ${f.rollbacks} rollbacks`);
+    `every shard's ${ms(f.allMs)} (target ≤ 5 s: ${f.allMs !== undefined && f.allMs <= 5000 ? 'met' : '**not met**'}); ${f.refusals} refused or unsigned answers meanwhile (${Object.entries(f.why).map(([k, v]) => `${k}: ${v}`).join(', ')}), ${f.rollbacks} rollbacks`);
   console.log(`  where it went: lease ended (member key deleted in etcd) ${ms(f.leaseEndedMs)} after the kill`);
   for (const s of f.shards) {
     console.log(`  shard ${s.shard} → ${s.to ?? '?'}: assigned by the controller at ${ms(s.assignedMs)}, OpenShard took ${ms(s.openMs)} (open at ${ms(s.openedMs)}); ` +
