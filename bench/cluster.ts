@@ -14,10 +14,16 @@
  *    each of its shards, broken down from etcd (the lease's end) and the placement
  *    processes' log lines (the controller's assignment, OpenShard on the new owner);
  * 5. (not with --quick; BENCH_CLUSTER_BIG=0 skips it) the killed enclave restarted, one
- *    tenant of 100k memories added, and the failover of its owner.
+ *    tenant of 99,000 memories added, and the failover of its owner.
  *
  * Every figure is printed with the load average beside it (the machine is shared); the
  * comparisons are ratios within this run. Adds "cluster" to bench/results.json.
+ *
+ *   BENCH_QUICK              1 (npm run bench -- --quick): 30,000 memories, one round, no large tenant
+ *   BENCH_CLUSTER_ENCLAVES   enclaves in the cluster (default 3; 1 adds "cluster1" and stops after the throughput)
+ *   BENCH_CLUSTER_BIG        0 skips the large tenant's failover
+ *   BENCH_KEEP               1 keeps every process's log in the temp folder it names
+ *   LEASE_TTL_S, SHARDS, …   passed to the cluster's processes like any setting
  */
 import { execFile, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
