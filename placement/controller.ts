@@ -138,6 +138,10 @@ export class Controller {
   }
 
   private async pass(): Promise<void> {
+    // Shards being opened when the members are asked: their answer may predate the open's end,
+    // which would read as "not open on its owner" and reopen (a whole recovery again) a shard
+    // just opened. The end of each open schedules a pass of its own, which judges it.
+    const inFlight = new Set(this.opening.keys());
     const view = await this.map.read();
     const held = await this.askMembers(view);
     if (await this.nextMove(view, held)) return;
@@ -150,7 +154,7 @@ export class Controller {
     for (const p of view.shards.values()) if (loads.has(p.owner)) loads.set(p.owner, loads.get(p.owner)! + 1);
 
     for (let shard = 0; shard < count; shard++) {
-      if (this.opening.has(shard) || this.refused.has(shard) || (this.retryAt.get(shard) ?? 0) > Date.now()) continue;
+      if (this.opening.has(shard) || inFlight.has(shard) || this.refused.has(shard) || (this.retryAt.get(shard) ?? 0) > Date.now()) continue;
       const seen = view.shards.get(shard);
       let target: string | undefined;
       if (seen && view.members.has(seen.owner)) {

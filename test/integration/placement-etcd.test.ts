@@ -278,6 +278,42 @@ describe('the controller', () => {
     }
   }, 60_000);
 
+  it('opens each shard once, even when a member\'s answer to Shards predates the end of an open', async () => {
+    // Found by `npm run bench -- cluster`: a pass that asked the members while an open was under way,
+    // and reached the shard after it ended, took the old answer for "not open on its owner" and
+    // reopened the shard with a new generation, a second whole recovery (24 s for a 25k shard).
+    class SlowAnswers extends StandInEnclaves {
+      override async shards(address: string): Promise<HeldShards> {
+        const answer = await super.shards(address);
+        await new Promise((r) => setTimeout(r, 150));
+        return answer;
+      }
+
+      override async open(address: string, shard: number, generation: number): Promise<void> {
+        await new Promise((r) => setTimeout(r, 100 + 50 * shard));
+        return super.open(address, shard, generation);
+      }
+    }
+    const prefix = freshPrefix();
+    const hosts = new SlowAnswers(6);
+    const members = startMembers(prefix, hosts, ['o1', 'o2']);
+    const map = new ShardMap(client, prefix);
+    await waitFor(async () => (await map.read()).members.size === 2, 10_000);
+    const controller = new Controller(client, hosts, { id: 'c', prefix, ttlSeconds: 2, passMs: 50 }, log);
+    controller.start();
+    try {
+      await waitFor(async () => [0, 1, 2, 3, 4, 5].every((s) => hosts.holders(s).length === 1), 20_000);
+      // Several passes more, each asking the members again.
+      await new Promise((r) => setTimeout(r, 1000));
+      const opens = hosts.calls.filter((c) => c.startsWith('open '));
+      expect(opens.sort()).toEqual([...new Set(opens)].sort());
+      expect(opens).toHaveLength(6);
+    } finally {
+      await controller.stop();
+      await Promise.all(members.map((m) => m.stop(true)));
+    }
+  }, 60_000);
+
   it('closes, once it is back, the shards a member held when it lost its lease (it no longer lists them)', async () => {
     const prefix = freshPrefix();
     const hosts = new StandInEnclaves(2);
