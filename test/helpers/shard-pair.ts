@@ -5,6 +5,16 @@ import { channelOptions, enclaveProto, type EnclaveClient, type ShardsReplyIn, t
 import { startLone, type Lone } from './processes.js';
 import { freePort, startService, waitFor, type RunningService } from './service.js';
 
+/** The gRPC error a call to an enclave failed with; throws if it succeeded (a refusal was expected). */
+export async function grpcError(call: Promise<unknown>): Promise<grpc.ServiceError> {
+  try {
+    await call;
+  } catch (err) {
+    return err as grpc.ServiceError;
+  }
+  throw new Error('the call succeeded');
+}
+
 /** An enclave's placement RPCs (protos/enclave.proto), as the host's controller calls them. */
 export interface ShardRpc {
   open(shard: number, generation: number): Promise<ShardStateIn>;

@@ -20,7 +20,7 @@ import { channelOptions, enclaveProto, type EnclaveClient } from '../../common/p
 import { request } from '../helpers/http.js';
 import { startLone } from '../helpers/processes.js';
 import { freePort } from '../helpers/service.js';
-import { shardRpc, startShardPair, type ShardPair } from '../helpers/shard-pair.js';
+import { grpcError, shardRpc, startShardPair, type ShardPair } from '../helpers/shard-pair.js';
 
 let pair: ShardPair;
 const aside = mkdtempSync(join(tmpdir(), 'freshness-copy-'));
@@ -40,14 +40,6 @@ afterAll(async () => {
   rmSync(aside, { recursive: true, force: true });
 });
 
-const grpcError = async (call: Promise<unknown>) => {
-  try {
-    await call;
-  } catch (err) {
-    return err as grpc.ServiceError;
-  }
-  throw new Error('the call succeeded');
-};
 const add = (baseUrl: string, content: string) => request(baseUrl, 'POST', '/v1/memory', { tenant_id: tenant, content });
 const short = (seq: string | number, head: Buffer | string) => `${seq}:${(typeof head === 'string' ? head : head.toString('hex')).slice(0, 16)}`;
 const shardFolder = () => join(pair.a.dataDir, 'shard-01');

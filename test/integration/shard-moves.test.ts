@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SHARD_MISS_HEADER, shardOf } from '../../protocol/shards.js';
 import { connect, RollbackError, SealedCallError, type TeeClient } from '../../sdk/client.js';
 import { request } from '../helpers/http.js';
-import { startShardPair, type ShardPair } from '../helpers/shard-pair.js';
+import { grpcError, startShardPair, type ShardPair } from '../helpers/shard-pair.js';
 
 let pair: ShardPair;
 const tenant = (() => {
@@ -59,14 +59,6 @@ function router() {
 }
 
 const rootPem = () => readFileSync(join(pair.a.dataDir, 'simulated-root.pem'), 'utf8');
-const grpcError = async (call: Promise<unknown>) => {
-  try {
-    await call;
-  } catch (err) {
-    return err as grpc.ServiceError;
-  }
-  throw new Error('the call succeeded');
-};
 
 describe('SHARDS_OPEN=none', () => {
   it('starts healthy with the shard map and no shard open, and refuses every tenant with 503 shard_not_owned and the shard in x-tee-shard-miss', async () => {
