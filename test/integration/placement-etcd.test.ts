@@ -105,6 +105,26 @@ const startMembers = (prefix: string, hosts: StandInEnclaves, ids: string[]) => 
   return member;
 });
 
+/**
+ * A placement as these tests run it: stand-in enclaves registered as members `ids` under a
+ * fresh prefix, the shard map, and a controller started once every member is listed; `run`
+ * gets the map, and the controller and members are stopped after it, whatever happens.
+ */
+async function withPlacement(hosts: StandInEnclaves, ids: string[], run: (placement: { map: ShardMap }) => Promise<void>, passMs = 200): Promise<void> {
+  const prefix = freshPrefix();
+  const members = startMembers(prefix, hosts, ids);
+  const map = new ShardMap(client, prefix);
+  const controller = new Controller(client, hosts, { id: 'c', prefix, ttlSeconds: 2, passMs }, log);
+  try {
+    await waitFor(async () => (await map.read()).members.size === ids.length, 10_000);
+    controller.start();
+    await run({ map });
+  } finally {
+    await controller.stop();
+    await Promise.all(members.map((m) => m.stop(true)));
+  }
+}
+
 describe('the shard map in etcd', () => {
   it('refuses a change made on a stale read, and each assignment\'s generation is above every earlier one', async () => {
     const map = new ShardMap(client, freshPrefix());
@@ -199,14 +219,8 @@ describe('the controller', () => {
   }, 30_000);
 
   it('places every shard evenly at start, and moves a lost member\'s shards to the others with higher generations', async () => {
-    const prefix = freshPrefix();
     const hosts = new StandInEnclaves(6);
-    const members = startMembers(prefix, hosts, ['e1', 'e2', 'e3']);
-    const map = new ShardMap(client, prefix);
-    await waitFor(async () => (await map.read()).members.size === 3, 10_000);
-    const controller = new Controller(client, hosts, { id: 'c', prefix, ttlSeconds: 2, passMs: 200 }, log);
-    controller.start();
-    try {
+    await withPlacement(hosts, ['e1', 'e2', 'e3'], async ({ map }) => {
       await waitFor(async () => [0, 1, 2, 3, 4, 5].every((s) => hosts.holders(s).length === 1), 20_000);
       const before = await map.read();
       expect(before.count).toBe(6);
@@ -227,21 +241,12 @@ describe('the controller', () => {
       expect(hosts.failedOpens).toEqual([]);
       // The others' shards stayed where they were, at their generation.
       for (const [s, p] of before.shards) if (!lost.includes(s)) expect(after.shards.get(s)).toMatchObject({ owner: p.owner, generation: p.generation });
-    } finally {
-      await controller.stop();
-      await Promise.all(members.map((m) => m.stop(true)));
-    }
+    });
   }, 60_000);
 
   it('a planned move closes the shard on its owner before the map changes and opens it on the new one', async () => {
-    const prefix = freshPrefix();
     const hosts = new StandInEnclaves(2);
-    const members = startMembers(prefix, hosts, ['m1', 'm2']);
-    const map = new ShardMap(client, prefix);
-    await waitFor(async () => (await map.read()).members.size === 2, 10_000);
-    const controller = new Controller(client, hosts, { id: 'c', prefix, ttlSeconds: 2, passMs: 200 }, log);
-    controller.start();
-    try {
+    await withPlacement(hosts, ['m1', 'm2'], async ({ map }) => {
       await waitFor(async () => hosts.holders(0).length === 1 && hosts.holders(1).length === 1, 20_000);
       const before = (await map.read()).shards.get(0)!;
       const to = before.owner === 'm1' ? 'm2' : 'm1';
@@ -253,29 +258,18 @@ describe('the controller', () => {
       // A shard opened behind the map's back (an enclave restarted with a stale view) is closed there.
       hosts.enclaves.get(`${before.owner}:1`)!.open.set(0, before.generation);
       await waitFor(async () => !hosts.enclaves.get(`${before.owner}:1`)!.open.has(0), 10_000);
-    } finally {
-      await controller.stop();
-      await Promise.all(members.map((m) => m.stop(true)));
-    }
+    });
   }, 60_000);
 
   it('reopens a shard its live owner no longer holds (restarted within its lease) with a new generation', async () => {
-    const prefix = freshPrefix();
     const hosts = new StandInEnclaves(1);
-    const members = startMembers(prefix, hosts, ['r1']);
-    const map = new ShardMap(client, prefix);
-    const controller = new Controller(client, hosts, { id: 'c', prefix, ttlSeconds: 2, passMs: 200 }, log);
-    controller.start();
-    try {
+    await withPlacement(hosts, ['r1'], async ({ map }) => {
       await waitFor(async () => hosts.holders(0).length === 1, 20_000);
       const g = (await map.read()).shards.get(0)!.generation;
       hosts.enclaves.get('r1:1')!.open.clear(); // restarted: holds nothing
       await waitFor(async () => hosts.holders(0).length === 1, 20_000);
       expect((await map.read()).shards.get(0)!.generation).toBeGreaterThan(g);
-    } finally {
-      await controller.stop();
-      await Promise.all(members.map((m) => m.stop(true)));
-    }
+    });
   }, 60_000);
 
   it('opens each shard once, even when a member\'s answer to Shards predates the end of an open', async () => {
@@ -294,35 +288,20 @@ describe('the controller', () => {
         return super.open(address, shard, generation);
       }
     }
-    const prefix = freshPrefix();
     const hosts = new SlowAnswers(6);
-    const members = startMembers(prefix, hosts, ['o1', 'o2']);
-    const map = new ShardMap(client, prefix);
-    await waitFor(async () => (await map.read()).members.size === 2, 10_000);
-    const controller = new Controller(client, hosts, { id: 'c', prefix, ttlSeconds: 2, passMs: 50 }, log);
-    controller.start();
-    try {
+    await withPlacement(hosts, ['o1', 'o2'], async () => {
       await waitFor(async () => [0, 1, 2, 3, 4, 5].every((s) => hosts.holders(s).length === 1), 20_000);
       // Several passes more, each asking the members again.
       await new Promise((r) => setTimeout(r, 1000));
       const opens = hosts.calls.filter((c) => c.startsWith('open '));
       expect(opens.sort()).toEqual([...new Set(opens)].sort());
       expect(opens).toHaveLength(6);
-    } finally {
-      await controller.stop();
-      await Promise.all(members.map((m) => m.stop(true)));
-    }
+    }, 50);
   }, 60_000);
 
   it('closes, once it is back, the shards a member held when it lost its lease (it no longer lists them)', async () => {
-    const prefix = freshPrefix();
     const hosts = new StandInEnclaves(2);
-    const members = startMembers(prefix, hosts, ['s1', 's2']);
-    const map = new ShardMap(client, prefix);
-    await waitFor(async () => (await map.read()).members.size === 2, 10_000);
-    const controller = new Controller(client, hosts, { id: 'c', prefix, ttlSeconds: 2, passMs: 200 }, log);
-    controller.start();
-    try {
+    await withPlacement(hosts, ['s1', 's2'], async ({ map }) => {
       await waitFor(async () => hosts.holders(0).length === 1 && hosts.holders(1).length === 1, 20_000);
       const [shard, lost] = [...(await map.read()).shards].find(([, p]) => p.owner === 's1')!;
       // s1 stops answering: its lease lapses and its shard moves; it still holds it, unlisted.
@@ -336,21 +315,13 @@ describe('the controller', () => {
       await waitFor(async () => hosts.hidden.get('s1:1')!.size === 0, 20_000);
       expect(hosts.calls).toContain(`close s1:1 ${shard}`);
       expect(lost.generation).toBeLessThan((await map.read()).shards.get(shard)!.generation);
-    } finally {
-      await controller.stop();
-      await Promise.all(members.map((m) => m.stop(true)));
-    }
+    });
   }, 60_000);
   it('an open refused as unservable (DATA_LOSS: e.g. an older copy than an enclave witnessed) is not tried again until a move is asked for; one that failed otherwise is', async () => {
-    const prefix = freshPrefix();
     const hosts = new StandInEnclaves(2);
     hosts.refuse.set(0, { code: grpc.status.DATA_LOSS, times: Infinity });
     hosts.refuse.set(1, { code: grpc.status.UNAVAILABLE, times: 3 });
-    const members = startMembers(prefix, hosts, ['d1']);
-    const map = new ShardMap(client, prefix);
-    const controller = new Controller(client, hosts, { id: 'c', prefix, ttlSeconds: 2, passMs: 200 }, log);
-    controller.start();
-    try {
+    await withPlacement(hosts, ['d1'], async ({ map }) => {
       // Shard 1 is opened at its fourth try, after three back-offs: by then shard 0 was tried once.
       await waitFor(async () => hosts.holders(1).length === 1, 30_000);
       expect(hosts.attempts.get(1)).toBe(4);
@@ -360,10 +331,7 @@ describe('the controller', () => {
       hosts.refuse.delete(0);
       await map.requestMove(0, 'd1');
       await waitFor(async () => hosts.holders(0).length === 1, 20_000);
-    } finally {
-      await controller.stop();
-      await Promise.all(members.map((m) => m.stop(true)));
-    }
+    });
   }, 60_000);
 });
 
