@@ -17,7 +17,8 @@ import { ChangeAdmission } from './change-admission.js';
 import { TenantMemories, type UsageChange } from './tenant-memories.js';
 import { queryTenant } from './tenant-query.js';
 import { newMemoryId } from './memory-ids.js';
-import { findDuplicates } from './near-duplicates.js';
+import { findDuplicates, type DuplicateOf } from './near-duplicates.js';
+import { ChangesInFlight } from './in-flight.js';
 
 /** What an add did: stored a new memory, or updated the one it restates (`previous`: that memory before). */
 export type AddOutcome = { record: MemoryRecord; event: 'ADD' } | { record: MemoryRecord; event: 'UPDATE'; previous: MemoryRecord };
@@ -82,6 +83,8 @@ export class MemoryService {
   private reembedding = false;
   /** Queries under way now (query() to its answer). */
   private querying = 0;
+  /** Changes logged, or being logged, and not yet applied: what a decision made now must also see. */
+  private readonly inFlight = new ChangesInFlight();
 
   constructor(private embedder: Embedder, options: MemoryServiceOptions = {}) {
     this.admission = new ChangeAdmission(changeLimits(options), this.terms, { tenant: (id) => this.tenants.get(id), usage: () => this.usage });
@@ -188,10 +191,15 @@ export class MemoryService {
         id: newMemoryId(), object: 'memory', tenant_id: input.tenant_id, content: input.content, metadata: { ...(input.metadata ?? {}) },
         created_at: createdAt, occurred_at: input.occurred_at ?? new Date(createdAt * 1000).toISOString(), ...scopeOf(input),
       }));
-      const duplicates = findDuplicates(
-        records.map((record, i) => ({ id: record.id, content: record.content, tenant_id: record.tenant_id, scope: scopeOf(record), vector: vectors[i], dedupe: inputs[i].dedupe === true })),
-        (id) => this.tenants.get(id),
-      );
+      const newMemories = records.map((record, i) => ({ id: record.id, content: record.content, tenant_id: record.tenant_id, scope: scopeOf(record), vector: vectors[i], dedupe: inputs[i].dedupe === true }));
+      let duplicates = findDuplicates(newMemories, (id) => this.tenants.get(id), this.inFlight);
+      // A restatement of a memory another call is still storing waits for that call, then decides
+      // again: if that store failed, an update of it would be logged and applied to nothing.
+      for (let waits = this.unappliedTargets(records, duplicates); waits.length > 0; waits = this.unappliedTargets(records, duplicates)) {
+        await Promise.allSettled(waits);
+        duplicates = findDuplicates(newMemories, (id) => this.tenants.get(id), this.inFlight);
+      }
+      // From here to the commit nothing waits, so what was decided is what the log gets next.
       // The latest version of each memory the batch changes, so a second restatement builds on the first.
       const latest = new Map<string, MemoryRecord>();
       const outcomes = records.map((record, i): AddOutcome => {
@@ -241,8 +249,9 @@ export class MemoryService {
       for (const vector of vectors) {
         if (vector.length !== this.embedder.dimension) throw new Error(`embedder returned ${vector.length} dimensions, not ${this.embedder.dimension}`);
       }
-      // Still the tenant's after the embedding's wait: a memory deleted meanwhile fails the whole change.
-      const current = [...plan.updates.map((u) => u.id), ...plan.deletes].map((id) => this.get(tenantId, id));
+      // Still the tenant's after the embedding's wait: a memory deleted meanwhile (or whose delete
+      // is on its way to the log, to be applied before this) fails the whole change.
+      const current = [...plan.updates.map((u) => u.id), ...plan.deletes].map((id) => (this.inFlight.deleting(tenantId, id) ? undefined : this.get(tenantId, id)));
       if (current.some((record) => record === undefined)) return undefined;
       const at = Math.floor(Date.now() / 1000);
       const change = changeBy(author, at);
@@ -521,6 +530,17 @@ export class MemoryService {
    * worked out; `replay`: the sealed request they come in, logged with them.
    */
   private async commit(events: MemoryEvent[], applied?: () => void, terms?: ReadonlyArray<readonly string[]>, replay?: ReplayMark): Promise<void> {
+    let settle!: () => void;
+    const end = this.inFlight.begin(events, new Promise<void>((resolve) => (settle = resolve)));
+    try {
+      await this.logAndApply(events, applied, terms, replay);
+    } finally {
+      end();
+      settle();
+    }
+  }
+
+  private async logAndApply(events: MemoryEvent[], applied?: () => void, terms?: ReadonlyArray<readonly string[]>, replay?: ReplayMark): Promise<void> {
     let left = events.length;
     const apply = (part: readonly MemoryEvent[] = events) => {
       // Whole (one store), or in parts (a batch across shards): each event keeps its own terms.
@@ -531,6 +551,20 @@ export class MemoryService {
     };
     if (this.journal) await this.journal.commit(events, apply, replay);
     else apply(events);
+  }
+
+  /**
+   * What remember() must wait for before it decides again: the changes storing the memories it
+   * would restate that are not applied yet (not this batch's own).
+   */
+  private unappliedTargets(records: readonly MemoryRecord[], duplicates: readonly (DuplicateOf | undefined)[]): Promise<void>[] {
+    const own = new Set(records.map((record) => record.id));
+    const waits = new Set<Promise<void>>();
+    duplicates.forEach((of, i) => {
+      if (!of || own.has(of.id) || this.get(records[i].tenant_id, of.id)) return;
+      for (const unapplied of this.inFlight.withContent(records[i].tenant_id, records[i].content)) if (unapplied.record.id === of.id) waits.add(unapplied.settled);
+    });
+    return [...waits];
   }
 
   /**

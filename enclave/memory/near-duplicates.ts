@@ -1,5 +1,6 @@
 import { dot } from '../vectors/vector-index.js';
 import type { TenantMemories } from './tenant-memories.js';
+import type { ChangesInFlight } from './in-flight.js';
 import { SCOPE_FIELDS, type MemoryRecord, type MemoryScope } from './types.js';
 
 /**
@@ -67,6 +68,8 @@ export function literalsOf(text: string): string {
  * For each new memory, the memory it restates (cosine >= threshold, same tenant, exactly the
  * same scopes, the same literals), if any: the nearest such among the tenant's memories and
  * the batch's earlier items. An earlier item that is itself an update points on to the memory it updates.
+ * With `inFlight`: a memory whose delete is under way is not restated, and an unapplied memory
+ * with exactly the item's text is (memory/in-flight.ts says why).
  *
  * The cheap tests go first: a pair's cosine (one dot product) before its scopes and literals,
  * and each text's literals are worked out once, only for a pair already close enough. Taken
@@ -74,7 +77,12 @@ export function literalsOf(text: string): string {
  * each item whether or not anything was near: a third of a batch ingest's enclave CPU
  * (docs/performance-log.md#dedupe-on-batch-ingest-2026-11-27).
  */
-export function findDuplicates(items: readonly NewMemory[], tenant: (id: string) => TenantMemories | undefined, threshold = DEDUPE_THRESHOLD): (DuplicateOf | undefined)[] {
+export function findDuplicates(
+  items: readonly NewMemory[],
+  tenant: (id: string) => TenantMemories | undefined,
+  inFlight?: Pick<ChangesInFlight, 'deleting' | 'withContent'>,
+  threshold = DEDUPE_THRESHOLD,
+): (DuplicateOf | undefined)[] {
   const known = new Map<string, string>();
   const literals = (text: string): string => {
     let found = known.get(text);
@@ -96,8 +104,14 @@ export function findDuplicates(items: readonly NewMemory[], tenant: (id: string)
       // scan it. A restatement that is not among the NEAREST closest is stored beside.
       for (const hit of held.index.searchAbove(item.vector, NEAREST, threshold)) {
         const record: MemoryRecord | undefined = held.records.get(hit.id);
-        if (record !== undefined && hit.score > (best?.similarity ?? -1) && restates(record.content, record)) best = { id: hit.id, similarity: hit.score };
+        if (record !== undefined && hit.score > (best?.similarity ?? -1) && !inFlight?.deleting(item.tenant_id, hit.id) && restates(record.content, record)) {
+          best = { id: hit.id, similarity: hit.score };
+        }
       }
+    }
+    for (const unapplied of inFlight?.withContent(item.tenant_id, item.content) ?? []) {
+      const similarity = dot(item.vector, unapplied.vector);
+      if (similarity >= threshold && similarity > (best?.similarity ?? -1) && sameScope(unapplied.record, item.scope)) best = { id: unapplied.record.id, similarity };
     }
     for (let j = 0; j < i; j++) {
       const earlier = items[j];

@@ -92,6 +92,14 @@ describe('near-duplicates update the memory they restate', () => {
     expect((await listed('batch')).sort()).toEqual(['Our budget is tight this year', 'the meeting is on Friday.']);
   });
 
+  it('the same memory sent eight times at once (a client retrying) is stored once: one ADD, then updates of it', async () => {
+    const answers = await Promise.all(Array.from({ length: 8 }, () => add({ content: 'The wifi password is on the fridge' }, 'retries')));
+    const added = answers.filter((a) => a.event === 'ADD');
+    expect(added).toHaveLength(1);
+    for (const a of answers) expect(a.id).toBe(added[0].id);
+    expect(await listed('retries')).toEqual(['The wifi password is on the fridge']);
+  });
+
   it('an update by dedupe survives kill -9 of the enclave (journaled as an update)', async () => {
     await svc.killEnclave('SIGKILL');
     await svc.startEnclave();
