@@ -1,14 +1,15 @@
 /**
- * Deletion receipts: what the enclave signs when it deletes (one memory, or every memory of a
- * tenant), so a client can keep proof of the deletion and check it offline, and later catch a
+ * Deletion receipts: what the enclave signs when it deletes (one memory, every memory of a
+ * tenant in a scope, or every memory of a tenant), so a client can keep proof of the deletion and check it offline, and later catch a
  * host that brings the deleted memories back by restoring an older copy of the store.
  *
- * The statement is UTF-8 text, eight lines joined by "\n" (no trailing newline):
+ * The statement is UTF-8 text, eight lines (nine for scope `scope`) joined by "\n" (no trailing newline):
  *
  *   agent-service/deletion-receipt/v1
- *   scope <memory|tenant>
+ *   scope <memory|scope|tenant>
  *   tenant <JSON string>
- *   ids <JSON array of the memory ids deleted; [] for a tenant>
+ *   where <JSON object: the scope's user_id, agent_id, run_id, in that order>   (scope `scope` only)
+ *   ids <JSON array of the memory ids deleted; [] for a scope or a tenant>
  *   count <decimal: memories deleted>
  *   deleted-at <decimal unix milliseconds>
  *   state <seq>:<64 lowercase hex>   the store's state head once the deletion was durable
@@ -24,11 +25,18 @@ import { ed25519Verify, formatState, parseState, STORE_ID, type KnownState, type
 
 export const RECEIPT_TAG = 'agent-service/deletion-receipt/v1';
 
+/** The scope fields a scoped deletion names (the API's user_id, agent_id, run_id). */
+export const RECEIPT_SCOPE_FIELDS = ['user_id', 'agent_id', 'run_id'] as const;
+export type ReceiptWhere = Partial<Record<(typeof RECEIPT_SCOPE_FIELDS)[number], string>>;
+
 export interface DeletionReceipt {
   object: 'memory.deletion_receipt';
-  scope: 'memory' | 'tenant';
+  /** One memory; every memory of the tenant in the scope `where` names; every memory of the tenant. */
+  scope: 'memory' | 'scope' | 'tenant';
   tenant_id: string;
-  /** The memory deleted (scope memory); empty for a tenant, whose every memory was deleted. */
+  /** Scope `scope` only: the memories deleted were the tenant's with these scope fields (every one named). */
+  where?: ReceiptWhere;
+  /** The memory deleted (scope memory); empty for a scope or a tenant. */
   ids: string[];
   count: number;
   /** Unix milliseconds. */
@@ -46,8 +54,11 @@ export type UnsignedReceipt = Omit<DeletionReceipt, 'object' | 'public_key' | 's
 
 /** The exact text that is signed; throws on values that have no place in it. */
 export function receiptStatement(r: UnsignedReceipt): string {
-  if (r.scope !== 'memory' && r.scope !== 'tenant') throw new Error(`not a deletion scope: ${JSON.stringify(r.scope)}`);
+  if (r.scope !== 'memory' && r.scope !== 'scope' && r.scope !== 'tenant') throw new Error(`not a deletion scope: ${JSON.stringify(r.scope)}`);
   if (typeof r.tenant_id !== 'string') throw new Error('the receipt names no tenant');
+  // Only a scoped receipt has `where`, and it is signed: one added to another receipt would be shown unsigned.
+  if ((r.scope === 'scope') !== (r.where !== undefined)) throw new Error(r.scope === 'scope' ? 'a scoped receipt names no scope (where)' : `a ${r.scope} receipt has no where`);
+  const where = r.where === undefined ? undefined : canonicalWhere(r.where);
   if (!Array.isArray(r.ids) || r.ids.some((id) => typeof id !== 'string')) throw new Error('the receipt\'s ids are not a list of ids');
   if (!Number.isSafeInteger(r.count) || r.count < 0) throw new Error(`not a count: ${JSON.stringify(r.count)}`);
   if (!Number.isSafeInteger(r.deleted_at) || r.deleted_at < 0) throw new Error(`not a time in milliseconds: ${JSON.stringify(r.deleted_at)}`);
@@ -57,12 +68,24 @@ export function receiptStatement(r: UnsignedReceipt): string {
     RECEIPT_TAG,
     `scope ${r.scope}`,
     `tenant ${JSON.stringify(r.tenant_id)}`,
+    ...(where === undefined ? [] : [`where ${where}`]),
     `ids ${JSON.stringify(r.ids)}`,
     `count ${r.count}`,
     `deleted-at ${r.deleted_at}`,
     `state ${r.state}`,
     `store ${r.store}`,
   ].join('\n');
+}
+
+/** `where` as the statement has it: its fields in RECEIPT_SCOPE_FIELDS's order; throws unless it names one or more and nothing else. */
+function canonicalWhere(where: unknown): string {
+  if (typeof where !== 'object' || where === null || Array.isArray(where)) throw new Error('the receipt\'s where is not an object');
+  const fields = Object.keys(where);
+  const known: readonly string[] = RECEIPT_SCOPE_FIELDS;
+  if (fields.length === 0 || fields.some((f) => !known.includes(f))) throw new Error(`the receipt's where must name some of ${RECEIPT_SCOPE_FIELDS.join(', ')} and nothing else`);
+  const values = where as Record<string, unknown>;
+  if (fields.some((f) => typeof values[f] !== 'string')) throw new Error('the receipt\'s where holds a value that is not a string');
+  return JSON.stringify(Object.fromEntries(RECEIPT_SCOPE_FIELDS.filter((f) => f in values).map((f) => [f, values[f]])));
 }
 
 /** Signs a receipt with `sign` (the enclave's key, which never leaves it). */

@@ -154,8 +154,10 @@ export function memoryRoutes(memory: MemoryService, receipt?: Receipts, extracto
     async DeleteMemories({ caller, query }) {
       const { tenant_id } = query;
       admit(caller, tenant_id);
-      const count = await memory.deleteAll(tenant_id, scopeFor(caller, scopeOf(query)), authorOf(caller));
-      const signed = receipt?.({ scope: 'tenant', tenant_id, ids: [], count });
+      const scope = scopeFor(caller, scopeOf(query));
+      const count = await memory.deleteAll(tenant_id, scope, authorOf(caller));
+      // A key limited to scopes deletes only within them: the receipt says what was deleted, not more.
+      const signed = receipt?.(Object.keys(scope).length > 0 ? { scope: 'scope', tenant_id, where: scope, ids: [], count } : { scope: 'tenant', tenant_id, ids: [], count });
       return jsonReply(200, { object: 'memory.deleted', deleted: true, count, ...(signed ? { receipt: signed } : {}) }, forTenant(tenant_id));
     },
 

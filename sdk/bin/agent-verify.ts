@@ -255,11 +255,13 @@ async function verifyReceiptFile(command: ReceiptCommand, io: Io): Promise<numbe
   if (command.json) {
     io.out(JSON.stringify(check.ok ? { ok: true, receipt: check.receipt, key_pinned: command.publicKey !== undefined } : check, null, 2));
   } else if (check.ok) {
-    const { scope, tenant_id, ids, count } = check.receipt;
+    const { scope, tenant_id, where, ids, count } = check.receipt;
     io.out([
       `✓ receipt signature: signed by ${check.receipt.public_key}${command.publicKey ? ' (the key given with --public-key)' : ''}`,
       '',
-      `deleted      ${scope === 'tenant' ? `every memory of tenant ${JSON.stringify(tenant_id)}` : `${ids.join(', ')} of tenant ${JSON.stringify(tenant_id)}`} (${count})`,
+      `deleted      ${scope === 'tenant' ? `every memory of tenant ${JSON.stringify(tenant_id)}`
+        : scope === 'scope' ? `every memory of tenant ${JSON.stringify(tenant_id)} with ${Object.entries(where!).map(([k, v]) => `${k} ${JSON.stringify(v)}`).join(', ')}`
+        : `${ids.join(', ')} of tenant ${JSON.stringify(tenant_id)}`} (${count})`,
       `at           ${check.deletedAt.toISOString()}`,
       `state        ${check.state.seq}:${check.state.hash} of store ${check.store}`,
       '',

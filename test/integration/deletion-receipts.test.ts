@@ -94,6 +94,30 @@ describe('deletion receipts', () => {
     expect(agentVerify('--receipt', join(dir, 'altered.json'))).toMatchObject({ status: 1, out: expect.stringMatching(/does not verify/) });
   });
 
+  it('a delete of one scope answers a receipt naming that scope, not the tenant (the other scope is kept)', async () => {
+    const client = await open(new StateTracker());
+    await client.call('POST', '/v1/memory', { tenant_id: 'rcpt-scope', user_id: 'ana', content: 'Ana keeps bees' });
+    await client.call('POST', '/v1/memory', { tenant_id: 'rcpt-scope', user_id: 'ana', run_id: 's1', content: 'Ana sold honey on Saturday' });
+    await client.call('POST', '/v1/memory', { tenant_id: 'rcpt-scope', user_id: 'ben', content: 'Ben keeps goats' });
+    const deleted = await client.call<{ count: number; receipt: DeletionReceipt }>('DELETE', '/v1/memory?tenant_id=rcpt-scope&user_id=ana');
+    expect(deleted.body.count).toBe(2);
+    const scoped = deleted.body.receipt;
+    expect(scoped).toMatchObject({ scope: 'scope', tenant_id: 'rcpt-scope', where: { user_id: 'ana' }, ids: [], count: 2 });
+    expect(checkReceipt(scoped, client.attestation.teePublicKey).ok).toBe(true);
+    const left = await client.call<{ data: { content: string }[] }>('GET', '/v1/memory?tenant_id=rcpt-scope');
+    expect(left.body.data.map((m) => m.content)).toEqual(['Ben keeps goats']);
+
+    writeFileSync(join(dir, 'scoped.json'), JSON.stringify(deleted.body));
+    const cli = agentVerify('--receipt', join(dir, 'scoped.json'));
+    expect(cli.status, cli.out).toBe(0);
+    expect(cli.out).toContain('every memory of tenant "rcpt-scope" with user_id "ana" (2)');
+    // The scope is signed: widened to the tenant, or to another user, the receipt no longer verifies.
+    const { where: _dropped, ...widened } = scoped;
+    expect(checkReceipt({ ...widened, scope: 'tenant' }).ok).toBe(false);
+    expect(checkReceipt({ ...scoped, where: { user_id: 'ben' } })).toMatchObject({ ok: false, reason: expect.stringMatching(/does not verify/) });
+    expect(checkReceipt({ ...tenantReceipt, where: { user_id: 'ana' } })).toMatchObject({ ok: false, reason: 'a tenant receipt has no where' });
+  });
+
   it('the host restores a copy from before the deletion: the memory is back, and a client holding only the receipt refuses it', async () => {
     await restartOn(readFileSync(join(dir, 'copy-path'), 'utf8'));
     // Another tenant's writes push the copy past the receipt's sequence number: a fork, not just an older state.

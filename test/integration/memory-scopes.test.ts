@@ -97,7 +97,7 @@ describe('delete-all with scopes', () => {
     for (const user_id of ['u1', 'u2']) await add({ tenant_id: 'wipe', content: `memory of ${user_id}`, user_id });
     await add({ tenant_id: 'wipe', content: 'tenant-wide memory' });
     const res = await api('DELETE', '/v1/memory?tenant_id=wipe&user_id=u1');
-    expect(res.body).toMatchObject({ deleted: true, count: 1 });
+    expect(res.body).toMatchObject({ deleted: true, count: 1, receipt: { scope: 'scope', where: { user_id: 'u1' } } });
     expect(contents(await api('GET', '/v1/memory?tenant_id=wipe'))).toEqual(['memory of u2', 'tenant-wide memory']);
     expect((await api('DELETE', '/v1/memory?tenant_id=wipe')).body.count).toBe(2);
   });
@@ -144,7 +144,10 @@ describe('an API key limited to a scope', () => {
   it('deletes only its scope with delete-all', async () => {
     await add({ tenant_id: 'wipe', content: 'alice in wipe', user_id: 'alice' });
     await add({ tenant_id: 'wipe', content: 'carol in wipe', user_id: 'carol' });
-    expect((await api('DELETE', '/v1/memory?tenant_id=wipe', undefined, aliceKey)).body.count).toBe(1);
+    const wiped = (await api('DELETE', '/v1/memory?tenant_id=wipe', undefined, aliceKey)).body;
+    expect(wiped.count).toBe(1);
+    // Its receipt says what was deleted: alice's memories, not the tenant's (carol's are kept).
+    expect(wiped.receipt).toMatchObject({ scope: 'scope', tenant_id: 'wipe', where: { user_id: 'alice' }, count: 1 });
     expect(contents(await api('GET', '/v1/memory?tenant_id=wipe'))).toEqual(['carol in wipe']);
     await api('DELETE', '/v1/memory?tenant_id=wipe');
   });
