@@ -46,6 +46,33 @@ describe('deletion receipt fields', () => {
     expect(checkReceipt({ ...receipt, ...change })).toEqual({ ok: false, reason });
   });
 
+  it('a scoped receipt signs its where in one order (user_id, agent_id, run_id), whatever order it is sent in', () => {
+    const identity = generateIdentity();
+    const scoped = signReceipt((m) => identity.sign(m), identity.publicKey, { ...fields, scope: 'scope', where: { run_id: 'r1', user_id: 'u1' }, state: head });
+    expect(receiptStatement(scoped).split('\n').slice(1, 5)).toEqual(['scope scope', 'tenant "t1"', 'where {"user_id":"u1","run_id":"r1"}', 'ids []']);
+    expect(checkReceipt({ ...scoped, where: { user_id: 'u1', run_id: 'r1' } }, identity.publicKey).ok).toBe(true);
+    // Without where, a memory or tenant receipt's statement is what it was before scoped receipts.
+    expect(receiptStatement(signed().receipt).split('\n')).toHaveLength(8);
+  });
+
+  it.each([
+    ['no where', {}, 'a scoped receipt names no scope (where)'],
+    ['an empty where', { where: {} }, 'the receipt\'s where must name some of user_id, agent_id, run_id and nothing else'],
+    ['a where naming another field', { where: { user_id: 'u', tenant_id: 't2' } }, 'the receipt\'s where must name some of user_id, agent_id, run_id and nothing else'],
+    ['a where that is a list', { where: ['user_id'] }, 'the receipt\'s where is not an object'],
+    ['a where that is null', { where: null }, 'the receipt\'s where is not an object'],
+    ['a where holding a number', { where: { user_id: 5 } }, 'the receipt\'s where holds a value that is not a string'],
+  ])('refuses a scoped receipt with %s', (_name, change, reason) => {
+    const { receipt } = signed();
+    expect(checkReceipt({ ...receipt, scope: 'scope', ...change })).toEqual({ ok: false, reason });
+  });
+
+  it('refuses a where on a memory or tenant receipt (it would be shown, unsigned)', () => {
+    const { receipt } = signed();
+    expect(checkReceipt({ ...receipt, where: { user_id: 'u' } })).toEqual({ ok: false, reason: 'a tenant receipt has no where' });
+    expect(checkReceipt({ ...receipt, scope: 'memory', where: { user_id: 'u' } })).toEqual({ ok: false, reason: 'a memory receipt has no where' });
+  });
+
   it.each([
     ['null', null],
     ['a string', 'memory.deletion_receipt'],
