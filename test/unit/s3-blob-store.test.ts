@@ -1,0 +1,109 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BlobConflictError, readWhole } from '../../common/blob-store.js';
+import { S3BlobStore } from '../../host-store/s3-blob-store.js';
+import { S3Objects } from '../../host-store/s3-objects.js';
+import { startS3StandIn, type S3StandIn } from '../helpers/s3-stand-in.js';
+
+/**
+ * What the S3 backend adds to the contract blob-store.test.ts runs on every backend: two host
+ * stores on one bucket (an old owner's and a new one's), a log of many small appends, a cut
+ * inside a part, a blob larger than one multipart part, and nothing left behind by writes that
+ * lost. Against the loopback stand-in of S3's API (test/helpers/s3-stand-in.ts).
+ */
+let standIn: S3StandIn;
+const PREFIX = 'svc/';
+const store = () => new S3BlobStore(new S3Objects(standIn.bucket, { endpoint: standIn.endpoint, credentials: { accessKeyId: 'stand-in', secretAccessKey: 'stand-in' } }), PREFIX);
+const manifest = (name: string) => JSON.parse(standIn.bytes(PREFIX + name)!.toString()) as { size: number; parts: { k: string; n: number }[] };
+/** Part objects of `name` that its manifest does not name: what a lost or replaced write left. */
+const orphans = (name: string) => {
+  const named = new Set(manifest(name).parts.map((p) => p.k));
+  return standIn.keys().filter((k) => k.startsWith(`${PREFIX}.parts/${name}/`) && !named.has(k));
+};
+
+beforeAll(async () => {
+  standIn = await startS3StandIn();
+});
+afterAll(async () => {
+  await standIn?.close();
+});
+
+describe('S3BlobStore', () => {
+  it('two host stores on one bucket: the one behind is refused, writes nothing, and then appends at the true end', async () => {
+    const oldOwner = store();
+    const newOwner = store();
+    await oldOwner.put('shard-00/log', Buffer.from('head|'));
+    await oldOwner.append('shard-00/log', 5, Buffer.from('one|'));
+    // The new owner takes over and writes; the old one still believes the log ends at 9.
+    await newOwner.append('shard-00/log', 9, Buffer.from('fence|'));
+    await expect(oldOwner.append('shard-00/log', 9, Buffer.from('stale|'))).rejects.toBeInstanceOf(BlobConflictError);
+    expect((await readWhole(newOwner, 'shard-00/log'))!.toString()).toBe('head|one|fence|');
+    expect(orphans('shard-00/log')).toEqual([]);
+    // Its view read again, it appends where the log really ends.
+    await oldOwner.append('shard-00/log', 15, Buffer.from('after|'));
+    expect((await readWhole(newOwner, 'shard-00/log'))!.toString()).toBe('head|one|fence|after|');
+  });
+
+  it('of two appends racing at one end from two host stores, one counts and the other leaves no part behind', async () => {
+    const a = store();
+    const b = store();
+    await a.put('shard-01/log', Buffer.alloc(0));
+    await b.list('shard-01/');
+    const results = await Promise.allSettled([a.append('shard-01/log', 0, Buffer.from('AAAA')), b.append('shard-01/log', 0, Buffer.from('BBBB'))]);
+    expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
+    expect((await readWhole(a, 'shard-01/log'))!.toString()).toMatch(/^(AAAA|BBBB)$/);
+    expect(orphans('shard-01/log')).toEqual([]);
+  });
+
+  it('a log of 300 small appends is named by a bounded manifest, reads back whole, and leaves no merged part behind', async () => {
+    const blobs = store();
+    await blobs.put('shard-02/log', Buffer.alloc(0));
+    let expected = '';
+    for (let i = 0; i < 300; i++) {
+      const entry = `entry ${i};`;
+      await blobs.append('shard-02/log', expected.length, Buffer.from(entry));
+      expected += entry;
+    }
+    expect((await readWhole(blobs, 'shard-02/log'))!.toString()).toBe(expected);
+    expect(manifest('shard-02/log').parts.length).toBeLessThanOrEqual(65);
+    expect(manifest('shard-02/log').size).toBe(expected.length);
+    expect(orphans('shard-02/log')).toEqual([]);
+    // A second host store reads the same bytes from the bucket alone.
+    expect((await readWhole(store(), 'shard-02/log'))!.toString()).toBe(expected);
+  });
+
+  it('cuts a torn tail inside a part, and the next append continues from the cut', async () => {
+    const blobs = store();
+    await blobs.put('shard-03/log', Buffer.from('kept'));
+    await blobs.append('shard-03/log', 4, Buffer.from('+half-written'));
+    await blobs.truncate('shard-03/log', 9, 17);
+    expect((await readWhole(blobs, 'shard-03/log'))!.toString()).toBe('kept+half');
+    await expect(blobs.truncate('shard-03/log', 4, 17)).rejects.toBeInstanceOf(BlobConflictError);
+    await blobs.append('shard-03/log', 9, Buffer.from('|next'));
+    expect((await readWhole(blobs, 'shard-03/log'))!.toString()).toBe('kept+half|next');
+    expect(orphans('shard-03/log')).toEqual([]);
+  });
+
+  it('puts a blob larger than one multipart part (a snapshot), replaces it at its version, and deletes every part with it', async () => {
+    const blobs = store();
+    const big = Buffer.alloc(9 * 1024 * 1024 + 3);
+    for (let i = 0; i < big.length; i += 4096) big[i] = i % 251;
+    const { version } = await blobs.put('shard-04/snapshot', (async function* () {
+      for (let i = 0; i < big.length; i += 1024 * 1024) yield big.subarray(i, i + 1024 * 1024);
+    })());
+    expect((await readWhole(blobs, 'shard-04/snapshot'))!.equals(big)).toBe(true);
+    expect((await blobs.list('shard-04/'))).toEqual([{ name: 'shard-04/snapshot', size: big.length, version }]);
+    await blobs.put('shard-04/snapshot', Buffer.from('smaller'), { ifVersion: version });
+    await expect(blobs.put('shard-04/snapshot', Buffer.from('stale'), { ifVersion: version })).rejects.toBeInstanceOf(BlobConflictError);
+    expect(orphans('shard-04/snapshot')).toEqual([]);
+    await blobs.delete('shard-04/snapshot');
+    expect(standIn.keys().filter((k) => k.includes('shard-04'))).toEqual([]);
+    expect(await blobs.read('shard-04/snapshot')).toBeUndefined();
+  });
+
+  it('refuses an object at a blob\'s name that is not one of its manifests, naming the blob', async () => {
+    const blobs = store();
+    const objects = new S3Objects(standIn.bucket, { endpoint: standIn.endpoint, credentials: { accessKeyId: 'stand-in', secretAccessKey: 'stand-in' } });
+    await objects.put(`${PREFIX}shard-05/log`, Buffer.from('{"size":3,"parts":[]}'));
+    await expect(blobs.read('shard-05/log')).rejects.toThrow('the object of blob shard-05/log is not a blob manifest of this service');
+  });
+});
