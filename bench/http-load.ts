@@ -15,6 +15,8 @@ export interface Load {
   errors: number;
   /** CPU the load generator (this process) spent a request, in us: taken from the service's two cores. */
   clientCpuUs: number;
+  /** CPU the service's processes spent a request, in us, when the caller said how to read it. */
+  serviceCpuUs?: number;
 }
 
 export type Make = (i: number) => LoadRequest;
@@ -65,18 +67,24 @@ export async function loadEach(concurrency: number, total: number, perform: Perf
  */
 export const WARM_UP_MS = quick ? 500 : 10_000;
 
-/** loadEach(), after WARM_UP_MS of requests made the same way (numbered after the measured ones). */
-export async function measureEach(concurrency: number, total: number, perform: Perform): Promise<Load> {
+/**
+ * loadEach(), after WARM_UP_MS of requests made the same way (numbered after the measured ones).
+ * `serviceCpuMs`: the service's processes' CPU so far, read before and after the measured
+ * requests (CPU a request moves less with the machine's speed than requests a second do).
+ */
+export async function measureEach(concurrency: number, total: number, perform: Perform, serviceCpuMs?: () => number): Promise<Load> {
   const until = performance.now() + WARM_UP_MS;
   await sendEach(concurrency, () => performance.now() < until, (i) => perform(total + i));
-  return loadEach(concurrency, total, perform);
+  const before = serviceCpuMs?.();
+  const measured = await loadEach(concurrency, total, perform);
+  return before === undefined ? measured : { ...measured, serviceCpuUs: Math.round(((serviceCpuMs!() - before) * 1000) / total) };
 }
 
 /** Sends `total` requests from `concurrency` keep-alive connections and times each. */
 export const load = (client: LoadClient, concurrency: number, total: number, make: Make) => loadEach(concurrency, total, over(client, make));
 
 /** load(), after the warm-up. */
-export const measure = (client: LoadClient, concurrency: number, total: number, make: Make) => measureEach(concurrency, total, over(client, make));
+export const measure = (client: LoadClient, concurrency: number, total: number, make: Make, serviceCpuMs?: () => number) => measureEach(concurrency, total, over(client, make), serviceCpuMs);
 
 export const round = (x: number, digits = 2) => Number(x.toFixed(digits));
 

@@ -7,6 +7,11 @@
  *
  *   BENCH_BASELINE  folder of the baseline checkout (its dist/ is started)
  *   BENCH_QUICK     1 for 100k memories and fewer writes
+ *   BENCH_ROUNDS    rounds of each measurement per build (default 3; 2 with BENCH_QUICK)
+ *
+ * Each figure comes with the CPU it cost (a write: the three processes' CPU over the measured
+ * requests; a recovery: the new enclave's CPU until it answers), compared the same way: on a
+ * shared machine whose speed moves within a run, time moves with it, CPU much less.
  *
  * Like for like: a build that has near-duplicate updates (issue 36) is sent `dedupe: false`
  * for the fill, so both stores recover the same number of memories (the corpus repeats
@@ -17,7 +22,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { repoRoot } from '../common/paths.js';
-import { rssMiB, startService, untilIdle, type Service } from '../scripts/lib/run-service.js';
+import { cpuMs, rssMiB, startService, untilIdle, type Service } from '../scripts/lib/run-service.js';
 import { memoryText } from './corpus.js';
 import { load, measure, round, type Load } from './http-load.js';
 import { LoadClient } from './load-client.js';
@@ -27,7 +32,7 @@ const TENANTS = quick ? 1_000 : 10_000;
 const PER_TENANT = 100;
 const SINGLES = quick ? 2_000 : 8_000;
 /** Rounds of each measurement per build, alternating builds; the comparison takes medians. */
-const ROUNDS = quick ? 2 : 3;
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? (quick ? 2 : 3));
 
 interface Build {
   name: string;
@@ -39,6 +44,8 @@ interface Build {
   single: Load[];
   singleNoDedupe: Load[];
   recoveryMs: number[];
+  /** The new enclave's CPU from its start to its first answer, each recovery. */
+  recoveryCpuMs: number[];
 }
 
 async function start(name: string, root: string | undefined): Promise<Build> {
@@ -50,7 +57,7 @@ async function start(name: string, root: string | undefined): Promise<Build> {
   const client = new LoadClient(svc.baseUrl, 16);
   // A build from before near-duplicate updates refuses the unknown field.
   const probe = await client.request({ method: 'POST', path: '/v1/memory', body: JSON.stringify({ tenant_id: 'probe', content: 'a probe', dedupe: false }) });
-  return { name, svc, client, dir, dedupes: probe.status === 200, single: [], singleNoDedupe: [], recoveryMs: [] };
+  return { name, svc, client, dir, dedupes: probe.status === 200, single: [], singleNoDedupe: [], recoveryMs: [], recoveryCpuMs: [] };
 }
 
 async function fill(b: Build): Promise<number> {
@@ -64,11 +71,14 @@ async function fill(b: Build): Promise<number> {
   return Math.round((TENANTS * PER_TENANT) / ((performance.now() - started) / 1000));
 }
 
+/** The CPU of the build's three processes so far, in ms. */
+const serviceCpuMs = (b: Build) => () => cpuMs(b.svc.proxy.pid) + cpuMs(b.svc.enclave.pid) + cpuMs(b.svc.hostStore.pid);
+
 /** 16 clients, one memory a request, over 50 tenants; `offset` keeps each round's texts new. */
 const singles = (b: Build, offset: number, dedupe: boolean) => measure(b.client, 16, SINGLES, (i) => ({
   method: 'POST', path: '/v1/memory',
   body: JSON.stringify({ tenant_id: `single-${i % 50}`, content: memoryText(offset + i), ...(dedupe ? {} : { dedupe: false }) }),
-}));
+}), serviceCpuMs(b));
 
 const median = (xs: number[]) => {
   const s = [...xs].sort((a, b) => a - b);
@@ -96,16 +106,19 @@ export async function run(): Promise<void> {
       }
       for (const b of builds) {
         b.recoveryMs.push(Math.round(await b.svc.restartEnclave()));
+        b.recoveryCpuMs.push(Math.round(cpuMs(b.svc.enclave.pid)));
         await untilIdle(b.svc.enclave.pid, 60_000);
       }
     }
     const results: Record<string, unknown> = {};
     for (const b of builds) {
-      const show = (loads: Load[]) => `${range(loads.map((l) => l.perSecond), '/s')} (p50 ${range(loads.map((l) => l.p50))} ms, p99 ${range(loads.map((l) => l.p99))} ms, errors ${loads.reduce((s, l) => s + l.errors, 0)})`;
+      const show = (loads: Load[]) => `${range(loads.map((l) => l.perSecond), '/s')} (p50 ${range(loads.map((l) => l.p50))} ms, p99 ${range(loads.map((l) => l.p99))} ms, ` +
+        `service CPU ${range(loads.map((l) => l.serviceCpuUs ?? 0), ' us')} a write, errors ${loads.reduce((s, l) => s + l.errors, 0)})`;
       console.log(`${b.name}: single-item ingest, 16 clients ${show(b.single)}` +
         (b.dedupes ? `; with dedupe: false ${show(b.singleNoDedupe)}` : ' (no near-duplicate updates in this build)') +
-        `; recovery of ${(TENANTS * PER_TENANT).toLocaleString('en')} memories after kill -9 ${range(b.recoveryMs.map((ms) => round(ms / 1000, 1)), ' s')}`);
-      results[b.name] = { dedupes: b.dedupes, single: b.single, singleNoDedupe: b.singleNoDedupe, recoveryMs: b.recoveryMs };
+        `; recovery of ${(TENANTS * PER_TENANT).toLocaleString('en')} memories after kill -9 ${range(b.recoveryMs.map((ms) => round(ms / 1000, 1)), ' s')}` +
+        ` (enclave CPU ${range(b.recoveryCpuMs.map((ms) => round(ms / 1000, 1)), ' s')})`);
+      results[b.name] = { dedupes: b.dedupes, single: b.single, singleNoDedupe: b.singleNoDedupe, recoveryMs: b.recoveryMs, recoveryCpuMs: b.recoveryCpuMs };
     }
     if (builds.length === 2) {
       const [now, base] = builds;
@@ -113,10 +126,15 @@ export async function run(): Promise<void> {
       const nowSingles = now.dedupes && !base.dedupes ? now.singleNoDedupe : now.single;
       const ingest = median(nowSingles.map((l) => l.perSecond)) / median(base.single.map((l) => l.perSecond)) - 1;
       const recovery = median(now.recoveryMs) / median(base.recoveryMs) - 1;
+      // The same in CPU, which the machine's speed moves less than time: a write's, and a recovery's.
+      const ingestCpu = median(nowSingles.map((l) => l.serviceCpuUs!)) / median(base.single.map((l) => l.serviceCpuUs!)) - 1;
+      const recoveryCpu = median(now.recoveryCpuMs) / median(base.recoveryCpuMs) - 1;
       const within = (x: number, good: 'up' | 'down') => (good === 'up' ? x >= -0.1 : x <= 0.1);
-      console.log(`this build against the baseline (medians): single-item ingest ${(ingest * 100).toFixed(1)}% (${within(ingest, 'up') ? 'within' : '**not** within'} 10%), ` +
-        `recovery time ${(recovery * 100).toFixed(1)}% (${within(recovery, 'down') ? 'within' : '**not** within'} 10%)`);
-      results.comparison = { baseline, ingestChange: round(ingest, 3), recoveryChange: round(recovery, 3) };
+      const pct = (x: number) => `${x >= 0 ? '+' : ''}${(x * 100).toFixed(1)}%`;
+      console.log(`this build against the baseline (medians): single-item ingest ${pct(ingest)} (${within(ingest, 'up') ? 'within' : '**not** within'} 10%), ` +
+        `CPU a write ${pct(ingestCpu)} (${within(ingestCpu, 'down') ? 'within' : '**not** within'} 10%); ` +
+        `recovery time ${pct(recovery)} (${within(recovery, 'down') ? 'within' : '**not** within'} 10%), CPU ${pct(recoveryCpu)} (${within(recoveryCpu, 'down') ? 'within' : '**not** within'} 10%)`);
+      results.comparison = { baseline, ingestChange: round(ingest, 3), ingestCpuChange: round(ingestCpu, 3), recoveryChange: round(recovery, 3), recoveryCpuChange: round(recoveryCpu, 3) };
     }
     const file = resolve(repoRoot, 'bench/results.json');
     const all = existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>) : {};
