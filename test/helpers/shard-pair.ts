@@ -22,7 +22,7 @@ export interface ShardRpc {
   shards(): Promise<ShardsReplyIn>;
   /** The host naming the enclave's other members (freshness across enclaves). */
   setPeers(addresses: string[]): Promise<void>;
-  /** The highest head of `shard` the enclave says it witnessed (its signed statement's JSON body; the signature is not checked here). */
+  /** The highest head of `shard` the enclave says it witnessed (its signed statement's JSON body; the signature is not checked here), asked so that no generation is raised. */
   witnessed(shard: number): Promise<{ instance: string; head: { store: string; seq: number; hash: string } | null }>;
   end(): void;
 }
@@ -39,9 +39,15 @@ export function shardRpc(address: string): ShardRpc {
       await unary((done) => client.SetPeers({ addresses }, done));
     },
     witnessed: async (shard) => {
-      const reply = await unary<WitnessReplyIn>((done) => client.Witnessed({ shard, nonce: randomBytes(16) }, done));
-      const text = reply.statement.toString('utf8');
-      return JSON.parse(text.slice(text.indexOf('\n') + 1)) as { instance: string; head: { store: string; seq: number; hash: string } | null };
+      const ask = async (generation: number) => {
+        const reply = await unary<WitnessReplyIn>((done) => client.Witnessed({ shard, generation, nonce: randomBytes(16) }, done));
+        const text = reply.statement.toString('utf8');
+        return JSON.parse(text.slice(text.indexOf('\n') + 1)) as { instance: string; head: { store: string; seq: number; hash: string } | null; newer?: number };
+      };
+      // Asked at generation 0, an enclave that has seen a higher one refuses, naming it; asked
+      // again at that one, it answers and raises nothing: a look that changes no state.
+      const first = await ask(0);
+      return first.newer === undefined ? first : ask(first.newer);
     },
     end: () => client.close(),
   };
