@@ -147,7 +147,7 @@ export class Freshness {
       };
       for (const address of peers) {
         this.channel.witness(address, request, this.options.timeoutMs).then((reply) => {
-          const newer = this.newerIn(reply, nonce, shard, generation);
+          const newer = this.newerIn(reply, nonce, shard);
           if (newer !== undefined) {
             if (!settled) {
               settled = true;
@@ -157,7 +157,7 @@ export class Freshness {
           }
           const body = openStatement(TAGS.ack, reply.statement, reply.signature, this.key.publicKey);
           const acked = body && headIn(objectOr(body.head));
-          if (!body || body.nonce !== nonce || body.shard !== shard || body.generation !== generation || !this.otherInstance(body.instance) || !acked || !sameWitnessed(acked, head)) {
+          if (!body || body.nonce !== nonce || body.shard !== shard || !this.otherInstance(body.instance) || !acked || !sameWitnessed(acked, head)) {
             this.options.log?.warn({ shard, peer: address }, 'a witness answer was not valid (not signed by the service, for another request, or this enclave\'s own): not counted');
             return;
           }
@@ -230,7 +230,7 @@ export class Freshness {
         this.options.log?.warn({ shard, peer: address, err: err instanceof Error ? err.message : String(err) }, 'a member did not say which head of the shard it witnessed');
         return;
       }
-      const newer = this.newerIn(reply, hex, shard, generation);
+      const newer = this.newerIn(reply, hex, shard);
       if (newer !== undefined) {
         newest = Math.max(newest ?? 0, newer);
         return;
@@ -312,11 +312,14 @@ export class Freshness {
     return new SupersededError(`${who} has seen owner generation ${newer} of shard ${shard}, above this owner's ${generation}: the shard has a newer owner`, generation, newer);
   }
 
-  /** A member's signed refusal of `nonce`'s request for `generation`: the newer generation it names, or undefined if `reply` is none. */
-  private newerIn(reply: Signed, nonce: string, shard: number, generation: number): number | undefined {
+  /**
+   * A member's signed refusal of `nonce`'s request: the higher generation it names, or undefined
+   * if `reply` is none. (A member signs one only for a generation above the request's.)
+   */
+  private newerIn(reply: Signed, nonce: string, shard: number): number | undefined {
     const body = openStatement(TAGS.refused, reply.statement, reply.signature, this.key.publicKey);
-    if (!body || body.nonce !== nonce || body.shard !== shard || body.generation !== generation || !this.otherInstance(body.instance)) return undefined;
-    return isGeneration(body.newer) && body.newer > generation ? body.newer : undefined;
+    if (!body || body.nonce !== nonce || body.shard !== shard || !this.otherInstance(body.instance)) return undefined;
+    return isGeneration(body.newer) ? body.newer : undefined;
   }
 
   private refusal(nonce: string, shard: number, generation: number, newer: number): Signed {

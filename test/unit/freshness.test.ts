@@ -234,6 +234,32 @@ describe('freshness across enclaves: owner generations', () => {
     await a.witness(1, 1, at(heads[1]));
   });
 
+  it('a new owner\'s question answered while the old owner waits for confirmations names the head, and the write is not acknowledged', async () => {
+    const { host, enclaves: [a, b] } = service(3, 1);
+    const { heads } = chain(2);
+    a.setPeers(['e2']);
+    b.setPeers(['e0']);
+    let asked: Awaited<ReturnType<Freshness['highest']>> | undefined;
+    // The host holds A's request to M until B has asked A (M, never asked, then confirms).
+    host.tamper = {
+      witness: async (address, request) => {
+        asked = await b.highest(0, 2);
+        return host.at(address).answerWitness(request);
+      },
+    };
+    await expect(a.witness(0, 1, at(heads[2]))).rejects.toThrow(/this enclave has seen owner generation 2 of shard 0/);
+    expect(asked?.head?.seq).toBe(2);
+  });
+
+  it('the new owner, as a member, witnesses nothing below its own generation', async () => {
+    const { enclaves: [a, b] } = service(3, 1);
+    a.setPeers(['e1']);
+    b.setPeers(['e2']);
+    await b.highest(0, 2);
+    await expect(a.witness(0, 1, at(chain(1).heads[1]))).rejects.toThrow(/a member of the service has seen owner generation 2/);
+    expect(b.book.get(0)).toBeUndefined();
+  });
+
   it('the same generation, or a higher one, is witnessed; a lower one answered by a signed refusal naming the newer generation', () => {
     const { keys, enclaves: [, m] } = service(2, 1);
     const { heads } = chain(3);
@@ -284,6 +310,17 @@ describe('freshness across enclaves: owner generations', () => {
     };
     await expect(a.witness(0, 1, at(chain(1).heads[1]))).rejects.toMatchObject({ code: 'witness_unavailable' });
     expect(a.book.generation(0)).toBe(1);
+  });
+
+  it('a member\'s refusal replayed to another request (another nonce) is not counted as one', async () => {
+    const { host, enclaves: [a, b, , d] } = service(4, 1);
+    for (const e of [a, b, d]) e.setPeers(['e2']);
+    await b.highest(0, 2);
+    await expect(a.witness(0, 1, at(chain(1).heads[1]))).rejects.toBeInstanceOf(SupersededError);
+    const refused = host.seen.at(-1)!;
+    host.tamper = { witness: () => refused };
+    await expect(d.witness(0, 1, at(chain(1).heads[1]))).rejects.toMatchObject({ code: 'witness_unavailable' });
+    expect(d.book.generation(0)).toBe(1);
   });
 
   it('a question whose generation the host lowers in transit (it is not signed) binds the member to nothing, and its answer is not counted', async () => {
