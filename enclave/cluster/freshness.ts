@@ -3,14 +3,25 @@
  * caught by the next owner while any enclave that witnessed a newer head lives, not only by
  * clients that saw one.
  *
- *   owner  → members  Witness {shard, head, nonce}      once per group commit, after the batch is
- *                                                        durable and before it is acknowledged
- *   member → owner    ack {nonce, instance, shard, head} the member keeps the highest head per shard
- *   new owner → members  Witnessed {shard, nonce}        before OpenShard opens the store
- *   member → new owner   {nonce, instance, shard, head}  the highest it witnessed
+ *   owner  → members  Witness {shard, generation, head, nonce}   once per group commit, after the
+ *                                                                 batch is durable, before it is acknowledged
+ *   member → owner    ack {nonce, instance, shard, generation, head}  the member keeps the highest head per shard
+ *   new owner → members  Witnessed {shard, generation, nonce}      before OpenShard opens the store
+ *   member → new owner   {nonce, instance, shard, generation, head} the highest it witnessed
+ *   member → either      refused {nonce, instance, shard, generation, newer}  the generation is lower than
+ *                                                                 one the member has seen for the shard
  *
  * The new owner refuses a store whose chain does not reach the highest head answered (or its
- * own), naming both. Every message passes through the host, so each statement is signed with
+ * own), naming both. `generation` is the owner's: the fencing token of the shard map that
+ * OpenShard receives. A member that has seen generation g for a shard (asked by a new owner,
+ * witnessed with, or its own) witnesses nothing of that shard for a lower one, and an owner told
+ * so (or asked at a higher one itself) acknowledges nothing more (SupersededError: the store stops
+ * as when fenced). Each member checks, records and answers in one turn of its event loop, so of a
+ * write's confirmation and a new owner's question that reach the same enclave, either the question
+ * comes first and the write is refused, or the write does and the answer names its head: with the
+ * enclaves that confirm a write and those that answer a new owner sharing one, an old owner's
+ * write cannot be acknowledged while a new owner opens a copy without it (docs/cluster.md).
+ * Every message passes through the host, so each statement is signed with
  * the service's signing key (only attested enclaves of the service hold it: key-sharing.ts):
  * the host cannot forge a witness or an answer. Each answer names the asker's fresh nonce and
  * the answering enclave's random instance id, and answers are counted once per instance, never
@@ -27,9 +38,9 @@ import { randomBytes } from 'node:crypto';
 import { ApiError, unavailable } from '../../common/errors.js';
 import type { Logger } from '../../common/logger.js';
 import type { Ancestry } from '../../protocol/response-signature.js';
-import { CorruptStoreError } from '../storage/errors.js';
+import { CorruptStoreError, SupersededError } from '../storage/errors.js';
 import type { StateHead } from '../storage/state-head.js';
-import { describeWitnessed, headIn, higher, isNonce, isShard, openStatement, statement, TAGS, WitnessBook, type WitnessedHead } from './witness-book.js';
+import { describeWitnessed, headIn, higher, isGeneration, isNonce, isShard, openStatement, statement, TAGS, WitnessBook, type WitnessedHead } from './witness-book.js';
 
 /** A statement and the service key's signature over it. */
 export interface Signed {
@@ -40,7 +51,7 @@ export interface Signed {
 /** How an enclave reaches the others (gRPC through the host: peer-client.ts). */
 export interface PeerChannel {
   witness(address: string, request: Signed, timeoutMs: number): Promise<Signed>;
-  witnessed(address: string, shard: number, nonce: Uint8Array, timeoutMs: number): Promise<Signed>;
+  witnessed(address: string, shard: number, generation: number, nonce: Uint8Array, timeoutMs: number): Promise<Signed>;
   /** The addresses in use changed: channels to others may go. */
   keepOnly?(addresses: readonly string[]): void;
 }
@@ -100,14 +111,19 @@ export class Freshness {
   /**
    * The owner's side, once per group commit: records `head` and waits until WITNESSES members
    * confirmed it. Rejects with 503 witness_unavailable when fewer did (the batch is durable and
-   * applied, but not acknowledged).
+   * applied, but not acknowledged), and with SupersededError when this enclave or a member has
+   * seen a generation of the shard above `generation` (the owner's).
    */
-  async witness(shard: number, head: WitnessedHead): Promise<void> {
+  async witness(shard: number, generation: number, head: WitnessedHead): Promise<void> {
+    // Checked and recorded in one turn: a new owner's question answered before this refuses the
+    // write, one answered after it names the head.
+    this.refuseIfSuperseded(shard, generation);
+    this.book.raise(shard, generation);
     this.book.record(shard, head);
     const needed = this.options.witnesses;
     if (needed === 0) return;
     const nonce = randomBytes(16).toString('hex');
-    const request = this.sign(statement(TAGS.witness, { shard, nonce, head: plain(head) }));
+    const request = this.sign(statement(TAGS.witness, { shard, generation, nonce, head: plain(head) }));
     const peers = this.peers;
     const confirmed = new Set<string>();
     await new Promise<void>((resolve, reject) => {
@@ -117,7 +133,13 @@ export class Freshness {
         if (settled) return;
         if (confirmed.size >= needed) {
           settled = true;
-          resolve();
+          // Asked by a newer owner while it waited: acknowledges nothing more.
+          try {
+            this.refuseIfSuperseded(shard, generation);
+            resolve();
+          } catch (err) {
+            reject(err as Error);
+          }
         } else if (pending === 0) {
           settled = true;
           reject(witnessUnavailable(shard, head, confirmed.size, needed, peers.length));
@@ -125,6 +147,14 @@ export class Freshness {
       };
       for (const address of peers) {
         this.channel.witness(address, request, this.options.timeoutMs).then((reply) => {
+          const newer = this.newerIn(reply, nonce, shard);
+          if (newer !== undefined) {
+            if (!settled) {
+              settled = true;
+              reject(this.superseded(shard, generation, newer, 'a member of the service'));
+            }
+            return;
+          }
           const body = openStatement(TAGS.ack, reply.statement, reply.signature, this.key.publicKey);
           const acked = body && headIn(objectOr(body.head));
           if (!body || body.nonce !== nonce || body.shard !== shard || !this.otherInstance(body.instance) || !acked || !sameWitnessed(acked, head)) {
@@ -143,49 +173,80 @@ export class Freshness {
     });
   }
 
-  /** A member's side: keeps the owner's head if it is the service's and higher, and confirms it. */
+  /**
+   * A member's side: keeps the owner's head if it is the service's and higher, and confirms it;
+   * refuses it (a signed refusal naming the newer generation) when the owner's generation is
+   * lower than one it has seen for the shard.
+   */
   answerWitness(request: Signed): Signed {
     const body = openStatement(TAGS.witness, request.statement, request.signature, this.key.publicKey);
     const head = body && headIn(objectOr(body.head));
-    if (!body || !head || !isShard(body.shard) || !isNonce(body.nonce)) throw new WitnessRefusedError('the witness request is not a statement signed by this service');
-    if (this.book.record(body.shard, head)) this.options.log?.debug({ shard: body.shard, seq: head.seq }, 'witnessed a shard\'s new head');
-    return this.sign(statement(TAGS.ack, { nonce: body.nonce, instance: this.instance, shard: body.shard, head: plain(head) }));
-  }
-
-  /** A member's side: the highest head of `shard` it witnessed (or none), for the asker's nonce. */
-  answerWitnessed(shard: number, nonce: Uint8Array): Signed {
-    if (nonce.length !== 16) throw new WitnessRefusedError('the nonce must be 16 bytes');
-    const head = this.book.get(shard);
-    return this.sign(statement(TAGS.witnessed, { nonce: Buffer.from(nonce).toString('hex'), instance: this.instance, shard, head: head ? plain(head) : null }));
+    if (!body || !head || !isShard(body.shard) || !isNonce(body.nonce) || !isGeneration(body.generation)) throw new WitnessRefusedError('the witness request is not a statement signed by this service');
+    const { shard, generation, nonce } = body;
+    const newer = this.book.generation(shard);
+    if (generation < newer) return this.refusal(nonce, shard, generation, newer);
+    this.book.raise(shard, generation);
+    if (this.book.record(shard, head)) this.options.log?.debug({ shard, generation, seq: head.seq }, 'witnessed a shard\'s new head');
+    return this.sign(statement(TAGS.ack, { nonce, instance: this.instance, shard, generation, head: plain(head) }));
   }
 
   /**
-   * The new owner's side, before it opens `shard`: the highest head of it that this enclave or
-   * any member witnessed. Throws 503 (UNAVAILABLE at OpenShard) when fewer than WITNESSES members answered.
+   * A member's side: the highest head of `shard` it witnessed (or none), for the asker's nonce
+   * and generation, which it will not witness below from now on; refused (signed) when it has
+   * seen a higher generation.
    */
-  async highest(shard: number): Promise<{ head?: WitnessedHead; answers: number }> {
+  answerWitnessed(shard: number, generation: number, nonce: Uint8Array): Signed {
+    if (nonce.length !== 16) throw new WitnessRefusedError('the nonce must be 16 bytes');
+    if (!isGeneration(generation)) throw new WitnessRefusedError(`generation ${generation} is not an integer from 0 to 2^53 - 1`);
+    const hex = Buffer.from(nonce).toString('hex');
+    const newer = this.book.generation(shard);
+    if (generation < newer) return this.refusal(hex, shard, generation, newer);
+    this.book.raise(shard, generation);
+    const head = this.book.get(shard);
+    return this.sign(statement(TAGS.witnessed, { nonce: hex, instance: this.instance, shard, generation, head: head ? plain(head) : null }));
+  }
+
+  /**
+   * The new owner's side, before it opens `shard` as owner `generation`: the highest head of it
+   * that this enclave or any member witnessed; each member asked witnesses nothing of the shard
+   * below `generation` from then on. Throws 503 (UNAVAILABLE at OpenShard) when fewer than
+   * WITNESSES members answered, SupersededError (FAILED_PRECONDITION) when this enclave or a
+   * member has seen a higher generation.
+   */
+  async highest(shard: number, generation: number): Promise<{ head?: WitnessedHead; answers: number }> {
+    this.refuseIfSuperseded(shard, generation);
+    this.book.raise(shard, generation);
     let head = this.book.get(shard);
     if (this.options.witnesses === 0) return { head, answers: 0 };
     const nonce = randomBytes(16);
     const hex = nonce.toString('hex');
     const answered = new Set<string>();
+    let newest: number | undefined;
     await Promise.all(this.peers.map(async (address) => {
       let reply: Signed;
       try {
-        reply = await this.channel.witnessed(address, shard, nonce, this.options.timeoutMs);
+        reply = await this.channel.witnessed(address, shard, generation, nonce, this.options.timeoutMs);
       } catch (err) {
         this.options.log?.warn({ shard, peer: address, err: err instanceof Error ? err.message : String(err) }, 'a member did not say which head of the shard it witnessed');
         return;
       }
+      const newer = this.newerIn(reply, hex, shard);
+      if (newer !== undefined) {
+        newest = Math.max(newest ?? 0, newer);
+        return;
+      }
       const body = openStatement(TAGS.witnessed, reply.statement, reply.signature, this.key.publicKey);
       const witnessed = body && (body.head === null ? null : headIn(objectOr(body.head)));
-      if (!body || body.nonce !== hex || body.shard !== shard || !this.otherInstance(body.instance) || witnessed === undefined || answered.has(body.instance as string)) {
+      // The generation the member answers for is the asker's: one the host lowered in transit (the question is not signed) would not bind the member.
+      if (!body || body.nonce !== hex || body.shard !== shard || body.generation !== generation || !this.otherInstance(body.instance) || witnessed === undefined || answered.has(body.instance as string)) {
         this.options.log?.warn({ shard, peer: address }, 'an answer about a witnessed head was not valid (not signed by the service, for another request, repeated, or this enclave\'s own): not counted');
         return;
       }
       answered.add(body.instance as string);
       head = higher(head, witnessed ?? undefined);
     }));
+    if (newest !== undefined) throw this.superseded(shard, generation, newest, 'a member of the service');
+    this.refuseIfSuperseded(shard, generation);
     if (answered.size < this.options.witnesses) {
       throw unavailable(`only ${answered.size} of the ${this.peers.length} other member${this.peers.length === 1 ? '' : 's'} named by the host said which head of shard ${shard} they witnessed, and WITNESSES is ${this.options.witnesses}: not opened (it would not know whether its copy is the newest)`, 'witness_unavailable');
     }
@@ -213,7 +274,8 @@ export class Freshness {
 
   /** The heads this enclave witnessed, for an enclave joining from it: bound to its join (`digest`). */
   exportFor(digest: Uint8Array): Signed {
-    return this.sign(statement(TAGS.heads, { for: Buffer.from(digest).toString('hex'), heads: this.book.entries().map(([shard, head]) => ({ shard, head: plain(head) })) }));
+    const heads = this.book.entries().map(({ shard, head, generation }) => ({ shard, generation, head: head ? plain(head) : null }));
+    return this.sign(statement(TAGS.heads, { for: Buffer.from(digest).toString('hex'), heads }));
   }
 
   /** The joiner's side: takes the sponsor's heads if they are the service's and for this join; returns how many. */
@@ -229,12 +291,40 @@ export class Freshness {
     let taken = 0;
     for (const item of body.heads as unknown[]) {
       const entry = objectOr(item);
-      const head = headIn(objectOr(entry.head));
-      if (!isShard(entry.shard) || !head) throw new WitnessRefusedError('the member\'s witnessed heads are malformed');
-      this.book.record(entry.shard, head);
+      const head = entry.head === null ? null : headIn(objectOr(entry.head));
+      if (!isShard(entry.shard) || head === undefined || !isGeneration(entry.generation)) throw new WitnessRefusedError('the member\'s witnessed heads are malformed');
+      // The generations too: what the sponsor will not witness below, neither will the joiner.
+      this.book.raise(entry.shard, entry.generation);
+      if (head) this.book.record(entry.shard, head);
       taken++;
     }
     return taken;
+  }
+
+  /** Throws SupersededError when this enclave has seen a generation of `shard` above `generation`. */
+  private refuseIfSuperseded(shard: number, generation: number): void {
+    const newer = this.book.generation(shard);
+    if (newer > generation) throw this.superseded(shard, generation, newer, 'this enclave');
+  }
+
+  private superseded(shard: number, generation: number, newer: number, who: string): SupersededError {
+    this.book.raise(shard, newer);
+    return new SupersededError(`${who} has seen owner generation ${newer} of shard ${shard}, above this owner's ${generation}: the shard has a newer owner`, generation, newer);
+  }
+
+  /**
+   * A member's signed refusal of `nonce`'s request: the higher generation it names, or undefined
+   * if `reply` is none. (A member signs one only for a generation above the request's.)
+   */
+  private newerIn(reply: Signed, nonce: string, shard: number): number | undefined {
+    const body = openStatement(TAGS.refused, reply.statement, reply.signature, this.key.publicKey);
+    if (!body || body.nonce !== nonce || body.shard !== shard || !this.otherInstance(body.instance)) return undefined;
+    return isGeneration(body.newer) ? body.newer : undefined;
+  }
+
+  private refusal(nonce: string, shard: number, generation: number, newer: number): Signed {
+    this.options.log?.warn({ shard, generation, newer }, 'refused to witness for an owner generation lower than one seen for the shard');
+    return this.sign(statement(TAGS.refused, { nonce, instance: this.instance, shard, generation, newer }));
   }
 
   private sign(bytes: Buffer): Signed {

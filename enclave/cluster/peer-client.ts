@@ -15,8 +15,8 @@ export class PeerClients implements PeerChannel {
       client.Witness({ statement: Buffer.from(request.statement), signature: Buffer.from(request.signature) }, options, done));
   }
 
-  witnessed(address: string, shard: number, nonce: Uint8Array, timeoutMs: number): Promise<Signed> {
-    return this.unary(address, timeoutMs, (client, options, done) => client.Witnessed({ shard, nonce: Buffer.from(nonce) }, options, done));
+  witnessed(address: string, shard: number, generation: number, nonce: Uint8Array, timeoutMs: number): Promise<Signed> {
+    return this.unary(address, timeoutMs, (client, options, done) => client.Witnessed({ shard, generation, nonce: Buffer.from(nonce) }, options, done));
   }
 
   keepOnly(addresses: readonly string[]): void {

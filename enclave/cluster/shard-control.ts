@@ -2,7 +2,7 @@ import * as grpc from '@grpc/grpc-js';
 import type { Logger } from '../../common/logger.js';
 import type { CloseShardRequestIn, OpenShardRequestIn, ShardsReply, ShardState } from '../../common/proto.js';
 import type { MemoryService } from '../memory/memory-service.js';
-import { CorruptStoreError, EmbeddingModelChangedError, StaleOwnerError } from '../storage/errors.js';
+import { CorruptStoreError, EmbeddingModelChangedError, StaleOwnerError, SupersededError } from '../storage/errors.js';
 import type { ShardedStore } from '../storage/sharded-store.js';
 import { Freshness } from './freshness.js';
 
@@ -61,17 +61,18 @@ export function shardControl(store: ShardedStore, memory: MemoryService, log: Lo
 }
 
 /**
- * WITNESSES > 0: asks the members for the highest head of the shard they witnessed first, and
- * opens its store only if its chain reaches it (checked before anything is written); from then
- * on every group commit of the shard is witnessed before it is acknowledged.
+ * WITNESSES > 0: asks the members for the highest head of the shard they witnessed first (naming
+ * `generation`, below which they witness nothing of it from then on), and opens its store only if
+ * its chain reaches it (checked before anything is written); from then on every group commit of
+ * the shard is witnessed, at `generation`, before it is acknowledged.
  */
 async function openFresh(store: ShardedStore, shard: number, generation: number, freshness: Freshness, log: Logger): Promise<void> {
   if (!Number.isSafeInteger(shard) || shard < 0 || shard >= store.count) throw new RangeError(`there is no shard ${shard}: this service has ${store.count} (0 to ${store.count - 1})`);
-  const { head: witnessed, answers } = await freshness.highest(shard);
+  const { head: witnessed, answers } = await freshness.highest(shard, generation);
   const name = `shard ${shard} (${store.map.shards[shard].prefix})`;
   const opened = await store.openShard(shard, generation, {
     acceptHead: (found) => Freshness.check(name, witnessed, found),
-    confirm: (storeId, head) => freshness.witness(shard, { store: storeId, ...head }),
+    confirm: (storeId, head) => freshness.witness(shard, generation, { store: storeId, ...head }),
   });
   freshness.book.record(shard, { store: opened.storeId, ...opened.head });
   log.info({ shard, answers, witnessed: witnessed ? witnessed.seq : null, seq: opened.head.seq }, 'the shard\'s store reaches the highest head the members witnessed');
@@ -81,7 +82,7 @@ async function openFresh(store: ShardedStore, shard: number, generation: number,
 function refusal(err: unknown, what: 'open' | 'close', shard: number, log: Logger): Partial<grpc.StatusObject> {
   const message = err instanceof Error ? err.message : String(err);
   if (err instanceof RangeError) return { code: grpc.status.INVALID_ARGUMENT, details: message };
-  if (err instanceof StaleOwnerError) {
+  if (err instanceof StaleOwnerError || err instanceof SupersededError) {
     log.warn({ shard, problem: message }, `${what} shard refused: a newer owner holds it`);
     return { code: grpc.status.FAILED_PRECONDITION, details: message };
   }

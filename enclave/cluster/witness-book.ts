@@ -7,13 +7,22 @@ export interface WitnessedHead extends StateHead {
 }
 
 /**
- * The highest head of each shard this enclave has witnessed: its own as owner, and those the
- * owners told it (freshness.ts). Only ever raised: a head with a lower seq than the one held
- * changes nothing, so a replayed old statement is harmless. In memory only, like the service
- * keys: an enclave started anew knows what its sponsor knew (taken with the keys) and nothing else.
+ * What this enclave knows of each shard, to keep two owners from both being acknowledged:
+ *
+ * - the highest head it has witnessed: its own as owner, and those the owners told it
+ *   (freshness.ts). Only ever raised: a head with a lower seq than the one held changes
+ *   nothing, so a replayed old statement is harmless;
+ * - the highest owner generation (the shard map's fencing token) it has seen for the shard: its
+ *   own when it opens the shard, one a new owner asked about, one an owner witnessed with. Only
+ *   ever raised too. Once it holds g, it witnesses no head of the shard for a lower generation:
+ *   an old owner's write cannot be confirmed after a new owner was told what this enclave knew.
+ *
+ * In memory only, like the service keys: an enclave started anew knows what its sponsor knew
+ * (taken with the keys) and nothing else (docs/cluster.md bounds what that costs).
  */
 export class WitnessBook {
   private readonly heads = new Map<number, WitnessedHead>();
+  private readonly generations = new Map<number, number>();
 
   get(shard: number): WitnessedHead | undefined {
     return this.heads.get(shard);
@@ -27,9 +36,22 @@ export class WitnessBook {
     return true;
   }
 
-  /** Every head held, for a joining enclave. */
-  entries(): Array<[number, WitnessedHead]> {
-    return [...this.heads];
+  /** The highest owner generation seen for `shard` (0 when none). */
+  generation(shard: number): number {
+    return this.generations.get(shard) ?? 0;
+  }
+
+  /** Raises the shard's generation to `generation` if it is higher; returns the one held after. */
+  raise(shard: number, generation: number): number {
+    const held = this.generation(shard);
+    if (generation > held) this.generations.set(shard, generation);
+    return Math.max(held, generation);
+  }
+
+  /** Every shard it knows anything of (a head, a generation or both), for a joining enclave. */
+  entries(): Array<{ shard: number; head?: WitnessedHead; generation: number }> {
+    const shards = [...new Set([...this.heads.keys(), ...this.generations.keys()])].sort((a, b) => a - b);
+    return shards.map((shard) => ({ shard, head: this.heads.get(shard), generation: this.generation(shard) }));
   }
 }
 
@@ -42,13 +64,15 @@ export const describeWitnessed = (head: WitnessedHead): string => `${describeHea
 /**
  * Statements between enclaves: a tag line, then JSON, signed with the service's Ed25519 key.
  * The tags differ from every other statement the key signs (response signatures, receipts),
- * so none can be passed off as another.
+ * so none can be passed off as another. v2: each names the owner generation it is about.
  */
 export const TAGS = {
-  witness: 'agent-service/witness/v1',
-  ack: 'agent-service/witness-ack/v1',
-  witnessed: 'agent-service/witnessed/v1',
-  heads: 'agent-service/witnessed-heads/v1',
+  witness: 'agent-service/witness/v2',
+  ack: 'agent-service/witness-ack/v2',
+  witnessed: 'agent-service/witnessed/v2',
+  /** A member's answer to a witness request or a question of a generation lower than one it has seen for the shard. */
+  refused: 'agent-service/witness-refused/v2',
+  heads: 'agent-service/witnessed-heads/v2',
 } as const;
 
 export type Tag = (typeof TAGS)[keyof typeof TAGS];
@@ -84,4 +108,5 @@ export function headIn(body: Record<string, unknown>): WitnessedHead | undefined
 }
 
 export const isNonce = (value: unknown): value is string => typeof value === 'string' && HEX32.test(value);
+export const isGeneration = (value: unknown): value is number => typeof value === 'number' && Number.isSafeInteger(value) && value >= 0;
 export const isShard = (value: unknown): value is number => typeof value === 'number' && Number.isSafeInteger(value) && value >= 0;

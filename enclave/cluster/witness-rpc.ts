@@ -29,7 +29,7 @@ export function witnessRpc(freshness: Freshness, log: Logger): grpc.UntypedServi
     },
     Witnessed: (call: grpc.ServerUnaryCall<WitnessedRequestIn, WitnessReply>, callback: grpc.sendUnaryData<WitnessReply>) => {
       try {
-        callback(null, reply(freshness.answerWitnessed(call.request.shard, new Uint8Array(call.request.nonce))));
+        callback(null, reply(freshness.answerWitnessed(call.request.shard, Number(call.request.generation), new Uint8Array(call.request.nonce))));
       } catch (err) {
         callback(refusal(err));
       }

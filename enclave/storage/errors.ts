@@ -47,3 +47,15 @@ export class StaleOwnerError extends Error {
     this.name = 'StaleOwnerError';
   }
 }
+
+/**
+ * A member of the service has seen a newer owner generation for the store's shard than this
+ * owner's (a new owner asked it what it witnessed, or witnessed with it): that owner may serve a
+ * copy without this one's latest changes, so this one acknowledges none from now on.
+ */
+export class SupersededError extends Error {
+  constructor(message: string, readonly generation: number, readonly newer: number) {
+    super(message);
+    this.name = 'SupersededError';
+  }
+}

@@ -5,7 +5,7 @@ import type { Logger } from '../../common/logger.js';
 import type { MemoryJournal } from '../memory/journal.js';
 import type { EmbeddingModelId, MemoryEvent, ReplayMark, RestoredEvent } from '../memory/types.js';
 import { describeModel, sameEmbeddingModel } from '../memory/model-change.js';
-import { CorruptStoreError, EmbeddingModelChangedError, StaleOwnerError } from './errors.js';
+import { CorruptStoreError, EmbeddingModelChangedError, StaleOwnerError, SupersededError } from './errors.js';
 import { GroupCommitLog, type CommitStats } from './group-commit.js';
 import { logGeneration, logName, SealedLog, type LogFile } from './log-file.js';
 import { decodePayload, encodeEvent, encodeReplayMarked, FORMAT_VERSION, isGeneration, READABLE_FORMATS, type FileMeta } from './payloads.js';
@@ -66,7 +66,7 @@ export interface StoreOptions {
   /** A batch could not be made durable (refused with 503; the next one tries again). */
   onFailure?: (err: Error) => void;
   /** Another writer has written the store since this one read it: every later change is refused (503). */
-  onFenced?: (err: BlobConflictError) => void;
+  onFenced?: (err: BlobConflictError | SupersededError) => void;
   /** A batch was made durable: its entries and the seconds its write and sync took. */
   onCommit?: (entries: number, seconds: number) => void;
   /**
@@ -145,8 +145,8 @@ export class DurableStore implements MemoryJournal {
   private snapshotting?: Promise<void>;
   private snapshots = 0;
   private closed = false;
-  /** Set once a conditional write failed: another writer owns the store now. */
-  private fenced?: BlobConflictError;
+  /** Set once a conditional write failed, or a confirmation named a newer owner: another writer owns the store now. */
+  private fenced?: BlobConflictError | SupersededError;
   /** Replay ids this store logged since it opened (its enclave's replay guard admitted them: a request may log several changes). */
   private readonly replaysSince = new ReplayIds();
 
@@ -174,7 +174,8 @@ export class DurableStore implements MemoryJournal {
       betweenBatches: () => this.maybeCompact(),
       betweenDue: () => this.compactionDue(),
       onBatch: options.onCommit,
-      ...(options.confirm ? { confirm: (head: StateHead) => options.confirm!(storeId, head) } : {}),
+      // A confirmation refused by a newer owner's generation: this store stops for good, as when fenced.
+      ...(options.confirm ? { confirm: (head: StateHead) => options.confirm!(storeId, head).catch((err: unknown) => { throw this.fence(err) ? this.takenOverError() : err; }) } : {}),
       refusal: (err) => (err instanceof BlobConflictError ? this.takenOverError() : undefined),
       onFailure: (err) => {
         if (this.fence(err)) return;
@@ -507,16 +508,19 @@ export class DurableStore implements MemoryJournal {
   }
 
   private takenOverError(): Error {
-    const refusal = takenOver(this.storeName, this.options.generation ?? 0);
+    const refusal = this.fenced instanceof SupersededError
+      ? superseded(this.storeName, this.fenced)
+      : takenOver(this.storeName, this.options.generation ?? 0);
     return this.options.shard === undefined ? refusal : refusal.withHeaders({ [SHARD_MISS_HEADER]: String(this.options.shard) });
   }
 
-  /** A failed write: if a condition failed, this store stops writing for good. */
+  /** A failed write: if a condition failed (or a newer owner was named), this store stops writing for good. */
   private fence(err: unknown): boolean {
-    if (!(err instanceof BlobConflictError)) return false;
+    if (!(err instanceof BlobConflictError || err instanceof SupersededError)) return false;
     if (!this.fenced) {
       this.fenced = err;
-      this.options.log?.error({ store: this.storeName, generation: this.options.generation ?? 0, err: err.message }, 'another writer has written the memory store since this enclave opened it: this enclave no longer owns it and refuses every change to it from now on (503 shard_not_owned)');
+      const why = err instanceof SupersededError ? 'a member of the service has seen a newer owner of the memory store' : 'another writer has written the memory store since this enclave opened it';
+      this.options.log?.error({ store: this.storeName, generation: this.options.generation ?? 0, err: err.message }, `${why}: this enclave no longer owns it and refuses every change to it from now on (503 shard_not_owned)`);
       this.options.onFenced?.(err);
     }
     return true;
@@ -620,6 +624,10 @@ function* concat<T>(...lists: Array<Iterable<T>>): Generator<T> {
 /** What every change is refused with once another owner took the store over: the proxy (#38 item 2) re-routes on the code. */
 const takenOver = (store: string, generation: number) =>
   unavailable(`${store} is no longer owned by this enclave (owner generation ${generation}): another owner has written it since; the change was not saved`, 'shard_not_owned');
+
+/** Every change once a member of the service named a newer owner generation (SupersededError): the one in flight is in this copy, not acknowledged. */
+const superseded = (store: string, err: SupersededError) =>
+  unavailable(`${store} is no longer owned by this enclave (owner generation ${err.generation}): ${err.message}; the change was not acknowledged`, 'shard_not_owned');
 
 function fileMeta(options: StoreOptions, kind: FileMeta['kind'], generation: number, storeId: string): FileMeta {
   return {

@@ -22,8 +22,12 @@ export interface ShardRpc {
   shards(): Promise<ShardsReplyIn>;
   /** The host naming the enclave's other members (freshness across enclaves). */
   setPeers(addresses: string[]): Promise<void>;
-  /** The highest head of `shard` the enclave says it witnessed (its signed statement's JSON body; the signature is not checked here). */
-  witnessed(shard: number): Promise<{ instance: string; head: { store: string; seq: number; hash: string } | null }>;
+  /**
+   * The highest head of `shard` the enclave says it witnessed, and the highest owner generation
+   * it has seen of it (its signed statement's JSON body; the signature is not checked here),
+   * asked so that no generation is raised.
+   */
+  witnessed(shard: number): Promise<{ instance: string; generation: number; head: { store: string; seq: number; hash: string } | null }>;
   end(): void;
 }
 
@@ -39,9 +43,15 @@ export function shardRpc(address: string): ShardRpc {
       await unary((done) => client.SetPeers({ addresses }, done));
     },
     witnessed: async (shard) => {
-      const reply = await unary<WitnessReplyIn>((done) => client.Witnessed({ shard, nonce: randomBytes(16) }, done));
-      const text = reply.statement.toString('utf8');
-      return JSON.parse(text.slice(text.indexOf('\n') + 1)) as { instance: string; head: { store: string; seq: number; hash: string } | null };
+      const ask = async (generation: number) => {
+        const reply = await unary<WitnessReplyIn>((done) => client.Witnessed({ shard, generation, nonce: randomBytes(16) }, done));
+        const text = reply.statement.toString('utf8');
+        return JSON.parse(text.slice(text.indexOf('\n') + 1)) as { instance: string; generation: number; head: { store: string; seq: number; hash: string } | null; newer?: number };
+      };
+      // Asked at generation 0, an enclave that has seen a higher one refuses, naming it; asked
+      // again at that one, it answers and raises nothing: a look that changes no state.
+      const first = await ask(0);
+      return first.newer === undefined ? first : ask(first.newer);
     },
     end: () => client.close(),
   };
@@ -57,13 +67,18 @@ export interface ShardPair {
   stop(): Promise<void>;
 }
 
+export interface PairOptions {
+  /** Settings of B's own, made once A runs: e.g. HOST_STORE_ADDR of a second host store, on a copy of A's folder (a host serving B another copy). */
+  bEnv?: (a: RunningService) => Promise<NodeJS.ProcessEnv>;
+}
+
 /**
  * Two enclaves of one service on one host store, as a cluster runs them: SHARDS=4 and
  * SHARDS_OPEN=none (each starts with the shard map and no shard open, and waits for the host's
  * OpenShard), B joining A for the keys (JOIN_ENCLAVE_ADDR), a proxy each, and a gRPC client
  * each for the placement RPCs.
  */
-export async function startShardPair(extraEnv: NodeJS.ProcessEnv = {}): Promise<ShardPair> {
+export async function startShardPair(extraEnv: NodeJS.ProcessEnv = {}, options: PairOptions = {}): Promise<ShardPair> {
   // Measured configuration (PCR1) must match for the join: both get the same operator key.
   const publicKey = Buffer.alloc(32);
   sodium.crypto_sign_keypair(publicKey, sodium.sodium_malloc(64));
@@ -73,7 +88,7 @@ export async function startShardPair(extraEnv: NodeJS.ProcessEnv = {}): Promise<
   try {
     const enclaveAddr = `127.0.0.1:${await freePort()}`;
     const port = await freePort();
-    const enclave = startLone('enclave/main.js', { ...a.env, ENCLAVE_ADDR: enclaveAddr, JOIN_ENCLAVE_ADDR: a.enclaveAddr });
+    const enclave = startLone('enclave/main.js', { ...a.env, ...(await options.bEnv?.(a)), ENCLAVE_ADDR: enclaveAddr, JOIN_ENCLAVE_ADDR: a.enclaveAddr });
     others.push(enclave);
     await enclave.waitForOutput('enclave listening', 90_000);
     const proxy = startLone('proxy/main.js', { ...a.env, ENCLAVE_ADDR: enclaveAddr, PORT: String(port) });

@@ -118,7 +118,7 @@ describe('freshness across enclaves (WITNESSES=1)', () => {
     expect((await pair.rpcA.witnessed(1)).head).toEqual(before.head);
   });
 
-  it('an enclave that joins takes the heads its sponsor witnessed, with the keys', async () => {
+  it('an enclave that joins takes the heads its sponsor witnessed, and the generations it has seen, with the keys', async () => {
     const address = `127.0.0.1:${await freePort()}`;
     const c = startLone('enclave/main.js', { ...pair.a.env, ENCLAVE_ADDR: address, JOIN_ENCLAVE_ADDR: pair.b.enclaveAddr });
     const rpcC = shardRpc(address);
@@ -128,6 +128,9 @@ describe('freshness across enclaves (WITNESSES=1)', () => {
       expect(sponsor.head?.seq).toBeGreaterThan(0);
       const joined = await rpcC.witnessed(1);
       expect(joined.head).toEqual(sponsor.head);
+      // And the highest owner generation it has seen of the shard (B was asked to open it at 2, then 3): C witnesses nothing below it either.
+      expect(sponsor.generation).toBe(3);
+      expect(joined.generation).toBe(3);
       expect(joined.instance).not.toBe(sponsor.instance);
     } finally {
       rpcC.end();

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { BlobInfo, BlobStore } from '../../common/blob-store.js';
 import { MemoryService } from '../../enclave/memory/memory-service.js';
-import { CorruptStoreError } from '../../enclave/storage/errors.js';
+import { CorruptStoreError, SupersededError } from '../../enclave/storage/errors.js';
 import { logName } from '../../enclave/storage/log-file.js';
 import { decodePayload, encodeEnd, encodeEvent, encodeHeader, FORMAT_VERSION, type FileMeta } from '../../enclave/storage/payloads.js';
 import { deriveStorageKey, newHeader, readSealedFile, sealFrame } from '../../enclave/storage/sealed-file.js';
@@ -656,6 +656,22 @@ describe('compaction against what the host store holds', () => {
     await logged(takeover);
     expect(lines.map((l) => l[2])).toEqual([takeover]);
     expect(a.store.takenOver).toBe(true);
+  });
+
+  it('a confirmation refused because a member has seen a newer owner (freshness across enclaves): that write and every later one answer 503 shard_not_owned naming it, and the store stops as taken over', async () => {
+    const { lines, log } = recorder();
+    let refuse = false;
+    const newer = new SupersededError('a member of the service has seen owner generation 2 of shard 0, above this owner\'s 1: the shard has a newer owner', 1, 2);
+    const a = await start({ log, confirm: async () => { if (refuse) throw newer; } });
+    await a.memory.add({ tenant_id: 't', content: 'one' });
+    refuse = true;
+    const refusal = { status: 503, code: 'shard_not_owned', message: expect.stringContaining('has seen owner generation 2 of shard 0') as unknown };
+    await expect(a.memory.add({ tenant_id: 't', content: 'two' })).rejects.toMatchObject(refusal);
+    expect(a.store.takenOver).toBe(true);
+    // For good, even were the members to confirm again.
+    refuse = false;
+    await expect(a.memory.add({ tenant_id: 't', content: 'three' })).rejects.toMatchObject(refusal);
+    expect(lines.map((l) => l[2])).toEqual(['a member of the service has seen a newer owner of the memory store: this enclave no longer owns it and refuses every change to it from now on (503 shard_not_owned)']);
   });
 
   it('with the default prefix, deletes the older segments under it once the snapshot is written', async () => {
