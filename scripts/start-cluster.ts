@@ -19,7 +19,7 @@ Usage: npm run start:cluster -- [--enclaves N] [--etcd-port P]
   --etcd-port P   etcd's client port on 127.0.0.1 [default: 2379; its peer port is P+1]; its data goes to DATA_DIR/etcd
 
 Needs etcd (Debian: ${ETCD_INSTALL}). Every other setting is the processes' own (see start:enclave, start:proxy,
-start:host-store, start:placement --help): SHARDS defaults to 12 here, WITNESSES to 1 (0 with one enclave), LEASE_TTL_S
+start:host-store, start:placement --help): SHARDS defaults to 12 here, WITNESSES to N/2 rounded down (1 for 2 or 3 enclaves, 2 for 4 or 5: what makes an old owner's confirmers and a new owner's answerers share an enclave), LEASE_TTL_S
 to 5, PORT to 8080, and DATA_DIR to ./data-cluster (npm start's ./data holds a store of one shard, whose count cannot change).`;
 const config = configFromCli(usage, { logLevel: logLevel(), logFormat: logFormat() });
 const log = createLogger('cluster', config.logLevel, config.logFormat, { sync: true });
@@ -53,7 +53,8 @@ const base: NodeJS.ProcessEnv = {
   SHARDS: process.env.SHARDS || '12',
   // Freshness across enclaves: each write's new head confirmed by one other enclave before it
   // is acknowledged, so a restored old copy of a shard is refused by its next owner (docs/cluster.md).
-  WITNESSES: process.env.WITNESSES || (enclaves > 1 ? '1' : '0'),
+  // Each side of a handover counts WITNESSES + 1 enclaves: at N/2 any two sides share one (docs/cluster.md).
+  WITNESSES: process.env.WITNESSES || String(Math.floor(enclaves / 2)),
   ETCD_ENDPOINTS: etcdEndpoint,
 };
 
