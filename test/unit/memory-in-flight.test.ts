@@ -30,6 +30,14 @@ function heldJournal(): { journal: MemoryJournal; held: Held[] } {
 }
 
 let embedder: Embedder;
+
+/** A memory service on a journal that holds every commit. */
+function journaled(): { memory: MemoryService; held: Held[] } {
+  const memory = new MemoryService(embedder);
+  const { journal, held } = heldJournal();
+  memory.useJournal(journal);
+  return { memory, held };
+}
 beforeAll(async () => {
   embedder = await loadEmbedder({ name: 'static', modelsDir });
 });
@@ -42,9 +50,7 @@ const contents = (memory: MemoryService, tenant = 't') => memory.list(tenant, 10
 
 describe('decisions see the changes still in flight', () => {
   it('the same memory added twice at once is stored once: the second waits for the first, then updates it', async () => {
-    const memory = new MemoryService(embedder);
-    const { journal, held } = heldJournal();
-    memory.useJournal(journal);
+    const { memory, held } = journaled();
     const first = memory.remember([{ tenant_id: 't', content: TEXT, dedupe: true }]);
     const second = memory.remember([{ tenant_id: 't', content: TEXT, dedupe: true }]);
     await vi.waitFor(() => expect(held.length).toBe(1));
@@ -61,9 +67,7 @@ describe('decisions see the changes still in flight', () => {
   });
 
   it('a restatement of a memory whose store fails is added, not logged as an update of nothing', async () => {
-    const memory = new MemoryService(embedder);
-    const { journal, held } = heldJournal();
-    memory.useJournal(journal);
+    const { memory, held } = journaled();
     const first = memory.remember([{ tenant_id: 't', content: TEXT, dedupe: true }]);
     const second = memory.remember([{ tenant_id: 't', content: TEXT, dedupe: true }]);
     await vi.waitFor(() => expect(held.length).toBe(1));
@@ -78,9 +82,7 @@ describe('decisions see the changes still in flight', () => {
   });
 
   it('a restatement of a memory whose delete is on its way is a new memory, not an update the delete then erases', async () => {
-    const memory = new MemoryService(embedder);
-    const { journal, held } = heldJournal();
-    memory.useJournal(journal);
+    const { memory, held } = journaled();
     const adding = memory.add({ tenant_id: 't', content: TEXT, dedupe: true });
     await vi.waitFor(() => expect(held.length).toBe(1));
     held[0].store();
@@ -100,9 +102,7 @@ describe('decisions see the changes still in flight', () => {
   });
 
   it('extraction\'s update of a memory whose delete is on its way changes nothing (memory_changed)', async () => {
-    const memory = new MemoryService(embedder);
-    const { journal, held } = heldJournal();
-    memory.useJournal(journal);
+    const { memory, held } = journaled();
     const adding = memory.add({ tenant_id: 't', content: 'Maya lives in Lisbon' });
     await vi.waitFor(() => expect(held.length).toBe(1));
     held[0].store();
@@ -120,9 +120,7 @@ describe('decisions see the changes still in flight', () => {
   });
 
   it('dedupe: false is stored beside whatever is in flight', async () => {
-    const memory = new MemoryService(embedder);
-    const { journal, held } = heldJournal();
-    memory.useJournal(journal);
+    const { memory, held } = journaled();
     const first = memory.remember([{ tenant_id: 't', content: TEXT, dedupe: true }]);
     const second = memory.remember([{ tenant_id: 't', content: TEXT, dedupe: false }]);
     await vi.waitFor(() => expect(held.length).toBe(2));
