@@ -8,6 +8,12 @@ export const sseEvent = (value: unknown): Buffer => Buffer.from(`data: ${JSON.st
 
 export const sseDone = (): Buffer => Buffer.from('data: [DONE]\n\n');
 
+/**
+ * A comment line (`: <name> <JSON>`): every SSE client skips it, so clients built for OpenAI's
+ * stream read on unharmed, and one that wants it can read it (a streamed chat's memory_extraction).
+ */
+export const sseComment = (name: string, value: unknown): Buffer => Buffer.from(`: ${name} ${JSON.stringify(value)}\n\n`);
+
 export const sseHeaders = {
   'content-type': 'text/event-stream; charset=utf-8',
   'cache-control': 'no-cache',

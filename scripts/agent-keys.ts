@@ -19,14 +19,16 @@ import { formatSignedKeys, SIGNED_KEYS_TYPE, verifySignedKeys } from '../enclave
 import { parseOperatorSigningKey } from './lib/operator-signing-key.js';
 
 export const USAGE = `Usage:
-  agent-keys issue --tenant <id> [--tenant <id> ...] [--user-id <id>] [--agent-id <id>] [--run-id <id>] [--file <path>]
+  agent-keys issue --tenant <id> [--tenant <id> ...] [--user-id <id>] [--agent-id <id>] [--run-id <id>] [--memory-infer] [--file <path>]
   agent-keys revoke (--key <key> | --id <sha256:hex-prefix>) [--file <path>]
   agent-keys list [--file <path>]
   agent-keys sign --key <operator key> --out <signed file> [--version <n>] [--file <path>]
 
 --file defaults to $API_KEYS_FILE. "issue" prints the new key on stdout, once: the file
 keeps only its SHA-256. --user-id, --agent-id and --run-id limit the key to those
-memory scopes inside its tenants (docs/api.md, "Scopes"). The enclave reads the file at start; after a change, restart it
+memory scopes inside its tenants (docs/api.md, "Scopes"). --memory-infer makes the key's
+chat completions keep what the conversation says worth remembering, unless a request sends
+"memory_infer": false (docs/api.md, "Extract memories from a conversation"). The enclave reads the file at start; after a change, restart it
 or send it SIGHUP (kill -HUP <enclave pid>).
 
 "sign" turns the file into the signed file an enclave with OPERATOR_PUBKEY and
@@ -52,6 +54,7 @@ export async function main(argv: string[], out = process.stdout, err = process.s
         'user-id': { type: 'string' },
         'agent-id': { type: 'string' },
         'run-id': { type: 'string' },
+        'memory-infer': { type: 'boolean' },
         key: { type: 'string' },
         id: { type: 'string' },
         out: { type: 'string' },
@@ -79,7 +82,8 @@ export async function main(argv: string[], out = process.stdout, err = process.s
           const value = values[f.replace('_', '-') as 'user-id' | 'agent-id' | 'run-id'];
           return value === undefined ? [] : [[f, value]];
         }));
-        const grant: KeyGrant = Object.keys(scope).length ? { tenants: [...new Set(tenants)], ...scope } : [...new Set(tenants)];
+        const infer = values['memory-infer'] === true ? { memory_infer: true } : {};
+        const grant: KeyGrant = Object.keys(scope).length || values['memory-infer'] ? { tenants: [...new Set(tenants)], ...scope, ...infer } : [...new Set(tenants)];
         edit(path, (map) => ({ ...map, [name]: grant }), true);
         out.write(`${key}\n`);
         err.write(`issued ${entryId(hashApiKey(key))} for ${tenants.join(', ')} in ${path}\n`
@@ -104,7 +108,7 @@ export async function main(argv: string[], out = process.stdout, err = process.s
         const map = readMap(path);
         for (const [name, grant] of Object.entries(map)) {
           const plain = name.startsWith(HASH_PREFIX) ? '' : '  (key stored in plaintext)';
-          const scopes = Array.isArray(grant) ? '' : SCOPE_FIELDS.filter((f) => grant[f] !== undefined).map((f) => `  ${f}=${grant[f]}`).join('');
+          const scopes = Array.isArray(grant) ? '' : SCOPE_FIELDS.filter((f) => grant[f] !== undefined).map((f) => `  ${f}=${grant[f]}`).join('') + (grant.memory_infer ? '  memory_infer' : '');
           out.write(`${entryId(entryHash(name))}  ${grantTenants(grant).join(',')}${scopes}${plain}\n`);
         }
         return 0;

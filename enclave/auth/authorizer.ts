@@ -28,6 +28,8 @@ export interface FoundKey {
   tenants: ReadonlySet<string>;
   /** The scopes it is limited to inside its tenants (none: tenant-wide). */
   scope: Readonly<MemoryScope>;
+  /** Its chats keep memories (extraction) unless a request says otherwise. */
+  memoryInfer: boolean;
 }
 
 /** A set of keys, each holding some tenants. */
@@ -35,8 +37,10 @@ export class KeyRing {
   private readonly hashes: Buffer[];
   private readonly tenants: ReadonlySet<string>[];
   private readonly scopes: Readonly<MemoryScope>[];
+  private readonly infers: boolean[];
 
   constructor(entries: KeyEntry[]) {
+    this.infers = entries.map((e) => e.memoryInfer);
     this.hashes = entries.map((e) => e.hash);
     this.tenants = entries.map((e) => new Set(e.tenants));
     this.scopes = entries.map((e) => Object.freeze({ ...e.scope }));
@@ -54,7 +58,7 @@ export class KeyRing {
       // No early exit: every stored hash is compared, whatever matched.
       if (timingSafeEqual(presented, this.hashes[i])) found = i;
     }
-    return found === -1 ? undefined : { id: this.hashes[found].subarray(0, 16).toString('hex'), tenants: this.tenants[found], scope: this.scopes[found] };
+    return found === -1 ? undefined : { id: this.hashes[found].subarray(0, 16).toString('hex'), tenants: this.tenants[found], scope: this.scopes[found], memoryInfer: this.infers[found] };
   }
 }
 
@@ -81,7 +85,7 @@ export function keyAuthorizer(keys: () => KeyRing): Authorizer {
       if (token === undefined) return { keyId: undefined, tenants: undefined, refused: 'not-bearer', sentHeader };
       const found = keys().lookup(token);
       if (!found) return { keyId: undefined, tenants: undefined, refused: 'invalid', sentHeader };
-      return { keyId: found.id, tenants: found.tenants, scope: found.scope, sentHeader };
+      return { keyId: found.id, tenants: found.tenants, scope: found.scope, ...(found.memoryInfer ? { memoryInfer: true } : {}), sentHeader };
     },
   };
 }

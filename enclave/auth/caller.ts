@@ -19,6 +19,8 @@ export interface Caller {
   readonly tenants: ReadonlySet<string> | undefined;
   /** The memory scopes the key is limited to inside its tenants; absent or empty: tenant-wide. */
   readonly scope?: Readonly<MemoryScope>;
+  /** The key's chats go through memory extraction unless a request says `memory_infer: false` (keys file). */
+  readonly memoryInfer?: boolean;
   /**
    * Keys are configured and the header holds none (missing), is not of the Bearer scheme
    * (not-bearer: e.g. the bare key), or holds no known key (invalid): the 401 a route that

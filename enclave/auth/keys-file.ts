@@ -1,7 +1,8 @@
 /**
  * The API keys file: JSON `{"<key>": ["<tenant>", …]}`, or for a key limited to scopes inside
- * its tenants `{"<key>": {"tenants": ["<tenant>", …], "user_id": "<id>", "agent_id": …, "run_id": …}}`
- * (each scope optional; both forms may be mixed). An entry's name is either the key
+ * its tenants, or whose chats keep memories by default, `{"<key>": {"tenants": ["<tenant>", …],
+ * "user_id": "<id>", "agent_id": …, "run_id": …, "memory_infer": true}}` (each optional but
+ * tenants; both forms may be mixed). An entry's name is either the key
  * itself or `sha256:<64 hex>`, the SHA-256 of the key; `agent-keys` writes the hashed
  * form, so a file it manages never holds a usable key. Pure parsing and formatting,
  * shared by the enclave (which loads the file) and the operator's CLI (which edits it).
@@ -26,10 +27,12 @@ export interface KeyEntry {
   plaintext: boolean;
   /** The scopes the key is limited to inside its tenants (none: tenant-wide). */
   scope: MemoryScope;
+  /** Its chat completions go through memory extraction unless a request says `memory_infer: false`. */
+  memoryInfer: boolean;
 }
 
-/** What an entry grants: its tenants, alone or with the scopes the key is limited to. */
-export type KeyGrant = string[] | ({ tenants: string[] } & MemoryScope);
+/** What an entry grants: its tenants, alone or with the scopes the key is limited to and its chats' default. */
+export type KeyGrant = string[] | ({ tenants: string[]; memory_infer?: boolean } & MemoryScope);
 
 export const grantTenants = (grant: KeyGrant): string[] => (Array.isArray(grant) ? grant : grant.tenants);
 
@@ -95,10 +98,19 @@ export function parseKeysFile(text: string): KeyEntry[] {
       return;
     }
     const scope: MemoryScope = {};
+    let memoryInfer = false;
     for (const [field, value] of Object.entries(scoped ?? {})) {
       if (field === 'tenants') continue;
+      if (field === 'memory_infer') {
+        if (typeof value !== 'boolean') {
+          problems.push(`${where} (${entryId(hash)}): memory_infer must be true or false`);
+          return;
+        }
+        memoryInfer = value;
+        continue;
+      }
       if (!(SCOPE_FIELDS as readonly string[]).includes(field)) {
-        problems.push(`${where} (${entryId(hash)}): unknown field "${field}": an entry holds tenants and optionally ${SCOPE_FIELDS.join(', ')}`);
+        problems.push(`${where} (${entryId(hash)}): unknown field "${field}": an entry holds tenants and optionally ${SCOPE_FIELDS.join(', ')}, memory_infer`);
         return;
       }
       if (typeof value !== 'string' || !tenantPattern.test(value)) {
@@ -112,7 +124,7 @@ export function parseKeysFile(text: string): KeyEntry[] {
       problems.push(`${where} (${entryId(hash)}): invalid tenant id ${JSON.stringify(bad[0])}: 1–${limits.maxTenantIdChars} characters of A-Z a-z 0-9 . _ : @ -`);
       return;
     }
-    entries.push({ hash, tenants: [...new Set(tenants as string[])], plaintext, scope });
+    entries.push({ hash, tenants: [...new Set(tenants as string[])], plaintext, scope, memoryInfer });
   });
   if (problems.length) throw new KeysFileError(problems);
   return entries;

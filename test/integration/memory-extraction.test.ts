@@ -1,9 +1,12 @@
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect } from '../../sdk/client.js';
 import { DECISION_PROMPT, EXTRACTION_PROMPT_VERSION, FACTS_PROMPT } from '../../enclave/chat/extraction-prompt.js';
 import { expectError, request } from '../helpers/http.js';
+import { agentKeys } from '../helpers/processes.js';
 import { API_KEY_IN_ERRORS, startModelServer, type ModelServer } from '../helpers/model-server.js';
 import { startService, type RunningService } from '../helpers/service.js';
 
@@ -216,6 +219,16 @@ describe('sealed', () => {
     expect(res.body).toMatchObject({ data: [{ event: 'ADD', memory: 'My locker number is 314.' }], prompt_version: EXTRACTION_PROMPT_VERSION });
     expect(await contents('sealed-extraction')).toEqual(['My locker number is 314.']);
   });
+
+  it('a streamed chat with memory_infer sent sealed: the outcome comment is inside the sealed, signed stream (the sdk checks it)', async () => {
+    const tee = await connect({ insecureSkipPcrPinning: true, baseUrl: svc.baseUrl, rootPem: readFileSync(join(svc.dataDir, 'simulated-root.pem'), 'utf8') });
+    const stream = await tee.sealedStream('POST', '/v1/chat/completions', { model: 'any-model', stream: true, memory_infer: true, messages: [{ role: 'user', content: 'My bus leaves at seven.' }] }, { organization: 'sealed-stream' });
+    let text = '';
+    for await (const piece of stream) text += Buffer.from(piece).toString('utf8');
+    expect(stream.verified).toBeDefined();
+    expect(text).toMatch(/\n: memory_extraction \{"object":"list","data":\[\{"event":"ADD","id":"mem_[0-9a-f]+","memory":"My bus leaves at seven."\}\]/);
+    expect(await contents('sealed-stream')).toEqual(['My bus leaves at seven.']);
+  });
 });
 
 describe('a tenant sealed under its own key (tenant keys)', () => {
@@ -252,7 +265,28 @@ describe('chat completions with memory_infer: true', () => {
     expect(carols.body.data).toMatchObject([{ content: 'I play the cello on Sundays.', user_id: 'carol' }]);
   });
 
-  it('the answer stands when extraction fails: the error is in memory_extraction; streamed answers and the offline responder are refused first', async () => {
+  it('a streamed answer too: the chunks as the model sent them, then the outcome as an SSE comment before the signature and [DONE], which the openai client skips', async () => {
+    const res = await fetch(`${svc.baseUrl}/v1/chat/completions`, {
+      method: 'POST', headers: { 'content-type': 'application/json', organization_id: 'streamy' },
+      body: JSON.stringify({ model: 'any-model', stream: true, memory_infer: true, messages: [{ role: 'user', content: 'My sister lives in Oslo.' }] }),
+    });
+    expect(res.status).toBe(200);
+    const text = await res.text();
+    // After the answer's last chunk, before the signature and [DONE].
+    const comment = /"finish_reason":"stop"[^\n]*\n\n: memory_extraction (\{.*\})\n\ndata: [^\n]*"tee.signature"[^\n]*\n\ndata: \[DONE\]\n\n$/.exec(text);
+    expect(comment, text).not.toBeNull();
+    expect(JSON.parse(comment![1])).toMatchObject({ object: 'list', prompt_version: EXTRACTION_PROMPT_VERSION, data: [{ event: 'ADD', memory: 'My sister lives in Oslo.' }] });
+    expect(await contents('streamy')).toEqual(['My sister lives in Oslo.']);
+
+    const openai = new OpenAI({ baseURL: `${svc.baseUrl}/v1`, apiKey: 'unused', defaultHeaders: { organization_id: 'streamy' } });
+    const stream = await openai.chat.completions.create({ model: 'any-model', stream: true, messages: [{ role: 'user', content: 'My brother plays chess.' }], memory_infer: true } as never) as unknown as AsyncIterable<{ choices: { delta: { content?: string } }[] }>;
+    let said = '';
+    for await (const chunk of stream) said += chunk.choices[0]?.delta.content ?? '';
+    expect(said).toBe('echo: My brother plays chess.');
+    expect(await contents('streamy')).toEqual(['My brother plays chess.', 'My sister lives in Oslo.']);
+  });
+
+  it('the answer stands when extraction fails: the error is in memory_extraction; the offline responder is refused first', async () => {
     const res = await chat({ model: 'fail-500', memory_infer: true, messages: [{ role: 'user', content: 'I play the cello.' }] });
     // fail-500 fails the answer itself: nothing to extract after.
     expectError(res, 502, 'model_error');
@@ -261,8 +295,54 @@ describe('chat completions with memory_infer: true', () => {
     expect(bad.status, bad.text).toBe(200);
     expect(bad.body.choices[0].message.content).toBe('fine answer');
     expect(bad.body.memory_extraction.error).toMatchObject({ code: 'model_bad_extraction', type: 'upstream_error' });
-    expectError(await chat({ model: 'any-model', stream: true, memory_infer: true, messages: [{ role: 'user', content: 'hi' }] }), 400, 'invalid_value');
     expectError(await chat({ model: 'local-memory', memory_infer: true, messages: [{ role: 'user', content: 'hi' }] }), 400, 'unsupported_by_offline_model');
+  });
+});
+
+describe('a key whose chats keep memories (memory_infer in the keys file)', () => {
+  let INFERRING: string;
+  const PLAIN = 'key-plain-0123456789abcdef';
+  let keyed: RunningService;
+  const chat = (key: string, body: Record<string, unknown>) =>
+    request(keyed.baseUrl, 'POST', '/v1/chat/completions', body, { authorization: `Bearer ${key}`, organization_id: 'keyed' });
+  const held = async () => (await request(keyed.baseUrl, 'GET', '/v1/memory?tenant_id=keyed&limit=100', undefined, { authorization: `Bearer ${PLAIN}` })).body.data.map((m: { content: string }) => m.content).sort();
+
+  beforeAll(async () => {
+    const file = join(mkdtempSync(join(tmpdir(), 'infer-keys-')), 'keys.json');
+    writeFileSync(file, JSON.stringify({ [PLAIN]: ['keyed'] }));
+    // As an operator issues it.
+    const issued = agentKeys(['issue', '--file', file, '--tenant', 'keyed', '--memory-infer']);
+    expect(issued.status, issued.stderr).toBe(0);
+    INFERRING = issued.stdout.trim();
+    expect(agentKeys(['list', '--file', file]).stdout).toMatch(/ keyed {2}memory_infer\n/);
+    keyed = await startService({ MODEL_BASE_URL: model.url, API_KEYS_FILE: file });
+  });
+  afterAll(async () => {
+    await keyed?.stop();
+  });
+
+  it('extracts from its chats without being asked; a request\'s memory_infer: false turns it off; another key\'s chats keep nothing', async () => {
+    const res = await chat(INFERRING, { model: 'any-model', messages: [{ role: 'user', content: 'I am learning Portuguese.' }] });
+    expect(res.status, res.text).toBe(200);
+    expect(res.body.memory_extraction).toMatchObject({ data: [{ event: 'ADD', memory: 'I am learning Portuguese.' }] });
+    const off = await chat(INFERRING, { model: 'any-model', memory_infer: false, messages: [{ role: 'user', content: 'I hate olives.' }] });
+    expect(off.body).not.toHaveProperty('memory_extraction');
+    const other = await chat(PLAIN, { model: 'any-model', messages: [{ role: 'user', content: 'I own a red bike.' }] });
+    expect(other.body).not.toHaveProperty('memory_extraction');
+    expect(await held()).toEqual(['I am learning Portuguese.']);
+  });
+
+  it('its streamed chats too, and with the offline responder the chat is answered and the outcome says why nothing was kept', async () => {
+    const openai = new OpenAI({ baseURL: `${keyed.baseUrl}/v1`, apiKey: INFERRING, defaultHeaders: { organization_id: 'keyed' } });
+    let said = '';
+    for await (const chunk of await openai.chat.completions.create({ model: 'any-model', stream: true, messages: [{ role: 'user', content: 'My cat is called Miso.' }] })) {
+      said += chunk.choices[0]?.delta.content ?? '';
+    }
+    expect(said).toBe('echo: My cat is called Miso.');
+    expect(await held()).toEqual(['I am learning Portuguese.', 'My cat is called Miso.']);
+    const offline = await chat(INFERRING, { model: 'local-memory', messages: [{ role: 'user', content: 'what is my cat called?' }] });
+    expect(offline.status, offline.text).toBe(200);
+    expect(offline.body.memory_extraction.error).toMatchObject({ code: 'unsupported_by_offline_model' });
   });
 });
 

@@ -80,10 +80,18 @@ describe('a file with faults', () => {
     expect(problems({ [KEY]: { tenants: ['t'], run_id: 'r'.repeat(129) } })).toEqual([`entry 1 (${id}): run_id must be 1–128 characters of A-Z a-z 0-9 . _ : @ -`]);
     expect(problems({ [KEY]: { tenants: ['t'], agent_id: '' } })).toEqual([`entry 1 (${id}): agent_id must be 1–128 characters of A-Z a-z 0-9 . _ : @ -`]);
     expect(problems({ [KEY]: { tenants: ['t'], tenant_id: 'x' } })).toEqual([
-      `entry 1 (${id}): unknown field "tenant_id": an entry holds tenants and optionally user_id, agent_id, run_id`,
+      `entry 1 (${id}): unknown field "tenant_id": an entry holds tenants and optionally user_id, agent_id, run_id, memory_infer`,
     ]);
     expect(parseKeysFile(JSON.stringify({ [KEY]: { tenants: ['t'], agent_id: 'a'.repeat(128) } }))[0].scope).toEqual({ agent_id: 'a'.repeat(128) });
     expect(problems({ [KEY]: [7] })).toEqual([`entry 1 (${id}): invalid tenant id 7: 1–128 characters of A-Z a-z 0-9 . _ : @ -`]);
+  });
+
+  it('takes memory_infer (true or false) as the key\'s chats\' default, and nothing else for it', () => {
+    const id = entryId(hashApiKey(KEY));
+    expect(parseKeysFile(JSON.stringify({ [KEY]: { tenants: ['t'], memory_infer: true } }))[0]).toMatchObject({ tenants: ['t'], scope: {}, memoryInfer: true });
+    expect(parseKeysFile(JSON.stringify({ [KEY]: { tenants: ['t'], user_id: 'u', memory_infer: false } }))[0]).toMatchObject({ scope: { user_id: 'u' }, memoryInfer: false });
+    expect(parseKeysFile(JSON.stringify({ [KEY]: ['t'] }))[0].memoryInfer).toBe(false);
+    expect(problems({ [KEY]: { tenants: ['t'], memory_infer: 'yes' } })).toEqual([`entry 1 (${id}): memory_infer must be true or false`]);
   });
 
   it('refuses what is not an object of entries, saying what it should be', () => {
