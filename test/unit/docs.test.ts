@@ -73,3 +73,39 @@ describe('links between the docs', () => {
     expect(broken).toEqual([]);
   });
 });
+
+describe('files and tests the docs name', () => {
+  const pages = ['README.md', 'CONTRIBUTING.md', 'deploy/README.md', ...readdirSync(join(repoRoot, 'docs')).map((f) => `docs/${f}`)];
+  const TOP = '(?:bench|common|deploy|docs|enclave|gateway|host-log|host-store|placement|protocol|protos|proxy|scripts|sdk|test)';
+  // A path in code style, from the repository's root or built (`dist/x/y.js` is `x/y.ts`). The
+  // performance log names a file removed since without code style, with the commit that removed it.
+  const PATH = new RegExp('`(?:node )?(?:\\./)?(dist/)?(' + TOP + '/[A-Za-z0-9_./-]*[A-Za-z0-9_])`', 'g');
+  // Written by a build or a release, not kept in the repository (deploy/README.md says which).
+  const generated = (path: string) => /^deploy\/(build\/|base-images\.lock|kmstool\/(sources\.lock|.*Cargo\.lock))/.test(path);
+  const exists = (path: string, built: boolean) => {
+    if (built) return [/\.js$/, /\.mjs$/].some((ext) => ext.test(path) && existsSync(join(repoRoot, path.replace(ext, '.ts'))));
+    return existsSync(join(repoRoot, path));
+  };
+
+  it.each(pages)('every repository path %s names in code style exists', (page) => {
+    const missing = [...doc(page).matchAll(PATH)]
+      .filter(([, built, path]) => !generated(path) && !exists(path, built !== undefined))
+      .map(([, built, path]) => `${built ?? ''}${path}`);
+    expect(missing).toEqual([]);
+  });
+
+  it.each(pages)('every test %s quotes by name is in the file it names', (page) => {
+    // `test/x.test.ts` ("a test's title", "another…"): each quoted title, up to an ellipsis.
+    const unknown: string[] = [];
+    for (const [, path, quoted] of doc(page).matchAll(/`(test\/[^`]+\.test\.ts)` \(([^)]*)\)/g)) {
+      if (!existsSync(join(repoRoot, path))) continue; // the test above names it
+      const source = readFileSync(join(repoRoot, path), 'utf8').replace(/\\'/g, "'").toLowerCase();
+      for (const [, title] of quoted.matchAll(/"([^"]+)"/g)) {
+        const words = title.replace(/…$/, '').replace(/^…/, '').trim().toLowerCase();
+        if (!source.includes(words)) unknown.push(`${path}: "${title}"`);
+      }
+    }
+    expect(unknown).toEqual([]);
+  });
+});
+
