@@ -4,6 +4,8 @@ import { describe, expect, it } from 'vitest';
 import { repoRoot } from '../../common/paths.js';
 import { errorCatalogue } from '../../common/errors.js';
 import { limits } from '../../common/limits.js';
+import { DEFAULT_CAPACITY } from '../../enclave/memory/admission.js';
+import { heapNeeded } from '../../enclave/memory/heap-budget.js';
 import { enclaveSettings } from '../../enclave/config.js';
 import { hostStoreSettings } from '../../host-store/config.js';
 import { hostLogSettings } from '../../host-log/config.js';
@@ -52,6 +54,11 @@ describe('the docs stay true to the code', () => {
     expect(table).toContain(`1–${limits.maxBatchMemories} memories`);
     expect(table).toContain(`${limits.maxBodyBytes / 1024 / 1024} MiB`);
     expect(table).toContain(`${limits.maxJsonDepth} levels`);
+  });
+
+  it('states the heap the default capacity needs, as the heap budget computes it', () => {
+    const mib = Math.ceil(heapNeeded(DEFAULT_CAPACITY) / 1024 ** 2);
+    expect(section('docs/configuration.md', 'Authentication and limits')).toContain(`(${mib.toLocaleString('en')} MiB)`);
   });
 });
 
