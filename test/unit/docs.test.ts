@@ -101,6 +101,18 @@ describe('files and tests the docs name', () => {
     expect(missing).toEqual([]);
   });
 
+  it.each(pages)('every npm script, bin and benchmark %s runs exists', (page) => {
+    const pkg = JSON.parse(doc('package.json')) as { scripts: Record<string, string>; bin: Record<string, string> };
+    const benchmarks = [...doc('bench/run.ts').matchAll(/^\s+\['([a-z0-9-]+):/gm)].map((m) => m[1]);
+    const text = doc(page);
+    const unknown = [
+      ...[...text.matchAll(/npm run ([a-z0-9:_-]+)/g)].map((m) => m[1]).filter((name) => !(name in pkg.scripts)).map((name) => `npm run ${name}`),
+      ...[...text.matchAll(/npx (agent-[a-z-]+)/g)].map((m) => m[1]).filter((name) => !(name in pkg.bin)).map((name) => `npx ${name}`),
+      ...[...text.matchAll(/(?:npm run bench --|bench\/run\.js)(?: --quick)? ([a-z]+)/g)].map((m) => m[1]).filter((name) => !benchmarks.some((b) => b.startsWith(name))).map((name) => `bench ${name}`),
+    ];
+    expect(unknown).toEqual([]);
+  });
+
   it.each(pages)('every test %s quotes by name is in the file it names', (page) => {
     // `test/x.test.ts` ("a test's title", "another…"): each quoted title, up to an ellipsis.
     const unknown: string[] = [];
