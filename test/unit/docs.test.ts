@@ -3,6 +3,7 @@ import { dirname, join, normalize } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { repoRoot } from '../../common/paths.js';
 import { errorCatalogue } from '../../common/errors.js';
+import { apiRoutes, matchRoute } from '../../common/routes.js';
 import { limits } from '../../common/limits.js';
 import { DEFAULT_CAPACITY } from '../../enclave/memory/admission.js';
 import { heapNeeded } from '../../enclave/memory/heap-budget.js';
@@ -54,6 +55,19 @@ describe('the docs stay true to the code', () => {
     expect(table).toContain(`1–${limits.maxBatchMemories} memories`);
     expect(table).toContain(`${limits.maxBodyBytes / 1024 / 1024} MiB`);
     expect(table).toContain(`${limits.maxJsonDepth} levels`);
+  });
+
+  it('lists every API route in the routes table of docs/api.md, and names no route the service does not have', () => {
+    const table = section('docs/api.md', 'API');
+    const listed = new Set([...table.matchAll(/`(GET|POST|PATCH|DELETE) (\/v1\/[^`?]*)/g)].map(([, method, path]) => `${method} ${path.replace(/\{[a-z_]+\}/g, ':id')}`));
+    const missing = Object.values(apiRoutes).map((r) => `${r.method} ${r.path.replace(/:[a-z_]+/g, ':id')}`).filter((route) => !listed.has(route));
+    expect(missing).toEqual([]);
+    // Any page: a method and a /v1 path in code style is a route (api.md's 404 example aside).
+    const pages = ['README.md', 'deploy/README.md', ...readdirSync(join(repoRoot, 'docs')).map((f) => `docs/${f}`)];
+    const unknown = pages.flatMap((page) => [...doc(page).matchAll(/`(GET|POST|PATCH|DELETE) (\/v1\/[^`?[\s]*)/g)]
+      .filter(([, method, path]) => path !== '/v1/nope' && matchRoute(method, path.replace(/\{[a-z_]+\}/g, 'x')).kind !== 'route')
+      .map(([, method, path]) => `${page}: ${method} ${path}`));
+    expect(unknown).toEqual([]);
   });
 
   it('states the heap the default capacity needs, as the heap budget computes it', () => {
