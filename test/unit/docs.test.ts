@@ -48,6 +48,15 @@ describe('the docs stay true to the code', () => {
     expect([...documented.keys()].filter((code) => !(code in errorCatalogue))).toEqual([]);
   });
 
+  it('gives each error code named with a status, on any page, the status the catalogue gives it', () => {
+    const pages = ['README.md', 'CONTRIBUTING.md', 'deploy/README.md', 'deploy/sealing.md', ...readdirSync(join(repoRoot, 'docs')).map((f) => `docs/${f}`)];
+    const types = new Set(Object.values(errorCatalogue).map((spec) => spec.type as string));
+    const wrong = pages.flatMap((page) => [...doc(page).matchAll(/\b([1-5]\d\d) `([a-z][a-z_0-9]*_[a-z_0-9]+)`/g)]
+      .filter(([, status, code]) => !types.has(code) && (errorCatalogue as Record<string, { status: number }>)[code]?.status !== Number(status))
+      .map(([text]) => `${page}: ${text}`));
+    expect(wrong).toEqual([]);
+  });
+
   it('states the limits the code enforces', () => {
     const table = section('docs/api.md', 'Limits');
     expect(table).toContain(`${(limits.maxContentChars).toLocaleString('en')} characters`);
