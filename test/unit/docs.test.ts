@@ -68,13 +68,13 @@ describe('the docs stay true to the code', () => {
 
   it('lists every API route in the routes table of docs/api.md, and names no route the service does not have', () => {
     const table = section('docs/api.md', 'API');
-    const listed = new Set([...table.matchAll(/`(GET|POST|PATCH|DELETE) (\/v1\/[^`?]*)/g)].map(([, method, path]) => `${method} ${path.replace(/\{[a-z_]+\}/g, ':id')}`));
+    const listed = new Set([...table.matchAll(/`(GET|POST|PATCH|DELETE) (\/v1\/[^`?]*)/g)].map(([, method, path]) => `${method} ${path.replace(/\{[a-z_]+}/g, ':id')}`));
     const missing = Object.values(apiRoutes).map((r) => `${r.method} ${r.path.replace(/:[a-z_]+/g, ':id')}`).filter((route) => !listed.has(route));
     expect(missing).toEqual([]);
     // Any page: a method and a /v1 path in code style is a route (api.md's 404 example aside).
     const pages = ['README.md', 'deploy/README.md', ...readdirSync(join(repoRoot, 'docs')).map((f) => `docs/${f}`)];
     const unknown = pages.flatMap((page) => [...doc(page).matchAll(/`(GET|POST|PATCH|DELETE) (\/v1\/[^`?[\s]*)/g)]
-      .filter(([, method, path]) => path !== '/v1/nope' && matchRoute(method, path.replace(/\{[a-z_]+\}/g, 'x')).kind !== 'route')
+      .filter(([, method, path]) => path !== '/v1/nope' && matchRoute(method, path.replace(/\{[a-z_]+}/g, 'x')).kind !== 'route')
       .map(([, method, path]) => `${page}: ${method} ${path}`));
     expect(unknown).toEqual([]);
   });
