@@ -89,7 +89,7 @@ describe('links between the docs', () => {
   // GitHub's heading anchors: lower case, punctuation dropped, spaces as hyphens.
   const anchors = (file: string) => new Set([...doc(file).matchAll(/^#{1,6} (.+)$/gm)]
     .map(([, heading]) => heading.trim().toLowerCase().replace(/[^\p{L}\p{N}\- _]/gu, '').replace(/ /g, '-')));
-  const pages = ['README.md', 'CONTRIBUTING.md', 'deploy/README.md', ...readdirSync(join(repoRoot, 'docs')).map((f) => `docs/${f}`)];
+  const pages = ['README.md', 'CONTRIBUTING.md', 'deploy/README.md', 'deploy/sealing.md', ...readdirSync(join(repoRoot, 'docs')).map((f) => `docs/${f}`)];
 
   it.each(pages)('every relative link in %s leads to a file and a heading that exist', (page) => {
     const broken: string[] = [];
@@ -105,7 +105,7 @@ describe('links between the docs', () => {
 });
 
 describe('files and tests the docs name', () => {
-  const pages = ['README.md', 'CONTRIBUTING.md', 'deploy/README.md', ...readdirSync(join(repoRoot, 'docs')).map((f) => `docs/${f}`)];
+  const pages = ['README.md', 'CONTRIBUTING.md', 'deploy/README.md', 'deploy/sealing.md', ...readdirSync(join(repoRoot, 'docs')).map((f) => `docs/${f}`)];
   const TOP = '(?:bench|common|deploy|docs|enclave|gateway|host-log|host-store|placement|protocol|protos|proxy|scripts|sdk|test)';
   // A path in code style, from the repository's root or built (`dist/x/y.js` is `x/y.ts`). The
   // performance log names a file removed since without code style, with the commit that removed it.
