@@ -64,6 +64,18 @@ describe('the docs stay true to the code', () => {
     expect(table).toContain(`1–${limits.maxBatchMemories} memories`);
     expect(table).toContain(`${limits.maxBodyBytes / 1024 / 1024} MiB`);
     expect(table).toContain(`${limits.maxJsonDepth} levels`);
+    expect(table).toContain(`1–${limits.maxQueryChars.toLocaleString('en')} characters`);
+    expect(table).toContain(`1–${limits.maxTenantIdChars} characters`);
+    expect(table).toContain(`≤ ${limits.maxMetadataKeys} keys (≤ ${limits.maxMetadataKeyChars} characters)`);
+    expect(table).toContain(`string (≤ ${limits.maxMetadataValueChars} characters)`);
+    // The capacity settings' defaults, as the enclave parses an unset value.
+    const n = (setting: { parse(raw: undefined): number }) => setting.parse(undefined).toLocaleString('en');
+    expect(table).toContain(`${n(enclaveSettings.maxMemoriesPerTenant)} (\`MAX_MEMORIES_PER_TENANT\``);
+    expect(table).toContain(`${n(enclaveSettings.maxMemoriesPerKey)} over all its tenants`);
+    expect(table).toContain(`${n(enclaveSettings.maxTenants)} tenants, ${n(enclaveSettings.maxMemories)} memories, ${enclaveSettings.maxStoredBytes.parse(undefined) / 1024 ** 3} GiB`);
+    expect(table).toContain(`${n(enclaveSettings.maxTermsPerMemory)} per memory`);
+    expect(table).toContain(`${n(enclaveSettings.maxTermsPerTenant)} per tenant`);
+    expect(table).toContain(`${n(enclaveSettings.maxTerms)} over all tenants`);
   });
 
   it('lists every API route in the routes table of docs/api.md, and names no route the service does not have', () => {
