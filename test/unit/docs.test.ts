@@ -94,6 +94,7 @@ describe('the docs stay true to the code', () => {
   it('states the heap the default capacity needs, as the heap budget computes it', () => {
     const mib = Math.ceil(heapNeeded(DEFAULT_CAPACITY) / 1024 ** 2);
     expect(section('docs/configuration.md', 'Authentication and limits')).toContain(`(${mib.toLocaleString('en')} MiB)`);
+    expect(doc('deploy/README.md')).toContain(`${mib.toLocaleString('en')} MiB for the defaults`);
   });
 });
 
