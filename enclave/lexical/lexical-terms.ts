@@ -60,6 +60,10 @@ export function foldText(text: string): string {
  * "renting" and "rents" stem to "rent" and must land where "rent" does.
  */
 export function stem(word: string): string {
+  // No word of a language is this long, and Porter2's expressions cost the square of a word's
+  // length (one 30,000-letter word held the event loop for 34-83 s): such a word is matched as
+  // it is, cut by the caller, and not remembered.
+  if (word.length > MAX_TERM_CHARS) return word;
   const known = stems.get(word);
   if (known !== undefined) return known;
   let form = word;

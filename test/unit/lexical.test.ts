@@ -52,6 +52,17 @@ describe('lexicalTerms', () => {
     expect(bm25.search(long, 1).map((h) => h.id)).toEqual(['a']);
   });
 
+  it('leaves a word longer than MAX_TERM_CHARS unstemmed (Porter2 costs the square of its length), and still finds it', () => {
+    const long = `${'z'.repeat(MAX_TERM_CHARS)}ing`;
+    expect(stem(long)).toBe(long);
+    expect(stem('running')).toBe('run');
+    const huge = 'q'.repeat(30_000);
+    expect(lexicalTerms(`a ${huge} word`)).toEqual([huge.slice(0, MAX_TERM_CHARS), 'word']);
+    const bm25 = new Bm25Index();
+    bm25.add('h', `see ${huge}`);
+    expect(bm25.search(huge, 1).map((h) => h.id)).toEqual(['h']);
+  });
+
   it('gives nothing for text of only stop words or punctuation', () => {
     expect(lexicalTerms('what is the? -- !!')).toEqual([]);
   });
