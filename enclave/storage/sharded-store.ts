@@ -383,6 +383,18 @@ function shardTarget(target: ShardTarget, index: number, count: number, name: st
         for (const tombstone of target.deletedHistories!()) if (mine(tombstone.tenant_id)) yield tombstone;
       },
     } : {}),
+    ...(target.graphs ? {
+      *graphs() {
+        for (const graph of target.graphs!()) if (mine(graph[0])) yield graph;
+      },
+    } : {}),
+    ...(target.restoreGraph ? {
+      restoreGraph(tenantId, graph) {
+        if (!mine(tenantId)) throw new CorruptStoreError(`${name} holds a graph of a tenant of shard ${shardOf(tenantId, count)}`);
+        target.restoreGraph!(tenantId, graph);
+      },
+    } : {}),
+    ...(target.settleGraphs ? { settleGraphs: (tenantIds: readonly string[]) => target.settleGraphs!(tenantIds) } : {}),
   };
 }
 
