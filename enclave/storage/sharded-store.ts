@@ -296,6 +296,7 @@ export class ShardedStore implements MemoryJournal {
       logs: reports.reduce((n, r) => n + r.logs, 0),
       snapshots: reports.filter((r) => r.snapshotGeneration !== null).length,
       heads: reports.map((r) => r.head.seq),
+      ...(reports.some((r) => r.graphs) ? { graphsRestored: reports.reduce((n, r) => n + (r.graphs?.restored ?? 0), 0) } : {}),
       ...(cut ? { cutTail: cut } : {}),
       ...(changed ? { modelChange: changed } : {}),
     };
