@@ -52,7 +52,7 @@ export async function run(): Promise<void> {
     for (let i = 0; count(readFileSync(logFile, 'utf8'), 'vector graphs saved with the snapshot') === saved; i++) {
       const res = await client.request({
         method: 'POST', path: '/v1/memory',
-        body: JSON.stringify({ memories: Array.from({ length: 10 }, (_, j) => ({ tenant_id: 'filler', content: `filler ${i}-${j} ${'y'.repeat(30_000)}`, dedupe: false })) }),
+        body: JSON.stringify({ memories: Array.from({ length: 10 }, (_, j) => ({ tenant_id: 'filler', content: `filler ${i}-${j} ${'many short words to fill the log '.repeat(900)}`, dedupe: false })) }),
       });
       if (res.status !== 200) throw new Error(`filler add: ${res.status}`);
     }

@@ -9,7 +9,8 @@
  * then each element's upper-level links.
  */
 import { randomBytes } from 'node:crypto';
-import { existsSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, unlinkSync, writeFileSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -64,12 +65,12 @@ function tempPath(): string {
   return join(dir, `hnsw-${process.pid}-${randomBytes(8).toString('hex')}.bin`);
 }
 
-/** Runs `save(path)` and returns what it wrote, the temp file gone. */
+/** Runs `save(path)` and returns what it wrote, the temp file gone; read without blocking the event loop (queries go on). */
 export async function savedBytes(save: (path: string) => Promise<unknown>): Promise<Buffer> {
   const path = tempPath();
   try {
     await save(path);
-    return readFileSync(path);
+    return await readFile(path);
   } finally {
     try { unlinkSync(path); } catch { /* never written */ }
   }
