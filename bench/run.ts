@@ -15,6 +15,7 @@ const benches: Array<[name: string, load: () => Promise<{ run(): Promise<void> }
   ['writes: single-item ingest and the recovery of a million memories, this build against BENCH_BASELINE (another built checkout) in alternating rounds (adds to bench/results.json)', () => import('./writes.js')],
   ['freshness: what freshness across enclaves costs a single write (WITNESSES=1 against 0 on a pair of enclaves, and one enclave with no peers)', () => import('./freshness.js')],
   ['cluster: three enclaves placed through etcd against one, the same data: query throughput and CPU a query, single-item ingest, a planned move under writes, failover after SIGKILL (adds to bench/results.json)', () => import('./cluster.js')],
+  ['open: an enclave restarted on a store holding a 99k-memory tenant, this build against BENCH_BASELINE on the same data: time and CPU until it answers', () => import('./open.js')],
   ['export: a 100k-memory tenant exported and imported through the real processes, the enclave\'s memory while it streams (adds to bench/results.json)', () => import('./export.js')],
 ];
 

@@ -10,6 +10,7 @@ import type { ImportedMemory, ImportItem } from './import.js';
 import { TermDictionary } from '../lexical/term-dictionary.js';
 import { rankHybrid, type Ranker } from '../retrieval/hybrid.js';
 import { DEFAULT_TIERS } from '../vectors/tiered-index.js';
+import type { SavedGraph } from '../vectors/hnsw-index.js';
 import { NO_METER, type MemoryMeter } from './meter.js';
 import { storedBytes, type Usage } from './admission.js';
 import { changeLimits, historyLimits, type MemoryServiceOptions } from './memory-options.js';
@@ -513,6 +514,34 @@ export class MemoryService {
   /** Every deleted memory's history (no content): what a snapshot keeps of them. */
   *deletedHistories(): Generator<Extract<MemoryEvent, { type: 'tombstone' }>> {
     for (const deleted of this.history.deletedEntries()) yield { type: 'tombstone', ...deleted };
+  }
+
+  /** Large tenants' vector graphs, each with its save: what a snapshot keeps beside it (storage/graph-file.ts). */
+  *graphs(): Generator<[string, () => Promise<SavedGraph>]> {
+    for (const [tenantId, tenant] of this.tenants) if (tenant.index.kind === 'hnsw') yield [tenantId, () => tenant.saveGraph()!];
+  }
+
+  /** At recovery, before the tenant's memories: its index opened from a saved graph, which they confirm. */
+  restoreGraph(tenantId: string, graph: SavedGraph): void {
+    const tenant = this.tenantFor(tenantId);
+    try {
+      tenant.restoreGraph(graph);
+    } catch (err) {
+      if (tenant.size === 0) this.forget(tenantId, tenant);
+      throw err;
+    }
+  }
+
+  /** After the snapshot's memories: what the restored graphs hold and the snapshot did not confirm goes. */
+  settleGraphs(tenantIds: readonly string[]): number {
+    let dropped = 0;
+    for (const tenantId of tenantIds) {
+      const tenant = this.tenants.get(tenantId);
+      if (!tenant) continue;
+      dropped += tenant.index.settle();
+      if (tenant.size === 0) this.forget(tenantId, tenant);
+    }
+    return dropped;
   }
 
   private count(change: UsageChange): void {

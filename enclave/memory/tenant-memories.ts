@@ -6,6 +6,7 @@ import type { RankedHit } from '../retrieval/tenant-search.js';
 import type { LexicalHit } from '../lexical/lexical-index.js';
 import { TenantCentre } from '../retrieval/tenant-centre.js';
 import { TieredIndex, type TieredOptions } from '../vectors/tiered-index.js';
+import type { SavedGraph } from '../vectors/hnsw-index.js';
 import { isZero } from '../vectors/vector-index.js';
 import { storedBytes, type Usage } from './admission.js';
 import type { Embedder } from '../embedding/types.js';
@@ -193,7 +194,18 @@ export class TenantMemories {
     }
   }
 
-  /** Indexes have moved to their large forms (HNSW, inverted BM25): the only kind the search worker copies. */
+  /** The vector graph as saved (TieredIndex.saveGraph); undefined while the tenant is small. */
+  saveGraph(): Promise<SavedGraph> | undefined {
+    return this.index.saveGraph();
+  }
+
+  /** Opens a saved graph as the tenant's index, before its memories are added (which confirm it: TieredIndex.restored). */
+  restoreGraph(graph: SavedGraph): void {
+    if (this.records.size > 0) throw new Error('the tenant already holds memories');
+    this.index = TieredIndex.restored(graph, this.tiers);
+  }
+
+    /** Indexes have moved to their large forms (HNSW, inverted BM25): the only kind the search worker copies. */
   get large(): boolean {
     return this.index.kind === 'hnsw' && this.lexical.kind === 'inverted';
   }

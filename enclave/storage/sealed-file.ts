@@ -3,7 +3,7 @@
  * on disk goes through here.
  *
  *   file   = header frame*
- *   header = magic (8, "PASLOG01" | "PASSNP01") | file id (16, random) | key id (8)      — in clear
+ *   header = magic (8, "PASLOG01" | "PASSNP01" | "PASGRF01") | file id (16, random) | key id (8)      — in clear
  *   frame  = "SBX1" (4) | box length (u32 BE) | nonce (24, random) | secretbox(body)
  *   body   = header (32) | sequence number (u64 BE) | payload
  *
@@ -17,10 +17,10 @@ import { SECRETBOX, secretbox, secretboxOpen } from './secretbox.js';
 import { CorruptStoreError } from './errors.js';
 import { pooledRandomBytes } from '../random-bytes.js';
 
-export type FileKind = 'log' | 'snapshot';
+export type FileKind = 'log' | 'snapshot' | 'graph';
 
 export const HEADER_BYTES = 32;
-const MAGIC: Record<FileKind, Buffer> = { log: Buffer.from('PASLOG01'), snapshot: Buffer.from('PASSNP01') };
+const MAGIC: Record<FileKind, Buffer> = { log: Buffer.from('PASLOG01'), snapshot: Buffer.from('PASSNP01'), graph: Buffer.from('PASGRF01') };
 const FRAME_MAGIC = Buffer.from('SBX1');
 const FRAME_PREFIX = 4 + 4 + SECRETBOX.nonceLength;
 const BODY_PREFIX = HEADER_BYTES + 8;

@@ -296,6 +296,7 @@ export class ShardedStore implements MemoryJournal {
       logs: reports.reduce((n, r) => n + r.logs, 0),
       snapshots: reports.filter((r) => r.snapshotGeneration !== null).length,
       heads: reports.map((r) => r.head.seq),
+      ...(reports.some((r) => r.graphs) ? { graphsRestored: reports.reduce((n, r) => n + (r.graphs?.restored ?? 0), 0) } : {}),
       ...(cut ? { cutTail: cut } : {}),
       ...(changed ? { modelChange: changed } : {}),
     };
@@ -383,6 +384,18 @@ function shardTarget(target: ShardTarget, index: number, count: number, name: st
         for (const tombstone of target.deletedHistories!()) if (mine(tombstone.tenant_id)) yield tombstone;
       },
     } : {}),
+    ...(target.graphs ? {
+      *graphs() {
+        for (const graph of target.graphs!()) if (mine(graph[0])) yield graph;
+      },
+    } : {}),
+    ...(target.restoreGraph ? {
+      restoreGraph(tenantId, graph) {
+        if (!mine(tenantId)) throw new CorruptStoreError(`${name} holds a graph of a tenant of shard ${shardOf(tenantId, count)}`);
+        target.restoreGraph!(tenantId, graph);
+      },
+    } : {}),
+    ...(target.settleGraphs ? { settleGraphs: (tenantIds: readonly string[]) => target.settleGraphs!(tenantIds) } : {}),
   };
 }
 

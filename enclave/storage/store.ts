@@ -13,6 +13,8 @@ import { ReplayIds } from './replay-ids.js';
 import { deriveStorageKey, readSealedLog, readSealedStream, type StorageKey } from './sealed-file.js';
 import { readSnapshot, SNAPSHOT_NAME, writeSnapshot, type SealedEntry, type SnapshotEntry, type SnapshotReader, type SnapshotSealing, type SnapshotTombstone } from './snapshot.js';
 import { TenantKeys } from './tenant-keys.js';
+import { graphGeneration, graphName, readGraphs, writeGraphs, type TenantGraph } from './graph-file.js';
+import type { SavedGraph } from '../vectors/hnsw-index.js';
 import type { Ancestry } from '../../protocol/response-signature.js';
 import { HeadChain } from './head-chain.js';
 import { SHARD_MISS_HEADER } from '../../protocol/shards.js';
@@ -90,6 +92,15 @@ export interface StoreTarget {
   entries(): Iterable<SnapshotEntry>;
   /** Deleted memories' histories, without content, kept after the memories. */
   deletedHistories?(): Iterable<SnapshotTombstone>;
+  /**
+   * The tenants whose vector graphs a snapshot saves beside it (graph-file.ts), each with its
+   * save; no change is made until every save has resolved (HnswIndex.save).
+   */
+  graphs?(): Iterable<[tenantId: string, save: () => Promise<SavedGraph>]>;
+  /** At open, before the snapshot's memories: a tenant's saved graph, which they confirm (TieredIndex.restored); throws to refuse it. */
+  restoreGraph?(tenantId: string, graph: SavedGraph): void;
+  /** After the snapshot's memories: what restored graphs hold that the snapshot did not confirm goes; returns how many. */
+  settleGraphs?(tenantIds: readonly string[]): number;
 }
 
 export interface RecoveryReport {
@@ -109,6 +120,8 @@ export interface RecoveryReport {
   cutTail?: { file: string; offset: number; bytes: number };
   /** The files held vectors of another model; `memories` were re-embedded and the store rewritten. */
   modelChange?: { from: EmbeddingModelId; to: EmbeddingModelId; memories: number };
+  /** Tenants whose vector graph was opened as saved with the snapshot, not rebuilt; and why a saved one was not used. */
+  graphs?: { restored: number; refused?: string };
 }
 
 export interface StoreStats extends CommitStats {
@@ -297,11 +310,19 @@ export class DurableStore implements MemoryJournal {
         else if (event.type !== 'tombstone') restoredIds.add(`${event.record.tenant_id}\0${event.record.id}`);
       }
     };
+    // The snapshot's vector graphs, opened before its memories, which confirm them (graph-file.ts).
+    const graphs = snapshot && !changed && !chain.legacy && target.restoreGraph && names.includes(graphName(start))
+      ? await restoreGraphs(blobs, prefix, key, snapshot.meta, target, log)
+      : undefined;
     if (snapshot) {
       let record = 0;
       for await (const event of snapshot.events) {
         if (event.type === 'replays') event.marks.forEach((mark) => replays.add(mark));
         else apply(event, `${prefix}${SNAPSHOT_NAME} record ${record++}`);
+      }
+      if (graphs?.tenants.length) {
+        const dropped = target.settleGraphs?.(graphs.tenants) ?? 0;
+        if (dropped > 0) log?.info({ dropped }, 'restored vector graphs held memories the snapshot does not: removed them');
       }
     }
 
@@ -367,6 +388,7 @@ export class DurableStore implements MemoryJournal {
       ...(skipped.length > 0 ? { skipped } : {}),
       ...(cutTail ? { cutTail } : {}),
       ...(modelChange ? { modelChange } : {}),
+      ...(graphs ? { graphs: { restored: graphs.restored, ...(graphs.refused ? { refused: graphs.refused } : {}) } } : {}),
     }, heads, snapshotVersion, locks, replays);
     // Segments a finished compaction had not yet deleted: the snapshot holds their changes.
     if (stale.length > 0) await store.deleteLogsBefore(start);
@@ -567,11 +589,12 @@ export class DurableStore implements MemoryJournal {
     const held = [...locked.values()].flat();
     // The ids of the changes the snapshot folds in (the log's marks): the next owner refuses their requests too.
     const replays = this.liveReplayIds();
+    const graphs = await this.saveGraphs();
     const previous = this.commits.current;
     this.commits.switchTo(next);
     await previous.close();
     const encode = (event: MemoryEvent) => (event.type === 'tombstone' && beforeKey.has(event) ? encodeEvent(event) : this.locks.encode(event));
-    const snapshot = this.snapshot(generation, head, entries, deleted, { encode, held }, previous, replays);
+    const snapshot = this.snapshot(generation, head, entries, deleted, { encode, held }, previous, replays, graphs);
     this.snapshotting = snapshot.catch(() => {}).finally(() => {
       this.snapshotting = undefined;
     });
@@ -580,7 +603,7 @@ export class DurableStore implements MemoryJournal {
 
   private async snapshot(
     generation: number, head: StateHead, entries: Iterable<SnapshotEntry>, deleted: Iterable<SnapshotTombstone>, sealing: SnapshotSealing, previous: LogFile,
-    replays: readonly ReplayMark[],
+    replays: readonly ReplayMark[], graphs: readonly TenantGraph[],
   ): Promise<void> {
     const started = performance.now();
     try {
@@ -592,6 +615,7 @@ export class DurableStore implements MemoryJournal {
       this.snapshotVersion = written.version;
       this.lastSnapshotBytes = written.bytes;
       this.snapshots++;
+      if (graphs.length > 0) await this.writeGraphs(generation, head, graphs);
       // The older segments go only if none was written by another writer since (the snapshot does not hold its changes).
       await previous.confirm();
       await previous.close();
@@ -605,10 +629,43 @@ export class DurableStore implements MemoryJournal {
     }
   }
 
+  /** Deletes the log segments, and the graphs of snapshots, older than `generation`. */
   private async deleteLogsBefore(generation: number): Promise<void> {
     for (const { name } of await this.options.blobs.list(this.prefix)) {
-      const g = logGeneration(name.slice(this.prefix.length));
+      const file = name.slice(this.prefix.length);
+      const g = logGeneration(file) ?? graphGeneration(file);
       if (g !== undefined && g < generation) await this.options.blobs.delete(name);
+    }
+  }
+
+  /**
+   * The vector graphs of the tenants large enough to have one, saved now, with no batch in
+   * flight: what memory holds at the snapshot's head. A tenant sealed under a key its client
+   * holds has none saved: the graph holds its vectors, and would be sealed under the enclave's
+   * key only. A failure costs only the shortcut (the next open rebuilds).
+   */
+  private async saveGraphs(): Promise<TenantGraph[]> {
+    const graphs: TenantGraph[] = [];
+    try {
+      for (const [tenantId, save] of this.target.graphs?.() ?? []) {
+        if (this.locks.isKeyed(tenantId)) continue;
+        graphs.push({ tenantId, graph: await save() });
+      }
+    } catch (err) {
+      this.options.log?.warn({ err: (err as Error).message }, 'could not save the vector graphs: this snapshot goes without them (the next open rebuilds them)');
+      return [];
+    }
+    return graphs;
+  }
+
+  /** After the snapshot: its graphs beside it, named with its generation. */
+  private async writeGraphs(generation: number, head: StateHead, graphs: readonly TenantGraph[]): Promise<void> {
+    const started = performance.now();
+    try {
+      const bytes = await writeGraphs(this.options.blobs, this.prefix + graphName(generation), this.key, { store_id: this.storeId, generation, head }, graphs);
+      this.options.log?.info({ generation, tenants: graphs.length, bytes, ms: Math.round(performance.now() - started) }, 'vector graphs saved with the snapshot');
+    } catch (err) {
+      this.options.log?.warn({ generation, err: (err as Error).message }, 'could not store the vector graphs: the next open rebuilds them');
     }
   }
 }
@@ -655,6 +712,39 @@ export function segmentLimit(snapshotLogBytes: number, lastSnapshotBytes: number
 
 function logMeta(options: StoreOptions, generation: number, storeId: string, lastSnapshotBytes: number): FileMeta {
   return { ...fileMeta(options, 'log', generation, storeId), max_bytes: segmentLimit(options.snapshotLogBytes, lastSnapshotBytes) };
+}
+
+/**
+ * Opens the graphs saved with the snapshot into `target`, each tenant's alone: a graph that
+ * does not open (seal, snapshot, format, settings) is refused, logged, and its tenant's index
+ * rebuilt from the snapshot as if there were none.
+ */
+async function restoreGraphs(
+  blobs: BlobStore, prefix: string, key: StorageKey, snapshot: FileMeta, target: StoreTarget, log?: Logger,
+): Promise<NonNullable<RecoveryReport['graphs']> & { tenants: string[] }> {
+  const where = prefix + graphName(snapshot.generation);
+  let saved: TenantGraph[];
+  try {
+    const chunks = await blobs.read(where);
+    if (!chunks) throw new CorruptStoreError(`${where} was listed by the host store but cannot be read`);
+    saved = await readGraphs(chunks, key, where, { store_id: snapshot.store_id!, generation: snapshot.generation, head: snapshot.head! });
+  } catch (err) {
+    const refused = (err as Error).message;
+    log?.warn({ file: where, err: refused }, 'the saved vector graphs were refused: rebuilding every index from the snapshot');
+    return { restored: 0, refused, tenants: [] };
+  }
+  const tenants: string[] = [];
+  let refused: string | undefined;
+  for (const { tenantId, graph } of saved) {
+    try {
+      target.restoreGraph!(tenantId, graph);
+      tenants.push(tenantId);
+    } catch (err) {
+      refused = (err as Error).message;
+      log?.warn({ file: where, err: refused }, 'a saved vector graph was refused: rebuilding its index from the snapshot');
+    }
+  }
+  return { restored: tenants.length, ...(refused ? { refused } : {}), tenants };
 }
 
 /** Counts the bytes that pass, into `into.read`. */

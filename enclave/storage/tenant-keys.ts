@@ -96,6 +96,11 @@ export class TenantKeys implements TenantLocks {
     return this.held.has(tenantId);
   }
 
+  /** Whether the tenant's entries are sealed under a key its client holds (open or locked). */
+  isKeyed(tenantId: string): boolean {
+    return this.keys.has(tenantId) || this.held.has(tenantId);
+  }
+
   admit(tenantId: string, secret: Uint8Array | undefined, holdsMemories: boolean, apply: (event: MemoryEvent) => void): void {
     const key = this.keys.get(tenantId);
     const held = this.held.get(tenantId);

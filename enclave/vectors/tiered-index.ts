@@ -1,5 +1,5 @@
 import { FlatIndex } from './flat-index.js';
-import { DEFAULT_HNSW, HnswIndex, type HnswOptions } from './hnsw-index.js';
+import { DEFAULT_HNSW, HnswIndex, type HnswOptions, type SavedGraph } from './hnsw-index.js';
 import type { Neighbour, VectorIndex, VectorRows } from './vector-index.js';
 
 export interface TieredOptions {
@@ -12,17 +12,46 @@ export interface TieredOptions {
  * Below promoteAbove, exact search over a flat array (bench/scale.ts: a flat scan of that
  * many 100-d vectors takes about as long as an HNSW query, and costs no graph); above it,
  * HNSW. A tenant that shrinks again keeps its graph (deletes are rare, and moving back
- * would buy little); a restart rebuilds each tenant by its size.
+ * would buy little); a restart rebuilds each tenant by its size, or opens the graph saved
+ * with the snapshot (restored()).
  */
 export const DEFAULT_TIERS: TieredOptions = { promoteAbove: 4096, hnsw: DEFAULT_HNSW };
 
 export class TieredIndex implements VectorIndex {
   private current: VectorIndex;
   private flat?: FlatIndex;
+  /**
+   * A restored graph's ids not yet confirmed by the snapshot's memories (restored()): each add
+   * of one keeps it only if the graph holds the same vector, to the bit; settle() removes the
+   * rest. So what the graph holds is what the snapshot says, whatever moment it was saved at.
+   */
+  private unconfirmed?: Set<string>;
 
   constructor(readonly dimension: number, private readonly options: TieredOptions = DEFAULT_TIERS) {
     this.flat = new FlatIndex(dimension);
     this.current = this.flat;
+  }
+
+  /** A tenant's index opened from a saved graph, its ids unconfirmed until the snapshot's memories are added (then settle()). */
+  static restored(saved: SavedGraph, options: TieredOptions = DEFAULT_TIERS): TieredIndex {
+    const index = new TieredIndex(saved.dimension, options);
+    index.current = HnswIndex.restore(saved, saved.dimension, options.hnsw);
+    index.flat = undefined;
+    index.unconfirmed = new Set([...saved.ids.filter((id) => id !== ''), ...saved.zeros]);
+    return index;
+  }
+
+  /** Removes the restored graph's ids the snapshot did not confirm; returns how many. */
+  settle(): number {
+    const left = this.unconfirmed;
+    this.unconfirmed = undefined;
+    for (const id of left ?? []) this.current.remove(id);
+    return left?.size ?? 0;
+  }
+
+  /** The graph as it is now (HnswIndex.save: nothing may change it until this resolves); undefined while the tenant is small. */
+  saveGraph(): Promise<SavedGraph> | undefined {
+    return this.current instanceof HnswIndex ? this.current.save() : undefined;
   }
 
   /** Which implementation serves the tenant now. */
@@ -35,11 +64,17 @@ export class TieredIndex implements VectorIndex {
   }
 
   add(id: string, vector: Float32Array): void {
+    if (this.unconfirmed?.delete(id)) {
+      const held = this.current.vector(id);
+      if (held && sameBits(held, vector)) return;
+      this.current.remove(id);
+    }
     this.current.add(id, vector);
     if (this.flat && this.flat.size > this.options.promoteAbove) this.promote(this.flat);
   }
 
   remove(id: string): void {
+    this.unconfirmed?.delete(id);
     this.current.remove(id);
   }
 
@@ -73,4 +108,8 @@ export class TieredIndex implements VectorIndex {
     this.current = graph;
     this.flat = undefined;
   }
+}
+
+function sameBits(a: Float32Array, b: Float32Array): boolean {
+  return a.length === b.length && Buffer.from(a.buffer, a.byteOffset, a.byteLength).equals(Buffer.from(b.buffer, b.byteOffset, b.byteLength));
 }

@@ -31,10 +31,10 @@ export async function openedMemoryBlobs(dataDir: string): Promise<Record<string,
   const { SIMULATED_KEY_FILE } = await import('../../enclave/storage/sealing-key.js');
   const key = deriveStorageKey(Buffer.from((JSON.parse(readFileSync(join(dataDir, SIMULATED_KEY_FILE), 'utf8')) as { key: string }).key, 'base64'));
   const out: Record<string, Buffer> = {};
-  // The store's snapshots, segments and .tmp files (memory/shards.sealed, the shard map, holds the count and store ids, nothing of a tenant).
+  // The store's snapshots, graphs, segments and .tmp files (memory/shards.sealed, the shard map, holds the count and store ids, nothing of a tenant).
   for (const name of readdirSync(join(dataDir, 'memory')).filter((n) => n !== 'shards.sealed')) {
     const bytes = readFileSync(join(dataDir, 'memory', name));
-    const kind = name.startsWith('snapshot') ? 'snapshot' : 'log';
+    const kind = name.startsWith('snapshot') ? 'snapshot' : name.startsWith('graph-') ? 'graph' : 'log';
     const opened = await readSealedFile(bytes, kind, key, name, { allowTail: true });
     out[name] = Buffer.concat(opened.payloads);
   }
