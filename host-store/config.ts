@@ -3,7 +3,7 @@ import { hostPort, logFormat, logLevel, optionalText, text } from '../common/con
 /** Every setting of the host store; `npm run start:host-store -- --help` prints this table. */
 export const hostStoreSettings = {
   address: hostPort('HOST_STORE_ADDR', 'Address the host store listens on and the enclave dials (on Nitro, through a vsock bridge)', '127.0.0.1:50052'),
-  dataDir: text('DATA_DIR', 'The host store\'s folder: the enclave\'s sealed blobs (log segments, snapshots, the wrapped sealing key); the enclave has no folder of its own. One host store at a time: a second one exits 2. Unused with BLOB_STORE_S3', './data'),
+  dataDir: text('DATA_DIR', 'The host store\'s folder: the enclave\'s sealed blobs (log segments, snapshots, the wrapped sealing key); the enclave has no folder of its own. One host store at a time: a second one exits 2. With BLOB_STORE_S3 it holds only copies of what the host\'s tools read (simulated-root.pem)', './data'),
   s3: optionalText('BLOB_STORE_S3', 'Keep the blobs in an S3 bucket instead of DATA_DIR: s3://<bucket>/<prefix> (e.g. s3://my-bucket/agent-service/). Credentials and region as the AWS SDK finds them (AWS_* variables, the instance\'s role). Several host stores may share it: every write is conditional (docs/durability.md#the-s3-backend)'),
   s3Endpoint: optionalText('S3_ENDPOINT', 'With BLOB_STORE_S3: the URL of an S3-compatible server instead of AWS\'s (path-style requests), e.g. http://127.0.0.1:9000'),
   logLevel: logLevel(),

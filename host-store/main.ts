@@ -13,6 +13,7 @@ import { stopOnSignals } from '../common/grpc-stop.js';
 import { exitWithConfigError, stopWithSupervisor, tellSupervisorReady } from '../common/supervised.js';
 import { addressTarget, listenErrorLine } from '../common/listen-error.js';
 import { lockDataDir } from './data-dir-lock.js';
+import { HostCopies } from './host-copies.js';
 
 const config = configFromCli('agent-service host store: keeps the enclave\'s sealed blobs on the host\'s disk or in S3 (it sees names and sizes, never contents).', hostStoreSettings);
 const log = createLogger('host-store', config.logLevel, config.logFormat);
@@ -25,12 +26,16 @@ const configError = (line: string) => {
 
 /** The blobs: in an S3 bucket, or in DATA_DIR (locked to this process). */
 async function openStore(): Promise<{ store: BlobStore; where: Record<string, string> }> {
+  const dataDir = resolve(config.dataDir);
   if (config.s3 !== undefined) {
     const s3 = parseS3Url(config.s3);
     if (!s3) return configError(`BLOB_STORE_S3 ${JSON.stringify(config.s3)} is not s3://<bucket>/<prefix>`);
-    return { store: new S3BlobStore(new S3Objects(s3.bucket, { endpoint: config.s3Endpoint }), s3.prefix), where: { bucket: s3.bucket, prefix: s3.prefix } };
+    // DATA_DIR keeps copies of what the host's tools read (the simulated root), as it does without S3.
+    mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+    const store = new HostCopies(new S3BlobStore(new S3Objects(s3.bucket, { endpoint: config.s3Endpoint }), s3.prefix), dataDir);
+    await store.refresh();
+    return { store, where: { bucket: s3.bucket, prefix: s3.prefix, dataDir } };
   }
-  const dataDir = resolve(config.dataDir);
   mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   // Before anything touches the folder: removing "leftovers" would delete another writer's
   // writes in progress, and serving it would let two enclaves append to one log.

@@ -18,6 +18,12 @@ interface Manifest {
 interface Known {
   etag: string;
   manifest: Manifest;
+  /**
+   * The object is not a manifest but the blob's bytes themselves: one put there by hand (the
+   * operator's signed API keys, `aws s3 cp`). Read as it is and replaced by a put; never
+   * appended to or cut, since its bytes are not a part this store may keep or delete.
+   */
+  plain?: Buffer;
 }
 
 /** Parts smaller than this at the blob's end are merged into one once there are more than TAIL_PARTS of them. */
@@ -42,6 +48,10 @@ const TAIL_PARTS = 64;
  * parts of a write that failed part-way are deleted with the blob. `prefix` keeps the
  * service's objects apart from others in the bucket; parts live under `<prefix>.parts/`, which
  * no blob name can reach (blob names never start with a dot).
+ *
+ * An object at a blob's key that is not a manifest is the blob's bytes as they are: what an
+ * operator puts in the bucket with `aws s3 cp` (the signed API keys, API_KEYS_BLOB). Such a
+ * blob is read and replaced, never appended to or cut.
  */
 export class S3BlobStore implements BlobStore {
   /** Each blob's manifest as this process last wrote or read it: appends need no read first. */
@@ -63,6 +73,7 @@ export class S3BlobStore implements BlobStore {
   async read(name: string): Promise<AsyncIterable<Buffer> | undefined> {
     const found = await this.fetch(this.checked(name));
     if (!found) return undefined;
+    if (found.plain) return once(found.plain);
     const { objects } = this;
     return (async function* () {
       for (const part of found.manifest.parts) {
@@ -87,7 +98,7 @@ export class S3BlobStore implements BlobStore {
       if (size === 0) await this.objects.delete(part);
       const condition = conditions.ifAbsent ? { ifAbsent: true as const } : conditions.ifVersion !== undefined ? { ifMatch: conditions.ifVersion } : undefined;
       const etag = await this.writeManifest(name, key, manifest, condition, size > 0 ? [part] : []);
-      await this.deleteParts(before?.manifest.parts ?? []);
+      if (!before?.plain) await this.deleteParts(before?.manifest.parts ?? []);
       return { version: etag };
     });
   }
@@ -103,6 +114,7 @@ export class S3BlobStore implements BlobStore {
           current = await this.fetch(name);
           continue;
         }
+        if (current.plain) throw new PlainObjectError(name, 'an append');
         if (data.length === 0) return;
         const part = this.partKey(name);
         await this.objects.put(part, data);
@@ -127,6 +139,7 @@ export class S3BlobStore implements BlobStore {
       if (!current || current.manifest.size !== ifSize || length > ifSize) {
         throw new BlobConflictError(`${name} has ${current?.manifest.size ?? 'no'} bytes; a cut to ${length} of ${ifSize} bytes is refused`);
       }
+      if (current.plain) throw new PlainObjectError(name, 'a cut');
       const kept: Manifest['parts'] = [];
       let at = 0;
       let cut: string | undefined;
@@ -210,7 +223,10 @@ export class S3BlobStore implements BlobStore {
       this.known.delete(name);
       return undefined;
     }
-    const known = { etag: found.etag, manifest: parseManifest(name, found.bytes) };
+    const manifest = parseManifest(found.bytes);
+    const known: Known = manifest
+      ? { etag: found.etag, manifest }
+      : { etag: found.etag, manifest: { w: '', size: found.bytes.length, parts: [] }, plain: found.bytes };
     this.known.set(name, known);
     return known;
   }
@@ -247,11 +263,12 @@ export class S3BlobStore implements BlobStore {
 
 const nonce = () => randomBytes(8).toString('hex');
 
-async function* once(bytes: Uint8Array): AsyncIterable<Uint8Array> {
+async function* once<T extends Uint8Array>(bytes: T): AsyncIterable<T> {
   yield bytes;
 }
 
-function parseManifest(name: string, bytes: Buffer): Manifest {
+/** The manifest the object holds, or undefined when it holds something else (a blob's bytes put there by hand). */
+function parseManifest(bytes: Buffer): Manifest | undefined {
   let value: unknown;
   try {
     value = JSON.parse(bytes.toString('utf8'));
@@ -262,6 +279,16 @@ function parseManifest(name: string, bytes: Buffer): Manifest {
   const ok = m && typeof m.w === 'string' && Number.isSafeInteger(m.size) && Array.isArray(m.parts)
     && m.parts.every((p) => typeof p?.k === 'string' && Number.isSafeInteger(p.n) && p.n > 0)
     && m.parts.reduce((sum, p) => sum + p.n, 0) === m.size;
-  if (!ok) throw new Error(`the object of blob ${name} is not a blob manifest of this service`);
-  return m as Manifest;
+  return ok ? m as Manifest : undefined;
+}
+
+/**
+ * A write that would keep an object put there by hand as part of a blob: refused like a
+ * conditional write that found the blob other than expected (nothing is written), so an
+ * enclave never takes such an object for its own log.
+ */
+class PlainObjectError extends BlobConflictError {
+  constructor(name: string, what: string) {
+    super(`${name} is an object put in the bucket by hand, not a blob this service wrote: ${what} is refused (a put replaces it)`);
+  }
 }

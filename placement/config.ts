@@ -1,14 +1,17 @@
 import { integer, list, logFormat, logLevel, oneOf, optionalText, text, hostPort, type Setting } from '../common/config.js';
 
-/** The etcd settings the placement process and the proxy share. */
-export const etcdSettings = {
-  etcdEndpoints: list('ETCD_ENDPOINTS', 'etcd endpoints (host:port, comma-separated). The proxy: set = route by the shard map (cluster), unset = the one enclave at ENCLAVE_ADDR'),
+/**
+ * The etcd settings the placement process, the proxy and `cluster:move` share; each reads
+ * ETCD_ENDPOINTS for its own purpose, which its --help states.
+ */
+export const etcdSettings = (endpointsPurpose: string) => ({
+  etcdEndpoints: list('ETCD_ENDPOINTS', `etcd endpoints (host:port, comma-separated). ${endpointsPurpose}`),
   etcdPrefix: text('ETCD_PREFIX', 'Key prefix of this service\'s placement in etcd (members, shard map, election)', '/agent-service'),
-};
+});
 
 /** Every setting of the placement process; `npm run start:placement -- --help` prints this table. */
 export const placementSettings = {
-  ...etcdSettings,
+  ...etcdSettings('Required: where this process keeps its enclave\'s membership (a lease) and, when it leads, the shard map'),
   enclaveAddr: hostPort('ENCLAVE_ADDR', 'Address of the enclave\'s gRPC server', '127.0.0.1:50051'),
   memberId: optionalText('MEMBER_ID', 'This enclave\'s member id in etcd (letters, digits, . _ -); unset: its address'),
   leaseTtlS: integer('LEASE_TTL_S', 'Seconds an enclave stays a member after its last answer to Health (its etcd lease); the controller then moves its shards', 5, 2, 300),

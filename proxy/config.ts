@@ -17,7 +17,7 @@ export const proxySettings = {
   chatTimeoutMs: integer('CHAT_TIMEOUT_MS', 'Longest a chat completion may take, streamed or not (model calls and memory tool rounds)', 300_000, 100, 3_600_000),
   tlsCert: optionalText('TLS_CERT', 'PEM certificate file; with TLS_KEY, serve HTTPS'),
   tlsKey: optionalText('TLS_KEY', 'PEM private key file for TLS_CERT'),
-  ...etcdSettings,
+  ...etcdSettings('Set: route each request by the shard map to its shard\'s owner (cluster); unset: the one enclave at ENCLAVE_ADDR'),
   routeRetries: integer('ROUTE_RETRIES', 'With ETCD_ENDPOINTS: sends of a request after its first when an enclave answers that it does not hold the shard, or while no enclave holds it', 8, 0, 20),
   routeRetryWaitMs: integer('ROUTE_RETRY_WAIT_MS', 'With ETCD_ENDPOINTS: longest one such retry waits for the shard map to change (the waits start at 50 ms and double up to this)', 1000, 10, 60_000),
   dataDir: text('DATA_DIR', 'The host store\'s folder; the proxy only reads simulated-root.pem from it, to offer it to the console while the enclave is simulated', './data'),

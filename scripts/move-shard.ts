@@ -16,7 +16,7 @@ Usage: npm run cluster:move -- --shard I --to MEMBER_ID [--timeout-s S]
   --shard I       the shard to move (0 to ${MAX_SHARDS - 1})
   --to MEMBER_ID  the live member to move it to (its MEMBER_ID, e.g. enclave-2 under start:cluster)
   --timeout-s S   how long to wait for the move [default: 120]`;
-const config = configFromCli(usage, etcdSettings);
+const config = configFromCli(usage, etcdSettings('The etcd holding the shard map; unset: 127.0.0.1:2379, start:cluster\'s'));
 // start:cluster's etcd when none is named.
 const endpoints = config.etcdEndpoints.length ? config.etcdEndpoints : ['127.0.0.1:2379'];
 

@@ -40,7 +40,7 @@ export class KeyRing {
   private readonly infers: boolean[];
 
   constructor(entries: KeyEntry[]) {
-    this.infers = entries.map((e) => e.memoryInfer);
+    this.infers = entries.map((e) => e.memoryInfer === true);
     this.hashes = entries.map((e) => e.hash);
     this.tenants = entries.map((e) => new Set(e.tenants));
     this.scopes = entries.map((e) => Object.freeze({ ...e.scope }));

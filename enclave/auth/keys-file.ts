@@ -27,8 +27,8 @@ export interface KeyEntry {
   plaintext: boolean;
   /** The scopes the key is limited to inside its tenants (none: tenant-wide). */
   scope: MemoryScope;
-  /** Its chat completions go through memory extraction unless a request says `memory_infer: false`. */
-  memoryInfer: boolean;
+  /** Its chat completions go through memory extraction unless a request says `memory_infer: false` (absent: they don't). */
+  memoryInfer?: boolean;
 }
 
 /** What an entry grants: its tenants, alone or with the scopes the key is limited to and its chats' default. */

@@ -3,14 +3,16 @@ import type { Capacity } from './admission.js';
 
 /**
  * The V8 heap the enclave's event loop needs to hold what its capacity settings admit, from
- * measured costs (docs/configuration.md, "Words and heap"): about 560 bytes of records and indexes a
- * memory besides its content (100k corpus memories in one tenant or in 1,000: 508-631 bytes
- * with content of 68 characters), about a byte of heap a byte of content, and 514 bytes a
- * distinct word of a tenant in an inverted index (97 in a small tenant's scan). Vectors live
- * outside the heap (about 1 KB a memory of RSS more), and the search worker has a heap of its own.
+ * measured costs (docs/configuration.md, "Words and heap"): about 730 bytes of records and
+ * indexes a memory besides its content (bench/heap-per-memory.ts, 100k corpus memories with
+ * content of 68 characters: 732 in one tenant, 472-541 in tenants of 1,000 or 100; the largest
+ * is what a full enclave of large tenants needs), about a byte of heap a byte of content, and
+ * 514 bytes a distinct word of a tenant in an inverted index (97 in a small tenant's scan).
+ * Vectors live outside the heap (about 1 KB a memory of RSS more), and the search worker has a
+ * heap of its own.
  */
 const BASE = 96 * 1024 ** 2;
-const PER_MEMORY = 560;
+const PER_MEMORY = 730;
 const PER_STORED_BYTE = 1;
 const PER_TERM = 514;
 

@@ -142,9 +142,9 @@ describe('heap budget', () => {
     const { heapNeeded, heapShortfall } = await import('../../enclave/memory/heap-budget.js');
     const { DEFAULT_CAPACITY } = await import('../../enclave/memory/admission.js');
     // docs/configuration.md states the defaults' figure.
-    expect(Math.ceil(heapNeeded(DEFAULT_CAPACITY) / 1024 ** 2)).toBe(3169);
+    expect(Math.ceil(heapNeeded(DEFAULT_CAPACITY) / 1024 ** 2)).toBe(3493);
     expect(heapNeeded({ ...DEFAULT_CAPACITY, maxTerms: DEFAULT_CAPACITY.maxTerms * 2 })).toBeGreaterThan(heapNeeded(DEFAULT_CAPACITY));
-    expect(heapShortfall(DEFAULT_CAPACITY, 1536 * 1024 ** 2)).toEqual({ heapLimitMiB: 1536, neededMiB: 3169 });
+    expect(heapShortfall(DEFAULT_CAPACITY, 1536 * 1024 ** 2)).toEqual({ heapLimitMiB: 1536, neededMiB: 3493 });
     expect(heapShortfall(DEFAULT_CAPACITY, 4144 * 1024 ** 2)).toBeUndefined();
   });
 });

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigError, helpText, loadConfig, parseHostPort } from '../../common/config.js';
 import { enclaveSettings } from '../../enclave/config.js';
+import { placementSettings } from '../../placement/config.js';
 import { proxySettings } from '../../proxy/config.js';
 
 describe('configuration', () => {
@@ -50,5 +51,12 @@ describe('configuration', () => {
     const help = helpText('title', proxySettings);
     for (const s of Object.values(proxySettings)) expect(help).toContain(s.name);
     expect(help).toContain('[default: 8080]');
+  });
+
+  it('describes ETCD_ENDPOINTS in each process\'s help for what that process does with it', () => {
+    // Placement once printed the proxy's text ("unset = the one enclave at ENCLAVE_ADDR"), which is false for it.
+    expect(placementSettings.etcdEndpoints.description).toMatch(/^etcd endpoints .*Required: .*membership/);
+    expect(placementSettings.etcdEndpoints.description).not.toMatch(/proxy|route|unset/i);
+    expect(proxySettings.etcdEndpoints.description).toMatch(/route each request by the shard map/);
   });
 });

@@ -100,10 +100,27 @@ describe('S3BlobStore', () => {
     expect(await blobs.read('shard-04/snapshot')).toBeUndefined();
   });
 
-  it('refuses an object at a blob\'s name that is not one of its manifests, naming the blob', async () => {
+  it('reads an object put in the bucket by hand (aws s3 cp) as a blob of its bytes, replaces it, and never appends to it or cuts it', async () => {
     const blobs = store();
     const objects = new S3Objects(standIn.bucket, { endpoint: standIn.endpoint, credentials: { accessKeyId: 'stand-in', secretAccessKey: 'stand-in' } });
+    // Even one that looks almost like a manifest: it is bytes, which the enclave authenticates.
+    const keys = Buffer.from('{"version":3,"keys":{},"signature":"c2ln"}');
+    await objects.put(`${PREFIX}api-keys.signed.json`, keys);
     await objects.put(`${PREFIX}shard-05/log`, Buffer.from('{"size":3,"parts":[]}'));
-    await expect(blobs.read('shard-05/log')).rejects.toThrow('the object of blob shard-05/log is not a blob manifest of this service');
+    expect((await readWhole(blobs, 'api-keys.signed.json'))!.equals(keys)).toBe(true);
+    expect((await readWhole(blobs, 'shard-05/log'))!.toString()).toBe('{"size":3,"parts":[]}');
+    const [listed] = await blobs.list('api-keys');
+    expect(listed).toMatchObject({ name: 'api-keys.signed.json', size: keys.length });
+
+    await expect(blobs.append('shard-05/log', 21, Buffer.from('more'))).rejects.toThrow('shard-05/log is an object put in the bucket by hand');
+    await expect(blobs.truncate('shard-05/log', 3, 21)).rejects.toBeInstanceOf(BlobConflictError);
+    expect(standIn.bytes(`${PREFIX}shard-05/log`)!.toString()).toBe('{"size":3,"parts":[]}');
+    expect(standIn.keys().filter((k) => k.startsWith(`${PREFIX}.parts/shard-05/`))).toEqual([]);
+
+    // A put at its version replaces it with a blob of this store's own, which appends then extend.
+    await blobs.put('shard-05/log', Buffer.from('head|'), { ifVersion: (await blobs.list('shard-05/'))[0].version });
+    await blobs.append('shard-05/log', 5, Buffer.from('next|'));
+    expect((await readWhole(blobs, 'shard-05/log'))!.toString()).toBe('head|next|');
+    expect(orphans('shard-05/log')).toEqual([]);
   });
 });
