@@ -104,7 +104,7 @@ export async function run(): Promise<void> {
     }
     const keys = ['perSecond', 'p99', 'service', ...PROCESSES] as const;
     for (const key of keys) {
-      const line = builds.map((b) => `${b.name} ${span(b.rounds.map((f) => f[key]))} (median ${median(b.rounds.map((f) => f[key]))})`).join('; ');
+      const line = builds.map((b) => `${b.name} ${span(b.rounds.map((f) => f[key]))} (median ${Math.round(median(b.rounds.map((f) => f[key])) * 10) / 10})`).join('; ');
       const ratios = builds.length === 2 ? builds[0].rounds.map((f, i) => f[key] / builds[1].rounds[i][key]) : [];
       console.log(`${key}: ${line}${ratios.length ? `; this/baseline by round: median ${median(ratios).toFixed(3)}, ${span(ratios, 2)}` : ''}`);
     }
