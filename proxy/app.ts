@@ -18,6 +18,7 @@ import { registerOpsRoutes } from './ops-routes.js';
 import { registerOpenApiRoutes } from './openapi/routes.js';
 import { registerConsoleRoutes } from './console-routes.js';
 import { routeNotFound, toApiError } from './http-errors.js';
+import { requestLogger } from './request-logger.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -78,6 +79,7 @@ export async function buildProxy(options: ProxyOptions): Promise<FastifyInstance
     },
     // Query strings carry memory queries and tenant ids: log paths only.
     logController: new LogController({ disableRequestLogging: true }),
+    childLoggerFactory: (logger, bindings) => requestLogger(logger as Logger, bindings),
   }) as unknown as FastifyInstance;
 
   // Node enforces requestTimeout only when headersTimeout (default 60 s) is not longer.

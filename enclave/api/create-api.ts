@@ -17,7 +17,7 @@ import { modelRoutes, type ModelsDeps } from './models-route.js';
 import type { ReplayGuard } from './replay-guard.js';
 import { errorReply, requestIdForLog } from './request.js';
 import { responsesRoutes } from './responses-route.js';
-import { resolveCall, streams, type CallContext, type RouteCall, type RouteHandler, type RouteHandlers, type StreamHandlers } from './resolve-call.js';
+import { resolveCall, streams, withContext, type CallContext, type RouteCall, type RouteHandler, type RouteHandlers, type StreamHandlers } from './resolve-call.js';
 import { sealedRoute } from './sealed-route.js';
 import { sealedStreamRoute, sealedStreamUnary } from './sealed-stream-route.js';
 import { deletionReceipt, errorTenant, signReply, type ResponseSigner, type SignedState } from './signing.js';
@@ -149,10 +149,10 @@ export function createApi(deps: ApiDeps): EnclaveApi {
         // The sealed call's place now counts for the key inside the envelope (429 when that key is at its share).
         context?.place?.moveTo(shareOf(caller));
         // Its embeds and searches are counted nowhere: /metrics must not show what it did.
-        reply = await run(resolved.name, resolved.call, { ...context, meter: NO_METER });
+        reply = await run(resolved.name, resolved.call, withContext(context, { meter: NO_METER }));
       } else {
         // Each API key gets a fair share of the gate, counted by the key it matched.
-        reply = await gate.run((place) => run(resolved.name, resolved.call, { ...context, place }), context?.deadline, timeLimit(resolved.name, resolved.call.body), shareOf(caller));
+        reply = await gate.run((place) => run(resolved.name, resolved.call, withContext(context, { place })), context?.deadline, timeLimit(resolved.name, resolved.call.body), shareOf(caller));
       }
     } catch (err) {
       if (err instanceof ApiError) {

@@ -20,6 +20,22 @@ export interface CallContext {
   meter?: MemoryMeter;
 }
 
+/**
+ * `context` with a place or a meter of its own, its signal read only when asked for: the
+ * Exchange stream makes a call's AbortSignal only then (grpc-server.ts), and a spread of the
+ * context read it for every call (about 2% of the enclave's CPU a single-item add).
+ */
+export function withContext(context: CallContext | undefined, extra: Pick<CallContext, 'place' | 'meter'>): CallContext {
+  return {
+    deadline: context?.deadline,
+    place: 'place' in extra ? extra.place : context?.place,
+    meter: 'meter' in extra ? extra.meter : context?.meter,
+    get signal() {
+      return context?.signal;
+    },
+  };
+}
+
 /** A request resolved to its route, its inputs validated against the route table's schemas. */
 export interface RouteCall<N extends RouteName> {
   /** The request without its Authorization header: handlers act on `caller`, never on the header. */

@@ -20,6 +20,7 @@ import { queryTenant } from './tenant-query.js';
 import { newMemoryId } from './memory-ids.js';
 import { findDuplicates, type DuplicateOf } from './near-duplicates.js';
 import { ChangesInFlight } from './in-flight.js';
+import { SingleTextBatcher } from '../embedding/single-text-batcher.js';
 
 /** What an add did: stored a new memory, or updated the one it restates (`previous`: that memory before). */
 export type AddOutcome = { record: MemoryRecord; event: 'ADD' } | { record: MemoryRecord; event: 'UPDATE'; previous: MemoryRecord };
@@ -86,6 +87,8 @@ export class MemoryService {
   private querying = 0;
   /** Changes logged, or being logged, and not yet applied: what a decision made now must also see. */
   private readonly inFlight = new ChangesInFlight();
+  /** Single-item adds made at once share an embedder run (embedding/single-text-batcher.ts). */
+  private readonly singles = new SingleTextBatcher(() => this.embedder);
 
   constructor(private embedder: Embedder, options: MemoryServiceOptions = {}) {
     this.admission = new ChangeAdmission(changeLimits(options), this.terms, { tenant: (id) => this.tenants.get(id), usage: () => this.usage });
@@ -139,6 +142,15 @@ export class MemoryService {
     return vectors;
   }
 
+  /** embed(), with a single text joining the other single texts asked for at the same time. */
+  private async embedForAdd(texts: string[], meter: MemoryMeter): Promise<Float32Array[]> {
+    if (texts.length !== 1) return this.embed(texts, meter);
+    const started = performance.now();
+    const vector = await this.singles.embed(texts[0]);
+    meter.embedded(1, (performance.now() - started) / 1000);
+    return [vector];
+  }
+
   /**
    * Re-embeds every stored memory from its content with `embedder` and from then on uses it
    * for adds and queries, so vectors of two models never share an index. New indexes are
@@ -182,7 +194,7 @@ export class MemoryService {
     // Released when the records are applied (then they count as applied) or the add fails.
     const admitted = this.admission.adds(inputs, keyTenants);
     try {
-      const vectors = await this.embed(inputs.map((input) => input.content), meter);
+      const vectors = await this.embedForAdd(inputs.map((input) => input.content), meter);
       // Checked before the change is logged: a logged change must always apply on replay.
       for (const vector of vectors) {
         if (vector.length !== this.embedder.dimension) throw new Error(`embedder returned ${vector.length} dimensions, not ${this.embedder.dimension}`);

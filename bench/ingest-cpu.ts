@@ -1,0 +1,118 @@
+/**
+ * Where a single-item write's CPU goes, this build against another in one run: each build's
+ * three processes started side by side, tenants filled by batches, a first warm-up, then
+ * rounds of single-item ingest at 16 clients over 50 tenants (default settings: dedupe on),
+ * alternating the builds and their order round by round. Each round gives writes/s, p99 and
+ * the CPU each process spent a write (/proc, over the measured writes); the comparison is
+ * the median of the rounds' ratios and their range, since on a shared machine a round's
+ * speed moves more than the difference sought. Quicker than `writes` (no million, no recovery).
+ *
+ *   BENCH_BASELINE  folder of the other build (built with `npm run build`), e.g. a `git worktree` of main
+ *   BENCH_ROUNDS    rounds per build (default 12)
+ *   BENCH_WRITES    measured writes a round (default 3,000, after 2 s of the same load)
+ *   BENCH_FILL      tenants of 100 memories stored first (default 300)
+ *
+ * Profiles: CPU_PROF_DIR=<dir> writes each process's V8 profile when it stops.
+ */
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { loadavg, tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { cpuMs, startService, untilIdle, type Service } from '../scripts/lib/run-service.js';
+import { memoryText } from './corpus.js';
+import { sendEach } from './http-load.js';
+import { LoadClient, type LoadRequest } from './load-client.js';
+import { percentile } from './stats.js';
+
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 12);
+const WRITES = Number(process.env.BENCH_WRITES ?? 3_000);
+const FILL = Number(process.env.BENCH_FILL ?? 300);
+const WARM_UP_MS = 2_000;
+
+const PROCESSES = ['proxy', 'enclave', 'hostStore'] as const;
+type Figures = Record<'perSecond' | 'p99' | 'load' | (typeof PROCESSES)[number] | 'service', number>;
+
+interface Build {
+  name: string;
+  svc: Service;
+  client: LoadClient;
+  dir: string;
+  rounds: Figures[];
+}
+
+const single = (from: number) => (i: number): LoadRequest => ({
+  method: 'POST', path: '/v1/memory', body: JSON.stringify({ tenant_id: `single-${i % 50}`, content: memoryText(from + i) }),
+});
+
+async function start(name: string, root?: string): Promise<Build> {
+  const dir = mkdtempSync(join(tmpdir(), `bench-ingest-${name}-`));
+  const env = { DATA_DIR: join(dir, 'data'), LOG_LEVEL: 'warn', RATE_LIMIT_MAX: '0', RATE_LIMIT_IP_MAX: '0' };
+  const svc = await startService(env, join(dir, 'service.log'), root);
+  return { name, svc, client: new LoadClient(svc.baseUrl, 16), dir, rounds: [] };
+}
+
+async function send(b: Build, concurrency: number, more: (sent: number) => boolean, make: (i: number) => LoadRequest): Promise<number[]> {
+  const { latencies, errors } = await sendEach(concurrency, more, async (i) => (await b.client.request(make(i))).status);
+  if (errors > 0) throw new Error(`${b.name}: ${errors} requests failed`);
+  return latencies;
+}
+
+async function round(b: Build, from: number): Promise<Figures> {
+  const until = performance.now() + WARM_UP_MS;
+  await send(b, 16, () => performance.now() < until, single(from + WRITES));
+  const cpu = () => PROCESSES.map((p) => cpuMs(b.svc[p].pid));
+  const before = cpu();
+  const started = performance.now();
+  const latencies = (await send(b, 16, (sent) => sent < WRITES, single(from))).sort((x, y) => x - y);
+  const seconds = (performance.now() - started) / 1000;
+  const used = cpu().map((ms, i) => Math.round(((ms - before[i]) * 1000) / WRITES));
+  const [proxy, enclave, hostStore] = used;
+  return {
+    perSecond: Math.round(WRITES / seconds), p99: Math.round(percentile(latencies, 99) * 10) / 10, proxy, enclave, hostStore,
+    service: proxy + enclave + hostStore, load: Number(loadavg()[0].toFixed(1)),
+  };
+}
+
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return (s[Math.floor((s.length - 1) / 2)] + s[Math.ceil((s.length - 1) / 2)]) / 2;
+};
+const span = (xs: number[], digits = 0) => `${Math.min(...xs).toFixed(digits)}–${Math.max(...xs).toFixed(digits)}`;
+
+export async function run(): Promise<void> {
+  const baseline = process.env.BENCH_BASELINE;
+  if (baseline && !existsSync(join(baseline, 'dist/enclave/main.js'))) throw new Error(`BENCH_BASELINE=${baseline} has no dist/enclave/main.js: build it there first`);
+  const builds: Build[] = [];
+  try {
+    builds.push(await start('this'));
+    if (baseline) builds.push(await start('baseline', resolve(baseline, 'dist')));
+    for (const b of builds) {
+      await send(b, 4, (sent) => sent < FILL, (t) => ({
+        method: 'POST', path: '/v1/memory',
+        body: JSON.stringify({ memories: Array.from({ length: 100 }, (_, i) => ({ tenant_id: `agent-${t}`, content: memoryText(t * 100 + i), dedupe: false })) }),
+      }));
+      const until = performance.now() + 10_000;
+      await send(b, 16, () => performance.now() < until, single(90_000_000));
+      await untilIdle(b.svc.enclave.pid, 60_000);
+    }
+    for (let r = 0; r < ROUNDS; r++) {
+      for (const b of r % 2 === 0 ? builds : [...builds].reverse()) {
+        const figures = await round(b, 10_000_000 + r * 100_000);
+        b.rounds.push(figures);
+        console.log(`round ${r + 1} ${b.name}: ${figures.perSecond}/s, p99 ${figures.p99} ms, CPU a write proxy ${figures.proxy} µs, enclave ${figures.enclave}, host store ${figures.hostStore} (load ${figures.load})`);
+        await untilIdle(b.svc.enclave.pid, 60_000);
+      }
+    }
+    const keys = ['perSecond', 'p99', 'service', ...PROCESSES] as const;
+    for (const key of keys) {
+      const line = builds.map((b) => `${b.name} ${span(b.rounds.map((f) => f[key]))} (median ${Math.round(median(b.rounds.map((f) => f[key])) * 10) / 10})`).join('; ');
+      const ratios = builds.length === 2 ? builds[0].rounds.map((f, i) => f[key] / builds[1].rounds[i][key]) : [];
+      console.log(`${key}: ${line}${ratios.length ? `; this/baseline by round: median ${median(ratios).toFixed(3)}, ${span(ratios, 2)}` : ''}`);
+    }
+  } finally {
+    for (const b of builds) {
+      b.client.close();
+      await b.svc.stop();
+      rmSync(b.dir, { recursive: true, force: true });
+    }
+  }
+}
