@@ -14,7 +14,10 @@ export interface ControllerOptions {
   passMs: number;
   /**
    * A new leader waits this long before placing shards never placed, so that members started
-   * with it have registered and the first placement is even (default 0).
+   * with it have registered and the first placement is even (default 0); a member that joins
+   * meanwhile starts the wait again, up to SETTLE_ROUNDS times this long after the election
+   * (members started together on a busy machine register seconds apart, and shards are not
+   * moved to a late one by themselves).
    */
   settleMs?: number;
 }
@@ -33,6 +36,9 @@ export interface ControllerOptions {
  * - a shard a member holds but the map gives elsewhere is closed there (the fence would stop
  *   it at its next write anyway; closing ends its stale reads at once).
  */
+/** The longest a new leader waits for members to stop joining, in settle windows. */
+const SETTLE_ROUNDS = 5;
+
 export class Controller {
   readonly map: ShardMap;
   private campaign?: Campaign;
@@ -40,6 +46,9 @@ export class Controller {
   private timer?: NodeJS.Timeout;
   private guard?: string;
   private electedAt = 0;
+  /** The members that answered the last pass, and when that set last changed. */
+  private answering = '';
+  private answeringSince = 0;
   private running = false;
   private again = false;
   private stopped = false;
@@ -74,6 +83,7 @@ export class Controller {
         if (this.campaign !== campaign) return;
         this.guard = key;
         this.electedAt = Date.now();
+        this.answering = '';
         this.log.info({ controller: this.options.id }, 'elected placement controller');
         void this.lead();
       });
@@ -144,6 +154,11 @@ export class Controller {
     const inFlight = new Set(this.opening.keys());
     const view = await this.map.read();
     const held = await this.askMembers(view);
+    const answering = [...held].filter(([, h]) => h).map(([id]) => id).sort().join(',');
+    if (answering !== this.answering) {
+      this.answering = answering;
+      this.answeringSince = Date.now();
+    }
     if (await this.nextMove(view, held)) return;
     const count = await this.count(view, held);
     if (count === undefined) return;
@@ -163,7 +178,7 @@ export class Controller {
         if (!h || h.open.get(shard) === seen.generation) continue;
         target = seen.owner;
       } else {
-        if (!seen && Date.now() < this.electedAt + (this.options.settleMs ?? 0)) continue;
+        if (!seen && this.settling()) continue;
         // Only members that answered are candidates (a lost owner is not in `loads`).
         target = leastLoaded(loads);
         if (!target) return;
@@ -180,6 +195,13 @@ export class Controller {
       this.log.info({ shard, owner: target, generation, from: seen?.owner, reason: seen ? (seen.owner === target ? 'not open on its owner' : 'owner gone') : 'unplaced' }, 'shard assigned');
       void this.startOpen(shard, target, view.members.get(target)!, generation);
     }
+  }
+
+  /** Whether shards never placed should wait: members may still be registering. */
+  private settling(): boolean {
+    const settle = this.options.settleMs ?? 0;
+    const now = Date.now();
+    return now < this.electedAt + settle || (now < this.answeringSince + settle && now < this.electedAt + SETTLE_ROUNDS * settle);
   }
 
   private async askMembers(view: ClusterView): Promise<Map<string, HeldShards | undefined>> {

@@ -244,6 +244,31 @@ describe('the controller', () => {
     });
   }, 60_000);
 
+  it('a new leader waits for members that keep joining (one window after the last), so members started seconds apart all get shards', async () => {
+    const hosts = new StandInEnclaves(6);
+    const prefix = freshPrefix();
+    const map = new ShardMap(client, prefix);
+    const members = startMembers(prefix, hosts, ['j1']);
+    const controller = new Controller(client, hosts, { id: 'c', prefix, ttlSeconds: 2, passMs: 200, settleMs: 2000 }, log);
+    try {
+      await waitFor(async () => (await map.read()).members.size === 1, 10_000);
+      controller.start();
+      await waitFor(async () => controller.leader, 10_000);
+      // The second joins within the first window, the third after it (but within the second's).
+      await new Promise((r) => setTimeout(r, 1000));
+      members.push(...startMembers(prefix, hosts, ['j2']));
+      await waitFor(async () => (await map.read()).members.size === 2, 10_000);
+      await new Promise((r) => setTimeout(r, 1200));
+      members.push(...startMembers(prefix, hosts, ['j3']));
+      await waitFor(async () => [0, 1, 2, 3, 4, 5].every((s) => hosts.holders(s).length === 1), 30_000);
+      const owners = [...(await map.read()).shards.values()].map((p) => p.owner).sort();
+      expect(owners).toEqual(['j1', 'j1', 'j2', 'j2', 'j3', 'j3']);
+    } finally {
+      await controller.stop();
+      await Promise.all(members.map((m) => m.stop(true)));
+    }
+  }, 60_000);
+
   it('a planned move closes the shard on its owner before the map changes and opens it on the new one', async () => {
     const hosts = new StandInEnclaves(2);
     await withPlacement(hosts, ['m1', 'm2'], async ({ map }) => {
