@@ -81,7 +81,8 @@ describe('buildStaticModel (tiny hand-made vocabulary)', () => {
   });
 });
 
-describe('buildStaticSifModel (small vocabulary, temp dir)', () => {
+// Each test builds the model (reading every word vector) up to four times: slow on a busy machine.
+describe('buildStaticSifModel (small vocabulary, temp dir)', { timeout: 240_000 }, () => {
   let dir: string;
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), 'build-model-'));
