@@ -63,7 +63,7 @@ describe('a second enclave, of a higher generation, opens the store the first is
     expect(await owned(a.baseUrl)).toBe('1');
     for (const content of ['the old owner, just after', 'the old owner, again']) expectNotOwner(await add(a.baseUrl, content));
     // The enclave's log line may reach us after its answer does.
-    await waitFor(async () => a.output().includes('another writer has written the memory store'), 30_000, a.output);
+    await waitFor(async () => a!.output().includes('another writer has written the memory store'), 30_000, () => a!.output());
     expect(await owned(a.baseUrl)).toBe('0');
     // Nor does it answer reads of the shard any more: they would miss the new owner's changes.
     expectNotOwner(await list(a.baseUrl));
