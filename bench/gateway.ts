@@ -15,11 +15,13 @@
  * from /proc) per request: the share of the service's capacity a way costs, whatever the
  * client's machine. Adds its figures to bench/results.json.
  *
- *   npm run bench -- gateway            (BENCH_QUICK=1 / --quick: a 10k tenant, fewer requests)
+ * BENCH_ROUNDS rounds (3; 1 with --quick) alternate the ways; each figure is the median of its rounds.
+ *
+ *   npm run bench -- gateway            (BENCH_QUICK=1 / --quick: a 10k tenant, fewer requests, one round)
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { cpus, tmpdir } from 'node:os';
+import { cpus, loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { repoRoot } from '../common/paths.js';
 import { cpuMs, startService, untilIdle } from '../scripts/lib/run-service.js';
@@ -36,6 +38,19 @@ const QUERIES_16 = quick ? 800 : 4_000;
 const CHATS_1 = quick ? 100 : 300;
 const CHATS_16 = quick ? 300 : 1_000;
 const TENANT = 'big';
+/** Rounds of every way (BENCH_ROUNDS); each figure is the median of its rounds. */
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? (quick ? 1 : 3));
+
+/** Each field's median over the rounds. */
+function medianLoad(loads: Load[]): Load {
+  const median = (xs: number[]) => {
+    const sorted = [...xs].sort((a, b) => a - b);
+    const mid = Math.floor(sorted.length / 2);
+    return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+  };
+  const keys = Object.keys(loads[0]) as Array<keyof Load>;
+  return Object.fromEntries(keys.map((k) => [k, median(loads.map((l) => Number(l[k])))])) as unknown as Load;
+}
 
 type Way = 'plain' | 'sdk, plain' | 'sdk, sealed' | 'gateway';
 const WAYS: Way[] = ['plain', 'sdk, plain', 'sdk, sealed', 'gateway'];
@@ -125,13 +140,28 @@ export async function run(): Promise<void> {
     const serviceCpuMs = () => cpuMs(svc.proxy.pid) + cpuMs(svc.enclave.pid) + cpuMs(svc.hostStore.pid);
     const results: Record<'query' | 'chat', Record<Way, { c1: Load; c16: Load }>> = { query: {} as never, chat: {} as never };
     console.log(`machine: ${cpus().length} × ${cpuIdentity()}; one tenant of ${MEMORIES.toLocaleString('en')} memories; the gateway and the service on the same cores`);
-    for (const [kind, performs, n1, n16] of [['query', queries, QUERIES_1, QUERIES_16], ['chat', chats, CHATS_1, CHATS_16]] as const) {
+    // Rounds alternate the ways, and each figure is the median of its rounds: one window per way
+    // moved a cost by tens of percent from run to run on this shared machine.
+    const rounds: Record<'query' | 'chat', Record<Way, { c1: Load[]; c16: Load[] }>> = {
+      query: Object.fromEntries(WAYS.map((w) => [w, { c1: [], c16: [] }])) as never,
+      chat: Object.fromEntries(WAYS.map((w) => [w, { c1: [], c16: [] }])) as never,
+    };
+    for (let round = 1; round <= ROUNDS; round++) {
+      for (const [kind, performs, n1, n16] of [['query', queries, QUERIES_1, QUERIES_16], ['chat', chats, CHATS_1, CHATS_16]] as const) {
+        for (const way of WAYS) {
+          const c1 = await measureEach(1, n1, performs[way]);
+          const c16 = await measureEach(16, n16, performs[way], serviceCpuMs);
+          if (c1.errors + c16.errors > 0) throw new Error(`${kind} ${way}: ${c1.errors + c16.errors} requests failed`);
+          rounds[kind][way].c1.push(c1);
+          rounds[kind][way].c16.push(c16);
+          console.log(`round ${round}/${ROUNDS} ${kind.padEnd(5)} ${way.padEnd(11)}: 1 client p50 ${c1.p50} ms; 16 clients ${c16.perSecond}/s (p50 ${c16.p50} ms, p99 ${c16.p99} ms; this process ${c16.clientCpuUs} us CPU a request, the service ${c16.serviceCpuUs} us; load ${loadavg()[0].toFixed(1)})`);
+        }
+      }
+    }
+    for (const kind of ['query', 'chat'] as const) {
       for (const way of WAYS) {
-        const c1 = await measureEach(1, n1, performs[way]);
-        const c16 = await measureEach(16, n16, performs[way], serviceCpuMs);
-        if (c1.errors + c16.errors > 0) throw new Error(`${kind} ${way}: ${c1.errors + c16.errors} requests failed`);
-        results[kind][way] = { c1, c16 };
-        console.log(`${kind.padEnd(5)} ${way.padEnd(11)}: 1 client p50 ${c1.p50} ms; 16 clients ${c16.perSecond}/s (p50 ${c16.p50} ms, p99 ${c16.p99} ms; this process ${c16.clientCpuUs} us CPU a request, the service ${c16.serviceCpuUs} us)`);
+        const { c1, c16 } = results[kind][way] = { c1: medianLoad(rounds[kind][way].c1), c16: medianLoad(rounds[kind][way].c16) };
+        console.log(`median ${kind.padEnd(5)} ${way.padEnd(11)}: 1 client p50 ${c1.p50} ms; 16 clients ${c16.perSecond}/s; this process ${c16.clientCpuUs} us CPU a request, the service ${c16.serviceCpuUs} us`);
       }
     }
 
@@ -157,7 +187,7 @@ export async function run(): Promise<void> {
 
     const file = resolve(repoRoot, 'bench/results.json');
     const all = existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>) : {};
-    all.gateway = { date: new Date().toISOString(), quick, memories: MEMORIES, ...results, summary, met };
+    all.gateway = { date: new Date().toISOString(), quick, memories: MEMORIES, rounds: ROUNDS, ...results, summary, met, each: rounds };
     writeFileSync(file, `${JSON.stringify(all, null, 2)}\n`);
     console.log(`\nadded "gateway" to ${file}`);
   } finally {
