@@ -1,5 +1,4 @@
 import { defineConfig } from 'vitest/config';
-import LongestFirst from './test/sequencer.js';
 
 export default defineConfig({
   test: {
@@ -8,8 +7,6 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 120_000,
     maxWorkers: 2,
-    // Longest files first, from test/durations.json: a fresh clone has no duration cache.
-    sequence: { sequencer: LongestFirst },
     // Ends what a test that timed out left running (test/helpers/children.ts).
     setupFiles: ['test/helpers/cleanup.ts'],
   },
