@@ -1,6 +1,7 @@
 import type { QueryMemoryInput } from '../../common/schemas.js';
 import { FUSION_DEPTH, rankHybrid, type Candidate, type Ranker } from '../retrieval/hybrid.js';
 import { lendToNeighbours, type NeighbourSource } from '../retrieval/neighbour-lending.js';
+import { favourNamedSpeakers } from '../retrieval/speaker-match.js';
 import { sameSession } from './add-order.js';
 import { centred } from '../retrieval/tenant-centre.js';
 import { candidatesOf, searchTenant, searchTenantWith, similaritiesById, type RankedHit, type TenantSearch } from '../retrieval/tenant-search.js';
@@ -51,18 +52,19 @@ export async function queryTenant(tenant: TenantMemories, input: QueryMemoryInpu
   const vector = await context.embed(input.query);
   const mean = tenant.centre.mean();
   const path: QueryPath = matching ? 'split' : plain ? 'worker' : 'event-loop';
-  // The API's ranking lends hits' scores to their neighbouring turns (retrieval/neighbour-lending.ts).
-  const neighbours = rank === rankHybrid ? neighbourSource(tenant, input.query, vector, mean, accept) : undefined;
+  // The API's ranking lends hits' scores to their neighbouring turns (retrieval/neighbour-lending.ts)
+  // and favours the turns of a speaker the query names (retrieval/speaker-match.ts).
+  const api = rank === rankHybrid ? { neighbours: neighbourSource(tenant, input.query, vector, mean, accept), query: input.query } : undefined;
   switch (path) {
     case 'split': {
       const searched = await searchTenantWith(tenant.index, tenant.lexical, input.query, centred(vector, mean), depth, matching!);
-      if (searched) return stillHeld(tenant, rankHere(tenant, input, vector, mean, depth, rank, accept, searched), input.top_k, neighbours).results;
+      if (searched) return stillHeld(tenant, rankHere(tenant, input, vector, mean, depth, rank, accept, searched), input.top_k, api).results;
       break;
     }
     case 'worker': {
-      const keep = input.top_k + RANKING_SPARE;
+      const keep = rankingKept(input.top_k);
       const remote = await tenant.searchInWorker(context.querying() > 1, input.query, vector, mean, depth, keep)?.catch(() => undefined);
-      const ranked = remote && stillHeld(tenant, remote, input.top_k, neighbours);
+      const ranked = remote && stillHeld(tenant, remote, input.top_k, api);
       // More of the worker's first `keep` deleted meanwhile than the spare: rank here.
       if (ranked && (ranked.held >= input.top_k || remote.length < keep)) return ranked.results;
       break;
@@ -70,7 +72,7 @@ export async function queryTenant(tenant: TenantMemories, input: QueryMemoryInpu
     case 'event-loop':
       break;
   }
-  return stillHeld(tenant, rankHere(tenant, input, vector, mean, depth, rank, accept), input.top_k, neighbours).results;
+  return stillHeld(tenant, rankHere(tenant, input, vector, mean, depth, rank, accept), input.top_k, api).results;
 }
 
 /**
@@ -128,21 +130,42 @@ function rankHere(
   return rank([...candidates.values()], { lexicalIdeal: searched.cost.idealScore ?? 0 });
 }
 
+/** What the API's ranking does after rankHybrid: neighbour lending, then the named speaker's turns first. */
+interface ApiRanking {
+  neighbours: NeighbourSource;
+  query: string;
+}
+
+/**
+ * How many of a ranking's first hits are lent to and reordered by speaker: the same for any
+ * top_k up to FUSION_DEPTH, so a query's first results do not depend on its top_k (a named
+ * speaker's turn ranked 25th may pass another's ranked 8th), and RANKING_SPARE more for those
+ * deleted while the worker ranked.
+ */
+function rankingKept(topK: number): number {
+  return Math.max(topK, FUSION_DEPTH) + RANKING_SPARE;
+}
+
 /**
  * The first `topK` of a ranking whose memories the tenant still holds, with their records:
  * the tenant may have changed while the worker ranked, and a ranking's order does not depend
- * on the other candidates, so skipping what is gone keeps the rest in order. With
- * `neighbours`, the first topK + RANKING_SPARE held (on every path the same hits) lend to
- * their neighbouring turns first. `held`: how many of the ranking are still held (at most that many).
+ * on the other candidates, so skipping what is gone keeps the rest in order. With `api`, the
+ * first rankingKept(topK) held (on every path the same hits) lend to their neighbouring turns
+ * and are reordered by speaker first. `held`: how many of the ranking are still held (at most that many).
  */
-function stillHeld(tenant: TenantMemories, ranked: RankedHit[], topK: number, neighbours?: NeighbourSource): { results: ScoredMemory[]; held: number } {
+function stillHeld(tenant: TenantMemories, ranked: RankedHit[], topK: number, api?: ApiRanking): { results: ScoredMemory[]; held: number } {
   const listed: RankedHit[] = [];
   for (const hit of ranked) {
     if (!tenant.records.has(hit.id)) continue;
     listed.push(hit);
-    if (listed.length === topK + RANKING_SPARE) break;
+    if (listed.length === rankingKept(topK)) break;
   }
-  const final = neighbours ? lendToNeighbours(listed, neighbours) : listed;
+  let final: RankedHit[] = listed;
+  if (api) {
+    final = lendToNeighbours(final, api.neighbours);
+    // After lending: a question's next turn, lent its score, may be the named speaker's answer.
+    final = favourNamedSpeakers(final, api.query, (id) => tenant.records.get(id)!.content);
+  }
   const results = final.slice(0, topK).map((hit) => ({
     record: tenant.records.get(hit.id)!,
     score: hit.fused,

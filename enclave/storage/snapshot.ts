@@ -47,12 +47,18 @@ export interface SnapshotSealing {
 
 const plainly: SnapshotSealing = { encode: encodeEvent, held: [] };
 
-/**
- * Sealed bytes are handed to the host store in chunks of about this size. Sealing a chunk
- * runs on the event loop, so a small chunk keeps a snapshot of a large store from delaying
- * queries by more than about a millisecond at a time.
- */
+/** Sealed bytes are handed to the host store in chunks of about this size. */
 const CHUNK_BYTES = 64 * 1024;
+
+/**
+ * The longest a snapshot seals before it lets the event loop turn (requests, commits).
+ * Handing a chunk over is not enough: while the host store's stream has room, the put takes
+ * the next one at once, within the same turn, so without this a large snapshot holds every
+ * request and commit for the stream's buffer's worth of sealing at a time.
+ */
+export const SNAPSHOT_SLICE_MS = 8;
+
+const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 /**
  * Writes a snapshot atomically (one put: the host store replaces the blob only once all of
@@ -67,6 +73,7 @@ const CHUNK_BYTES = 64 * 1024;
 export async function writeSnapshot(
   blobs: BlobStore, name: string, key: StorageKey, meta: FileMeta, entries: Iterable<SnapshotEntry>, heads?: SnapshotHeads,
   deleted: Iterable<SnapshotTombstone> = [], conditions?: PutConditions, sealing: SnapshotSealing = plainly, replays: readonly ReplayMark[] = [],
+  sliceMs = SNAPSHOT_SLICE_MS,
 ): Promise<{ bytes: number; count: number; version: string }> {
   let bytes = 0;
   let count = 0;
@@ -84,6 +91,15 @@ export async function writeSnapshot(
       chunkBytes = 0;
       bytes += data.length;
       return data;
+    };
+    // A chunk is handed over only after the event loop has turned, once a slice is used up.
+    let sliceStarted = performance.now();
+    const handOver = async () => {
+      if (performance.now() - sliceStarted >= sliceMs) {
+        await nextTurn();
+        sliceStarted = performance.now();
+      }
+      return flush();
     };
     let seq = 1;
     let first = heads?.first ?? 0;
@@ -103,20 +119,19 @@ export async function writeSnapshot(
       if (isSealed(payload)) keyed++;
       else count++;
       add(payload);
-      // Each chunk handed over also yields, so sealing a large snapshot does not stall requests.
-      if (chunkBytes >= CHUNK_BYTES) yield flush();
+      if (chunkBytes >= CHUNK_BYTES) yield await handOver();
     }
     for (const payload of sealing.held) {
       keyed++;
       add(payload);
-      if (chunkBytes >= CHUNK_BYTES) yield flush();
+      if (chunkBytes >= CHUNK_BYTES) yield await handOver();
     }
     for (const tombstone of deleted) {
       const payload = sealing.encode(tombstone);
       if (isSealed(payload)) keyed++;
       else tombstones++;
       add(payload);
-      if (chunkBytes >= CHUNK_BYTES) yield flush();
+      if (chunkBytes >= CHUNK_BYTES) yield await handOver();
     }
     chunk.push(sealFrame(key, header, seq, encodeEnd(count, tombstones, keyed, replays.length)));
     yield flush();
