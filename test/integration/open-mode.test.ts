@@ -18,8 +18,14 @@ const enclaveOn = async (env: NodeJS.ProcessEnv = {}) => {
   const addr = `127.0.0.1:${await freePort()}`;
   const enclave = await lone('enclave/main.js', { ENCLAVE_ADDR: addr, ...env });
   await enclave.waitForOutput('enclave listening');
-  return addr;
+  return { addr, enclave };
 };
+/**
+ * One enclave open on loopback, with its defaults, serves every test that needs one: they
+ * only read its start-up warning or put a proxy in front of it, and none changes it.
+ */
+let openOnLoopback: ReturnType<typeof enclaveOn> | undefined;
+const openEnclave = () => (openOnLoopback ??= enclaveOn());
 
 beforeAll(() => {
   dir = mkdtempSync(join(tmpdir(), 'agent-open-'));
@@ -43,8 +49,8 @@ describe('the enclave runs without keys only where that is safe', () => {
   });
 
   it('starts open on loopback, warning that keys are off; ALLOW_OPEN=1 lifts the address rule', async () => {
-    await enclaveOn();
-    expect(started.at(-1)!.output()).toMatch(/"level":40.*API keys are OFF/);
+    const { enclave } = await openEnclave();
+    expect(enclave.output()).toMatch(/"level":40.*API keys are OFF/);
     const exposed = await lone('enclave/main.js', { ENCLAVE_ADDR: `0.0.0.0:${await freePort()}`, ALLOW_OPEN: '1' });
     await exposed.waitForOutput('enclave listening');
     expect(exposed.output()).toContain('API keys are OFF');
@@ -63,7 +69,7 @@ describe('the enclave runs without keys only where that is safe', () => {
 
 describe('the proxy does not expose an open enclave', () => {
   it('refuses to listen beyond loopback while the enclave has no keys', async () => {
-    const addr = await enclaveOn();
+    const { addr } = await openEnclave();
     const proxy = await lone('proxy/main.js', { ENCLAVE_ADDR: addr, HOST: '0.0.0.0', PORT: String(await freePort()) });
     expect(await proxy.exited).toBe(2);
     expect(proxy.output()).toMatch(/HOST=0\.0\.0\.0 exposes the API .* without API keys/);
@@ -72,8 +78,8 @@ describe('the proxy does not expose an open enclave', () => {
   it('listens beyond loopback when the enclave requires keys, or with ALLOW_OPEN=1', async () => {
     const file = join(dir, 'keys.json');
     issueKey(file, ['t1']);
-    const keyed = await enclaveOn({ API_KEYS_FILE: file });
-    const open = await enclaveOn();
+    const { addr: keyed } = await enclaveOn({ API_KEYS_FILE: file });
+    const { addr: open } = await openEnclave();
     for (const [addr, extra] of [[keyed, {}], [open, { ALLOW_OPEN: '1' }]] as const) {
       const port = await freePort();
       const proxy = await lone('proxy/main.js', { ENCLAVE_ADDR: addr, HOST: '0.0.0.0', PORT: String(port), ...extra });

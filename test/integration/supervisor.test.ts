@@ -2,12 +2,17 @@ import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { waitFor } from '../helpers/service.js';
-import { scratch, stackTraceLine, startSupervisor } from '../helpers/supervisor.js';
+import { scratch, stackTraceLine, startSupervisor, type Supervisor } from '../helpers/supervisor.js';
 
 /** `npm start`'s supervisor as an operator meets it: bad configuration, signals, a supervisor killed outright. */
 const folder = scratch();
 afterAll(() => folder.remove());
 
+/**
+ * A supervisor that a test left running, all three processes up, for the SIGTERM test to stop:
+ * a start costs three processes and the embedding model's load, and what it tests is the stop.
+ */
+let running: Supervisor | undefined;
 const alive = (pid: number) => { try { process.kill(pid, 0); return true; } catch { return false; } };
 /** The settings that name an instance's folder and ports, to start another on the same ones. */
 const sameInstance = (env: NodeJS.ProcessEnv) => Object.fromEntries(['DATA_DIR', 'PORT', 'ENCLAVE_ADDR', 'HOST_STORE_ADDR'].map((n) => [n, env[n]]));
@@ -45,6 +50,7 @@ describe('the supervisor (npm start)', () => {
     const again = await startSupervisor(folder.dir, { ...sameInstance(s.env), LOG_FORMAT: 'pretty', LOG_LEVEL: 'info' });
     await again.ready();
     expect(again.children().length).toBe(3);
+    running = again;
     // Its start ends with one line saying where to go (first hour, 7).
     await waitFor(async () => again.output().includes('ready: '), 60_000, () => `waiting for the line "ready: …"\n${again.output()}`);
     const lines = again.output().trimEnd().split('\n');
@@ -76,7 +82,7 @@ describe('the supervisor (npm start)', () => {
   }, 120_000);
 
   it('SIGTERM stops all three processes and exits 0', async () => {
-    const s = await startSupervisor(folder.dir);
+    const s = running ?? await startSupervisor(folder.dir);
     await s.ready();
     const children = s.children();
     s.child.kill('SIGTERM');

@@ -41,6 +41,13 @@ async function service(withWorker: boolean, onFailure?: (err: Error) => void) {
 }
 
 /**
+ * The service without a worker that tests compare against: it is only queried, never
+ * changed, so one serves every test (building SIZE memories takes seconds of CPU).
+ */
+let reference: ReturnType<typeof service> | undefined;
+const eventLoopOnly = () => (reference ??= service(false));
+
+/**
  * Runs `query` with other queries under way, as under load, and answers it. A query alone
  * is ranked on the event loop, its BM25 search sent to the worker: the first begins alone;
  * `query` begins second, and is still ranking after its embedding while the third waits
@@ -81,7 +88,7 @@ const shape = (hits: ScoredMemory[]) => hits.map((h) => ({ content: h.record.con
 
 describe('the search worker', () => {
   it('answers a large tenant\'s queries from its copy, exactly as the event loop would', async () => {
-    const here = await service(false);
+    const here = await eventLoopOnly();
     const there = await service(true);
     await untilServedByWorker(there.memory, there.replicas!);
     // The two services hold the same memories under different ids: compare contents and scores.
@@ -112,7 +119,7 @@ describe('the search worker', () => {
   });
 
   it('gives a query alone the same answer when the worker finds its BM25 hits', async () => {
-    const here = await service(false);
+    const here = await eventLoopOnly();
     const there = await service(true);
     await untilServedByWorker(there.memory, there.replicas!);
     const matched = there.replicas!.matched;
@@ -222,7 +229,7 @@ describe('the search worker', () => {
 
   it('when the worker fails, every query is still answered, on the event loop', async () => {
     const failures: Error[] = [];
-    const here = await service(false);
+    const here = await eventLoopOnly();
     const there = await service(true, (err) => failures.push(err));
     await untilServedByWorker(there.memory, there.replicas!);
     // A change the copy cannot take (a vector of the wrong size) ends the worker; the tenant's copy is its first, number 1.
