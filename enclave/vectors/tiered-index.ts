@@ -17,13 +17,6 @@ export interface TieredOptions {
  */
 export const DEFAULT_TIERS: TieredOptions = { promoteAbove: 4096, hnsw: DEFAULT_HNSW };
 
-/**
- * The longest a promotion builds the graph before it lets the event loop turn. Inserting a
- * tenant's 4,097 vectors at once held every request for 0.4–0.5 s, the slowest writes of a
- * tenant growing under load; meanwhile the flat array, still complete, answers its queries.
- */
-export const PROMOTE_SLICE_MS = 8;
-
 export class TieredIndex implements VectorIndex {
   private current: VectorIndex;
   private flat?: FlatIndex;
@@ -33,11 +26,6 @@ export class TieredIndex implements VectorIndex {
    * rest. So what the graph holds is what the snapshot says, whatever moment it was saved at.
    */
   private unconfirmed?: Set<string>;
-  /**
-   * A graph being built from the flat array (promote()): the ids the flat array held when it
-   * began, and how many of them are in. Vectors added or removed meanwhile go to both.
-   */
-  private building?: { graph: HnswIndex; ids: string[]; done: number };
 
   constructor(readonly dimension: number, private readonly options: TieredOptions = DEFAULT_TIERS) {
     this.flat = new FlatIndex(dimension);
@@ -82,14 +70,12 @@ export class TieredIndex implements VectorIndex {
       this.current.remove(id);
     }
     this.current.add(id, vector);
-    if (this.building) this.building.graph.add(id, vector);
-    else if (this.flat && this.flat.size > this.options.promoteAbove) this.promote(this.flat);
+    if (this.flat && this.flat.size > this.options.promoteAbove) this.promote(this.flat);
   }
 
   remove(id: string): void {
     this.unconfirmed?.delete(id);
     this.current.remove(id);
-    this.building?.graph.remove(id);
   }
 
   vector(id: string): Float32Array | undefined {
@@ -116,35 +102,12 @@ export class TieredIndex implements VectorIndex {
     return this.current.searchAbove(query, k, minScore);
   }
 
-  /**
-   * Builds the graph in slices of PROMOTE_SLICE_MS, the first one now (a small index is done
-   * within it), and serves from it once it holds everything the flat array does.
-   */
   private promote(flat: FlatIndex): void {
     const graph = new HnswIndex(this.dimension, this.options.hnsw, Math.max(1024, flat.size * 2));
-    this.building = { graph, ids: [...flat.entries()].map(([id]) => id), done: 0 };
-    this.buildSlice();
-  }
-
-  private readonly buildSlice = (): void => {
-    const building = this.building;
-    const flat = this.flat;
-    if (!building || !flat) return;
-    const until = performance.now() + PROMOTE_SLICE_MS;
-    while (building.done < building.ids.length && performance.now() < until) {
-      const id = building.ids[building.done++];
-      // Removed since (skip), or added again since, to both (in already).
-      const vector = building.graph.has(id) ? undefined : flat.vector(id);
-      if (vector) building.graph.add(id, vector);
-    }
-    if (building.done < building.ids.length) {
-      setImmediate(this.buildSlice);
-      return;
-    }
-    this.current = building.graph;
+    for (const [id, vector] of flat.entries()) graph.add(id, vector);
+    this.current = graph;
     this.flat = undefined;
-    this.building = undefined;
-  };
+  }
 }
 
 function sameBits(a: Float32Array, b: Float32Array): boolean {
