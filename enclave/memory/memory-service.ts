@@ -530,7 +530,10 @@ export class MemoryService {
 
   /** Large tenants' vector graphs, each with its save: what a snapshot keeps beside it (storage/graph-file.ts). */
   *graphs(): Generator<[string, () => Promise<SavedGraph>]> {
-    for (const [tenantId, tenant] of this.tenants) if (tenant.index.kind === 'hnsw') yield [tenantId, () => tenant.saveGraph()!];
+    for (const [tenantId, tenant] of this.tenants) {
+      tenant.index.finishPromotion();
+      if (tenant.index.kind === 'hnsw') yield [tenantId, () => tenant.saveGraph()!];
+    }
   }
 
   /** At recovery, before the tenant's memories: its index opened from a saved graph, which they confirm. */

@@ -149,6 +149,10 @@ export class HnswIndex implements VectorIndex {
     return graph;
   }
 
+  has(id: string): boolean {
+    return this.labels.has(id) || this.zeros.has(id);
+  }
+
   vector(id: string): Float32Array | undefined {
     const zero = this.zeros.get(id);
     if (zero) return zero.slice();

@@ -82,4 +82,14 @@ describe('MemoryService.addMany and hybrid query (real embedder)', () => {
       expect(memory.usage.memories).toBe(19);
     }
   });
+
+  it('saves with a snapshot the graph of a tenant whose promotion is under way (finished first)', async () => {
+    // Past promoteAbove by PROMOTE_AT_ONCE + 1: the graph is not whole until more writes, or a snapshot.
+    const memory = new MemoryService(embedder, { vectorIndex: { promoteAbove: 300, hnsw: DEFAULT_HNSW } });
+    await memory.addMany(Array.from({ length: 301 }, (_, i) => ({ content: `Note ${i} about parcel ${i * 7}`, tenant_id: 'grown' })));
+    const graphs = [...memory.graphs()];
+    expect(graphs.map(([tenant]) => tenant)).toEqual(['grown']);
+    const saved = await graphs[0][1]();
+    expect(saved.ids.filter((id) => id !== '')).toHaveLength(301);
+  });
 });

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { FlatIndex } from '../../enclave/vectors/flat-index.js';
 import { DEFAULT_HNSW, HnswIndex } from '../../enclave/vectors/hnsw-index.js';
-import { TieredIndex } from '../../enclave/vectors/tiered-index.js';
+import { PROMOTE_AT_ONCE, PROMOTE_PER_ADD, TieredIndex } from '../../enclave/vectors/tiered-index.js';
 import { dot, dot3, type VectorIndex } from '../../enclave/vectors/vector-index.js';
 import { centredCosine } from '../../enclave/retrieval/tenant-centre.js';
 import { mulberry32 } from '../../scripts/lib/mulberry32.js';
@@ -178,6 +178,50 @@ describe('TieredIndex', () => {
     expect(index.kind).toBe('hnsw');
     expect(index.size).toBe(17);
     for (let i = 0; i < 17; i++) expect(index.search(vectors[i], 1)[0].id).toBe(`m${i}`);
+  });
+
+  it('builds a large graph over the tenant\'s next adds, answering from the flat array meanwhile, and misses no change made during the build', () => {
+    const run = () => {
+      const index = new TieredIndex(64, { promoteAbove: 3000, hnsw: DEFAULT_HNSW });
+      const vectors = randomUnits(3500, 64, 9);
+      vectors.slice(0, 3001).forEach((v, i) => index.add(`m${i}`, v));
+      // The 3,001st add moved PROMOTE_AT_ONCE of them, not all 3,001: the flat array still answers.
+      expect(index.kind).toBe('flat');
+      // Changes while the graph is built: new vectors; removals of vectors the graph holds already
+      // (the first step's, one added since) and of one it does not hold yet; a vector replaced.
+      for (let i = 3001; i < 3010; i++) index.add(`m${i}`, vectors[i]);
+      index.remove('m0');
+      index.remove('m3003');
+      index.remove('m2999');
+      index.remove('m2998');
+      index.add('m2998', vectors[5]);
+      // Exact answers meanwhile.
+      expect(index.search(vectors[3005], 1)[0]).toMatchObject({ id: 'm3005' });
+      let next = 3010;
+      while (index.kind === 'flat') index.add(`m${next}`, vectors[next++]);
+      // PROMOTE_PER_ADD a write: the rest of the 3,001 moved over the next adds, none left behind.
+      expect(next).toBe(3010 + Math.ceil((3001 - PROMOTE_AT_ONCE - 10 * PROMOTE_PER_ADD) / PROMOTE_PER_ADD));
+      expect(index.size).toBe(next - 3);
+      for (const id of ['m0', 'm3003', 'm2999']) expect(index.vector(id)).toBeUndefined();
+      expect(index.vector('m2998')).toEqual(vectors[5]);
+      for (const i of [1, 1500, 2997, 3001, next - 1]) expect(index.search(vectors[i], 1)[0].id).toBe(`m${i}`);
+      for (const i of [0, 3003, 2999]) expect(index.search(vectors[i], 3).map((h) => h.id)).not.toContain(`m${i}`);
+      return vectors.slice(3450, 3490).map((q) => index.search(q, 10));
+    };
+    // What the graph holds depends only on what was written: the same writes, the same answers.
+    expect(run()).toEqual(run());
+  });
+
+  it('finishes a promotion at once when asked (before a snapshot saves the graph)', () => {
+    const index = new TieredIndex(64, { promoteAbove: 3000, hnsw: DEFAULT_HNSW });
+    const vectors = randomUnits(3001, 64, 11);
+    vectors.forEach((v, i) => index.add(`m${i}`, v));
+    expect(index.kind).toBe('flat');
+    expect(index.saveGraph()).toBeUndefined();
+    index.finishPromotion();
+    expect(index.kind).toBe('hnsw');
+    expect(index.size).toBe(3001);
+    for (const i of [0, 1000, 3000]) expect(index.search(vectors[i], 1)[0].id).toBe(`m${i}`);
   });
 });
 
