@@ -20,6 +20,27 @@ const benches: Array<[name: string, load: () => Promise<{ run(): Promise<void> }
   ['export: a 100k-memory tenant exported and imported through the real processes, the enclave\'s memory while it streams (adds to bench/results.json)', () => import('./export.js')],
 ];
 
+if (args.includes('--help') || args.includes('-h')) {
+  process.stdout.write(
+    'usage: npm run bench [-- [--quick] [name ...]]\n\n' +
+      'Runs every benchmark below in turn, or only those whose name starts with a given name.\n' +
+      '--quick runs smaller sizes. Environment: BENCH_BASELINE=<another built checkout> for the\n' +
+      'benchmarks that compare against one; see docs/performance.md.\n\n' +
+      benches.map(([name]) => `  ${name}\n`).join(''),
+  );
+  process.exit(0);
+}
+const unknown = args.filter((a) => a.startsWith('--') && a !== '--quick');
+if (unknown.length > 0) {
+  process.stderr.write(`bench: unknown option ${unknown.join(' ')} (try --help)\n`);
+  process.exit(2);
+}
+const unmatched = only.filter((prefix) => !benches.some(([name]) => name.startsWith(prefix)));
+if (unmatched.length > 0) {
+  process.stderr.write(`bench: no benchmark named ${unmatched.join(', ')} (try --help)\n`);
+  process.exit(2);
+}
+
 for (const [name, load] of benches) {
   if (only.length > 0 && !only.some((prefix) => name.startsWith(prefix))) continue;
   process.stdout.write(`\n## ${name}\n\n`);
