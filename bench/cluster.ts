@@ -23,6 +23,8 @@
  *   BENCH_CLUSTER_ENCLAVES   enclaves in the cluster (default 3; 1 adds "cluster1" and stops after the throughput)
  *   BENCH_CLUSTER_BIG        0 skips the large tenant's failover
  *   BENCH_KEEP               1 keeps every process's log in the temp folder it names
+ *   BENCH_CLUSTER_ONLY       move: only the cluster, filled, and BENCH_CLUSTER_MOVES planned moves (default 1) of its
+ *                            shard, back and forth; no one enclave, no throughput, no failover, results.json untouched
  *   LEASE_TTL_S, SHARDS, …   passed to the cluster's processes like any setting
  */
 import { execFile, spawnSync } from 'node:child_process';
@@ -55,6 +57,9 @@ const BIG = quick || process.env.BENCH_CLUSTER_BIG === '0' ? 0 : 99_000;
 /** Enclaves in the cluster (BENCH_CLUSTER_ENCLAVES; 1 compares the cluster's processes alone with npm start's, and skips the move and the failover). */
 const ENCLAVES = Number(process.env.BENCH_CLUSTER_ENCLAVES || 3);
 const CLUSTER = `${ENCLAVES} enclave${ENCLAVES === 1 ? '' : 's'} (cluster)`;
+/** BENCH_CLUSTER_ONLY=move: the planned move alone (BENCH_CLUSTER_MOVES times), on the cluster alone. */
+const ONLY_MOVE = process.env.BENCH_CLUSTER_ONLY === 'move';
+const MOVES = Number(process.env.BENCH_CLUSTER_MOVES || 1);
 
 const tenant = (t: number) => `agent-${t}`;
 const exec = promisify(execFile);
@@ -169,7 +174,7 @@ const show = (w: Window | WrkWindow) => `${n(w.perSecond)}/s, p50 ${w.p50} ms, p
   `${'clientCpuUs' in w ? `, load client ${w.clientCpuUs} µs` : ''}, ${'non2xx' in w ? w.non2xx + w.errors : w.errors} failed (load ${w.load})`;
 
 interface MoveResult {
-  shard: number; from: string; to: string; moveMs: number; controllerPauseMs?: number;
+  shard: number; from: string; to: string; moveMs: number; controllerPauseMs?: number; prepareMs?: number;
   longestWriteMs: number; longestAckGapMs: number; writes: number; failedWrites: number; reads: number; failedReads: number; load: number;
 }
 
@@ -213,7 +218,7 @@ async function plannedMove(c: ClusterService): Promise<MoveResult> {
     const moved = c.enclaves.flatMap((e) => logLines(e.placement.log)).find((l) => l.msg === 'shard moved' && l.shard === shard && l.time >= moveStart);
     process.stdout.write(`  (${stdout.trim()})\n`);
     return {
-      shard, from, to, moveMs: moveEnd - moveStart, controllerPauseMs: moved?.pauseMs as number | undefined,
+      shard, from, to, moveMs: moveEnd - moveStart, controllerPauseMs: moved?.pauseMs as number | undefined, prepareMs: moved?.prepareMs as number | undefined,
       longestWriteMs: Math.max(...during.map((o) => o.end - o.start)), longestAckGapMs: gap,
       writes: writes.length, failedWrites: writes.filter((o) => !o.ok).length,
       reads: ops.length - writes.length, failedReads: ops.filter((o) => !o.write && !o.ok).length, load: load1(),
@@ -221,6 +226,13 @@ async function plannedMove(c: ClusterService): Promise<MoveResult> {
   } finally {
     client.close();
   }
+}
+
+function printMove(c: ClusterService, move: MoveResult): void {
+  console.log(`planned move of shard ${move.shard} (${n(TENANTS * PER_TENANT / c.shards)} memories or so) from ${move.from} to ${move.to}: ${n(move.moveMs)} ms for cluster:move ` +
+    `(controller: ${move.prepareMs === undefined ? '' : `read ahead ${move.prepareMs} ms, then `}close to open ${move.controllerPauseMs ?? '?'} ms); longest write ${n(move.longestWriteMs)} ms (target ≤ 500: ${move.longestWriteMs <= 500 ? 'met' : '**not met**'}), ` +
+    `longest stretch with no write acknowledged ${n(move.longestAckGapMs)} ms; failed reads ${move.failedReads} of ${n(move.reads)} (target 0: ${move.failedReads === 0 ? 'met' : '**not met**'}), ` +
+    `failed writes ${move.failedWrites} of ${n(move.writes)} (load ${move.load})`);
 }
 
 interface FailoverResult {
@@ -366,6 +378,18 @@ export async function run(): Promise<void> {
   let cluster: ClusterService | undefined;
   const clients: LoadClient[] = [];
   try {
+    if (ONLY_MOVE) {
+      cluster = await startClusterService({ enclaves: ENCLAVES, dir: join(dir, 'three') });
+      const c = cluster;
+      const three: Target = { name: CLUSTER, baseUrl: c.baseUrl, client: new LoadClient(c.baseUrl, 16), procs: () => c.procs() };
+      clients.push(three.client);
+      console.log(`${three.name}: ${n(TENANTS * PER_TENANT)} memories stored by batches at ${n(await fill(three))}/s (load ${load1()})`);
+      for (let m = 0; m < MOVES; m++) {
+        await settle(three);
+        printMove(c, await plannedMove(c));
+      }
+      return;
+    }
     single = await startService({ DATA_DIR: join(dir, 'one'), LOG_LEVEL: 'warn', RATE_LIMIT_MAX: '0', RATE_LIMIT_IP_MAX: '0' }, join(dir, 'one.log'));
     cluster = await startClusterService({ enclaves: ENCLAVES, dir: join(dir, 'three') });
     const one: Target = { name: 'one enclave', baseUrl: single.baseUrl, client: new LoadClient(single.baseUrl, 16), procs: () => [{ name: 'host-store', pid: single!.hostStore.pid! }, { name: 'enclave', pid: single!.enclave.pid! }, { name: 'proxy', pid: single!.proxy.pid! }] };
@@ -450,10 +474,7 @@ export async function run(): Promise<void> {
 
     await settle(three);
     const move = await plannedMove(c);
-    console.log(`planned move of shard ${move.shard} (${n(TENANTS * PER_TENANT / c.shards)} memories or so) from ${move.from} to ${move.to}: ${n(move.moveMs)} ms for cluster:move ` +
-      `(controller: close to open ${move.controllerPauseMs ?? '?'} ms); longest write ${n(move.longestWriteMs)} ms (target ≤ 500: ${move.longestWriteMs <= 500 ? 'met' : '**not met**'}), ` +
-      `longest stretch with no write acknowledged ${n(move.longestAckGapMs)} ms; failed reads ${move.failedReads} of ${n(move.reads)} (target 0: ${move.failedReads === 0 ? 'met' : '**not met**'}), ` +
-      `failed writes ${move.failedWrites} of ${n(move.writes)} (load ${move.load})`);
+    printMove(c, move);
 
     await settle(three);
     const loaded = [...Array(TENANTS).keys()].map(tenant);
