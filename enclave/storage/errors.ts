@@ -59,3 +59,24 @@ export class SupersededError extends Error {
     this.name = 'SupersededError';
   }
 }
+
+/**
+ * A store read ahead (DurableStore.prepare: a planned move) that its files no longer continue:
+ * its snapshot replaced, its last segment gone, cut short, rewritten or swapped, or a newer
+ * segment that needs the store rewritten. Nothing of the files was applied past the read: the
+ * store is opened by a full read instead.
+ */
+export class PreparedStateStale extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'PreparedStateStale';
+  }
+}
+
+/** A shard asked to be prepared (PrepareShard) while this enclave serves it: nothing to prepare, and its served state is left alone. */
+export class ShardHeldError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ShardHeldError';
+  }
+}

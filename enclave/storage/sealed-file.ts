@@ -12,9 +12,9 @@
  * the middle, duplicated, or moved from another file (even one sealed with the same key)
  * without the reader noticing. The key id only lets the reader say "wrong key" plainly.
  */
-import { createHash, hkdfSync, randomBytes } from 'node:crypto';
+import { createHash, hkdfSync, randomBytes, type Hash } from 'node:crypto';
 import { SECRETBOX, secretbox, secretboxOpen } from './secretbox.js';
-import { CorruptStoreError } from './errors.js';
+import { CorruptStoreError, PreparedStateStale } from './errors.js';
 import { pooledRandomBytes } from '../random-bytes.js';
 
 export type FileKind = 'log' | 'snapshot' | 'graph';
@@ -110,6 +110,15 @@ export interface ReadOptions {
    * after the last frame costs the reader nothing more). Unbounded when absent.
    */
   maxBytes?: number;
+  /** Also hash the file's bytes up to its last good frame (SealedLogRead.digest), for a later read to skip them (`after`). */
+  digest?: boolean;
+  /**
+   * What an earlier read of this file found (its validEnd, frames and digest): its first `bytes`
+   * bytes must be exactly those (their SHA-256 is `digest`), and are hashed, not read again; the
+   * frames after them are read as usual, numbered on from `frames`. Bytes that differ, or fewer
+   * of them, throw PreparedStateStale before any payload is handed out.
+   */
+  after?: { bytes: number; frames: number; digest: Buffer };
 }
 
 /** What readSealedLog found, besides the payloads it handed out. */
@@ -118,6 +127,8 @@ export interface SealedLogRead {
   frames: number;
   validEnd: number;
   tail?: { offset: number; bytes: number };
+  /** With `digest`: the SHA-256 of the bytes before validEnd. */
+  digest?: Buffer;
 }
 
 /** Reads and authenticates a whole sealed file held in memory (see readSealedLog). */
@@ -149,6 +160,15 @@ export async function readSealedLog(
   let base = 0;
   let frames = 0;
   let validEnd = 0;
+  /** The good bytes so far, hashed as each frame is accepted (options.digest; from `after`'s when it continues one). */
+  let digest: Hash | undefined = options.digest ? createHash('sha256') : undefined;
+  const skipped = { header: undefined as Buffer | undefined, hash: undefined as Hash | undefined };
+  const source = options.after ? knownPrefix(chunks, options.after, name, skipped) : chunks;
+  if (options.after) {
+    base = options.after.bytes;
+    validEnd = options.after.bytes;
+    frames = options.after.frames;
+  }
   /** Where the damage starts, once found: from then on the rest is only scanned. */
   let damage: { offset: number; what: string } | undefined;
   let capped = false;
@@ -189,6 +209,7 @@ export async function readSealedLog(
         capped = true;
         break;
       }
+      digest?.update(buf.subarray(at, frame.end));
       each(frame.payload, frames);
       frames++;
       at = frame.end;
@@ -198,11 +219,17 @@ export async function readSealedLog(
     buf = buf.subarray(at);
   };
 
-  for await (const chunk of chunks) {
+  for await (const chunk of source) {
     buf = buf.length === 0 ? chunk : Buffer.concat([buf, chunk]);
+    // After a known prefix: its header was checked by the read that found it.
+    if (!header && skipped.header) {
+      header = skipped.header;
+      if (options.digest) digest = skipped.hash;
+    }
     if (!header) {
       if (buf.length < HEADER_BYTES) continue;
       header = checkHeader(buf, kind, key, name);
+      digest?.update(buf.subarray(0, HEADER_BYTES));
       base = HEADER_BYTES;
       validEnd = HEADER_BYTES;
       buf = buf.subarray(HEADER_BYTES);
@@ -217,8 +244,14 @@ export async function readSealedLog(
       break;
     }
   }
+  // A known prefix and nothing after it: no chunk came past it.
+  if (!header && skipped.header) {
+    header = skipped.header;
+    if (options.digest) digest = skipped.hash;
+  }
   if (!header) throw new CorruptStoreError(`${name} is too short to be a sealed ${kind} file`);
-  if (!damage && base + buf.length === validEnd) return { header, frames, validEnd };
+  const hashed = digest ? { digest: digest.digest() } : {};
+  if (!damage && base + buf.length === validEnd) return { header, frames, validEnd, ...hashed };
 
   if (!damage) {
     // The bytes end inside a frame: torn, unless an authentic frame hides in what is left.
@@ -230,7 +263,39 @@ export async function readSealedLog(
   if (!options.allowTail) throw new CorruptStoreError(`${name}: ${damage.what} at byte ${damage.offset}`);
   // A capped read does not know the file's true end: at least one byte more is cut.
   const end = Math.max(base + buf.length, validEnd + 1);
-  return { header, frames, validEnd, tail: { offset: validEnd, bytes: end - validEnd } };
+  return { header, frames, validEnd, tail: { offset: validEnd, bytes: end - validEnd }, ...hashed };
+}
+
+/**
+ * The chunks past the first `after.bytes` bytes, once those are found to be the ones an earlier
+ * read hashed (PreparedStateStale otherwise, or when the file is shorter): a file read again
+ * skips the frames it already read without opening them. `into` gets the file's header (its
+ * first bytes) and the hash so far, to go on with.
+ */
+async function* knownPrefix(
+  chunks: AsyncIterable<Buffer>, after: { bytes: number; digest: Buffer }, name: string, into: { header?: Buffer; hash?: Hash },
+): AsyncIterable<Buffer> {
+  const hash = createHash('sha256');
+  const head: Buffer[] = [];
+  let seen = 0;
+  for await (const chunk of chunks) {
+    if (seen >= after.bytes) {
+      yield chunk;
+      continue;
+    }
+    const take = Math.min(chunk.length, after.bytes - seen);
+    hash.update(chunk.subarray(0, take));
+    if (seen < HEADER_BYTES) head.push(chunk.subarray(0, Math.min(take, HEADER_BYTES - seen)));
+    seen += take;
+    if (seen === after.bytes) {
+      // digest() ends a hash: the copy goes on with what follows.
+      if (!hash.copy().digest().equals(after.digest)) throw new PreparedStateStale(`${name}: its first ${after.bytes} bytes are no longer those read before`);
+      into.header = Buffer.concat(head);
+      into.hash = hash;
+    }
+    if (take < chunk.length) yield chunk.subarray(take);
+  }
+  if (seen < after.bytes) throw new PreparedStateStale(`${name} is shorter (${seen} bytes) than when it was read before (${after.bytes})`);
 }
 
 /** The file's header, once its magic and key id are checked. */

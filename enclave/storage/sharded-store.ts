@@ -4,12 +4,12 @@ import { SHARD_MISS_HEADER, shardOf } from '../../protocol/shards.js';
 import type { MemoryJournal, TenantLocks } from '../memory/journal.js';
 import type { MemoryEvent, ReplayMark, RestoredEvent } from '../memory/types.js';
 import { ApiError, unavailable } from '../../common/errors.js';
-import { CorruptStoreError, StaleOwnerError } from './errors.js';
+import { CorruptStoreError, PreparedStateStale, ShardHeldError, StaleOwnerError } from './errors.js';
 import { logGeneration } from './log-file.js';
 import { newShardMap, readShardMap, SHARD_FOLDER, SHARD_MAP_NAME, writeShardMap, type ShardMap } from './shard-map.js';
 import { SNAPSHOT_NAME } from './snapshot.js';
 import { genesisHead, sameHead, type StateHead } from './state-head.js';
-import { DurableStore, MEMORY_PREFIX, type StoreOptions, type StoreTarget } from './store.js';
+import { DurableStore, MEMORY_PREFIX, type PreparedStore, type StoreOptions, type StoreTarget } from './store.js';
 
 /** Shards a service's data is made with when SHARDS is not set. */
 export const DEFAULT_SHARDS = 1;
@@ -17,11 +17,16 @@ export const DEFAULT_SHARDS = 1;
 /** SHARDS_OPEN: every shard opened at start (one enclave, `npm start`), or none until the host's placement opens them (a cluster). */
 export type OpenShards = 'all' | 'none';
 
+/** How long a shard read ahead (prepareShard) waits for its openShard before it leaves memory. */
+export const PREPARED_TTL_MS = 60_000;
+
 export interface ShardedOptions extends Omit<StoreOptions, 'prefix' | 'storeId' | 'name' | 'shard'> {
   /** SHARDS: the count for a service's new data; if set, it must equal the count its data was made with. */
   shards?: number;
   /** Default 'all'. With 'none', `generation` and `outrank` are not used: each openShard() names its generation. */
   openShards?: OpenShards;
+  /** Default PREPARED_TTL_MS. */
+  preparedTtlMs?: number;
 }
 
 /** What a shard opened at runtime is held to: freshness across enclaves (enclave/cluster/freshness.ts). */
@@ -65,6 +70,12 @@ export class ShardedStore implements MemoryJournal {
   private readonly last: Array<DurableStore | undefined>;
   /** Each shard's open or close under way: they run one at a time per shard. */
   private readonly changing = new Map<number, Promise<unknown>>();
+  /**
+   * Shards read ahead (prepareShard), not served, each with the timer that drops it. Read and
+   * changed only by a task of its shard (oneAtATime), which drops its tenants with it: a shard's
+   * tenants are in memory only while it is held, prepared, or being opened or prepared.
+   */
+  private readonly prepared = new Map<number, { store: PreparedStore; timer: NodeJS.Timeout }>();
 
   private constructor(readonly map: ShardMap, private readonly options: ShardedOptions, private readonly target: ShardTarget) {
     this.held = new Array<DurableStore | undefined>(map.count).fill(undefined);
@@ -174,6 +185,87 @@ export class ShardedStore implements MemoryJournal {
   }
 
   /**
+   * Reads shard `shard`'s store ahead of its openShard, while its owner still serves it (a
+   * planned move, docs/cluster.md): its snapshot, saved graphs and log up to their end now, into
+   * the memories, writing nothing (no tail cut, no fence, no generation). Its tenants are not
+   * served meanwhile (503 shard_not_owned, as for any shard not held); openShard then reads only
+   * the log written since, if the files still continue what was read, and opens it in full
+   * otherwise. One shard at a time is kept read ahead: a prepare drops every other; and one not
+   * opened within `preparedTtlMs`, or closed, leaves memory. Refused (ShardHeldError) for a shard
+   * this enclave serves; a shard held but taken over by a newer owner is let go first.
+   */
+  prepareShard(shard: number): Promise<PreparedStore> {
+    this.checkShard(shard);
+    for (const other of this.prepared.keys()) {
+      if (other !== shard) this.oneAtATime(other, async () => this.dropPrepared(other, 'another shard is being prepared')).catch(() => {});
+    }
+    return this.oneAtATime(shard, async () => {
+      const current = this.held[shard];
+      const name = this.shardName(shard);
+      if (current && !current.takenOver) throw new ShardHeldError(`${name} is served by this enclave: there is nothing to prepare`);
+      if (current) await this.release(shard, current);
+      // Read again from the start: an older read may be of files rewritten since.
+      if (this.takePrepared(shard)) this.drop(shard);
+      const { prefix, storeId } = this.map.shards[shard];
+      let prepared: PreparedStore;
+      try {
+        prepared = await DurableStore.prepare(
+          { ...this.options, prefix, storeId: storeId || undefined, name, shard, reembed: undefined },
+          shardTarget(this.target, shard, this.map.count, name, this.shardCache),
+        );
+      } catch (err) {
+        this.drop(shard);
+        throw err;
+      }
+      const timer = setTimeout(() => this.oneAtATime(shard, async () => {
+        if (this.prepared.get(shard)?.store === prepared) this.dropPrepared(shard, 'it was not opened in time');
+      }).catch(() => {}), this.options.preparedTtlMs ?? PREPARED_TTL_MS);
+      timer.unref();
+      this.prepared.set(shard, { store: prepared, timer });
+      this.options.log?.info({ shard, seq: prepared.head.seq }, 'shard read ahead of its open: not served until then');
+      return prepared;
+    });
+  }
+
+  /** Whether the shard is read ahead now (tests, metrics). */
+  isPrepared(shard: number): boolean {
+    return this.prepared.has(shard);
+  }
+
+  /** The shard's read-ahead, taken for its open (or to drop it): only in a task of the shard. */
+  private takePrepared(shard: number): PreparedStore | undefined {
+    const prepared = this.prepared.get(shard);
+    if (!prepared) return undefined;
+    clearTimeout(prepared.timer);
+    this.prepared.delete(shard);
+    return prepared.store;
+  }
+
+  /** Drops the shard's read-ahead and its tenants from memory: only in a task of the shard. */
+  private dropPrepared(shard: number, why: string): void {
+    if (!this.takePrepared(shard)) return;
+    this.drop(shard);
+    this.options.log?.info({ shard, why }, 'shard read ahead dropped: its tenants left memory');
+  }
+
+  /**
+   * Opens a shard from its read-ahead: only the log written since is read. When the files no
+   * longer continue what was read (PreparedStateStale), or a part written since is damaged, what
+   * was read goes and the shard is read in full (undefined), so the answer is always a full
+   * open's. Other refusals (a newer owner, an older copy than witnessed) are a full open's too.
+   */
+  private async resume(shard: number, prepared: PreparedStore, options: StoreOptions, target: StoreTarget): Promise<DurableStore | undefined> {
+    try {
+      return await DurableStore.resume(prepared, options, target);
+    } catch (err) {
+      if (!(err instanceof PreparedStateStale || err instanceof CorruptStoreError)) throw err;
+      this.drop(shard);
+      this.options.log?.warn({ shard, err: err.message }, 'the shard read ahead does not continue into its files now: dropped it, opening the shard in full');
+      return undefined;
+    }
+  }
+
+  /**
    * `atStart`: before anything is served, the one time memories stored under another
    * embedding model may be re-embedded (MemoryService.reembed re-embeds every tenant held);
    * at runtime such a shard is refused (EmbeddingModelChangedError).
@@ -190,12 +282,13 @@ export class ShardedStore implements MemoryJournal {
       if (current) await this.release(shard, current);
       const { prefix, storeId } = this.map.shards[shard];
       const { count } = this.map;
-      let store: DurableStore;
+      const options: StoreOptions = { ...this.options, ...checks, generation, outrank, prefix, storeId: storeId || undefined, name, shard, reembed: atStart ? this.options.reembed : undefined };
+      const target = shardTarget(this.target, shard, count, name, this.shardCache);
+      let store: DurableStore | undefined;
       try {
-        store = await DurableStore.open(
-          { ...this.options, ...checks, generation, outrank, prefix, storeId: storeId || undefined, name, shard, reembed: atStart ? this.options.reembed : undefined },
-          shardTarget(this.target, shard, count, name, this.shardCache),
-        );
+        const prepared = this.takePrepared(shard);
+        if (prepared) store = await this.resume(shard, prepared, options, target);
+        store ??= await DurableStore.open(options, target);
       } catch (err) {
         // A shard is served whole or not at all: what was replayed before the refusal goes.
         this.drop(shard);
@@ -226,6 +319,8 @@ export class ShardedStore implements MemoryJournal {
     const now = this.changing.has(shard) ? undefined : this.held[shard];
     if (now) this.held[shard] = undefined;
     return this.oneAtATime(shard, async () => {
+      // Read ahead for a move that is not coming (the host closes what it does not give this enclave).
+      if (this.takePrepared(shard)) this.drop(shard);
       const store = now ?? this.held[shard];
       if (store) {
         await this.release(shard, store);
@@ -303,6 +398,8 @@ export class ShardedStore implements MemoryJournal {
   }
 
   async close(): Promise<void> {
+    for (const { timer } of this.prepared.values()) clearTimeout(timer);
+    this.prepared.clear();
     await Promise.all(this.held.map((s) => s?.close()));
   }
 

@@ -1,128 +1,31 @@
 import { randomBytes } from 'node:crypto';
-import { BlobConflictError, type BlobStore } from '../../common/blob-store.js';
+import { BlobConflictError } from '../../common/blob-store.js';
 import { sealedReplayed, unavailable } from '../../common/errors.js';
-import type { Logger } from '../../common/logger.js';
 import type { MemoryJournal } from '../memory/journal.js';
-import type { EmbeddingModelId, MemoryEvent, ReplayMark, RestoredEvent } from '../memory/types.js';
-import { describeModel, sameEmbeddingModel } from '../memory/model-change.js';
-import { CorruptStoreError, EmbeddingModelChangedError, StaleOwnerError, SupersededError } from './errors.js';
+import type { MemoryEvent, ReplayMark } from '../memory/types.js';
+import { describeModel } from '../memory/model-change.js';
+import { EmbeddingModelChangedError, PreparedStateStale, StaleOwnerError, SupersededError } from './errors.js';
 import { GroupCommitLog, type CommitStats } from './group-commit.js';
 import { logGeneration, logName, SealedLog, type LogFile } from './log-file.js';
-import { decodePayload, encodeEvent, encodeReplayMarked, FORMAT_VERSION, isGeneration, READABLE_FORMATS, type FileMeta } from './payloads.js';
+import { encodeEvent, encodeReplayMarked, FORMAT_VERSION, type FileMeta } from './payloads.js';
 import { ReplayIds } from './replay-ids.js';
-import { deriveStorageKey, readSealedLog, readSealedStream, type StorageKey } from './sealed-file.js';
-import { readSnapshot, SNAPSHOT_NAME, writeSnapshot, type SealedEntry, type SnapshotEntry, type SnapshotReader, type SnapshotSealing, type SnapshotTombstone } from './snapshot.js';
-import { TenantKeys } from './tenant-keys.js';
-import { graphGeneration, graphName, readGraphs, writeGraphs, type TenantGraph } from './graph-file.js';
-import type { SavedGraph } from '../vectors/hnsw-index.js';
+import type { StorageKey } from './sealed-file.js';
+import { SNAPSHOT_NAME, writeSnapshot, type SnapshotEntry, type SnapshotReader, type SnapshotSealing, type SnapshotTombstone } from './snapshot.js';
+import type { TenantKeys } from './tenant-keys.js';
+import { graphGeneration, graphName, writeGraphs, type TenantGraph } from './graph-file.js';
 import type { Ancestry } from '../../protocol/response-signature.js';
 import { HeadChain } from './head-chain.js';
 import { SHARD_MISS_HEADER } from '../../protocol/shards.js';
-import { advanceHead, describeHead, genesisHead, sameHead, type StateHead } from './state-head.js';
+import { genesisHead, sameHead, type StateHead } from './state-head.js';
+import { readStore, readTail, segmentLimit, storedModel, type StoreRead } from './store-read.js';
+import type { RecoveryReport, StoreOptions, StoreTarget } from './store-types.js';
+
+export type { RecoveryReport, StoreOptions, StoreTarget } from './store-types.js';
+export { segmentLimit } from './store-read.js';
 
 /** The store's blobs in the host store: memory/snapshot.sealed, memory/log-….sealed. */
 export const MEMORY_PREFIX = 'memory/';
 
-export interface StoreOptions {
-  /** Where the sealed blobs are kept: the host store. */
-  blobs: BlobStore;
-  /** The store's blob-name prefix (default MEMORY_PREFIX). */
-  prefix?: string;
-  /**
-   * The id the store must have (a shard's, from the sealed shard map): a store found holding
-   * another is refused, and a new one is made with it. Default: whatever is found, or a new one.
-   */
-  storeId?: string;
-  /** How refusals name the store, e.g. "shard 3 (shard-03/)"; default: its prefix. */
-  name?: string;
-  /** The shard this store is (its index in the shard map): refusals name it to the host (SHARD_MISS_HEADER). */
-  shard?: number;
-  /**
-   * This owner's generation (its fencing token; later handed out by etcd, #38): opening
-   * writes it in a fence entry, and a store whose files name a higher one is refused
-   * (StaleOwnerError), untouched. Equal is allowed (the same owner restarting). Default 0.
-   */
-  generation?: number;
-  /**
-   * Open as the newest owner whatever `generation` is: it is raised to the highest the files
-   * name (OWNER_GENERATION unset, one enclave: a clock set back must not lock it out of its
-   * own store). An old owner is still stopped by the conditional writes.
-   */
-  outrank?: boolean;
-  /** 32 bytes from a SealingKeySource. */
-  sealingKey: Uint8Array;
-  /** The model whose vectors are stored (MemoryService.embeddingModel). */
-  embedding: EmbeddingModelId;
-  /**
-   * Opens a store whose files hold vectors of another model: called once its memories are
-   * restored without vectors, it must re-embed them all into the target with `embedding`;
-   * the store is then rewritten under `embedding`. Without it such a store is refused
-   * (EmbeddingModelChangedError), unless it holds no memories.
-   */
-  reembed?: () => Promise<void>;
-  /** Snapshot and compact once the log is larger than this and than the last snapshot. */
-  snapshotLogBytes: number;
-  /** Default true; false writes and syncs one entry at a time (for comparison). */
-  groupCommit?: boolean;
-  log?: Logger;
-  /** A batch could not be made durable (refused with 503; the next one tries again). */
-  onFailure?: (err: Error) => void;
-  /** Another writer has written the store since this one read it: every later change is refused (503). */
-  onFenced?: (err: BlobConflictError | SupersededError) => void;
-  /** A batch was made durable: its entries and the seconds its write and sync took. */
-  onCommit?: (entries: number, seconds: number) => void;
-  /**
-   * The replay ids of sealed requests whose changes the store holds, still in their window:
-   * handed over once, when it opens, before any of its tenants is served (the enclave's replay
-   * guard learns them, so a recorded envelope sent again is refused at once).
-   */
-  onReplayIds?: (marks: readonly ReplayMark[]) => void;
-  /**
-   * Checks the store found before anything is written to it (no tail cut, no fence): throws to
-   * refuse it (freshness across enclaves: a copy older than a member witnessed, enclave/cluster/freshness.ts).
-   */
-  acceptHead?: (found: { storeId: string; head: StateHead; ancestry(known: StateHead): Ancestry }) => void;
-  /** Runs once each batch is durable, before it is applied and acknowledged (GroupCommitOptions.confirm). */
-  confirm?: (storeId: string, head: StateHead) => Promise<void>;
-}
-
-/** What the store restores into at open and snapshots from later (MemoryService). */
-export interface StoreTarget {
-  apply(event: RestoredEvent): void;
-  entries(): Iterable<SnapshotEntry>;
-  /** Deleted memories' histories, without content, kept after the memories. */
-  deletedHistories?(): Iterable<SnapshotTombstone>;
-  /**
-   * The tenants whose vector graphs a snapshot saves beside it (graph-file.ts), each with its
-   * save; no change is made until every save has resolved (HnswIndex.save).
-   */
-  graphs?(): Iterable<[tenantId: string, save: () => Promise<SavedGraph>]>;
-  /** At open, before the snapshot's memories: a tenant's saved graph, which they confirm (TieredIndex.restored); throws to refuse it. */
-  restoreGraph?(tenantId: string, graph: SavedGraph): void;
-  /** After the snapshot's memories: what restored graphs hold that the snapshot did not confirm goes; returns how many. */
-  settleGraphs?(tenantIds: readonly string[]): number;
-}
-
-export interface RecoveryReport {
-  snapshotGeneration: number | null;
-  /** The state head recovered (after the last change replayed). */
-  head: StateHead;
-  logs: number;
-  /** Events replayed from the snapshot and the logs. */
-  events: number;
-  /**
-   * Changes that were logged but failed to apply (named by kind, memory id and place in the
-   * log; never content): skipped so the enclave still starts. None is expected: everything
-   * that can refuse a change is checked before it is logged.
-   */
-  skipped?: Array<{ change: MemoryEvent['type']; id: string; at: string; reason: string }>;
-  /** A torn or corrupt log tail that was cut. */
-  cutTail?: { file: string; offset: number; bytes: number };
-  /** The files held vectors of another model; `memories` were re-embedded and the store rewritten. */
-  modelChange?: { from: EmbeddingModelId; to: EmbeddingModelId; memories: number };
-  /** Tenants whose vector graph was opened as saved with the snapshot, not rebuilt; and why a saved one was not used. */
-  graphs?: { restored: number; refused?: string };
-}
 
 export interface StoreStats extends CommitStats {
   generation: number;
@@ -199,167 +102,62 @@ export class DurableStore implements MemoryJournal {
   }
 
   /**
-   * Opens the store, replaying the snapshot and log segments into `target`; refuses damaged,
-   * altered, foreign or out-of-chain blobs with a named reason. The snapshot and the
-   * segments are streamed, never held whole, and a segment is read no further than its
-   * writer could have written (`max_bytes`): sizes the host lists are never trusted.
+   * Opens the store, replaying the snapshot and log segments into `target` (store-read.ts:
+   * damaged, altered, foreign or out-of-chain blobs are refused with a named reason), then
+   * writes as its owner: the torn tail cut, a fence with its generation.
    */
   static async open(options: StoreOptions, target: StoreTarget): Promise<DurableStore> {
-    // A refused open lets go of the snapshot's stream now, not when it is garbage collected.
+    return DurableStore.finishOpen(options, target, await DurableStore.readAll(options, target));
+  }
+
+  /**
+   * Reads the store into `target` as open() does, up to the log's end now, and writes nothing
+   * (no tail cut, no fence, no generation): its owner may still be writing it (a planned move,
+   * docs/cluster.md). resume() later reads only what was written since, and opens it. A store
+   * that open() would rewrite (another embedding model, files from before the chain of heads)
+   * is not read ahead (PreparedStateStale). What was applied to `target` is the caller's to drop
+   * when it is never resumed, or the read fails.
+   */
+  static async prepare(options: StoreOptions, target: StoreTarget): Promise<PreparedStore> {
+    const read = await DurableStore.readAll(options, target, true);
+    if (read.changed || read.chain.legacy) {
+      throw new PreparedStateStale(`${options.name ?? read.prefix} is rewritten when it opens (another embedding model, or files from before the chain of heads): it is not read ahead`);
+    }
+    return new PreparedStore(read);
+  }
+
+  /**
+   * Opens a store read ahead by prepare(): reads only the log written since (store-read.ts
+   * readTail, which first checks the files still continue what was read), then does exactly
+   * what open() does after its read: the owner generation checked against every file and fence,
+   * `acceptHead` on the head reached, the tail cut, the fence written. PreparedStateStale when
+   * the files no longer continue the read: nothing more was applied, nothing written, and the
+   * caller opens the store in full instead. A prepared store is resumed once.
+   */
+  static async resume(prepared: PreparedStore, options: StoreOptions, target: StoreTarget): Promise<DurableStore> {
+    const read = prepared.take();
+    if ((options.prefix ?? MEMORY_PREFIX) !== read.prefix || (options.storeId !== undefined && read.chain.storeId !== options.storeId)) {
+      throw new PreparedStateStale(`${options.name ?? read.prefix} was read ahead as another store`);
+    }
+    await readTail(options, read);
+    return DurableStore.finishOpen(options, target, read);
+  }
+
+  /** A read, letting go of the snapshot's stream when it ends, refused or not (not when it is garbage collected). */
+  private static async readAll(options: StoreOptions, target: StoreTarget, ahead = false): Promise<StoreRead> {
     const reading: SnapshotReader[] = [];
     try {
-      return await DurableStore.openReading(options, target, reading);
+      return await readStore(options, target, reading, ahead);
     } finally {
       for (const snapshot of reading) await snapshot.close();
     }
   }
 
-  private static async openReading(options: StoreOptions, target: StoreTarget, reading: SnapshotReader[]): Promise<DurableStore> {
+  /** After the read: refuses an owner older than the store's last, checks the head (acceptHead), then cuts the tail and fences the log. */
+  private static async finishOpen(options: StoreOptions, target: StoreTarget, read: StoreRead): Promise<DurableStore> {
     const { blobs, log } = options;
-    const prefix = options.prefix ?? MEMORY_PREFIX;
-    const key = deriveStorageKey(options.sealingKey);
-    const listed = await blobs.list(prefix);
-    const names = listed.map((b) => b.name.slice(prefix.length));
-    // The version the snapshot is replaced at: if another writer replaces it after this read, this store's next snapshot is refused.
-    const snapshotVersion = listed.find((b) => b.name === prefix + SNAPSHOT_NAME)?.version;
-    const chain = new ChainCheck(prefix);
-
-    let start = 1;
-    let snapshot: SnapshotReader | undefined;
-    // Counted as the snapshot streams in: compaction is timed by what the enclave read, not
-    // by the size the host lists (a host listing a huge size would postpone compaction for ever).
-    const snapshotBytes = { read: 0 };
-    const hasSnapshot = names.includes(SNAPSHOT_NAME);
-    if (hasSnapshot) {
-      const where = prefix + SNAPSHOT_NAME;
-      const chunks = await blobs.read(where);
-      if (!chunks) throw new CorruptStoreError(`${where} was listed by the host store but cannot be read`);
-      snapshot = await readSnapshot(counted(chunks, snapshotBytes), key, where);
-      reading.push(snapshot);
-      checkMeta(snapshot.meta, 'snapshot', where);
-      chain.file(snapshot.meta, where);
-      chain.snapshotHeads(snapshot, where);
-      start = snapshot.meta.generation;
-    }
-
-    const generations = names.map(logGeneration).filter((g): g is number => g !== undefined).sort((a, b) => a - b);
-    const stale = generations.filter((g) => g < start);
-    const live = generations.filter((g) => g >= start);
-    if (hasSnapshot || live.length > 0) {
-      live.forEach((g, i) => {
-        if (g !== start + i) {
-          throw new CorruptStoreError(`${prefix}${logName(start + i)} is missing (${hasSnapshot ? `${SNAPSHOT_NAME} is followed by` : 'found'} ${live.map(logName).join(', ') || 'no log'})`);
-        }
-      });
-      if (live.length === 0) throw new CorruptStoreError(`${prefix}${logName(start)} is missing (${SNAPSHOT_NAME} is followed by no log)`);
-    }
-
-    // First the segments' headers only (their first frame): every file's model and store are
-    // known before anything is applied. Then the snapshot is streamed in, and each segment is
-    // read, chain-checked and applied in turn, never all of them held at once.
-    const metas: Array<{ meta: FileMeta; where: string }> = snapshot ? [{ meta: snapshot.meta, where: prefix + SNAPSHOT_NAME }] : [];
-    const segmentMetas: FileMeta[] = [];
-    for (const generation of live) {
-      const name = prefix + logName(generation);
-      const meta = await readSegmentHeader(blobs, name, key);
-      checkMeta(meta, 'log', name);
-      if (meta.generation !== generation) throw new CorruptStoreError(`${name} holds log ${meta.generation}: it was renamed or copied`);
-      chain.file(meta, name);
-      metas.push({ meta, where: name });
-      segmentMetas.push(meta);
-    }
-    // Checked before anything is applied: a shard's folder holding another shard's (or another service's) store.
-    if (options.storeId !== undefined && chain.storeId !== undefined && chain.storeId !== options.storeId) {
-      throw new CorruptStoreError(
-        `${options.name ?? prefix} holds store ${chain.storeId}, but the shard map says it is store ${options.storeId} ` +
-        '(its blobs were swapped with another shard\'s, or brought from elsewhere)',
-      );
-    }
-
-    // Vectors from another model cannot be compared with new ones: such a store is restored
-    // without its vectors, to be re-embedded, or refused. An empty one simply starts over.
-    const changed = metas.find(({ meta }) => !sameEmbeddingModel(storedModel(meta), options.embedding));
-    // The memories restored (tenant and id) when the model changed: how many to re-embed.
-    const restoredIds = changed ? new Set<string>() : undefined;
-    let events = 0;
-    const skipped: NonNullable<RecoveryReport['skipped']> = [];
-    // A keyed tenant's changes stay sealed until a call brings its key (tenant-keys.ts).
-    const locks = new TenantKeys(options.embedding);
-    const replays = new ReplayIds();
-    const apply = (event: MemoryEvent | SealedEntry, at: string) => {
-      events++;
-      if (event.type === 'sealed') {
-        locks.hold(event.tenant_id, event.payload);
-        return;
-      }
-      try {
-        target.apply(changed && (event.type === 'add' || event.type === 'update') ? { ...event, vector: null } : event);
-      } catch (err) {
-        // Damage (e.g. a change of another shard's tenant in a shard's files) refuses the store.
-        if (err instanceof CorruptStoreError) throw err;
-        // A change that cannot be applied must not stop every start after it (the enclave
-        // would never come up, and nothing could be deleted): skipped, by name, never content.
-        const id = event.type === 'delete' || event.type === 'tombstone' ? event.id : event.record.id;
-        const reason = err instanceof Error ? `${err.name}: ${err.message}` : 'not an Error';
-        skipped.push({ change: event.type, id, at, reason });
-        log?.error({ change: event.type, id, at, reason }, 'a stored change failed to apply at recovery; skipped it and went on');
-        return;
-      }
-      if (restoredIds) {
-        if (event.type === 'delete') restoredIds.delete(`${event.tenant_id}\0${event.id}`);
-        else if (event.type !== 'tombstone') restoredIds.add(`${event.record.tenant_id}\0${event.record.id}`);
-      }
-    };
-    // The snapshot's vector graphs, opened before its memories, which confirm them (graph-file.ts).
-    const graphs = snapshot && !changed && !chain.legacy && target.restoreGraph && names.includes(graphName(start))
-      ? await restoreGraphs(blobs, prefix, key, snapshot.meta, target, log)
-      : undefined;
-    if (snapshot) {
-      let record = 0;
-      for await (const event of snapshot.events) {
-        if (event.type === 'replays') event.marks.forEach((mark) => replays.add(mark));
-        else apply(event, `${prefix}${SNAPSHOT_NAME} record ${record++}`);
-      }
-      if (graphs?.tenants.length) {
-        const dropped = target.settleGraphs?.(graphs.tenants) ?? 0;
-        if (dropped > 0) log?.info({ dropped }, 'restored vector graphs held memories the snapshot does not: removed them');
-      }
-    }
-
-    let last: { generation: number; header: Buffer; frames: number; validEnd: number; size: number; maxBytes: number } | undefined;
-    let cutTail: RecoveryReport['cutTail'];
-    for (const [i, generation] of live.entries()) {
-      const name = prefix + logName(generation);
-      const isLast = i === live.length - 1;
-      const chunks = await blobs.read(name);
-      if (!chunks) throw new CorruptStoreError(`${name} was listed by the host store but cannot be read`);
-      const maxBytes = segmentMetas[i].max_bytes ?? segmentLimit(options.snapshotLogBytes, snapshotBytes.read);
-      const file = await readSealedLog(chunks, 'log', key, name, { allowTail: isLast, maxBytes }, (payload, f) => {
-        const p = decodePayload(payload, `${name} frame ${f}`);
-        if (f === 0) {
-          if (p.type !== 'header' || JSON.stringify(p.meta) !== JSON.stringify(segmentMetas[i])) throw new CorruptStoreError(`${name} changed while it was being read`);
-          chain.segment(p.meta, name, i === 0 && hasSnapshot ? snapshot!.meta : undefined);
-          return;
-        }
-        // Where a writer took the log over: not a change, and no step of the chain of heads.
-        if (p.type === 'fence') {
-          chain.owner(p.generation, `${name} frame ${f}`);
-          return;
-        }
-        if (p.type !== 'event' && p.type !== 'sealed') throw new CorruptStoreError(`${name} holds an entry that is not a change`);
-        chain.advance(payload);
-        if (p.replay) replays.add(p.replay);
-        apply(p.type === 'event' ? p.event : p, `${name} frame ${f}`);
-      });
-      if (file.frames === 0) throw new CorruptStoreError(`${name} changed while it was being read`);
-      if (file.tail) cutTail = { file: name, offset: file.tail.offset, bytes: file.tail.bytes };
-      // The size the tail is cut from (a conditional truncate): a junk tail is read no further
-      // than the segment's limit, so the host's listing is the better guess of where it ends.
-      const listedSize = listed.find((b) => b.name === name)?.size ?? 0;
-      const size = file.tail ? Math.max(file.validEnd + file.tail.bytes, listedSize) : file.validEnd;
-      if (isLast) last = { generation, header: file.header, frames: file.frames, validEnd: file.validEnd, size, maxBytes };
-    }
-    const modelChange = changed && { from: storedModel(changed.meta), to: options.embedding, memories: restoredIds!.size };
+    const { prefix, key, chain, locks, replays, last, cutTail, snapshotBytes, start, hasSnapshot, live, stale, graphs, changed, progress: { events, skipped } } = read;
+    const modelChange = changed && { from: storedModel(changed.meta), to: options.embedding, memories: read.restoredIds!.size };
     if (modelChange && modelChange.memories > 0 && !options.reembed) throw new EmbeddingModelChangedError(modelChange.from, modelChange.to, changed.where);
 
     // Before anything is written (no tail cut, no fence): an owner older than the store's last one leaves it as it is.
@@ -389,7 +187,8 @@ export class DurableStore implements MemoryJournal {
       ...(cutTail ? { cutTail } : {}),
       ...(modelChange ? { modelChange } : {}),
       ...(graphs ? { graphs: { restored: graphs.restored, ...(graphs.refused ? { refused: graphs.refused } : {}) } } : {}),
-    }, heads, snapshotVersion, locks, replays);
+      ...(read.readAhead ? { readAhead: read.readAhead } : {}),
+    }, heads, read.snapshotVersion, locks, replays);
     // Segments a finished compaction had not yet deleted: the snapshot holds their changes.
     if (stale.length > 0) await store.deleteLogsBefore(start);
     try {
@@ -700,158 +499,24 @@ function fileMeta(options: StoreOptions, kind: FileMeta['kind'], generation: num
   };
 }
 
-/**
- * The most bytes a log segment may hold. Compaction starts a new segment once one passes
- * max(SNAPSHOT_LOG_BYTES, the last snapshot's size), and the next snapshot is at most about
- * the last one plus that segment; four times that leaves room for writes made while a
- * snapshot is written, and for a snapshot that failed and was retried.
- */
-export function segmentLimit(snapshotLogBytes: number, lastSnapshotBytes: number): number {
-  return 4 * Math.max(snapshotLogBytes, lastSnapshotBytes) + 128 * 1024 * 1024;
-}
-
 function logMeta(options: StoreOptions, generation: number, storeId: string, lastSnapshotBytes: number): FileMeta {
   return { ...fileMeta(options, 'log', generation, storeId), max_bytes: segmentLimit(options.snapshotLogBytes, lastSnapshotBytes) };
 }
 
-/**
- * Opens the graphs saved with the snapshot into `target`, each tenant's alone: a graph that
- * does not open (seal, snapshot, format, settings) is refused, logged, and its tenant's index
- * rebuilt from the snapshot as if there were none.
- */
-async function restoreGraphs(
-  blobs: BlobStore, prefix: string, key: StorageKey, snapshot: FileMeta, target: StoreTarget, log?: Logger,
-): Promise<NonNullable<RecoveryReport['graphs']> & { tenants: string[] }> {
-  const where = prefix + graphName(snapshot.generation);
-  let saved: TenantGraph[];
-  try {
-    const chunks = await blobs.read(where);
-    if (!chunks) throw new CorruptStoreError(`${where} was listed by the host store but cannot be read`);
-    saved = await readGraphs(chunks, key, where, { store_id: snapshot.store_id!, generation: snapshot.generation, head: snapshot.head! });
-  } catch (err) {
-    const refused = (err as Error).message;
-    log?.warn({ file: where, err: refused }, 'the saved vector graphs were refused: rebuilding every index from the snapshot');
-    return { restored: 0, refused, tenants: [] };
-  }
-  const tenants: string[] = [];
-  let refused: string | undefined;
-  for (const { tenantId, graph } of saved) {
-    try {
-      target.restoreGraph!(tenantId, graph);
-      tenants.push(tenantId);
-    } catch (err) {
-      refused = (err as Error).message;
-      log?.warn({ file: where, err: refused }, 'a saved vector graph was refused: rebuilding its index from the snapshot');
-    }
-  }
-  return { restored: tenants.length, ...(refused ? { refused } : {}), tenants };
-}
+/** A store read ahead by DurableStore.prepare, not yet served: resumed once (DurableStore.resume), or dropped. */
+export class PreparedStore {
+  private used = false;
 
-/** Counts the bytes that pass, into `into.read`. */
-async function* counted(chunks: AsyncIterable<Buffer>, into: { read: number }): AsyncIterable<Buffer> {
-  for await (const chunk of chunks) {
-    into.read += chunk.length;
-    yield chunk;
-  }
-}
+  constructor(private readonly read: StoreRead) {}
 
-/** A segment's metadata: its first frame, read without fetching the rest of it. */
-async function readSegmentHeader(blobs: BlobStore, name: string, key: StorageKey): Promise<FileMeta> {
-  const chunks = await blobs.read(name);
-  if (!chunks) throw new CorruptStoreError(`${name} was listed by the host store but cannot be read`);
-  const frames = readSealedStream(chunks, 'log', key, name);
-  try {
-    const first = await frames.next();
-    const header = first.done ? undefined : decodePayload(first.value, `${name} frame 0`);
-    if (header?.type !== 'header') throw new CorruptStoreError(`${name} has no log header`);
-    return header.meta;
-  } finally {
-    await frames.return(undefined);
-  }
-}
-
-function checkMeta(meta: FileMeta, kind: FileMeta['kind'], where: string): void {
-  if (!READABLE_FORMATS.includes(meta.format)) throw new CorruptStoreError(`${where} has format ${meta.format}; this enclave reads formats ${READABLE_FORMATS.join(', ')}`);
-  if (meta.kind !== kind) throw new CorruptStoreError(`${where} is a ${meta.kind}, not a ${kind}`);
-  if (!Number.isSafeInteger(meta.generation) || meta.generation < 1) throw new CorruptStoreError(`${where} has no valid generation`);
-  if (meta.max_bytes !== undefined && (!Number.isSafeInteger(meta.max_bytes) || meta.max_bytes < 1)) throw new CorruptStoreError(`${where} has no valid size limit`);
-}
-
-/** The model a file's vectors come from; format 1 did not record its hash, so it matches no model. */
-function storedModel(meta: FileMeta): EmbeddingModelId {
-  return { id: meta.embedding_model, dimension: meta.dimension, sha256: meta.embedding_sha256 ?? 'unrecorded' };
-}
-
-/**
- * Checks that the files form one chain: all from the same store, each segment starting at
- * the state head where its predecessor (or the snapshot it continues) ends. Files from
- * before format 3 carry no chain; a store holding them is accepted and rewritten.
- */
-class ChainCheck {
-  storeId?: string;
-  /** The head after everything checked so far; undefined while it is unknown (legacy files). */
-  head?: StateHead;
-  /** Every head since the first one known, up to `head` (from the snapshot, then the segments). */
-  heads?: HeadChain;
-  legacy = false;
-  /** The highest owner generation any file or fence names, and where (undefined: none does). */
-  highestOwner?: { generation: number; where: string };
-  private previous?: string;
-
-  constructor(private readonly prefix: string) {}
-
-  /** Any file: it must belong to this store. */
-  file(meta: FileMeta, where: string): void {
-    this.owner(meta.owner_generation, where);
-    if (meta.format < 3) {
-      this.legacy = true;
-      return;
-    }
-    if (typeof meta.store_id !== 'string' || !meta.head) throw new CorruptStoreError(`${where} has no store id or state head`);
-    this.storeId ??= meta.store_id;
-    if (meta.store_id !== this.storeId) throw new CorruptStoreError(`${where} belongs to another store (store ${meta.store_id}; this store is ${this.storeId})`);
+  /** The head the read reached (the genesis of an empty store). */
+  get head(): StateHead {
+    return this.read.end?.head ?? this.read.chain.head ?? genesisHead(this.read.chain.storeId ?? '');
   }
 
-  /** A snapshot's chain of heads (format 4), which must end at its head. */
-  snapshotHeads(snapshot: SnapshotReader, where: string): void {
-    const { meta, heads } = snapshot;
-    if (meta.format < 4 || !meta.head) return;
-    const chain = heads && HeadChain.fromPrefixes(heads.first, heads.pieces, meta.head);
-    if (!chain) throw new CorruptStoreError(`${where} has no chain of heads ending at its state ${describeHead(meta.head)}`);
-    this.heads = chain;
-  }
-
-  /** A log segment, in order: it must start where the previous one (or the snapshot) ended. */
-  segment(meta: FileMeta, where: string, snapshot: FileMeta | undefined): void {
-    const after = snapshot ? `${this.prefix}${SNAPSHOT_NAME}` : this.previous;
-    this.previous = where;
-    if (meta.format < 3) {
-      this.head = undefined;
-      this.heads = undefined;
-      return;
-    }
-    const expected = snapshot ? snapshot.head : after === undefined ? genesisHead(this.storeId!) : this.head;
-    if (expected && !sameHead(meta.head, expected)) {
-      throw new CorruptStoreError(
-        `${where} does not continue ${after ?? 'an empty store'}: it starts at state ${describeHead(meta.head)} but that ends at ${describeHead(expected)} ` +
-        '(a segment was dropped, cut short, swapped, replaced by an older copy, or brought from elsewhere)',
-      );
-    }
-    this.head = meta.head;
-    // No snapshot chain (a new store's first segment, or a format 3 snapshot): it starts here.
-    if (!this.heads || !sameHead(this.heads.head, meta.head!)) this.heads = meta.head ? HeadChain.startingAt(meta.head) : undefined;
-  }
-
-  /** An owner generation a file or a fence names. */
-  owner(generation: number | undefined, where: string): void {
-    if (generation === undefined) return;
-    if (!isGeneration(generation)) throw new CorruptStoreError(`${where} names no valid owner generation`);
-    if (!this.highestOwner || generation > this.highestOwner.generation) this.highestOwner = { generation, where };
-  }
-
-  advance(payload: Uint8Array): void {
-    if (!this.head) return;
-    this.head = advanceHead(this.head, payload);
-    this.heads?.push(this.head);
+  take(): StoreRead {
+    if (this.used) throw new PreparedStateStale('a store read ahead is resumed once');
+    this.used = true;
+    return this.read;
   }
 }

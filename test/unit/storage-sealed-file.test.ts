@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { CorruptStoreError } from '../../enclave/storage/errors.js';
+import { CorruptStoreError, PreparedStateStale } from '../../enclave/storage/errors.js';
 import { decodePayload, encodeEvent, encodeHeader, type FileMeta } from '../../enclave/storage/payloads.js';
 import { deriveStorageKey, newHeader, readSealedFile, readSealedLog, sealFrame, type StorageKey } from '../../enclave/storage/sealed-file.js';
 import { frameSpans } from '../helpers/sealed-files.js';
@@ -188,3 +188,56 @@ describe('secretbox (libsodium)', () => {
 async function* inChunks(data: Buffer, size: number): AsyncIterable<Buffer> {
   for (let i = 0; i < data.length; i += size) yield Buffer.from(data.subarray(i, i + size));
 }
+
+describe('a sealed log read again after an earlier read (a shard read ahead, then opened)', () => {
+  const payloads = (n: number, from = 0) => Array.from({ length: n }, (_, i) => Buffer.from(`entry ${from + i}`));
+  /** Reads `data` in chunks of `size`, handing out payloads; returns them with what the read found. */
+  async function readIn(data: Buffer, size: number, options: Parameters<typeof readSealedLog>[4]) {
+    const out: Array<[number, string]> = [];
+    const found = await readSealedLog(inChunks(data, size), 'log', key, 'test.log', options, (p, seq) => { out.push([seq, p.toString()]); });
+    return { out, found };
+  }
+
+  it('skips the bytes read before once they are the same (by their hash), and hands out only the frames after them, numbered on', async () => {
+    const header = newHeader('log', key);
+    const early = sealedFile([encodeHeader(meta), ...payloads(3)], key, header);
+    // The same file after three more appends.
+    const file = Buffer.concat([early, ...payloads(3, 3).map((p, i) => sealFrame(key, header, 4 + i, p))]);
+    for (const size of [1, 7, 64, file.length]) {
+      const first = await readIn(early, size, { allowTail: true, digest: true });
+      expect(first.found).toMatchObject({ frames: 4, validEnd: early.length });
+      const again = await readIn(file, size, { allowTail: true, after: { bytes: first.found.validEnd, frames: 4, digest: first.found.digest! } });
+      expect(again.out).toEqual([[4, 'entry 3'], [5, 'entry 4'], [6, 'entry 5']]);
+      expect(again.found).toMatchObject({ frames: 7, validEnd: file.length });
+      // Nothing written since: nothing handed out.
+      expect((await readIn(early, size, { allowTail: true, after: { bytes: early.length, frames: 4, digest: first.found.digest! } })).out).toEqual([]);
+    }
+  });
+
+  it('the digest covers the good frames only, not a torn tail', async () => {
+    const file = sealedFile([encodeHeader(meta), ...payloads(2)]);
+    const whole = await readIn(file, 64, { allowTail: true, digest: true });
+    const torn = await readIn(Buffer.concat([file, file.subarray(40, 70)]), 64, { allowTail: true, digest: true });
+    expect(torn.found.tail).toBeDefined();
+    expect(torn.found.digest).toEqual(whole.found.digest);
+  });
+
+  it('refuses (PreparedStateStale) bytes that differ from those read before, or fewer of them, before handing anything out', async () => {
+    const header = newHeader('log', key);
+    const early = sealedFile([encodeHeader(meta), ...payloads(3)], key, header);
+    const { found } = await readIn(early, 64, { allowTail: true, digest: true });
+    const after = { bytes: found.validEnd, frames: 4, digest: found.digest! };
+    // The same entries sealed again (another writer's copy of the file, fresh nonces), and more.
+    const resealed = sealedFile([encodeHeader(meta), ...payloads(5)], key, header);
+    const handed: string[] = [];
+    await expect(readSealedLog(inChunks(resealed, 64), 'log', key, 'test.log', { allowTail: true, after }, (p) => { handed.push(p.toString()); })).rejects.toBeInstanceOf(PreparedStateStale);
+    expect(handed).toEqual([]);
+    // Cut short.
+    await expect(readIn(early.subarray(0, early.length - 5), 64, { allowTail: true, after })).rejects.toBeInstanceOf(PreparedStateStale);
+    // One byte flipped in the part read before.
+    const flipped = Buffer.from(early);
+    flipped[40] ^= 1;
+    await expect(readIn(flipped, 64, { allowTail: true, after })).rejects.toBeInstanceOf(PreparedStateStale);
+  });
+});
+

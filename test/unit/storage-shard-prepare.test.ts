@@ -1,0 +1,292 @@
+/**
+ * A shard read ahead of its open (prepareShard, a planned move's first step: docs/cluster.md) on
+ * a real sealed store in a temp folder, with enclaves A (the owner), B (the new owner) and, for
+ * the hostile cases, C, each its own ShardedStore and memories on one host store: the read-ahead
+ * writes nothing and serves nothing; the open that follows reads only what was written since and
+ * holds every change, the tail included; one never opened leaves memory. And the host as an
+ * attacker between the read-ahead and the switch: a log cut back, forked, tampered with, swapped
+ * or compacted, or a newer owner's fence, never gets B to serve the read-ahead where the files
+ * say otherwise: B opens in full (the files' answer) or refuses, as an open without it would.
+ */
+import { randomBytes } from 'node:crypto';
+import { readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import type { BlobStore } from '../../common/blob-store.js';
+import { ApiError } from '../../common/errors.js';
+import { MemoryService } from '../../enclave/memory/memory-service.js';
+import { CorruptStoreError, ShardHeldError, StaleOwnerError } from '../../enclave/storage/errors.js';
+import { logName } from '../../enclave/storage/log-file.js';
+import { ShardedStore, type ShardedOptions } from '../../enclave/storage/sharded-store.js';
+import { shardOf } from '../../protocol/shards.js';
+import { storeFixture } from '../helpers/store-fixture.js';
+
+const fixture = storeFixture('shard-prepare');
+const sealingKey = randomBytes(32);
+const SHARDS = 4;
+let shared: BlobStore | undefined;
+let sharedDir = '';
+const host = (): BlobStore => {
+  if (!shared || sharedDir !== fixture.dir) {
+    shared = fixture.host();
+    sharedDir = fixture.dir;
+  }
+  return shared;
+};
+
+/** An enclave: its memories and its shards, none open. */
+async function enclave(options: Partial<ShardedOptions> = {}) {
+  const memory = new MemoryService(fixture.embedder);
+  const store = await ShardedStore.open({ blobs: host(), sealingKey, embedding: memory.embeddingModel, snapshotLogBytes: 1 << 30, shards: SHARDS, openShards: 'none', ...options }, memory);
+  memory.useJournal(store);
+  fixture.track(store);
+  return { memory, store };
+}
+type Enclave = Awaited<ReturnType<typeof enclave>>;
+
+const tenantOf = (shard: number, n = 0) => {
+  for (let i = 0, found = 0; ; i++) if (shardOf(`tenant-${i}`, SHARDS) === shard && found++ === n) return `tenant-${i}`;
+};
+const one = tenantOf(1);
+const two = tenantOf(2);
+
+const write = async (e: Enclave, tenant: string, contents: string[]) => {
+  for (const content of contents) await e.memory.add({ tenant_id: tenant, content, dedupe: false });
+};
+const notes = (label: string, n: number) => Array.from({ length: n }, (_, i) => `${label} note ${i} about the harbour's ${i % 2 ? 'tides' : 'boats'}`);
+const contents = (e: Enclave, tenant: string) => (e.memory.list(tenant, 1000)?.data ?? []).map((r) => r.content).sort();
+const segment = (shard: number, generation = 1) => join(fixture.dir, `shard-0${shard}`, logName(generation));
+const notHeld = (e: Enclave, tenant: string) => {
+  try {
+    e.memory.admitTenant(tenant, undefined);
+    return undefined;
+  } catch (err) {
+    return err instanceof ApiError ? err.code : err;
+  }
+};
+
+describe('a shard read ahead, then opened', () => {
+  it('holds every change, those written between the read-ahead and the switch included, and continues the chain', async () => {
+    const a = await enclave();
+    await a.store.openShard(1, 1);
+    await write(a, one, notes('before', 5));
+    const b = await enclave();
+    const prepared = await b.store.prepareShard(1);
+    expect(prepared.head).toEqual(a.store.head(1));
+    // The owner goes on writing: the tail B reads at the switch.
+    await write(a, one, notes('tail', 3));
+    await a.store.closeShard(1);
+    const closedAt = a.store.head(1);
+    const opened = await b.store.openShard(1, 2);
+    expect(opened.recovery.readAhead).toEqual({ seq: 5 });
+    expect(b.store.head(1)).toEqual(closedAt);
+    expect(contents(b, one)).toEqual([...notes('before', 5), ...notes('tail', 3)].sort());
+    // It writes on, and a full open elsewhere finds the same.
+    await write(b, one, ['after the switch']);
+    await b.store.closeShard(1);
+    const c = await enclave();
+    const full = await c.store.openShard(1, 3);
+    expect(full.recovery.readAhead).toBeUndefined();
+    expect(contents(c, one)).toEqual([...notes('before', 5), ...notes('tail', 3), 'after the switch'].sort());
+  });
+
+  it('serves nothing of it before the switch, and writes nothing: the owner goes on writing undisturbed', async () => {
+    const a = await enclave();
+    await a.store.openShard(1, 1);
+    await write(a, one, notes('before', 3));
+    const b = await enclave();
+    const files = readFileSync(segment(1));
+    await b.store.prepareShard(1);
+    expect(readFileSync(segment(1))).toEqual(files);
+    expect(b.store.isPrepared(1)).toBe(true);
+    expect(b.store.open).toEqual([]);
+    expect(b.store.holds(1)).toBe(false);
+    // Every call for a tenant is admitted first (enclave/api): refused, as for a shard not held.
+    expect(notHeld(b, one)).toBe('shard_not_owned');
+    await expect(b.memory.add({ tenant_id: one, content: 'written to the read-ahead' })).rejects.toThrow(/not held by this enclave/);
+    // A was not fenced: its writes go on.
+    await write(a, one, ['still A\'s']);
+    expect(a.store.holds(1)).toBe(true);
+  });
+
+  it('is refused for a shard the enclave serves', async () => {
+    const b = await enclave();
+    await b.store.openShard(1, 1);
+    await expect(b.store.prepareShard(1)).rejects.toBeInstanceOf(ShardHeldError);
+    expect(b.store.holds(1)).toBe(true);
+  });
+});
+
+describe('a read-ahead never switched to', () => {
+  it('leaves memory after its time, and the open is then a full one', async () => {
+    const a = await enclave();
+    await a.store.openShard(1, 1);
+    await write(a, one, notes('kept', 4));
+    const b = await enclave({ preparedTtlMs: 50 });
+    await b.store.prepareShard(1);
+    expect(b.memory.usage.memories).toBe(4);
+    const deadline = Date.now() + 5000;
+    while (b.store.isPrepared(1) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    expect(b.store.isPrepared(1)).toBe(false);
+    expect(b.memory.usage).toEqual({ tenants: 0, memories: 0, storedBytes: 0, terms: 0 });
+    await a.store.closeShard(1);
+    const opened = await b.store.openShard(1, 2);
+    expect(opened.recovery.readAhead).toBeUndefined();
+    expect(contents(b, one)).toEqual(notes('kept', 4).sort());
+  });
+
+  it('leaves memory at the next read-ahead (of another shard), and at CloseShard', async () => {
+    const a = await enclave();
+    await a.store.openShard(1, 1);
+    await a.store.openShard(2, 1);
+    await write(a, one, notes('one', 2));
+    await write(a, two, notes('two', 3));
+    const b = await enclave();
+    await b.store.prepareShard(1);
+    expect(b.memory.usage.memories).toBe(2);
+    await b.store.prepareShard(2);
+    expect(b.store.isPrepared(1)).toBe(false);
+    expect(b.memory.usage.memories).toBe(3);
+    expect(b.memory.usageOf((t) => t === one)).toEqual({ tenants: 0, memories: 0 });
+    await b.store.closeShard(2);
+    expect(b.store.isPrepared(2)).toBe(false);
+    expect(b.memory.usage).toEqual({ tenants: 0, memories: 0, storedBytes: 0, terms: 0 });
+  });
+});
+
+describe('the host between the read-ahead and the switch', () => {
+  /**
+   * A owns shard 1: writes `common`, the host keeps a copy of the log, A writes `ahead`; B reads
+   * the shard ahead (`ahead` included); A writes `tail` and closes the shard.
+   */
+  async function readAheadOf({ common = notes('common', 3), ahead = [] as string[], tail = [] as string[] } = {}) {
+    const a = await enclave();
+    await a.store.openShard(1, 1);
+    await write(a, one, common);
+    const copy = readFileSync(segment(1));
+    await write(a, one, ahead);
+    const b = await enclave();
+    await b.store.prepareShard(1);
+    const preparedBytes = readFileSync(segment(1)).length;
+    await write(a, one, tail);
+    await a.store.closeShard(1);
+    return { a, b, copy, preparedBytes };
+  }
+
+  it('a fork after the point read (the log put back to it, another owner writing other changes): B continues into the files\' chain', async () => {
+    const { b, preparedBytes } = await readAheadOf({ ahead: notes('read ahead', 2), tail: notes('never served', 2) });
+    writeFileSync(segment(1), readFileSync(segment(1)).subarray(0, preparedBytes));
+    const c = await enclave();
+    await c.store.openShard(1, 2);
+    await write(c, one, notes('C', 2));
+    await c.store.closeShard(1);
+    const opened = await b.store.openShard(1, 3);
+    expect(opened.recovery.readAhead).toEqual({ seq: 5 });
+    expect(b.store.head(1)).toEqual(c.store.head(1));
+    expect(contents(b, one)).toEqual([...notes('common', 3), ...notes('read ahead', 2), ...notes('C', 2)].sort());
+  });
+
+  it('a log cut back to an older copy: B opens in full and serves what the files hold, not what it read ahead', async () => {
+    const { b, copy } = await readAheadOf({ common: notes('old', 2), ahead: notes('newer', 3) });
+    writeFileSync(segment(1), copy);
+    const opened = await b.store.openShard(1, 2);
+    expect(opened.recovery.readAhead).toBeUndefined();
+    expect(b.store.head(1).seq).toBe(2);
+    expect(contents(b, one)).toEqual(notes('old', 2).sort());
+  });
+
+  it('a fork before the point read (an older copy put back, another owner writing other changes): B serves the files\' chain, never a mix', async () => {
+    const { b, copy } = await readAheadOf({ ahead: notes('read ahead', 2) });
+    writeFileSync(segment(1), copy);
+    const c = await enclave();
+    await c.store.openShard(1, 2);
+    await write(c, one, notes('fork', 5));
+    await c.store.closeShard(1);
+    const opened = await b.store.openShard(1, 3);
+    expect(opened.recovery.readAhead).toBeUndefined();
+    expect(b.store.head(1)).toEqual(c.store.head(1));
+    expect(contents(b, one)).toEqual([...notes('common', 3), ...notes('fork', 5)].sort());
+  });
+
+  it('a fork ending where the read ended (as many frames, other changes): B opens in full', async () => {
+    // B reads the header and 3 changes; the files then hold the header, 2 changes and C's fence.
+    const { b, copy } = await readAheadOf({ common: notes('common', 2), ahead: ['read ahead'] });
+    writeFileSync(segment(1), copy);
+    const c = await enclave();
+    await c.store.openShard(1, 2);
+    await c.store.closeShard(1);
+    const opened = await b.store.openShard(1, 3);
+    expect(opened.recovery.readAhead).toBeUndefined();
+    expect(contents(b, one)).toEqual(notes('common', 2).sort());
+  });
+
+  it('a tail tampered with in the middle: refused, as a full open refuses it, and nothing of the shard stays in memory', async () => {
+    const { b, preparedBytes } = await readAheadOf({ tail: notes('tail', 3) });
+    const bytes = readFileSync(segment(1));
+    // A byte of the tail's first frame flipped, the frames after it still authentic: damage in the middle.
+    bytes[preparedBytes + 60] ^= 0xff;
+    writeFileSync(segment(1), bytes);
+    await expect(b.store.openShard(1, 2)).rejects.toBeInstanceOf(CorruptStoreError);
+    expect(b.store.holds(1)).toBe(false);
+    expect(b.memory.usage.memories).toBe(0);
+    const c = await enclave();
+    await expect(c.store.openShard(1, 2)).rejects.toBeInstanceOf(CorruptStoreError);
+  });
+
+  it('a byte of the part read ahead altered since: that part is read again and refused, as a full open refuses it', async () => {
+    const { b } = await readAheadOf({ tail: notes('tail', 2) });
+    const bytes = readFileSync(segment(1));
+    // Inside the second frame (the first change), long before the end of what B read.
+    bytes[700] ^= 0x01;
+    writeFileSync(segment(1), bytes);
+    await expect(b.store.openShard(1, 2)).rejects.toBeInstanceOf(CorruptStoreError);
+    expect(b.store.holds(1)).toBe(false);
+    expect(b.memory.usage.memories).toBe(0);
+  });
+
+  it('the shard\'s folder swapped with another shard\'s: refused (the shard map names its store), nothing served', async () => {
+    const a = await enclave();
+    await a.store.openShard(1, 1);
+    await a.store.openShard(2, 1);
+    await write(a, one, notes('one', 2));
+    await write(a, two, notes('two', 2));
+    const b = await enclave();
+    await b.store.prepareShard(1);
+    await a.store.closeShard(1);
+    await a.store.closeShard(2);
+    renameSync(join(fixture.dir, 'shard-01'), join(fixture.dir, 'shard-tmp'));
+    renameSync(join(fixture.dir, 'shard-02'), join(fixture.dir, 'shard-01'));
+    renameSync(join(fixture.dir, 'shard-tmp'), join(fixture.dir, 'shard-02'));
+    await expect(b.store.openShard(1, 2)).rejects.toBeInstanceOf(CorruptStoreError);
+    expect(b.store.holds(1)).toBe(false);
+    expect(b.memory.usage.memories).toBe(0);
+  });
+
+  it('a compaction since the read-ahead (its snapshot replaced): B opens in full, with every change', async () => {
+    const a = await enclave();
+    await a.store.openShard(1, 1);
+    await write(a, one, notes('before', 3));
+    const b = await enclave();
+    await b.store.prepareShard(1);
+    await write(a, one, notes('tail', 2));
+    await a.store.lastStore(1)!.compact();
+    await write(a, one, notes('after the snapshot', 2));
+    await a.store.closeShard(1);
+    const opened = await b.store.openShard(1, 2);
+    expect(opened.recovery.readAhead).toBeUndefined();
+    expect(contents(b, one)).toEqual([...notes('before', 3), ...notes('tail', 2), ...notes('after the snapshot', 2)].sort());
+  });
+
+  it('a newer owner\'s fence written since: the switch is refused as a stale owner, exactly as a full open', async () => {
+    const { b } = await readAheadOf({ tail: notes('tail', 2) });
+    const c = await enclave();
+    await c.store.openShard(1, 7);
+    await c.store.closeShard(1);
+    await expect(b.store.openShard(1, 3)).rejects.toBeInstanceOf(StaleOwnerError);
+    expect(b.store.holds(1)).toBe(false);
+    expect(b.memory.usage.memories).toBe(0);
+    // Above it, the open (a full one now) succeeds.
+    await b.store.openShard(1, 8);
+    expect(contents(b, one)).toEqual([...notes('common', 3), ...notes('tail', 2)].sort());
+  });
+});
