@@ -19,6 +19,8 @@ export type { JoinReply, JoinReply__Output as JoinReplyIn } from './generated/ag
 export type { OpenShardRequest, OpenShardRequest__Output as OpenShardRequestIn } from './generated/agent/enclave/v1/OpenShardRequest.js';
 export type { CloseShardRequest, CloseShardRequest__Output as CloseShardRequestIn } from './generated/agent/enclave/v1/CloseShardRequest.js';
 export type { ShardState, ShardState__Output as ShardStateIn } from './generated/agent/enclave/v1/ShardState.js';
+export type { PrepareShardRequest__Output as PrepareShardRequestIn } from './generated/agent/enclave/v1/PrepareShardRequest.js';
+export type { PreparedShard, PreparedShard__Output as PreparedShardIn } from './generated/agent/enclave/v1/PreparedShard.js';
 export type { ShardsReply, ShardsReply__Output as ShardsReplyIn } from './generated/agent/enclave/v1/ShardsReply.js';
 export type { PeersRequest__Output as PeersRequestIn } from './generated/agent/enclave/v1/PeersRequest.js';
 export type { WitnessRequest__Output as WitnessRequestIn } from './generated/agent/enclave/v1/WitnessRequest.js';

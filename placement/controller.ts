@@ -28,7 +28,9 @@ export interface ControllerOptions {
  * key still existing, so a leader that lost its lease (stopped, cut off) writes nothing.
  *
  * A pass reads the map and asks every live member which shards it holds, then:
- * - a planned move (`<prefix>/moves/<i>`): CloseShard on the old owner, the map changed, OpenShard on the new one;
+ * - a planned move (`<prefix>/moves/<i>`): PrepareShard on the new owner (it reads the shard ahead while the old
+ *   one serves it), CloseShard on the old owner, the map changed, OpenShard on the new one (which reads only the
+ *   log written since);
  * - a shard without a live owner (never placed, or its owner's lease expired) goes to the
  *   live member holding the fewest, with a new generation, and is opened there;
  * - a shard its live owner does not hold at its generation (the enclave restarted within its
@@ -246,7 +248,7 @@ export class Controller {
     await Promise.all(closing);
   }
 
-  /** A planned move, if one is asked for: close on the old owner, change the map, open on the new. */
+  /** A planned move, if one is asked for: read ahead on the new owner, close on the old, change the map, open on the new. */
   private async nextMove(view: ClusterView, held: Map<string, HeldShards | undefined>): Promise<boolean> {
     for (const [shard, move] of view.moves) {
       if (this.opening.has(shard)) continue;
@@ -260,15 +262,26 @@ export class Controller {
         this.again = true;
         return true;
       }
-      const started = Date.now();
       const from = seen && view.members.get(seen.owner);
+      // Read ahead on the new owner while the old one still serves the shard, so that its writes
+      // wait only for the close, the map and the new owner's read of what was written since.
+      // Failing costs only that: the open then reads the shard in full.
+      let prepareMs: number | undefined;
+      if (from && this.hosts.prepare) {
+        const preparing = Date.now();
+        await this.hosts.prepare(address, shard).then(
+          () => { prepareMs = Date.now() - preparing; },
+          (err: unknown) => this.log.warn({ shard, to: move.to, err: String(err) }, 'PrepareShard failed; the move opens the shard in full'),
+        );
+      }
+      const started = Date.now();
       // Closing first waits for the old owner's writes in flight: none is lost, none half-applied.
       if (from) await this.hosts.close(from, shard).catch((err: unknown) => this.log.warn({ shard, from: seen.owner, err: String(err) }, 'close before a move failed; moving anyway (the new generation fences it)'));
       const generation = await this.map.assign(shard, move.to, seen, view, this.guard);
       if (generation !== undefined) {
         const opened = this.startOpen(shard, move.to, address, generation);
         await opened;
-        this.log.info({ shard, from: seen?.owner, to: move.to, generation, pauseMs: Date.now() - started }, 'shard moved');
+        this.log.info({ shard, from: seen?.owner, to: move.to, generation, prepareMs, pauseMs: Date.now() - started }, 'shard moved');
       }
       await this.map.clearMove(shard, move.modRevision);
       this.again = true;

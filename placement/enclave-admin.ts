@@ -22,6 +22,8 @@ export interface ShardHosts {
   shards(address: string): Promise<HeldShards>;
   open(address: string, shard: number, generation: number): Promise<void>;
   close(address: string, shard: number): Promise<void>;
+  /** Reads a shard ahead of its open, while its owner still serves it (a planned move); absent: moves open in full. */
+  prepare?(address: string, shard: number): Promise<void>;
   /** Names the enclave's other members (freshness across enclaves: whom it asks to witness). */
   setPeers?(address: string, peers: string[]): Promise<void>;
 }
@@ -44,6 +46,11 @@ export class GrpcShardHosts implements ShardHosts {
   /** Opening recovers the shard's tenants (snapshot and log): its own, longer deadline. */
   async open(address: string, shard: number, generation: number): Promise<void> {
     await this.call(address, this.openTimeoutMs, (c, o, cb) => c.OpenShard({ shard, generation }, o, cb));
+  }
+
+  /** Reads as much as an open, before it: the open's deadline. */
+  async prepare(address: string, shard: number): Promise<void> {
+    await this.call(address, this.openTimeoutMs, (c, o, cb) => c.PrepareShard({ shard }, o, cb));
   }
 
   async close(address: string, shard: number): Promise<void> {

@@ -1,14 +1,14 @@
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from '../../common/logger.js';
-import type { CloseShardRequestIn, OpenShardRequestIn, ShardsReply, ShardState } from '../../common/proto.js';
+import type { CloseShardRequestIn, OpenShardRequestIn, PreparedShard, PrepareShardRequestIn, ShardsReply, ShardState } from '../../common/proto.js';
 import type { MemoryService } from '../memory/memory-service.js';
-import { CorruptStoreError, EmbeddingModelChangedError, StaleOwnerError, SupersededError } from '../storage/errors.js';
+import { CorruptStoreError, EmbeddingModelChangedError, PreparedStateStale, ShardHeldError, StaleOwnerError, SupersededError } from '../storage/errors.js';
 import type { ShardedStore } from '../storage/sharded-store.js';
 import { Freshness } from './freshness.js';
 
 /**
  * The host's placement acting on this enclave (protos/enclave.proto OpenShard, CloseShard,
- * Shards): which shards it serves. The host is not trusted with this more than with anything
+ * Shards, PrepareShard): which shards it serves. The host is not trusted with this more than with anything
  * else: each shard's owner generation is checked inside its sealed store, so a wrong or hostile
  * placement costs availability, never a forked chain. What goes back is what the host can see
  * anyway (heads it stores, counts as in the metrics), never a tenant id.
@@ -42,6 +42,25 @@ export function shardControl(store: ShardedStore, memory: MemoryService, log: Lo
           callback(null, state(shard));
         },
         (err: unknown) => callback(refusal(err, 'open', shard, log)),
+      );
+    },
+    PrepareShard: (call: grpc.ServerUnaryCall<PrepareShardRequestIn, PreparedShard>, callback: grpc.sendUnaryData<PreparedShard>) => {
+      const { shard } = call.request;
+      const started = performance.now();
+      let preparing: ReturnType<ShardedStore['prepareShard']>;
+      try {
+        preparing = store.prepareShard(shard);
+      } catch (err) {
+        return callback(refusal(err, 'prepare', shard, log));
+      }
+      preparing.then(
+        (prepared) => {
+          const { head } = prepared;
+          log.info({ shard, seq: head.seq, ms: Math.round(performance.now() - started) }, 'PrepareShard: read ahead, not served until OpenShard');
+          const { tenants, memories } = memory.usageOf((tenantId) => store.shardOf(tenantId) === shard);
+          callback(null, { shard, seq: String(head.seq), head: Buffer.from(head.hash, 'hex'), tenants: String(tenants), memories: String(memories) });
+        },
+        (err: unknown) => callback(refusal(err, 'prepare', shard, log)),
       );
     },
     CloseShard: (call: grpc.ServerUnaryCall<CloseShardRequestIn, ShardState>, callback: grpc.sendUnaryData<ShardState>) => {
@@ -79,9 +98,13 @@ async function openFresh(store: ShardedStore, shard: number, generation: number,
 }
 
 /** Why an open or close failed, as a gRPC status the host's placement acts on (protos/enclave.proto). */
-function refusal(err: unknown, what: 'open' | 'close', shard: number, log: Logger): Partial<grpc.StatusObject> {
+function refusal(err: unknown, what: 'open' | 'close' | 'prepare', shard: number, log: Logger): Partial<grpc.StatusObject> {
   const message = err instanceof Error ? err.message : String(err);
   if (err instanceof RangeError) return { code: grpc.status.INVALID_ARGUMENT, details: message };
+  if (err instanceof ShardHeldError || err instanceof PreparedStateStale) {
+    log.warn({ shard, problem: message }, `${what} shard refused`);
+    return { code: grpc.status.FAILED_PRECONDITION, details: message };
+  }
   if (err instanceof StaleOwnerError || err instanceof SupersededError) {
     log.warn({ shard, problem: message }, `${what} shard refused: a newer owner holds it`);
     return { code: grpc.status.FAILED_PRECONDITION, details: message };

@@ -1,7 +1,7 @@
 import * as grpc from '@grpc/grpc-js';
 import { randomBytes } from 'node:crypto';
 import sodium from 'sodium-native';
-import { channelOptions, enclaveProto, type EnclaveClient, type ShardsReplyIn, type ShardStateIn, type WitnessReplyIn } from '../../common/proto.js';
+import { channelOptions, enclaveProto, type EnclaveClient, type PreparedShardIn, type ShardsReplyIn, type ShardStateIn, type WitnessReplyIn } from '../../common/proto.js';
 import { startLone, type Lone } from './processes.js';
 import { freePort, startService, waitFor, type RunningService } from './service.js';
 
@@ -19,6 +19,8 @@ export async function grpcError(call: Promise<unknown>): Promise<grpc.ServiceErr
 export interface ShardRpc {
   open(shard: number, generation: number): Promise<ShardStateIn>;
   close(shard: number): Promise<ShardStateIn>;
+  /** A planned move's first step on the new owner: the shard read ahead, not served. */
+  prepare(shard: number): Promise<PreparedShardIn>;
   shards(): Promise<ShardsReplyIn>;
   /** The host naming the enclave's other members (freshness across enclaves). */
   setPeers(addresses: string[]): Promise<void>;
@@ -38,6 +40,7 @@ export function shardRpc(address: string): ShardRpc {
   return {
     open: (shard, generation) => unary<ShardStateIn>((done) => client.OpenShard({ shard, generation }, done)),
     close: (shard) => unary<ShardStateIn>((done) => client.CloseShard({ shard }, done)),
+    prepare: (shard) => unary<PreparedShardIn>((done) => client.PrepareShard({ shard }, done)),
     shards: () => unary<ShardsReplyIn>((done) => client.Shards({}, done)),
     setPeers: async (addresses) => {
       await unary((done) => client.SetPeers({ addresses }, done));

@@ -66,6 +66,15 @@ class StandInEnclaves implements ShardHosts {
     this.calls.push(`open ${address} ${shard}`);
   }
 
+  /** PrepareShard fails (an enclave without it, a store that cannot be read ahead): the move goes on without it. */
+  prepareFails = false;
+
+  async prepare(address: string, shard: number): Promise<void> {
+    this.get(address);
+    this.calls.push(`prepare ${address} ${shard}`);
+    if (this.prepareFails) throw new Error(`shard ${shard} cannot be read ahead`);
+  }
+
   async close(address: string, shard: number): Promise<void> {
     this.get(address).open.delete(shard);
     this.hidden.get(address)?.delete(shard);
@@ -269,7 +278,7 @@ describe('the controller', () => {
     }
   }, 60_000);
 
-  it('a planned move closes the shard on its owner before the map changes and opens it on the new one', async () => {
+  it('a planned move has the new owner read the shard ahead, closes it on its owner before the map changes, and opens it on the new one', async () => {
     const hosts = new StandInEnclaves(2);
     await withPlacement(hosts, ['m1', 'm2'], async ({ map }) => {
       await waitFor(async () => hosts.holders(0).length === 1 && hosts.holders(1).length === 1, 20_000);
@@ -278,11 +287,19 @@ describe('the controller', () => {
       hosts.calls.length = 0;
       await map.requestMove(0, to);
       await waitFor(async () => hosts.holders(0)[0] === `${to}:1` && (await map.read()).moves.size === 0, 20_000);
-      expect(hosts.calls).toEqual([`close ${before.owner}:1 0`, `open ${to}:1 0`]);
+      expect(hosts.calls).toEqual([`prepare ${to}:1 0`, `close ${before.owner}:1 0`, `open ${to}:1 0`]);
       expect((await map.read()).shards.get(0)!.generation).toBeGreaterThan(before.generation);
       // A shard opened behind the map's back (an enclave restarted with a stale view) is closed there.
       hosts.enclaves.get(`${before.owner}:1`)!.open.set(0, before.generation);
       await waitFor(async () => !hosts.enclaves.get(`${before.owner}:1`)!.open.has(0), 10_000);
+      // A read-ahead that fails costs only the shortcut: the move goes on, the open a full one.
+      hosts.prepareFails = true;
+      hosts.calls.length = 0;
+      const moved = (await map.read()).shards.get(0)!;
+      await map.requestMove(0, before.owner);
+      await waitFor(async () => hosts.holders(0)[0] === `${before.owner}:1` && (await map.read()).moves.size === 0, 20_000);
+      expect(hosts.calls).toEqual([`prepare ${before.owner}:1 0`, `close ${to}:1 0`, `open ${before.owner}:1 0`]);
+      expect((await map.read()).shards.get(0)!.generation).toBeGreaterThan(moved.generation);
     });
   }, 60_000);
 

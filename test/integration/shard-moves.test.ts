@@ -3,7 +3,8 @@
  * store, enclaves A and B with SHARDS=4 and SHARDS_OPEN=none (B took the keys from A by
  * attestation), a proxy each, and this test as the host's placement (OpenShard/CloseShard over
  * gRPC) and routing (a fetch that sends each call to the owner it knows, and on 503 with
- * x-tee-shard-miss waits for the placement to change and sends it again).
+ * x-tee-shard-miss waits for the placement to change and sends it again). A move with a
+ * read-ahead (PrepareShard on B before CloseShard on A) too.
  */
 import * as grpc from '@grpc/grpc-js';
 import { readFileSync } from 'node:fs';
@@ -15,9 +16,10 @@ import { request } from '../helpers/http.js';
 import { grpcError, startShardPair, type ShardPair } from '../helpers/shard-pair.js';
 
 let pair: ShardPair;
-const tenant = (() => {
-  for (let i = 0; ; i++) if (shardOf(`mover-${i}`, 4) === 1) return `mover-${i}`;
-})();
+const tenantIn = (shard: number) => {
+  for (let i = 0; ; i++) if (shardOf(`mover-${i}`, 4) === shard) return `mover-${i}`;
+};
+const tenant = tenantIn(1);
 
 beforeAll(async () => {
   pair = await startShardPair();
@@ -27,8 +29,8 @@ afterAll(async () => {
 });
 
 /** The host's routing of shard 1, as the test moves it: every call goes to `owner`; a miss waits for the next move. */
-function router() {
-  let owner = pair.a.baseUrl;
+function router(from = pair.a.baseUrl) {
+  let owner = from;
   let moved: () => void = () => {};
   let next = new Promise<void>((r) => { moved = r; });
   const misses: string[] = [];
@@ -205,5 +207,90 @@ describe('shard 1 moved from A to B while a client writes', () => {
     expect((await pair.rpcB.shards()).open).toEqual([first]);
     expect(await pair.rpcB.close(3)).toMatchObject({ shard: 3, generation: '4', seq: first.seq });
     expect((await pair.rpcB.shards()).open).toEqual([]);
+  });
+});
+
+describe('shard 2 moved with a read-ahead (PrepareShard on B, then CloseShard on A and OpenShard on B) while clients write and read', () => {
+  it('B serves nothing of it before the switch; then holds every acknowledged write, those made after the read-ahead included, and no read or write failed', async () => {
+    const mover = tenantIn(2);
+    await pair.rpcA.open(2, 1);
+    const route = router();
+    const tee: TeeClient = await connect({ baseUrl: pair.a.baseUrl, rootPem: rootPem(), insecureSkipPcrPinning: true, fetch: route.fetch });
+    const acknowledged: Array<{ id: string; content: string }> = [];
+    const failures: unknown[] = [];
+    let reads = 0;
+    let going = true;
+    const writer = (w: number) => (async () => {
+      for (let i = 0; going; i++) {
+        const content = `prepared move, writer ${w}, note ${i} about the orchard's ${i % 2 ? 'pears' : 'apples'}`;
+        try {
+          const res = await tee.call<{ id: string }>('POST', '/v1/memory', { tenant_id: mover, content, dedupe: false });
+          if (res.status === 200) acknowledged.push({ id: res.body.id, content });
+          else failures.push({ status: res.status, body: res.body });
+        } catch (err) {
+          failures.push(err);
+        }
+      }
+    })();
+    const reader = (async () => {
+      while (going) {
+        try {
+          const res = await tee.call('GET', `/v1/memory?tenant_id=${mover}&query=${encodeURIComponent('pears in the orchard')}&top_k=3`);
+          if (res.status === 200) reads++;
+          else failures.push({ read: res.status, body: res.body });
+        } catch (err) {
+          failures.push(err);
+        }
+      }
+    })();
+    const until = async (n: number) => {
+      while (acknowledged.length < n && failures.length === 0) await new Promise((r) => setTimeout(r, 20));
+    };
+    const loops = [writer(0), writer(1), reader];
+    await until(6);
+    const prepared = await pair.rpcB.prepare(2);
+    expect(Number(prepared.seq)).toBeGreaterThan(0);
+    expect(prepared.tenants).toBe('1');
+    // Read ahead, not served: B refuses the tenant, and does not list the shard.
+    const early = await request(pair.b.baseUrl, 'GET', `/v1/memory?tenant_id=${mover}`);
+    expect(early.status).toBe(503);
+    expect(early.headers.get(SHARD_MISS_HEADER)).toBe('2');
+    expect((await pair.rpcB.shards()).open.map((s) => s.shard)).not.toContain(2);
+    // The tail: written on A after the read-ahead.
+    const before = acknowledged.length;
+    await until(before + 6);
+    const closed = await pair.rpcA.close(2);
+    expect(Number(closed.seq)).toBeGreaterThan(Number(prepared.seq));
+    const opened = await pair.rpcB.open(2, 2);
+    expect(opened).toMatchObject({ shard: 2, generation: '2', seq: closed.seq, head: closed.head, tenants: '1' });
+    route.moveTo(pair.b.baseUrl);
+    const after = acknowledged.length;
+    await until(after + 6);
+    going = false;
+    await Promise.all(loops);
+
+    expect(failures).toEqual([]);
+    expect(reads).toBeGreaterThan(0);
+    // B opened from its read-ahead, reading only the log past it.
+    expect(pair.b.enclave.output()).toMatch(new RegExp(`"readAhead":\\{"seq":${prepared.seq}\\}`));
+    const direct = await connect({ baseUrl: pair.b.baseUrl, rootPem: rootPem(), insecureSkipPcrPinning: true });
+    const stored: Array<{ id: string; content: string }> = [];
+    for (let after = ''; ;) {
+      const page = await direct.call<{ data: Array<{ id: string; content: string }>; has_more: boolean; last_id: string }>('GET', `/v1/memory?tenant_id=${mover}&limit=100${after ? `&after=${after}` : ''}`);
+      expect(page.status).toBe(200);
+      stored.push(...page.body.data);
+      if (!page.body.has_more) break;
+      after = page.body.last_id;
+    }
+    expect(stored.map((m) => m.id).sort()).toEqual(acknowledged.map((m) => m.id).sort());
+    for (const { id, content } of acknowledged) expect(stored.find((m) => m.id === id)?.content).toBe(content);
+    expect(tee.state.head(2)!.seq).toBe(acknowledged.length);
+  });
+
+  it('a read-ahead of a shard B serves is refused (FAILED_PRECONDITION), and one of a shard out of range (INVALID_ARGUMENT)', async () => {
+    const held = await grpcError(pair.rpcB.prepare(2));
+    expect(held.code).toBe(grpc.status.FAILED_PRECONDITION);
+    expect(held.details).toMatch(/^shard 2 \(shard-02\/\) is served by this enclave/);
+    expect((await grpcError(pair.rpcB.prepare(4))).code).toBe(grpc.status.INVALID_ARGUMENT);
   });
 });
