@@ -29,7 +29,7 @@ export interface ControllerOptions {
  *
  * A pass reads the map and asks every live member which shards it holds, then:
  * - a planned move (`<prefix>/moves/<i>`): PrepareShard on the new owner (it reads the shard ahead while the old
- *   one serves it), CloseShard on the old owner, the map changed, OpenShard on the new one (which reads only the
+ *   one serves it), CloseShard on the old owner, the map changed, OpenShard on the new one (which applies only the
  *   log written since);
  * - a shard without a live owner (never placed, or its owner's lease expired) goes to the
  *   live member holding the fewest, with a new generation, and is opened there;

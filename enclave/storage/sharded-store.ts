@@ -188,7 +188,7 @@ export class ShardedStore implements MemoryJournal {
    * Reads shard `shard`'s store ahead of its openShard, while its owner still serves it (a
    * planned move, docs/cluster.md): its snapshot, saved graphs and log up to their end now, into
    * the memories, writing nothing (no tail cut, no fence, no generation). Its tenants are not
-   * served meanwhile (503 shard_not_owned, as for any shard not held); openShard then reads only
+   * served meanwhile (503 shard_not_owned, as for any shard not held); openShard then applies only
    * the log written since, if the files still continue what was read, and opens it in full
    * otherwise. One shard at a time is kept read ahead: a prepare drops every other; and one not
    * opened within `preparedTtlMs`, or closed, leaves memory. Refused (ShardHeldError) for a shard
@@ -249,7 +249,7 @@ export class ShardedStore implements MemoryJournal {
   }
 
   /**
-   * Opens a shard from its read-ahead: only the log written since is read. When the files no
+   * Opens a shard from its read-ahead: only the log written since is applied. When the files no
    * longer continue what was read (PreparedStateStale), or a part written since is damaged, what
    * was read goes and the shard is read in full (undefined), so the answer is always a full
    * open's. Other refusals (a newer owner, an older copy than witnessed) are a full open's too.

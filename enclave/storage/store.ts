@@ -113,7 +113,7 @@ export class DurableStore implements MemoryJournal {
   /**
    * Reads the store into `target` as open() does, up to the log's end now, and writes nothing
    * (no tail cut, no fence, no generation): its owner may still be writing it (a planned move,
-   * docs/cluster.md). resume() later reads only what was written since, and opens it. A store
+   * docs/cluster.md). resume() later applies only what was written since, and opens it. A store
    * that open() would rewrite (another embedding model, files from before the chain of heads)
    * is not read ahead (PreparedStateStale). What was applied to `target` is the caller's to drop
    * when it is never resumed, or the read fails.
@@ -127,7 +127,7 @@ export class DurableStore implements MemoryJournal {
   }
 
   /**
-   * Opens a store read ahead by prepare(): reads only the log written since (store-read.ts
+   * Opens a store read ahead by prepare(): applies only the log written since (store-read.ts
    * readTail, which first checks the files still continue what was read), then does exactly
    * what open() does after its read: the owner generation checked against every file and fence,
    * `acceptHead` on the head reached, the tail cut, the fence written. PreparedStateStale when
