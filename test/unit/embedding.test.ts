@@ -6,7 +6,8 @@ import { ort } from '../../enclave/embedding/onnxruntime.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { modelsDir } from '../../common/paths.js';
 import { MAX_TOKENS_PER_TEXT, loadEmbedder, planRuns, type Embedder } from '../../enclave/embedding/embedder.js';
-import { STATIC_MODEL, type StaticModelManifest } from '../../enclave/embedding/static-model.js';
+import { STATIC_MODEL, parseVocab, type StaticModelManifest } from '../../enclave/embedding/static-model.js';
+import { encode, vocabularyFromList } from '../../enclave/embedding/tokenizer.js';
 import { buildStaticModel, sifWeights } from '../../scripts/lib/static-model-build.js';
 import { buildStaticSifModel } from '../../scripts/build-model.js';
 
@@ -206,6 +207,35 @@ describe('static-sif-100d (the real model)', () => {
       expectClose(batch[i], alone);
     }
     expect(norm(batch[0])).toBeCloseTo(1, 5);
+  });
+
+  it('gives the same bits as a plain onnxruntime session over the model file with default options', async () => {
+    // The way the model was loaded when the stored vectors were made: any change to how the
+    // enclave loads it (session options, file format, memory) must keep every bit.
+    const dir = join(modelsDir, STATIC_MODEL.id);
+    const manifest = JSON.parse(await readFile(join(dir, STATIC_MODEL.manifestFile), 'utf8')) as StaticModelManifest;
+    const vocab = vocabularyFromList(parseVocab(await readFile(join(dir, STATIC_MODEL.vocabFile), 'utf8')));
+    const plain = await ort.InferenceSession.create(await readFile(join(dir, STATIC_MODEL.modelFile)));
+    try {
+      const texts = ['My dog is called Rex.', 'when do I need to pay the bill?', 'dogsitter keybord', '', 'the invoice is due Friday '.repeat(30)];
+      const encoded = texts.map((text) => encode(text, vocab, MAX_TOKENS_PER_TEXT, manifest.subwords));
+      const longest = Math.max(1, ...encoded.map(({ ids }) => ids.length));
+      const ids = new BigInt64Array(texts.length * longest);
+      const scales = new Float32Array(texts.length * longest);
+      encoded.forEach((e, row) => e.ids.forEach((id, col) => {
+        ids[row * longest + col] = BigInt(id);
+        scales[row * longest + col] = e.scales[col];
+      }));
+      const output = (await plain.run({
+        [STATIC_MODEL.inputName]: new ort.Tensor('int64', ids, [texts.length, longest]),
+        [STATIC_MODEL.scalesInputName]: new ort.Tensor('float32', scales, [texts.length, longest]),
+      }))[STATIC_MODEL.outputName].data as Float32Array;
+      const bytes = (v: Float32Array) => Buffer.from(v.buffer, v.byteOffset, v.byteLength).toString('hex');
+      const vectors = await embedder.embed(texts);
+      vectors.forEach((vector, row) => expect(bytes(vector), texts[row].slice(0, 30)).toBe(bytes(output.subarray(row * 100, (row + 1) * 100))));
+    } finally {
+      await plain.release();
+    }
   });
 
   it('is deterministic', async () => {
