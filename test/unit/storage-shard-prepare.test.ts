@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { BlobStore } from '../../common/blob-store.js';
 import { ApiError } from '../../common/errors.js';
-import { Freshness, StaleCopyError, type FoundStore } from '../../enclave/cluster/freshness.js';
+import { Freshness, type FoundStore } from '../../enclave/cluster/freshness.js';
 import { MemoryService } from '../../enclave/memory/memory-service.js';
 import { CorruptStoreError, ShardHeldError, StaleOwnerError } from '../../enclave/storage/errors.js';
 import { logName } from '../../enclave/storage/log-file.js';
