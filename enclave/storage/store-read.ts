@@ -238,9 +238,6 @@ export async function readTail(options: StoreOptions, read: StoreRead): Promise<
   after.forEach((g, i) => {
     if (g !== from.generation + i) throw stale(`${logName(from.generation + i)} is missing (found ${after.map(logName).join(', ')})`);
   });
-  // The host's word, checked again by the read itself: a segment listed shorter than the read went is not read from.
-  const size = listed.find((b) => b.name === read.prefix + logName(from.generation))?.size;
-  if (size !== undefined && size < from.validEnd) throw stale(`${logName(from.generation)} is shorter (${size} bytes) than when it was read (${from.validEnd})`);
   const at = read.live.indexOf(from.generation);
   const metas = read.segmentMetas.slice(0, at + 1);
   for (const generation of after.slice(1)) {
