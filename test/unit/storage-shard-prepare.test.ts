@@ -24,15 +24,7 @@ import { storeFixture } from '../helpers/store-fixture.js';
 const fixture = storeFixture('shard-prepare');
 const sealingKey = randomBytes(32);
 const SHARDS = 4;
-let shared: BlobStore | undefined;
-let sharedDir = '';
-const host = (): BlobStore => {
-  if (!shared || sharedDir !== fixture.dir) {
-    shared = fixture.host();
-    sharedDir = fixture.dir;
-  }
-  return shared;
-};
+const host = (): BlobStore => fixture.sharedHost();
 
 /** An enclave: its memories and its shards, none open. */
 async function enclave(options: Partial<ShardedOptions> = {}) {
