@@ -354,7 +354,14 @@ export class Controller {
       let prepareMs: number | undefined;
       if (from && this.hosts.prepare) {
         const preparing = Date.now();
-        await this.hosts.prepare(address, shard).then(
+        const prepare = () => this.hosts.prepare!(address, shard);
+        await prepare().catch(async (err: unknown) => {
+          // The new owner keeps as many read-aheads as it may (its standbys): one of them makes room
+          // for the move's, and gets read again later.
+          const room = (err as { code?: number }).code === grpc.status.RESOURCE_EXHAUSTED ? await this.makeRoom(move.to, address, shard) : false;
+          if (!room) throw err;
+          return prepare();
+        }).then(
           () => { prepareMs = Date.now() - preparing; },
           (err: unknown) => this.log.warn({ shard, to: move.to, err: String(err) }, 'PrepareShard failed; the move opens the shard in full'),
         );
@@ -373,6 +380,17 @@ export class Controller {
       return true;
     }
     return false;
+  }
+
+  /** Closes one read-ahead a member keeps as a standby (not of `shard`), for a planned move's; whether one was. */
+  private async makeRoom(id: string, address: string, shard: number): Promise<boolean> {
+    const other = [...this.standbyOf].find(([s, m]) => m === id && s !== shard && this.reading.get(id)?.shard !== s)?.[0];
+    if (other === undefined) return false;
+    this.standbyOf.delete(other);
+    this.standbyReads.delete(other);
+    this.log.info({ shard: other, member: id, for: shard }, 'standby withdrawn for a planned move\'s read-ahead');
+    await this.hosts.close(address, other).catch(() => undefined);
+    return true;
   }
 
   private startOpen(shard: number, owner: string, address: string, generation: number): Promise<void> {

@@ -69,6 +69,8 @@ class StandInEnclaves implements ShardHosts {
 
   /** PrepareShard fails (an enclave without it, a store that cannot be read ahead): the move goes on without it. */
   prepareFails = false;
+  /** PREPARED_SHARDS_MAX of every stand-in. */
+  preparedMax = Infinity;
 
   async prepare(address: string, shard: number): Promise<void> {
     const e = this.get(address);
@@ -76,6 +78,7 @@ class StandInEnclaves implements ShardHosts {
     if (this.prepareFails) throw new Error(`shard ${shard} cannot be read ahead`);
     // As the enclave: refused for a shard it serves.
     if (e.open.has(shard)) throw new Error(`shard ${shard} is served by ${address}`);
+    if (!e.prepared.has(shard) && e.prepared.size >= this.preparedMax) throw Object.assign(new Error(`${address} keeps ${e.prepared.size} read ahead`), { code: grpc.status.RESOURCE_EXHAUSTED });
     e.prepared.add(shard);
   }
 
@@ -333,6 +336,27 @@ describe('the controller', () => {
       // Standbys again, on the member left beside each owner; none on the lost one.
       await waitFor(ready, 20_000);
       for (let s = 0; s < 6; s++) expect(standbyOf(s)[0]).not.toBe('s2:1');
+    }, 200, { refreshMs: 60_000, keepMs: 600_000 });
+  }, 60_000);
+
+  it('with standbys filling an enclave\'s read-aheads, a planned move to it withdraws one standby to read the moving shard ahead', async () => {
+    const hosts = new StandInEnclaves(6);
+    hosts.preparedMax = 2;
+    await withPlacement(hosts, ['f1', 'f2', 'f3'], async ({ map }) => {
+      const standbyOf = (s: number) => [...hosts.enclaves].find(([, e]) => e.prepared.has(s))?.[0];
+      await waitFor(async () => [0, 1, 2, 3, 4, 5].every((s) => hosts.holders(s).length === 1 && standbyOf(s) !== undefined), 20_000);
+      const before = await map.read();
+      const [shard, from] = [...before.shards].find(([, p]) => p.owner === 'f1')!;
+      // The member neither owner nor standby of the shard, its two read-aheads taken.
+      const to = ['f2', 'f3'].find((id) => `${id}:1` !== standbyOf(shard))!;
+      expect(hosts.enclaves.get(`${to}:1`)!.prepared.size).toBe(2);
+      hosts.calls.length = 0;
+      await map.requestMove(shard, to);
+      await waitFor(async () => hosts.holders(shard)[0] === `${to}:1` && (await map.read()).moves.size === 0, 20_000);
+      const i = hosts.calls.indexOf(`prepare ${to}:1 ${shard}`);
+      expect(hosts.calls.slice(i, i + 5)).toEqual([
+        `prepare ${to}:1 ${shard}`, expect.stringMatching(new RegExp(`^close ${to}:1 \\d$`)), `prepare ${to}:1 ${shard}`, `close ${from.owner}:1 ${shard}`, `open ${to}:1 ${shard} from its read-ahead`,
+      ]);
     }, 200, { refreshMs: 60_000, keepMs: 600_000 });
   }, 60_000);
 
