@@ -230,9 +230,10 @@ export class Controller {
     if (!options || !this.hosts.prepare) return;
     const owners = new Map<number, string>();
     for (const [shard, p] of view.shards) if (view.members.has(p.owner) && !this.opening.has(shard) && !inFlight.has(shard)) owners.set(shard, p.owner);
-    const answering = [...held].filter(([, h]) => h).map(([id]) => id);
+    // Live members (by their lease), not only those that answered this pass: one slow to answer
+    // Shards on a busy machine keeps its standbys, whose reads would otherwise move and start over.
     const before = this.standbyOf;
-    this.standbyOf = chooseStandbys(owners, answering, before);
+    this.standbyOf = chooseStandbys(owners, [...view.members.keys()], before);
     for (const [shard, id] of this.standbyOf) if (before.get(shard) !== id) this.log.info({ shard, standby: id, was: before.get(shard), owner: owners.get(shard) }, 'standby named');
     // Shards being opened keep the standby they had (their open may fail and the owner stay lost).
     for (const [shard, id] of before) if (!owners.has(shard) && view.members.has(id) && view.shards.get(shard)?.owner !== id) this.standbyOf.set(shard, id);
@@ -256,7 +257,7 @@ export class Controller {
     }
     await Promise.all(withdrawing);
     for (const [shard, id] of this.standbyOf) {
-      if (!owners.has(shard) || this.reading.has(id) || (this.standbyRetryAt.get(shard) ?? 0) > now) continue;
+      if (!owners.has(shard) || !held.get(id) || this.reading.has(id) || (this.standbyRetryAt.get(shard) ?? 0) > now) continue;
       const preparedSeq = held.get(id)?.prepared?.get(shard);
       if (readDue(this.standbyReads.get(shard), id, preparedSeq, held.get(owners.get(shard)!)?.heads?.get(shard), now, options)) due.push({ shard, id, first: preparedSeq === undefined });
     }

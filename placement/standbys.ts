@@ -19,13 +19,13 @@ export interface StandbyRead {
 }
 
 /**
- * Each shard's standby: a member that answers, other than the shard's owner. One already named
+ * Each shard's standby: a live member (`members`), other than the shard's owner. One already named
  * stays while it qualifies, unless it stands by for two or more shards more than the member that
  * would take it (so that standbys, and the shards they take over, spread evenly); the rest go to
- * the qualifying member with the fewest, by id on a tie. No standby where only the owner answers.
+ * the qualifying member with the fewest, by id on a tie. No standby where the owner is the only member.
  */
-export function chooseStandbys(owners: ReadonlyMap<number, string>, answering: readonly string[], current: ReadonlyMap<number, string>): Map<number, string> {
-  const members = [...answering].sort();
+export function chooseStandbys(owners: ReadonlyMap<number, string>, live: readonly string[], current: ReadonlyMap<number, string>): Map<number, string> {
+  const members = [...live].sort();
   const loads = new Map(members.map((m) => [m, 0]));
   const chosen = new Map<number, string>();
   const shards = [...owners.keys()].sort((a, b) => a - b);

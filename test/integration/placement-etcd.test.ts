@@ -89,8 +89,12 @@ class StandInEnclaves implements ShardHosts {
     this.calls.push(`close ${address} ${shard}`);
   }
 
+  /** How long SetPeers takes to answer (a busy enclave). */
+  setPeersMs = 0;
+
   async setPeers(address: string, peers: string[]): Promise<void> {
     this.get(address);
+    if (this.setPeersMs > 0) await new Promise((r) => setTimeout(r, this.setPeersMs));
     this.peers.set(address, peers);
   }
 
@@ -181,6 +185,26 @@ describe('membership', () => {
       await waitFor(async () => hosts.peers.get('p2:1')?.join() === 'p3:1', 15_000);
     } finally {
       await Promise.all(members.map((m) => m.stop(true)));
+    }
+  }, 60_000);
+
+  it('a slow SetPeers (a busy enclave) does not put off the lease\'s renewal: the member stays registered', async () => {
+    const prefix = freshPrefix();
+    const hosts = new StandInEnclaves(1);
+    hosts.setPeersMs = 2500; // more than the TTL
+    const [member] = startMembers(prefix, hosts, ['slow']);
+    const map = new ShardMap(client, prefix);
+    const deletions: number[] = [];
+    const watcher = await client.watch().prefix(`${prefix}/members/`).create();
+    watcher.on('delete', () => deletions.push(Date.now()));
+    try {
+      await waitFor(async () => (await map.read()).members.has('slow'), 10_000);
+      await new Promise((r) => setTimeout(r, 7000));
+      expect(deletions).toEqual([]);
+      expect((await map.read()).members.has('slow')).toBe(true);
+    } finally {
+      await watcher.cancel();
+      await member.stop(true);
     }
   }, 60_000);
 

@@ -6,7 +6,7 @@ const owners = (...ids: string[]) => new Map(ids.map((id, shard) => [shard, id])
 const perMember = (chosen: Map<number, string>) => [...chosen.values()].reduce((m, id) => m.set(id, (m.get(id) ?? 0) + 1), new Map<string, number>());
 
 describe('chooseStandbys', () => {
-  it('names for each shard a member that answers other than its owner, spread evenly', () => {
+  it('names for each shard a live member other than its owner, spread evenly', () => {
     const placed = owners('a', 'a', 'b', 'b', 'c', 'c');
     const chosen = chooseStandbys(placed, ['a', 'b', 'c'], new Map());
     expect(chosen.size).toBe(6);
@@ -26,7 +26,7 @@ describe('chooseStandbys', () => {
     expect([...lost.values()]).not.toContain('c');
   });
 
-  it('none where only the owner answers', () => {
+  it('none where the owner is the only member', () => {
     expect(chooseStandbys(owners('a', 'a'), ['a'], new Map()).size).toBe(0);
   });
 
