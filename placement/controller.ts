@@ -80,6 +80,8 @@ export class Controller {
   private readonly standbyReads = new Map<number, StandbyRead>();
   /** Standby reads in flight: member → its shard (one at a time per member: a read is a shard's whole recovery of CPU). */
   private readonly reading = new Map<string, { shard: number; done: Promise<void> }>();
+  /** Each shard's owner head as last seen, and since when it has not moved (a burst of writes over: its standby catches up). */
+  private readonly ownerHeads = new Map<number, { seq: number; since: number }>();
   /** After a failed standby read, when that shard's may be tried again. */
   private readonly standbyRetryAt = new Map<number, number>();
 
@@ -256,10 +258,15 @@ export class Controller {
       }
     }
     await Promise.all(withdrawing);
+    for (const [shard, owner] of owners) {
+      const seq = held.get(owner)?.heads?.get(shard);
+      if (seq !== undefined && this.ownerHeads.get(shard)?.seq !== seq) this.ownerHeads.set(shard, { seq, since: now });
+    }
     for (const [shard, id] of this.standbyOf) {
       if (!owners.has(shard) || !held.get(id) || this.reading.has(id) || (this.standbyRetryAt.get(shard) ?? 0) > now) continue;
       const preparedSeq = held.get(id)?.prepared?.get(shard);
-      if (readDue(this.standbyReads.get(shard), id, preparedSeq, held.get(owners.get(shard)!)?.heads?.get(shard), now, options)) due.push({ shard, id, first: preparedSeq === undefined });
+      const head = this.ownerHeads.get(shard);
+      if (readDue(this.standbyReads.get(shard), id, preparedSeq, held.get(owners.get(shard)!)?.heads?.get(shard), now, options, head?.since)) due.push({ shard, id, first: preparedSeq === undefined });
     }
     // Shards without any read-ahead before refreshes; one read a member.
     due.sort((a, b) => Number(b.first) - Number(a.first) || a.shard - b.shard);

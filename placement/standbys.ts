@@ -19,43 +19,57 @@ export interface StandbyRead {
 }
 
 /**
- * Each shard's standby: a live member (`members`), other than the shard's owner. One already named
- * stays while it qualifies, unless it stands by for two or more shards more than the member that
- * would take it (so that standbys, and the shards they take over, spread evenly); the rest go to
- * the qualifying member with the fewest, by id on a tie. No standby where the owner is the only member.
+ * Each shard's standby: a live member (`members`), other than the shard's owner. Standbys spread
+ * evenly twice over: the shards of one owner across the other members (so that its failover's
+ * opens are shared out, not run at once on one enclave), and the standbys of all shards across
+ * the members. One already named stays while it qualifies, unless a member would stand by for two
+ * fewer of that owner's shards, or two fewer in all (one such move a call: each costs a read of
+ * the shard); the rest go to the qualifying member with the fewest of that owner's, then the
+ * fewest in all, then by id. No standby where the owner is the only member.
  */
 export function chooseStandbys(owners: ReadonlyMap<number, string>, live: readonly string[], current: ReadonlyMap<number, string>): Map<number, string> {
   const members = [...live].sort();
   const loads = new Map(members.map((m) => [m, 0]));
+  const pairs = new Map<string, number>();
+  const pair = (owner: string, m: string) => pairs.get(`${owner} ${m}`) ?? 0;
+  const count = (shard: number, m: string, by: number) => {
+    loads.set(m, loads.get(m)! + by);
+    pairs.set(`${owners.get(shard)} ${m}`, pair(owners.get(shard)!, m) + by);
+  };
   const chosen = new Map<number, string>();
   const shards = [...owners.keys()].sort((a, b) => a - b);
   for (const shard of shards) {
     const kept = current.get(shard);
     if (kept !== undefined && loads.has(kept) && kept !== owners.get(shard)) {
       chosen.set(shard, kept);
-      loads.set(kept, loads.get(kept)! + 1);
+      count(shard, kept, 1);
     }
   }
-  const fewest = (shard: number): string | undefined => {
-    let best: string | undefined;
-    for (const m of members) if (m !== owners.get(shard) && (best === undefined || loads.get(m)! < loads.get(best)!)) best = m;
-    return best;
+  const best = (shard: number): string | undefined => {
+    const owner = owners.get(shard)!;
+    let found: string | undefined;
+    for (const m of members) {
+      if (m === owner) continue;
+      if (found === undefined || pair(owner, m) < pair(owner, found) || (pair(owner, m) === pair(owner, found) && loads.get(m)! < loads.get(found)!)) found = m;
+    }
+    return found;
   };
   for (const shard of shards) {
     if (chosen.has(shard)) continue;
-    const m = fewest(shard);
+    const m = best(shard);
     if (m === undefined) continue;
     chosen.set(shard, m);
-    loads.set(m, loads.get(m)! + 1);
+    count(shard, m, 1);
   }
-  // One shard a call moves between standbys: each such move costs a read of the shard.
   for (const shard of shards) {
     const m = chosen.get(shard);
-    const other = fewest(shard);
-    if (m === undefined || other === undefined || loads.get(m)! - loads.get(other)! < 2) continue;
+    const other = best(shard);
+    if (m === undefined || other === undefined || other === m) continue;
+    const owner = owners.get(shard)!;
+    if (pair(owner, m) - pair(owner, other) < 2 && loads.get(m)! - loads.get(other)! < 2) continue;
     chosen.set(shard, other);
-    loads.set(m, loads.get(m)! - 1);
-    loads.set(other, loads.get(other)! + 1);
+    count(shard, m, -1);
+    count(shard, other, 1);
     break;
   }
   return chosen;
@@ -72,12 +86,15 @@ export const REFRESH_GROWTH = 0.25;
 
 /**
  * Whether the standby's read is due: none yet (or of another member); or refreshMs old and its
- * owner's head REFRESH_GROWTH past it; or half its keep time old whatever the head (its enclave
- * would drop it).
+ * owner's head past it, either by REFRESH_GROWTH or with no change for refreshMs (a burst of
+ * writes over: one read catches up, so a failover at rest applies next to nothing); or half its
+ * keep time old whatever the head (its enclave would drop it). `quietSince`: since when the
+ * owner's head has not moved, as the controller saw it.
  */
-export function readDue(read: StandbyRead | undefined, member: string, preparedSeq: number | undefined, ownerSeq: number | undefined, now: number, options: StandbyOptions): boolean {
+export function readDue(read: StandbyRead | undefined, member: string, preparedSeq: number | undefined, ownerSeq: number | undefined, now: number, options: StandbyOptions, quietSince = now): boolean {
   if (preparedSeq === undefined || read === undefined || read.member !== member) return true;
   const age = now - read.at;
   if (age >= options.keepMs / 2) return true;
-  return age >= options.refreshMs && ownerSeq !== undefined && ownerSeq - preparedSeq >= Math.max(1, preparedSeq * REFRESH_GROWTH);
+  if (age < options.refreshMs || ownerSeq === undefined || ownerSeq <= preparedSeq) return false;
+  return ownerSeq - preparedSeq >= preparedSeq * REFRESH_GROWTH || now - quietSince >= options.refreshMs;
 }

@@ -26,6 +26,16 @@ describe('chooseStandbys', () => {
     expect([...lost.values()]).not.toContain('c');
   });
 
+  it('spreads one owner\'s shards over the other members, so that its failover\'s opens are shared out', () => {
+    const placed = owners('a', 'b', 'c', 'a', 'b', 'c', 'a', 'b', 'c', 'a', 'b', 'c');
+    const chosen = chooseStandbys(placed, ['a', 'b', 'c'], new Map());
+    for (const owner of ['a', 'b', 'c']) {
+      const ofOwner = [...chosen].filter(([s]) => placed.get(s) === owner).map(([, id]) => id);
+      expect([...perMember(new Map(ofOwner.entries())).values()]).toEqual([2, 2]);
+    }
+    expect([...perMember(chosen).values()]).toEqual([4, 4, 4]);
+  });
+
   it('none where the owner is the only member', () => {
     expect(chooseStandbys(owners('a', 'a'), ['a'], new Map()).size).toBe(0);
   });
@@ -56,6 +66,12 @@ describe('readDue', () => {
     // An empty shard's first change is enough.
     expect(readDue({ ...read, seq: 0 }, 'b', 0, 1, 30_000, options)).toBe(true);
   });
+  it('reads it again, behind by less, once its owner\'s head has not moved for refreshMs (a burst of writes over)', () => {
+    expect(readDue(read, 'b', 1000, 1010, 40_000, options, 20_000)).toBe(false);
+    expect(readDue(read, 'b', 1000, 1010, 50_000, options, 20_000)).toBe(true);
+    expect(readDue(read, 'b', 1000, 1000, 50_000, options, 0)).toBe(false);
+  });
+
   it('reads an unchanged one again at half its keep time, before its enclave drops it', () => {
     expect(readDue(read, 'b', 1000, 1000, 299_999, options)).toBe(false);
     expect(readDue(read, 'b', 1000, 1000, 300_000, options)).toBe(true);
