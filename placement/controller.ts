@@ -258,6 +258,9 @@ export class Controller {
       }
     }
     await Promise.all(withdrawing);
+    // No read starts while a shard is being opened (a failover's): a read is a whole recovery of
+    // CPU on a member, and the open it would slow is what the clients of that shard wait for.
+    if (this.opening.size > 0) return;
     for (const [shard, owner] of owners) {
       const seq = held.get(owner)?.heads?.get(shard);
       if (seq !== undefined && this.ownerHeads.get(shard)?.seq !== seq) this.ownerHeads.set(shard, { seq, since: now });

@@ -61,6 +61,7 @@ class StandInEnclaves implements ShardHosts {
       refusal.times--;
       throw Object.assign(new Error(`shard ${shard} refused`), { code: refusal.code });
     }
+    if (this.openMs > 0) await new Promise((r) => setTimeout(r, this.openMs));
     if ((this.fence.get(shard) ?? 0) > generation) throw new Error(`shard ${shard} names generation ${this.fence.get(shard)}, above ${generation}`);
     this.fence.set(shard, generation);
     e.open.set(shard, generation);
@@ -88,6 +89,9 @@ class StandInEnclaves implements ShardHosts {
     this.hidden.get(address)?.delete(shard);
     this.calls.push(`close ${address} ${shard}`);
   }
+
+  /** How long OpenShard takes (a recovery). */
+  openMs = 0;
 
   /** How long SetPeers takes to answer (a busy enclave). */
   setPeersMs = 0;
@@ -351,12 +355,16 @@ describe('the controller', () => {
       const lost = [...before.shards].filter(([, p]) => p.owner === 's2').map(([s]) => s);
       const standbys = new Map(lost.map((s) => [s, standbyOf(s)[0]]));
       hosts.calls.length = 0;
+      hosts.openMs = 1000;
       hosts.enclaves.get('s2:1')!.alive = false;
       await waitFor(async () => lost.every((s) => hosts.holders(s).length === 1 && hosts.holders(s)[0] !== 's2:1'), 20_000);
       for (const s of lost) {
         expect(hosts.holders(s)).toEqual([standbys.get(s)]);
         expect(hosts.calls).toContain(`open ${standbys.get(s)} ${s} from its read-ahead`);
       }
+      // No standby read began while the failover's opens ran (they would share the members' CPU).
+      const lastOpen = Math.max(...lost.map((s) => hosts.calls.indexOf(`open ${standbys.get(s)} ${s} from its read-ahead`)));
+      expect(hosts.calls.slice(0, lastOpen).filter((c) => c.startsWith('prepare'))).toEqual([]);
       // Standbys again, on the member left beside each owner; none on the lost one.
       await waitFor(ready, 20_000);
       for (let s = 0; s < 6; s++) expect(standbyOf(s)[0]).not.toBe('s2:1');
