@@ -1,7 +1,7 @@
 /**
  * `npm run bench -- cluster` (issue 38, "How we will know"): the service as three enclaves
  * placed through etcd (bench/cluster-service.ts, start:cluster's defaults: 12 shards,
- * LEASE_TTL_S 5) against `npm start`'s one enclave, the same data in both, in one run:
+ * LEASE_TTL_S 3) against `npm start`'s one enclave, the same data in both, in one run:
  *
  * 1. query throughput at 16 clients over every tenant, and the CPU a query of all the
  *    service's processes (from /proc), alternating the two services round by round; with the
@@ -409,7 +409,7 @@ export async function run(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'bench-cluster-'));
   const withWrk = hasWrk();
   console.log(`machine: ${cpus().length} × ${cpuIdentity()}; ${n(TENANTS)} tenants × ${PER_TENANT} memories (${n(TENANTS * PER_TENANT)}) in each service; ` +
-    `${CLUSTER} with start:cluster's defaults (SHARDS ${process.env.SHARDS || 12}, LEASE_TTL_S ${process.env.LEASE_TTL_S || 5}), one enclave as npm start runs it (one shard); LOG_LEVEL=warn, no rate limits; load ${load1()}` +
+    `${CLUSTER} with start:cluster's defaults (SHARDS ${process.env.SHARDS || 12}, LEASE_TTL_S ${process.env.LEASE_TTL_S || 3}), one enclave as npm start runs it (one shard); LOG_LEVEL=warn, no rate limits; load ${load1()}` +
     (withWrk ? '' : '\nwrk is not installed (sudo apt-get install -y wrk): its rows are left out'));
   let single: Service | undefined;
   let cluster: ClusterService | undefined;
@@ -514,7 +514,7 @@ export async function run(): Promise<void> {
     const file = resolve(repoRoot, 'bench/results.json');
     const all = existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>) : {};
     const results: Record<string, unknown> = {
-      date: new Date().toISOString(), quick, enclaves: ENCLAVES, shards: c.shards, leaseTtlS: Number(process.env.LEASE_TTL_S || 5), tenants: TENANTS, perTenant: PER_TENANT, filled,
+      date: new Date().toISOString(), quick, enclaves: ENCLAVES, shards: c.shards, leaseTtlS: Number(process.env.LEASE_TTL_S || 3), tenants: TENANTS, perTenant: PER_TENANT, filled,
       queries, ingest, throughput,
     };
     if (ENCLAVES < 2) {
