@@ -16,7 +16,7 @@ import type { BlobStore } from '../../common/blob-store.js';
 import { ApiError } from '../../common/errors.js';
 import { Freshness, type FoundStore } from '../../enclave/cluster/freshness.js';
 import { MemoryService } from '../../enclave/memory/memory-service.js';
-import { CorruptStoreError, ShardHeldError, StaleOwnerError } from '../../enclave/storage/errors.js';
+import { CorruptStoreError, PreparedLimitError, ShardHeldError, StaleOwnerError } from '../../enclave/storage/errors.js';
 import { logName } from '../../enclave/storage/log-file.js';
 import { ShardedStore, type ShardedOptions } from '../../enclave/storage/sharded-store.js';
 import { shardOf } from '../../protocol/shards.js';
@@ -25,15 +25,7 @@ import { storeFixture } from '../helpers/store-fixture.js';
 const fixture = storeFixture('shard-prepare');
 const sealingKey = randomBytes(32);
 const SHARDS = 4;
-let shared: BlobStore | undefined;
-let sharedDir = '';
-const host = (): BlobStore => {
-  if (!shared || sharedDir !== fixture.dir) {
-    shared = fixture.host();
-    sharedDir = fixture.dir;
-  }
-  return shared;
-};
+const host = (): BlobStore => fixture.sharedHost();
 
 /** An enclave: its memories and its shards, none open. */
 async function enclave(options: Partial<ShardedOptions> = {}) {
@@ -136,7 +128,7 @@ describe('a read-ahead never switched to', () => {
     expect(contents(b, one)).toEqual(notes('kept', 4).sort());
   });
 
-  it('leaves memory at the next read-ahead (of another shard), and at CloseShard', async () => {
+  it('several are kept at once (warm standbys), each leaving memory at its own CloseShard', async () => {
     const a = await enclave();
     await a.store.openShard(1, 1);
     await a.store.openShard(2, 1);
@@ -144,14 +136,56 @@ describe('a read-ahead never switched to', () => {
     await write(a, two, notes('two', 3));
     const b = await enclave();
     await b.store.prepareShard(1);
-    expect(b.memory.usage.memories).toBe(2);
     await b.store.prepareShard(2);
-    expect(b.store.isPrepared(1)).toBe(false);
-    expect(b.memory.usage.memories).toBe(3);
-    expect(b.memory.usageOf((t) => t === one)).toEqual({ tenants: 0, memories: 0 });
+    expect(b.store.preparedHeads).toEqual([{ shard: 1, head: a.store.head(1) }, { shard: 2, head: a.store.head(2) }]);
+    expect(b.memory.usage.memories).toBe(5);
+    expect(notHeld(b, one)).toBe('shard_not_owned');
+    expect(notHeld(b, two)).toBe('shard_not_owned');
     await b.store.closeShard(2);
     expect(b.store.isPrepared(2)).toBe(false);
+    expect(b.store.isPrepared(1)).toBe(true);
+    expect(b.memory.usageOf((t) => t === two)).toEqual({ tenants: 0, memories: 0 });
+    expect(b.memory.usage.memories).toBe(2);
+    await b.store.closeShard(1);
     expect(b.memory.usage).toEqual({ tenants: 0, memories: 0, storedBytes: 0, terms: 0 });
+  });
+
+  it('no more than maxPrepared at once: one more is refused before anything is read, and one prepared again still fits', async () => {
+    const a = await enclave();
+    await a.store.openShard(1, 1);
+    await a.store.openShard(2, 1);
+    await write(a, one, notes('one', 2));
+    await write(a, two, notes('two', 3));
+    const b = await enclave({ maxPrepared: 1 });
+    await b.store.prepareShard(1);
+    expect(() => b.store.prepareShard(2)).toThrow(PreparedLimitError);
+    expect(b.store.isPrepared(2)).toBe(false);
+    expect(b.memory.usageOf((t) => t === two)).toEqual({ tenants: 0, memories: 0 });
+    // A refresh of the one kept is read again from the start, in its place.
+    await write(a, one, ['since']);
+    const again = await b.store.prepareShard(1);
+    expect(again.head).toEqual(a.store.head(1));
+    expect(b.memory.usage.memories).toBe(3);
+    // Freed by its close, the slot takes another.
+    await b.store.closeShard(1);
+    await b.store.prepareShard(2);
+    expect(b.memory.usage.memories).toBe(3);
+  });
+
+  it('each is kept for the time its prepare asked (a standby\'s), not the default', async () => {
+    const a = await enclave();
+    await a.store.openShard(1, 1);
+    await a.store.openShard(2, 1);
+    await write(a, one, notes('one', 1));
+    await write(a, two, notes('two', 1));
+    const b = await enclave({ preparedTtlMs: 50 });
+    await b.store.prepareShard(1, 60_000);
+    await b.store.prepareShard(2);
+    const deadline = Date.now() + 5000;
+    while (b.store.isPrepared(2) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    expect(b.store.isPrepared(2)).toBe(false);
+    expect(b.store.isPrepared(1)).toBe(true);
+    expect(b.memory.usage.memories).toBe(1);
   });
 });
 
@@ -435,3 +469,101 @@ describe('the host store answering the switch\'s read from an offset', () => {
 function frameLength(file: Buffer, at: number): number {
   return 4 + 4 + 24 + file.readUInt32BE(at + 4);
 }
+
+describe('standbys of a lost owner (failover: no close, the owner killed)', () => {
+  /** A owns shards 1 and 2 and writes; B stands by for both; A writes more and is "killed" (never closes). */
+  async function standbyOf({ ahead = 2, tail = 2 } = {}) {
+    const a = await enclave();
+    await a.store.openShard(1, 1);
+    await a.store.openShard(2, 1);
+    await write(a, one, notes('one common', 3));
+    await write(a, two, notes('two common', 3));
+    const copy = readFileSync(segment(1));
+    await write(a, one, notes('one read ahead', ahead));
+    await write(a, two, notes('two read ahead', ahead));
+    const b = await enclave();
+    await b.store.prepareShard(1, 60_000);
+    await b.store.prepareShard(2, 60_000);
+    await write(a, one, notes('one tail', tail));
+    await write(a, two, notes('two tail', tail));
+    return { a, b, copy };
+  }
+  /** A gone before the host tampers with its files (this test's host store is shared in-process: A's handles must not outlive it). */
+  const gone = async (a: Enclave) => {
+    await a.store.closeShard(1);
+    await a.store.closeShard(2);
+  };
+  const all = (label: string, ahead = 2, tail = 2) => [...notes(`${label} common`, 3), ...notes(`${label} read ahead`, ahead), ...notes(`${label} tail`, tail)].sort();
+
+  it('opens each from its read-ahead with every acknowledged change, the head where the owner left it, and fences the owner', async () => {
+    const { a, b } = await standbyOf();
+    const heads = [a.store.head(1), a.store.head(2)];
+    const opened = await b.store.openShard(1, 2);
+    expect(opened.recovery.readAhead).toEqual({ seq: 5 });
+    expect(b.store.head(1)).toEqual(heads[0]);
+    expect(contents(b, one)).toEqual(all('one'));
+    // Shard 2 is still read ahead, not served, and untouched by shard 1's open.
+    expect(b.store.isPrepared(2)).toBe(true);
+    expect(notHeld(b, two)).toBe('shard_not_owned');
+    expect((await b.store.openShard(2, 2)).recovery.readAhead).toEqual({ seq: 5 });
+    expect(b.store.head(2)).toEqual(heads[1]);
+    expect(contents(b, two)).toEqual(all('two'));
+    // The killed owner woken: its next write is refused.
+    await expect(a.memory.add({ tenant_id: one, content: 'after the failover', dedupe: false })).rejects.toThrow();
+    expect(contents(b, one)).toEqual(all('one'));
+  });
+
+  it('a log cut back to an older copy before the failover: that shard opens in full from the files, the other from its read-ahead, nothing mixed', async () => {
+    const { a, b, copy } = await standbyOf();
+    await gone(a);
+    writeFileSync(segment(1), copy);
+    const opened = await b.store.openShard(1, 2);
+    expect(opened.recovery.readAhead).toBeUndefined();
+    expect(contents(b, one)).toEqual(notes('one common', 3).sort());
+    expect(b.store.isPrepared(2)).toBe(true);
+    expect((await b.store.openShard(2, 2)).recovery.readAhead).toEqual({ seq: 5 });
+    expect(contents(b, two)).toEqual(all('two'));
+  });
+
+  it('a fork before the point read (an older copy put back, another owner writing): the standby serves the files\' chain, never a mix', async () => {
+    const { a, b, copy } = await standbyOf();
+    await gone(a);
+    writeFileSync(segment(1), copy);
+    const c = await enclave();
+    await c.store.openShard(1, 2);
+    await write(c, one, notes('fork', 2));
+    await c.store.closeShard(1);
+    const opened = await b.store.openShard(1, 3);
+    expect(opened.recovery.readAhead).toBeUndefined();
+    expect(b.store.head(1)).toEqual(c.store.head(1));
+    expect(contents(b, one)).toEqual([...notes('one common', 3), ...notes('fork', 2)].sort());
+    // Shard 2's read-ahead is still only that: not served.
+    expect(b.store.isPrepared(2)).toBe(true);
+    expect(notHeld(b, two)).toBe('shard_not_owned');
+  });
+
+  it('a snapshot replaced (the owner compacted) after the standby\'s read: it opens in full, with every change', async () => {
+    const { a, b } = await standbyOf();
+    await a.store.lastStore(1)!.compact();
+    await write(a, one, notes('after the snapshot', 2));
+    const opened = await b.store.openShard(1, 2);
+    expect(opened.recovery.readAhead).toBeUndefined();
+    expect(contents(b, one)).toEqual([...all('one'), ...notes('after the snapshot', 2)].sort());
+  });
+
+  it('the part read ahead tampered with: not read again, so that shard opens from its read-ahead and the tail; the next full open refuses the files; the other still read ahead', async () => {
+    const { a, b } = await standbyOf();
+    await gone(a);
+    const bytes = readFileSync(segment(1));
+    bytes[700] ^= 0x01;
+    writeFileSync(segment(1), bytes);
+    const opened = await b.store.openShard(1, 2);
+    expect(opened.recovery.readAhead).toEqual({ seq: 5 });
+    expect(contents(b, one)).toEqual(all('one'));
+    expect(b.store.isPrepared(2)).toBe(true);
+    expect(b.memory.usageOf((t) => t === two).memories).toBe(5);
+    await b.store.closeShard(1);
+    const c = await enclave();
+    await expect(c.store.openShard(1, 3)).rejects.toBeInstanceOf(CorruptStoreError);
+  });
+});
