@@ -411,6 +411,8 @@ export class Controller {
         this.failures.delete(shard);
         this.retryAt.delete(shard);
         this.log.info({ shard, owner, generation, ms: Date.now() - started }, 'shard opened');
+        // For the proxy, which retries requests waiting on this open at once (not awaited: only a hint).
+        this.map.markOpened(shard, generation).catch((err: unknown) => this.log.warn({ shard, err: String(err) }, 'marking the shard opened failed'));
       },
       (err: unknown) => {
         if ((err as { code?: number }).code === grpc.status.DATA_LOSS) {

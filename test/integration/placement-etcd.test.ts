@@ -325,6 +325,8 @@ describe('the controller', () => {
       await waitFor(async () => hosts.holders(0)[0] === `${to}:1` && (await map.read()).moves.size === 0, 20_000);
       expect(hosts.calls).toEqual([`prepare ${to}:1 0`, `close ${before.owner}:1 0`, `open ${to}:1 0 from its read-ahead`]);
       expect((await map.read()).shards.get(0)!.generation).toBeGreaterThan(before.generation);
+      // Once OpenShard answered, the shard is marked opened at its new generation (for the proxy, waiting on the open).
+      await waitFor(async () => { const view = await map.read(); return view.opened.get(0) === view.shards.get(0)!.generation; }, 10_000);
       // A shard opened behind the map's back (an enclave restarted with a stale view) is closed there.
       hosts.enclaves.get(`${before.owner}:1`)!.open.set(0, before.generation);
       await waitFor(async () => !hosts.enclaves.get(`${before.owner}:1`)!.open.has(0), 10_000);
@@ -458,6 +460,9 @@ describe('the controller', () => {
       expect(hosts.attempts.get(1)).toBe(4);
       expect(hosts.attempts.get(0)).toBe(1);
       expect(hosts.holders(0)).toEqual([]);
+      // Only an open that succeeded is marked for the proxy.
+      await waitFor(async () => (await map.read()).opened.get(1) === (await map.read()).shards.get(1)!.generation, 10_000);
+      expect((await map.read()).opened.has(0)).toBe(false);
       // The operator's move (here to the same member, once the store is fixed) tries it again.
       hosts.refuse.delete(0);
       await map.requestMove(0, 'd1');
