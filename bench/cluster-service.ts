@@ -2,7 +2,7 @@
  * The service as `npm run start:cluster` runs it, for the cluster benchmark: etcd, one host
  * store, N enclaves (SHARDS_OPEN=none; all but the first take the service's keys from a
  * running one), a placement process beside each and the proxy, on free loopback ports with
- * start:cluster's defaults (SHARDS 12, LEASE_TTL_S 5, WITNESSES 1 with more than one enclave) unless `env` says otherwise. Each
+ * start:cluster's defaults (SHARDS 12, LEASE_TTL_S 3, WITNESSES 1 with more than one enclave) unless `env` says otherwise. Each
  * process's output goes to its own file in `dir` (the benchmark reads the placement
  * processes' JSON lines back to time a failover). Readiness comes over each node child's IPC
  * channel, as under start:cluster's supervisor; nothing is restarted by itself.

@@ -1,7 +1,7 @@
 /**
  * `npm run bench -- cluster` (issue 38, "How we will know"): the service as three enclaves
  * placed through etcd (bench/cluster-service.ts, start:cluster's defaults: 12 shards,
- * LEASE_TTL_S 5) against `npm start`'s one enclave, the same data in both, in one run:
+ * LEASE_TTL_S 3) against `npm start`'s one enclave, the same data in both, in one run:
  *
  * 1. query throughput at 16 clients over every tenant, and the CPU a query of all the
  *    service's processes (from /proc), alternating the two services round by round; with the
@@ -24,7 +24,9 @@
  *   BENCH_CLUSTER_BIG        0 skips the large tenant's failover
  *   BENCH_KEEP               1 keeps every process's log in the temp folder it names
  *   BENCH_CLUSTER_ONLY       move: only the cluster, filled, and BENCH_CLUSTER_MOVES planned moves (default 1) of its
- *                            shard, back and forth; no one enclave, no throughput, no failover, results.json untouched
+ *                            shard, back and forth; no one enclave, no throughput, no failover, results.json untouched;
+ *                            failover: only the cluster, filled, its warm standbys read (STANDBYS=on, the default),
+ *                            what one standby refresh costs, and the SIGKILL failover; results.json untouched
  *   LEASE_TTL_S, SHARDS, …   passed to the cluster's processes like any setting
  */
 import { execFile, spawnSync } from 'node:child_process';
@@ -34,6 +36,7 @@ import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { repoRoot } from '../common/paths.js';
 import { clusterKeys } from '../placement/cluster-keys.js';
+import { GrpcShardHosts } from '../placement/enclave-admin.js';
 import { shardOf } from '../protocol/shards.js';
 import { StateTracker } from '../protocol/response-signature.js';
 import { cpuMs, startService, untilIdle, type Service } from '../scripts/lib/run-service.js';
@@ -60,6 +63,8 @@ const CLUSTER = `${ENCLAVES} enclave${ENCLAVES === 1 ? '' : 's'} (cluster)`;
 /** BENCH_CLUSTER_ONLY=move: the planned move alone (BENCH_CLUSTER_MOVES times), on the cluster alone. */
 const ONLY_MOVE = process.env.BENCH_CLUSTER_ONLY === 'move';
 const MOVES = Number(process.env.BENCH_CLUSTER_MOVES || 1);
+/** BENCH_CLUSTER_ONLY=failover: the SIGKILL failover alone, on the cluster alone. */
+const ONLY_FAILOVER = process.env.BENCH_CLUSTER_ONLY === 'failover';
 
 const tenant = (t: number) => `agent-${t}`;
 const exec = promisify(execFile);
@@ -175,7 +180,10 @@ const show = (w: Window | WrkWindow) => `${n(w.perSecond)}/s, p50 ${w.p50} ms, p
 
 interface MoveResult {
   shard: number; from: string; to: string; moveMs: number; controllerPauseMs?: number; prepareMs?: number;
-  longestWriteMs: number; longestAckGapMs: number; writes: number; failedWrites: number; reads: number; failedReads: number; load: number;
+  longestWriteMs: number; longestAckGapMs: number;
+  /** Writes in flight across the switch (the controller's close to open) and, for scale, in the 2 s before the move was asked for. */
+  longestSwitchWriteMs?: number; longestWriteBeforeMs: number;
+  writes: number; failedWrites: number; reads: number; failedReads: number; load: number;
 }
 
 /** A planned move of a loaded shard, as an operator asks it (npm run cluster:move), under 8 writers and 8 readers of its tenants. */
@@ -217,9 +225,15 @@ async function plannedMove(c: ClusterService): Promise<MoveResult> {
     for (let i = 1; i < acks.length; i++) gap = Math.max(gap, acks[i] - acks[i - 1]);
     const moved = c.enclaves.flatMap((e) => logLines(e.placement.log)).find((l) => l.msg === 'shard moved' && l.shard === shard && l.time >= moveStart);
     process.stdout.write(`  (${stdout.trim()})\n`);
+    const switchEnd = moved?.time as number | undefined;
+    const switchStart = switchEnd === undefined ? undefined : switchEnd - (moved?.pauseMs as number);
+    const across = switchStart === undefined ? [] : writes.filter((o) => o.end >= switchStart && o.start <= switchEnd!);
+    const before = writes.filter((o) => o.end < moveStart);
     return {
       shard, from, to, moveMs: moveEnd - moveStart, controllerPauseMs: moved?.pauseMs as number | undefined, prepareMs: moved?.prepareMs as number | undefined,
       longestWriteMs: Math.max(...during.map((o) => o.end - o.start)), longestAckGapMs: gap,
+      ...(across.length > 0 ? { longestSwitchWriteMs: Math.max(...across.map((o) => o.end - o.start)) } : {}),
+      longestWriteBeforeMs: Math.max(0, ...before.map((o) => o.end - o.start)),
       writes: writes.length, failedWrites: writes.filter((o) => !o.ok).length,
       reads: ops.length - writes.length, failedReads: ops.filter((o) => !o.write && !o.ok).length, load: load1(),
     };
@@ -231,7 +245,8 @@ async function plannedMove(c: ClusterService): Promise<MoveResult> {
 function printMove(c: ClusterService, move: MoveResult): void {
   console.log(`planned move of shard ${move.shard} (${n(TENANTS * PER_TENANT / c.shards)} memories or so) from ${move.from} to ${move.to}: ${n(move.moveMs)} ms for cluster:move ` +
     `(controller: ${move.prepareMs === undefined ? '' : `read ahead ${move.prepareMs} ms, then `}close to open ${move.controllerPauseMs ?? '?'} ms); longest write ${n(move.longestWriteMs)} ms (target ≤ 500: ${move.longestWriteMs <= 500 ? 'met' : '**not met**'}), ` +
-    `longest stretch with no write acknowledged ${n(move.longestAckGapMs)} ms; failed reads ${move.failedReads} of ${n(move.reads)} (target 0: ${move.failedReads === 0 ? 'met' : '**not met**'}), ` +
+    `longest stretch with no write acknowledged ${n(move.longestAckGapMs)} ms; longest write across the switch ${move.longestSwitchWriteMs === undefined ? '?' : n(move.longestSwitchWriteMs)} ms, ` +
+    `in the 2 s before the move ${n(move.longestWriteBeforeMs)} ms; failed reads ${move.failedReads} of ${n(move.reads)} (target 0: ${move.failedReads === 0 ? 'met' : '**not met**'}), ` +
     `failed writes ${move.failedWrites} of ${n(move.writes)} (load ${move.load})`);
 }
 
@@ -345,6 +360,38 @@ function printFailover(f: FailoverResult): void {
   }
 }
 
+/**
+ * Waits for every shard's standby read (where the enclaves report read-aheads), prints what the
+ * reads took, then reads one standby again alone, the rest idle: a refresh's wall time and CPU.
+ */
+async function standbysRead(c: ClusterService): Promise<void> {
+  const hosts = new GrpcShardHosts(5000, 300_000);
+  try {
+    const deadline = Date.now() + 300_000;
+    let standbys = new Map<number, string>();
+    for (;;) {
+      const replies = await Promise.all(c.enclaves.map(async (e) => [e, await hosts.shards(e.address)] as const));
+      if (replies.some(([, h]) => h.prepared === undefined)) {
+        console.log('no standbys (the enclaves report no read-aheads)');
+        return;
+      }
+      standbys = new Map(replies.flatMap(([e, h]) => [...h.prepared!.keys()].map((s) => [s, e.address] as const)));
+      if (standbys.size >= c.shards || Date.now() > deadline) break;
+      await sleep(1000);
+    }
+    const reads = c.enclaves.flatMap((e) => logLines(e.placement.log)).filter((l) => l.msg === 'standby read the shard ahead').map((l) => l.ms as number);
+    console.log(`standbys: ${standbys.size} of ${c.shards} shards read ahead; ${reads.length} reads, ${n(Math.min(...reads))}-${n(Math.max(...reads))} ms each (load ${load1()})`);
+    const [shard, address] = [...standbys][0];
+    const pid = c.enclaves.find((e) => e.address === address)!.enclave.child.pid!;
+    const cpu = cpuMs(pid);
+    const started = performance.now();
+    const seq = await hosts.prepare(address, shard, 600_000);
+    console.log(`a standby refresh alone (shard ${shard}, ${n(seq)} changes): ${n(performance.now() - started)} ms, ${n(cpuMs(pid) - cpu)} ms of its enclave's CPU (load ${load1()})`);
+  } finally {
+    hosts.closeAll();
+  }
+}
+
 async function bigTenant(c: ClusterService): Promise<{ memories: number; perSecond: number }> {
   const client = new LoadClient(c.baseUrl, 4);
   try {
@@ -372,7 +419,7 @@ export async function run(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'bench-cluster-'));
   const withWrk = hasWrk();
   console.log(`machine: ${cpus().length} × ${cpuIdentity()}; ${n(TENANTS)} tenants × ${PER_TENANT} memories (${n(TENANTS * PER_TENANT)}) in each service; ` +
-    `${CLUSTER} with start:cluster's defaults (SHARDS ${process.env.SHARDS || 12}, LEASE_TTL_S ${process.env.LEASE_TTL_S || 5}), one enclave as npm start runs it (one shard); LOG_LEVEL=warn, no rate limits; load ${load1()}` +
+    `${CLUSTER} with start:cluster's defaults (SHARDS ${process.env.SHARDS || 12}, LEASE_TTL_S ${process.env.LEASE_TTL_S || 3}), one enclave as npm start runs it (one shard); LOG_LEVEL=warn, no rate limits; load ${load1()}` +
     (withWrk ? '' : '\nwrk is not installed (sudo apt-get install -y wrk): its rows are left out'));
   let single: Service | undefined;
   let cluster: ClusterService | undefined;
@@ -388,6 +435,21 @@ export async function run(): Promise<void> {
         await settle(three);
         printMove(c, await plannedMove(c));
       }
+      return;
+    }
+    if (ONLY_FAILOVER) {
+      cluster = await startClusterService({ enclaves: ENCLAVES, dir: join(dir, 'three') });
+      const c = cluster;
+      const three: Target = { name: CLUSTER, baseUrl: c.baseUrl, client: new LoadClient(c.baseUrl, 16), procs: () => c.procs() };
+      clients.push(three.client);
+      console.log(`${three.name}: ${n(TENANTS * PER_TENANT)} memories stored by batches at ${n(await fill(three))}/s (load ${load1()})`);
+      await settle(three);
+      await standbysRead(c);
+      await settle(three);
+      const failed = await failover(c, 1, [...Array(TENANTS).keys()].map(tenant), 60_000, `about ${n((TENANTS * PER_TENANT) / ENCLAVES)} memories on the enclave, ${n(TENANTS / ENCLAVES)} tenants`);
+      printFailover(failed);
+      const renewals = c.enclaves.flatMap((e) => logLines(e.placement.log)).filter((l) => l.msg.startsWith('enclave not answering') || l.msg.startsWith('lease expired'));
+      console.log(`leases not renewed or lost while their enclave lived: ${renewals.filter((l) => l.member !== failed.victim).length}`);
       return;
     }
     single = await startService({ DATA_DIR: join(dir, 'one'), LOG_LEVEL: 'warn', RATE_LIMIT_MAX: '0', RATE_LIMIT_IP_MAX: '0' }, join(dir, 'one.log'));
@@ -462,7 +524,7 @@ export async function run(): Promise<void> {
     const file = resolve(repoRoot, 'bench/results.json');
     const all = existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>) : {};
     const results: Record<string, unknown> = {
-      date: new Date().toISOString(), quick, enclaves: ENCLAVES, shards: c.shards, leaseTtlS: Number(process.env.LEASE_TTL_S || 5), tenants: TENANTS, perTenant: PER_TENANT, filled,
+      date: new Date().toISOString(), quick, enclaves: ENCLAVES, shards: c.shards, leaseTtlS: Number(process.env.LEASE_TTL_S || 3), tenants: TENANTS, perTenant: PER_TENANT, filled,
       queries, ingest, throughput,
     };
     if (ENCLAVES < 2) {

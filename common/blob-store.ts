@@ -44,8 +44,12 @@ export class BlobConflictError extends Error {
 export interface BlobStore {
   /** Blobs whose names start with `prefix` (all when empty), sorted by name. */
   list(prefix?: string): Promise<BlobInfo[]>;
-  /** The blob's bytes in chunks, or undefined if there is no such blob. */
-  read(name: string): Promise<AsyncIterable<Buffer> | undefined>;
+  /**
+   * The blob's bytes from byte `from` (default 0) to its end, in chunks, or undefined if there
+   * is no such blob; none at all when `from` is at or past its end. The enclave treats what
+   * comes back as the host's word, offset included: whatever it reads must prove itself.
+   */
+  read(name: string, from?: number): Promise<AsyncIterable<Buffer> | undefined>;
   /** Creates or atomically replaces a blob with the given bytes, if `conditions` hold; resolves with its new version. */
   put(name: string, data: Uint8Array | AsyncIterable<Uint8Array>, conditions?: PutConditions): Promise<{ version: string }>;
   /**
@@ -73,6 +77,13 @@ export interface BlobStore {
 const BLOB_NAME = /^(?:[a-z0-9][a-z0-9._-]{0,63}\/)?[a-z0-9][a-z0-9._-]{0,127}$/;
 
 export const isValidBlobName = (name: string): boolean => BLOB_NAME.test(name) && !name.endsWith('.tmp');
+
+/** A read's starting byte, checked: a whole number of bytes, 0 when absent. */
+export function readOffset(from: number | undefined): number {
+  if (from === undefined) return 0;
+  if (!Number.isSafeInteger(from) || from < 0) throw new RangeError(`a blob is read from a byte offset of 0 or more, not ${from}`);
+  return from;
+}
 
 /** Reads a whole blob into memory: for small blobs only (keys, certificates). */
 export async function readWhole(store: BlobStore, name: string): Promise<Buffer | undefined> {

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { mkdir, open, readdir, rename, rm, stat, type FileHandle } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import { BlobConflictError, isValidBlobName, type BlobInfo, type BlobStore, type PutConditions } from '../common/blob-store.js';
+import { BlobConflictError, isValidBlobName, readOffset, type BlobInfo, type BlobStore, type PutConditions } from '../common/blob-store.js';
 import { fsyncDir, writeAll } from './fs-utils.js';
 
 /** Bytes per chunk when a blob is read back: small enough to stream, large enough to be cheap. */
@@ -66,12 +66,13 @@ export class FsBlobStore implements BlobStore {
     return out.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   }
 
-  async read(name: string): Promise<AsyncIterable<Buffer> | undefined> {
+  async read(name: string, from?: number): Promise<AsyncIterable<Buffer> | undefined> {
     const path = this.path(name);
+    const start = readOffset(from);
     try {
       // Opened here so a missing blob is reported now, not on the first chunk.
       const handle = await open(path, 'r');
-      return handle.createReadStream({ highWaterMark: READ_CHUNK_BYTES, autoClose: true }) as AsyncIterable<Buffer>;
+      return handle.createReadStream({ highWaterMark: READ_CHUNK_BYTES, autoClose: true, start }) as AsyncIterable<Buffer>;
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
       throw err;

@@ -23,7 +23,7 @@ export function createHostStoreServer(store: BlobStore, log: Logger): grpc.Serve
   const server = new grpc.Server(hostStoreChannelOptions);
   const failed = (op: string, err: unknown): grpc.ServiceError => {
     const error = err as Error;
-    const code = error instanceof BlobNameError ? grpc.status.INVALID_ARGUMENT
+    const code = error instanceof BlobNameError || error instanceof RangeError ? grpc.status.INVALID_ARGUMENT
       : error instanceof AbandonedPutError ? grpc.status.ABORTED
       : error instanceof BlobConflictError ? grpc.status.FAILED_PRECONDITION
         : (error as NodeJS.ErrnoException).code === 'ENOENT' ? grpc.status.NOT_FOUND
@@ -40,10 +40,10 @@ export function createHostStoreServer(store: BlobStore, log: Logger): grpc.Serve
       );
     },
     Get: (call) => {
-      const { name } = call.request;
+      const { name, offset } = call.request;
       void (async () => {
         try {
-          const chunks = await store.read(name);
+          const chunks = await store.read(name, Number(offset));
           if (!chunks) {
             call.emit('error', { code: grpc.status.NOT_FOUND, details: `no blob ${name}` });
             return;

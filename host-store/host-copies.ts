@@ -35,8 +35,8 @@ export class HostCopies implements BlobStore {
     return this.inner.list(prefix);
   }
 
-  read(name: string): Promise<AsyncIterable<Buffer> | undefined> {
-    return this.inner.read(name);
+  read(name: string, from?: number): Promise<AsyncIterable<Buffer> | undefined> {
+    return this.inner.read(name, from);
   }
 
   async put(name: string, data: Uint8Array | AsyncIterable<Uint8Array>, conditions?: PutConditions): Promise<{ version: string }> {

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { BlobConflictError, isValidBlobName, type BlobInfo, type BlobStore, type PutConditions } from '../common/blob-store.js';
+import { BlobConflictError, isValidBlobName, readOffset, type BlobInfo, type BlobStore, type PutConditions } from '../common/blob-store.js';
 import { BlobNameError } from './fs-blob-store.js';
 import { ObjectConflictError, type Objects } from './s3-objects.js';
 
@@ -70,14 +70,20 @@ export class S3BlobStore implements BlobStore {
     return infos.filter((info): info is BlobInfo => info !== undefined).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   }
 
-  async read(name: string): Promise<AsyncIterable<Buffer> | undefined> {
+  async read(name: string, from?: number): Promise<AsyncIterable<Buffer> | undefined> {
+    const start = readOffset(from);
     const found = await this.fetch(this.checked(name));
     if (!found) return undefined;
-    if (found.plain) return once(found.plain);
+    if (found.plain) return once(found.plain.subarray(Math.min(start, found.plain.length)));
     const { objects } = this;
     return (async function* () {
+      // Parts wholly before `start` are skipped; the one it falls in is read from there (a Range GET).
+      let at = 0;
       for (const part of found.manifest.parts) {
-        const body = await objects.stream(part.k);
+        const skip = start - at;
+        at += part.n;
+        if (skip >= part.n) continue;
+        const body = await objects.stream(part.k, Math.max(0, skip));
         if (!body) throw new Error(`a part of ${name} is gone: the blob was replaced while it was read; read it again`);
         for await (const chunk of body) yield Buffer.from(chunk);
       }

@@ -22,8 +22,8 @@ export class ObjectConflictError extends Error {
 export interface Objects {
   /** The object's bytes and ETag, or undefined when there is none. */
   get(key: string): Promise<{ bytes: Buffer; etag: string } | undefined>;
-  /** The object's bytes in pieces, or undefined when there is none. */
-  stream(key: string): Promise<AsyncIterable<Uint8Array> | undefined>;
+  /** The object's bytes from byte `from` (default 0; below its size) in pieces, or undefined when there is none. */
+  stream(key: string, from?: number): Promise<AsyncIterable<Uint8Array> | undefined>;
   /** Writes the object if the condition holds (ObjectConflictError otherwise); resolves with its ETag. */
   put(key: string, bytes: Uint8Array, condition?: { ifAbsent: true } | { ifMatch: string }): Promise<{ etag: string }>;
   /** Writes an object of unknown length (in parts when large); resolves with its size. Nothing is left if `chunks` throws. */
@@ -67,9 +67,10 @@ export class S3Objects implements Objects {
     }
   }
 
-  async stream(key: string): Promise<AsyncIterable<Uint8Array> | undefined> {
+  async stream(key: string, from = 0): Promise<AsyncIterable<Uint8Array> | undefined> {
     try {
-      const res = await this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: key }));
+      // A Range GET: only the bytes asked for cross the network.
+      const res = await this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: key, ...(from > 0 ? { Range: `bytes=${from}-` } : {}) }));
       return res.Body as AsyncIterable<Uint8Array>;
     } catch (err) {
       if (statusOf(err) === 404) return undefined;

@@ -8,6 +8,8 @@
  *   <prefix>/shards/<i>     {"owner": <id>, "generation": <n>}: shard i's owner and its fencing token
  *   <prefix>/count          the number of shards (written once, by the first controller)
  *   <prefix>/moves/<i>      a planned move of shard i: the id of the member to move it to
+ *   <prefix>/opened/<i>     the generation shard i was last opened at by its owner (the controller, once OpenShard
+ *                           answers): the proxy, waiting on a new owner still opening, retries then
  *   <prefix>/controller/    the controller's election
  */
 export interface ClusterKeys {
@@ -15,11 +17,13 @@ export interface ClusterKeys {
   members: string;
   shards: string;
   moves: string;
+  opened: string;
   count: string;
   election: string;
   member(id: string): string;
   shard(index: number): string;
   move(index: number): string;
+  openedAt(index: number): string;
 }
 
 export function clusterKeys(prefix: string): ClusterKeys {
@@ -29,11 +33,13 @@ export function clusterKeys(prefix: string): ClusterKeys {
     members: `${p}/members/`,
     shards: `${p}/shards/`,
     moves: `${p}/moves/`,
+    opened: `${p}/opened/`,
     count: `${p}/count`,
     election: `${p}/controller`,
     member: (id) => `${p}/members/${id}`,
     shard: (index) => `${p}/shards/${index}`,
     move: (index) => `${p}/moves/${index}`,
+    openedAt: (index) => `${p}/opened/${index}`,
   };
 }
 

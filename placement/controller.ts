@@ -3,6 +3,7 @@ import type { Campaign, Etcd3, Watcher } from 'etcd3';
 import type { Logger } from '../common/logger.js';
 import type { ShardHosts, HeldShards } from './enclave-admin.js';
 import { ShardMap, type ClusterView, type Placement } from './shard-map.js';
+import { chooseStandbys, readDue, type StandbyOptions, type StandbyRead } from './standbys.js';
 
 export interface ControllerOptions {
   /** This candidate's name in the election (its member id). */
@@ -20,6 +21,8 @@ export interface ControllerOptions {
    * moved to a late one by themselves).
    */
   settleMs?: number;
+  /** Warm standbys (STANDBYS=on): each shard kept read ahead on another member, which takes it first when its owner is lost. Unset: none. */
+  standbys?: StandbyOptions;
 }
 
 /**
@@ -31,12 +34,16 @@ export interface ControllerOptions {
  * - a planned move (`<prefix>/moves/<i>`): PrepareShard on the new owner (it reads the shard ahead while the old
  *   one serves it), CloseShard on the old owner, the map changed, OpenShard on the new one (which applies only the
  *   log written since);
- * - a shard without a live owner (never placed, or its owner's lease expired) goes to the
- *   live member holding the fewest, with a new generation, and is opened there;
+ * - a shard without a live owner (never placed, or its owner's lease expired) goes to its
+ *   standby if it answers (its OpenShard then reads only the log written since the standby's
+ *   read), else to the live member holding the fewest, with a new generation, and is opened there;
  * - a shard its live owner does not hold at its generation (the enclave restarted within its
  *   lease, or an open failed) gets a new generation and is opened again on the same owner;
  * - a shard a member holds but the map gives elsewhere is closed there (the fence would stop
- *   it at its next write anyway; closing ends its stale reads at once).
+ *   it at its next write anyway; closing ends its stale reads at once);
+ * - with standbys: each placed shard gets a standby (placement/standbys.ts), which is asked to
+ *   read it ahead (PrepareShard, one read at a time per member, none waited for by the pass) and
+ *   again when its read is due; a read-ahead a member keeps but no longer stands by for is closed.
  */
 /** The longest a new leader waits for members to stop joining, in settle windows. */
 const SETTLE_ROUNDS = 5;
@@ -67,6 +74,16 @@ export class Controller {
   private readonly refused = new Map<number, string>();
   /** The registration of each member whose stale shards were closed (once per registration). */
   private readonly swept = new Map<string, string>();
+  /** Each shard's standby (member id), as last chosen. */
+  private standbyOf = new Map<number, string>();
+  /** Each shard's standby's last read, as this controller saw it end. */
+  private readonly standbyReads = new Map<number, StandbyRead>();
+  /** Standby reads in flight: member → its shard (one at a time per member: a read is a shard's whole recovery of CPU). */
+  private readonly reading = new Map<string, { shard: number; done: Promise<void> }>();
+  /** Each shard's owner head as last seen, and since when it has not moved (a burst of writes over: its standby catches up). */
+  private readonly ownerHeads = new Map<number, { seq: number; since: number }>();
+  /** After a failed standby read, when that shard's may be tried again. */
+  private readonly standbyRetryAt = new Map<number, number>();
 
   constructor(private readonly client: Etcd3, private readonly hosts: ShardHosts, private readonly options: ControllerOptions, private readonly log: Logger) {
     this.map = new ShardMap(client, options.prefix);
@@ -104,7 +121,7 @@ export class Controller {
     const campaign = this.campaign;
     this.follow();
     this.campaign = undefined;
-    await Promise.allSettled(this.opening.values());
+    await Promise.allSettled([...this.opening.values(), ...[...this.reading.values()].map((r) => r.done)]);
     await campaign?.resign().catch(() => undefined);
   }
 
@@ -181,8 +198,10 @@ export class Controller {
         target = seen.owner;
       } else {
         if (!seen && this.settling()) continue;
-        // Only members that answered are candidates (a lost owner is not in `loads`).
-        target = leastLoaded(loads);
+        // Its standby first (it holds the shard read ahead); else only members that answered are
+        // candidates (a lost owner is not in `loads`).
+        const standby = this.standbyOf.get(shard);
+        target = seen && standby !== undefined && loads.has(standby) && standby !== seen.owner ? standby : leastLoaded(loads);
         if (!target) return;
       }
       const generation = await this.map.assign(shard, target, seen, view, this.guard);
@@ -194,9 +213,86 @@ export class Controller {
         loads.set(target, loads.get(target)! + 1);
         if (seen && loads.has(seen.owner)) loads.set(seen.owner, loads.get(seen.owner)! - 1);
       }
-      this.log.info({ shard, owner: target, generation, from: seen?.owner, reason: seen ? (seen.owner === target ? 'not open on its owner' : 'owner gone') : 'unplaced' }, 'shard assigned');
+      const standby = this.standbyOf.get(shard) === target;
+      if (standby) this.standbyOf.delete(shard);
+      this.log.info({ shard, owner: target, generation, from: seen?.owner, reason: seen ? (seen.owner === target ? 'not open on its owner' : 'owner gone') : 'unplaced', ...(standby ? { standby, readSeq: this.standbyReads.get(shard)?.seq } : {}) }, 'shard assigned');
+      this.standbyReads.delete(shard);
       void this.startOpen(shard, target, view.members.get(target)!, generation);
     }
+    await this.tendStandbys(view, held, inFlight);
+  }
+
+  /**
+   * Names each live owner's shard a standby, withdraws read-aheads no longer stood by for (a
+   * CloseShard, awaited: it must not overtake a later open), and starts the reads that are due,
+   * without waiting for them: a failover in the meantime is handled by the next pass.
+   */
+  private async tendStandbys(view: ClusterView, held: Map<string, HeldShards | undefined>, inFlight: Set<number>): Promise<void> {
+    const options = this.options.standbys;
+    if (!options || !this.hosts.prepare) return;
+    const owners = new Map<number, string>();
+    for (const [shard, p] of view.shards) if (view.members.has(p.owner) && !this.opening.has(shard) && !inFlight.has(shard)) owners.set(shard, p.owner);
+    // Live members (by their lease), not only those that answered this pass: one slow to answer
+    // Shards on a busy machine keeps its standbys, whose reads would otherwise move and start over.
+    const before = this.standbyOf;
+    this.standbyOf = chooseStandbys(owners, [...view.members.keys()], before);
+    for (const [shard, id] of this.standbyOf) if (before.get(shard) !== id) this.log.info({ shard, standby: id, was: before.get(shard), owner: owners.get(shard) }, 'standby named');
+    // Shards being opened keep the standby they had (their open may fail and the owner stay lost).
+    for (const [shard, id] of before) if (!owners.has(shard) && view.members.has(id) && view.shards.get(shard)?.owner !== id) this.standbyOf.set(shard, id);
+
+    const now = Date.now();
+    const withdrawing: Array<Promise<void>> = [];
+    const due: Array<{ shard: number; id: string; first: boolean }> = [];
+    for (const [id, h] of held) {
+      if (!h?.prepared) continue;
+      for (const [shard, seq] of h.prepared) {
+        if (this.standbyOf.get(shard) === id) {
+          const read = this.standbyReads.get(shard);
+          // A read this controller did not see end (a new leader): counted from now.
+          if (read?.member !== id) this.standbyReads.set(shard, { member: id, at: now, seq });
+          continue;
+        }
+        if (this.opening.has(shard) || inFlight.has(shard) || view.shards.get(shard)?.owner === id || this.reading.get(id)?.shard === shard) continue;
+        this.log.info({ shard, member: id }, 'standby withdrawn: closing its read-ahead');
+        withdrawing.push(this.hosts.close(view.members.get(id)!, shard).catch((err: unknown) => this.log.warn({ shard, member: id, err: String(err) }, 'close of a read-ahead failed')));
+      }
+    }
+    await Promise.all(withdrawing);
+    // No read starts while a shard is being opened (a failover's): a read is a whole recovery of
+    // CPU on a member, and the open it would slow is what the clients of that shard wait for.
+    if (this.opening.size > 0) return;
+    for (const [shard, owner] of owners) {
+      const seq = held.get(owner)?.heads?.get(shard);
+      if (seq !== undefined && this.ownerHeads.get(shard)?.seq !== seq) this.ownerHeads.set(shard, { seq, since: now });
+    }
+    for (const [shard, id] of this.standbyOf) {
+      if (!owners.has(shard) || !held.get(id) || this.reading.has(id) || (this.standbyRetryAt.get(shard) ?? 0) > now) continue;
+      const preparedSeq = held.get(id)?.prepared?.get(shard);
+      const head = this.ownerHeads.get(shard);
+      if (readDue(this.standbyReads.get(shard), id, preparedSeq, held.get(owners.get(shard)!)?.heads?.get(shard), now, options, head?.since)) due.push({ shard, id, first: preparedSeq === undefined });
+    }
+    // Shards without any read-ahead before refreshes; one read a member.
+    due.sort((a, b) => Number(b.first) - Number(a.first) || a.shard - b.shard);
+    for (const { shard, id } of due) if (!this.reading.has(id)) this.startStandbyRead(shard, id, view.members.get(id)!, options.keepMs);
+  }
+
+  private startStandbyRead(shard: number, id: string, address: string, keepMs: number): void {
+    const started = Date.now();
+    const done = this.hosts.prepare!(address, shard, keepMs).then(
+      (seq) => {
+        this.standbyRetryAt.delete(shard);
+        this.standbyReads.set(shard, { member: id, at: Date.now(), seq: typeof seq === 'number' ? seq : 0 });
+        this.log.info({ shard, standby: id, seq, ms: Date.now() - started }, 'standby read the shard ahead');
+      },
+      (err: unknown) => {
+        // Its enclave keeps as many read-aheads as it may, serves the shard now, or failed: later.
+        this.standbyRetryAt.set(shard, Date.now() + (((err as { code?: number }).code === grpc.status.RESOURCE_EXHAUSTED) ? 60_000 : 10_000));
+        this.log.warn({ shard, standby: id, err: err instanceof Error ? err.message : String(err) }, 'standby read failed');
+      },
+    ).finally(() => {
+      if (this.reading.get(id)?.done === done) this.reading.delete(id);
+    });
+    this.reading.set(id, { shard, done });
   }
 
   /** Whether shards never placed should wait: members may still be registering. */
@@ -269,7 +365,14 @@ export class Controller {
       let prepareMs: number | undefined;
       if (from && this.hosts.prepare) {
         const preparing = Date.now();
-        await this.hosts.prepare(address, shard).then(
+        const prepare = () => this.hosts.prepare!(address, shard);
+        await prepare().catch(async (err: unknown) => {
+          // The new owner keeps as many read-aheads as it may (its standbys): one of them makes room
+          // for the move's, and gets read again later.
+          const room = (err as { code?: number }).code === grpc.status.RESOURCE_EXHAUSTED ? await this.makeRoom(move.to, address, shard) : false;
+          if (!room) throw err;
+          return prepare();
+        }).then(
           () => { prepareMs = Date.now() - preparing; },
           (err: unknown) => this.log.warn({ shard, to: move.to, err: String(err) }, 'PrepareShard failed; the move opens the shard in full'),
         );
@@ -290,6 +393,17 @@ export class Controller {
     return false;
   }
 
+  /** Closes one read-ahead a member keeps as a standby (not of `shard`), for a planned move's; whether one was. */
+  private async makeRoom(id: string, address: string, shard: number): Promise<boolean> {
+    const other = [...this.standbyOf].find(([s, m]) => m === id && s !== shard && this.reading.get(id)?.shard !== s)?.[0];
+    if (other === undefined) return false;
+    this.standbyOf.delete(other);
+    this.standbyReads.delete(other);
+    this.log.info({ shard: other, member: id, for: shard }, 'standby withdrawn for a planned move\'s read-ahead');
+    await this.hosts.close(address, other).catch(() => undefined);
+    return true;
+  }
+
   private startOpen(shard: number, owner: string, address: string, generation: number): Promise<void> {
     const started = Date.now();
     const opened = this.hosts.open(address, shard, generation).then(
@@ -297,6 +411,8 @@ export class Controller {
         this.failures.delete(shard);
         this.retryAt.delete(shard);
         this.log.info({ shard, owner, generation, ms: Date.now() - started }, 'shard opened');
+        // For the proxy, which retries requests waiting on this open at once (not awaited: only a hint).
+        this.map.markOpened(shard, generation).catch((err: unknown) => this.log.warn({ shard, err: String(err) }, 'marking the shard opened failed'));
       },
       (err: unknown) => {
         if ((err as { code?: number }).code === grpc.status.DATA_LOSS) {

@@ -11,6 +11,10 @@ export interface HeldShards {
   count: number;
   /** shard → the owner generation it is open at. */
   open: Map<number, number>;
+  /** shard → its head's seq, for the shards open (absent: not reported). */
+  heads?: Map<number, number>;
+  /** shard → the seq its read-ahead reached, for the shards read ahead, not served (absent: not reported). */
+  prepared?: Map<number, number>;
 }
 
 /**
@@ -22,8 +26,11 @@ export interface ShardHosts {
   shards(address: string): Promise<HeldShards>;
   open(address: string, shard: number, generation: number): Promise<void>;
   close(address: string, shard: number): Promise<void>;
-  /** Reads a shard ahead of its open, while its owner still serves it (a planned move); absent: moves open in full. */
-  prepare?(address: string, shard: number): Promise<void>;
+  /**
+   * Reads a shard ahead of its open, while its owner still serves it (a planned move, a warm
+   * standby: kept `keepMs`, default a minute); resolves with the seq read to. Absent: moves open in full, no standbys.
+   */
+  prepare?(address: string, shard: number, keepMs?: number): Promise<number | void>;
   /** Names the enclave's other members (freshness across enclaves: whom it asks to witness). */
   setPeers?(address: string, peers: string[]): Promise<void>;
 }
@@ -39,8 +46,13 @@ export class GrpcShardHosts implements ShardHosts {
   }
 
   async shards(address: string): Promise<HeldShards> {
-    const reply = await this.call<{ count: number; open: Array<{ shard: number; generation: string }> }>(address, this.timeoutMs, (c, o, cb) => c.Shards({}, o, cb));
-    return { count: reply.count, open: new Map(reply.open.map((s) => [s.shard, Number(s.generation)])) };
+    const reply = await this.call<{ count: number; open: Array<{ shard: number; generation: string; seq: string }>; prepared?: Array<{ shard: number; seq: string }> }>(address, this.timeoutMs, (c, o, cb) => c.Shards({}, o, cb));
+    return {
+      count: reply.count,
+      open: new Map(reply.open.map((s) => [s.shard, Number(s.generation)])),
+      heads: new Map(reply.open.map((s) => [s.shard, Number(s.seq)])),
+      prepared: new Map((reply.prepared ?? []).map((s) => [s.shard, Number(s.seq)])),
+    };
   }
 
   /** Opening recovers the shard's tenants (snapshot and log): its own, longer deadline. */
@@ -49,8 +61,9 @@ export class GrpcShardHosts implements ShardHosts {
   }
 
   /** Reads as much as an open, before it: the open's deadline. */
-  async prepare(address: string, shard: number): Promise<void> {
-    await this.call(address, this.openTimeoutMs, (c, o, cb) => c.PrepareShard({ shard }, o, cb));
+  async prepare(address: string, shard: number, keepMs = 0): Promise<number> {
+    const reply = await this.call<{ seq: string }>(address, this.openTimeoutMs, (c, o, cb) => c.PrepareShard({ shard, keep_ms: keepMs }, o, cb));
+    return Number(reply.seq);
   }
 
   async close(address: string, shard: number): Promise<void> {

@@ -22,7 +22,8 @@ const client = new Etcd3({ hosts: etcdHosts(config.etcdEndpoints), dialTimeout: 
 const hosts = new GrpcShardHosts((config.leaseTtlS * 1000) / 2, config.openShardTimeoutMs);
 const member = new Member(client, hosts, { id, address: config.enclaveAddr, prefix: config.etcdPrefix, ttlSeconds: config.leaseTtlS }, log);
 const controller = config.controller === 'on'
-  ? new Controller(client, hosts, { id, prefix: config.etcdPrefix, ttlSeconds: config.leaseTtlS, passMs: 1000, settleMs: 2000 }, log)
+  ? new Controller(client, hosts, { id, prefix: config.etcdPrefix, ttlSeconds: config.leaseTtlS, passMs: 1000, settleMs: 2000,
+    standbys: config.standbys === 'on' ? { refreshMs: config.standbyRefreshS * 1000, keepMs: config.standbyKeepS * 1000 } : undefined }, log)
   : undefined;
 member.start();
 controller?.start();

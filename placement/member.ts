@@ -23,6 +23,8 @@ export class Member {
   private timer?: NodeJS.Timeout;
   private stopped = false;
   private registered = false;
+  /** SetPeers in flight, if any. */
+  private naming?: Promise<void>;
 
   constructor(private readonly client: Etcd3, private readonly hosts: ShardHosts, private readonly options: MemberOptions, private readonly log: Logger) {}
 
@@ -43,15 +45,23 @@ export class Member {
 
   private async tick(): Promise<void> {
     const period = (this.options.ttlSeconds * 1000) / 3;
+    const started = Date.now();
     try {
       await this.hosts.health(this.options.address);
       await this.renew();
-      await this.tellPeers().catch((err: unknown) => this.log.warn({ member: this.options.id, err: String(err) }, 'could not name the other members to the enclave'));
+      // Not waited for: a slow answer (a busy enclave) would put off the next renewal, and a lease
+      // renewed a third of the TTL after a tick that took half of it lapses while the enclave lives.
+      if (!this.naming) {
+        this.naming = this.tellPeers()
+          .catch((err: unknown) => this.log.warn({ member: this.options.id, err: String(err) }, 'could not name the other members to the enclave'))
+          .finally(() => { this.naming = undefined; });
+      }
     } catch (err) {
       if (this.registered) this.log.warn({ member: this.options.id, err: String(err) }, 'enclave not answering or etcd not reachable; lease not renewed');
       this.registered = false;
     }
-    if (!this.stopped) this.timer = setTimeout(() => void this.tick(), period);
+    // A third of the TTL from this tick's start, not its end: a slow Health does not stretch the gap.
+    if (!this.stopped) this.timer = setTimeout(() => void this.tick(), Math.max(0, period - (Date.now() - started)));
   }
 
   /**

@@ -23,6 +23,8 @@ export interface ClusterView {
   shards: Map<number, Placement>;
   /** Planned moves asked for: shard → target member id (with the request's mod revision). */
   moves: Map<number, { to: string; modRevision: string }>;
+  /** The generation each shard was last opened at by its owner (markOpened): its placement's, once the owner serves it. */
+  opened: Map<number, number>;
 }
 
 /**
@@ -76,6 +78,15 @@ export class ShardMap {
     await this.client.put(this.keys.move(shard)).value(to).exec();
   }
 
+  /**
+   * Records that `shard`'s owner has opened it at `generation` (OpenShard answered), for the
+   * proxy, which otherwise backs off blindly while a new owner opens. Only a hint: an enclave
+   * refuses what it does not hold whatever this says, so a wrong mark costs a retry.
+   */
+  async markOpened(shard: number, generation: number): Promise<void> {
+    await this.client.put(this.keys.openedAt(shard)).value(String(generation)).exec();
+  }
+
   /** Removes a move request, if it is still the one seen. */
   async clearMove(shard: number, modRevision: string): Promise<void> {
     await this.client.if(this.keys.move(shard), 'Mod', '==', modRevision).then(this.client.delete().key(this.keys.move(shard))).commit();
@@ -83,7 +94,7 @@ export class ShardMap {
 }
 
 export function parseView(keys: ClusterKeys, revision: number, kvs: IKeyValue[]): ClusterView {
-  const view: ClusterView = { revision, members: new Map(), registrations: new Map(), shards: new Map(), moves: new Map() };
+  const view: ClusterView = { revision, members: new Map(), registrations: new Map(), shards: new Map(), moves: new Map(), opened: new Map() };
   for (const kv of kvs) {
     const key = kv.key.toString();
     const value = kv.value.toString();
@@ -99,6 +110,10 @@ export function parseView(keys: ClusterKeys, revision: number, kvs: IKeyValue[])
     } else if (key.startsWith(keys.moves)) {
       const index = shardIndex(key.slice(keys.moves.length));
       if (index !== undefined) view.moves.set(index, { to: value, modRevision: kv.mod_revision });
+    } else if (key.startsWith(keys.opened)) {
+      const index = shardIndex(key.slice(keys.opened.length));
+      const generation = /^\d{1,15}$/.test(value) ? Number(value) : undefined;
+      if (index !== undefined && generation !== undefined) view.opened.set(index, generation);
     }
   }
   return view;

@@ -65,22 +65,25 @@ export class ClusterRouter implements EnclaveLink {
         await this.waitWhile(() => this.addressFor(shard) === undefined, attempt);
         continue;
       }
+      const marked = this.markOf(shard);
       const reply = await this.connection(address).call(request, options);
       const miss = missedShard(reply);
       if (miss === undefined) return reply;
       // A miss is meant for the host, not the client (the enclave signs it as acting for no tenant).
       if (attempt >= this.options.retries) throw this.noOwner(miss);
+      await this.afterMiss(address, miss, attempt, miss === shard ? marked : undefined);
       shard = miss;
-      await this.afterMiss(address, shard, attempt);
     }
   }
 
   stream(request: ForwardedRequest, options: CallOptions = {}): ChunkStream {
     let shard = this.firstShard(request.destination);
     let attempt = 0;
+    let marked: number | undefined;
     return new RoutedStream(async () => {
       for (;;) {
         const address = this.addressFor(shard);
+        marked = this.markOf(shard);
         if (address !== undefined) return this.connection(address).stream(request, options);
         if (attempt >= this.options.retries) throw this.noOwner(shard);
         await this.waitWhile(() => this.addressFor(shard) === undefined, attempt++);
@@ -88,8 +91,9 @@ export class ClusterRouter implements EnclaveLink {
     }, async (miss) => {
       if (attempt >= this.options.retries) throw this.noOwner(miss);
       const from = this.addressFor(shard);
+      const markedAtSend = miss === shard ? marked : undefined;
       shard = miss;
-      if (from !== undefined) await this.afterMiss(from, shard, attempt);
+      if (from !== undefined) await this.afterMiss(from, shard, attempt, markedAtSend);
       attempt++;
     });
   }
@@ -136,12 +140,24 @@ export class ClusterRouter implements EnclaveLink {
   /**
    * After a miss: the map read again; while it still names the enclave that refused (the map
    * not yet changed, or the new owner still opening the shard), wait for a change of this
-   * shard's owner or a back-off, whichever comes first: 50 ms doubling with each try, at most
-   * ROUTE_RETRY_WAIT_MS.
+   * shard's owner, for its owner's mark that it has opened the shard at its generation (one
+   * that was not there when the request was sent: `markedAtSend`), or a back-off, whichever
+   * comes first: 50 ms doubling with each try, at most ROUTE_RETRY_WAIT_MS.
    */
-  private async afterMiss(refusedBy: string, shard: number, attempt: number): Promise<void> {
+  private async afterMiss(refusedBy: string, shard: number, attempt: number, markedAtSend: number | undefined): Promise<void> {
     await this.refresh().catch(() => undefined);
-    await this.waitWhile(() => this.addressFor(shard) === refusedBy, attempt);
+    await this.waitWhile(() => this.addressFor(shard) === refusedBy && !this.openedSince(shard, markedAtSend), attempt);
+  }
+
+  /** The generation `shard` was last marked opened at (ShardMap.markOpened), as the view has it now. */
+  private markOf(shard: number | undefined): number | undefined {
+    return shard === undefined ? undefined : this.view?.opened.get(shard);
+  }
+
+  /** Whether the shard's owner has marked it opened at its placement's generation since `markedAtSend`: it holds the shard now. */
+  private openedSince(shard: number, markedAtSend: number | undefined): boolean {
+    const generation = this.view?.shards.get(shard)?.generation;
+    return generation !== undefined && this.markOf(shard) === generation && markedAtSend !== generation;
   }
 
   private async waitWhile(unchanged: () => boolean, attempt: number): Promise<void> {

@@ -20,7 +20,7 @@ Usage: npm run start:cluster -- [--enclaves N] [--etcd-port P]
 
 Needs etcd (Debian: ${ETCD_INSTALL}). Every other setting is the processes' own (see start:enclave, start:proxy,
 start:host-store, start:placement --help): SHARDS defaults to 12 here, WITNESSES to N/2 rounded down (1 for 2 or 3 enclaves, 2 for 4 or 5: what makes an old owner's confirmers and a new owner's answerers share an enclave), LEASE_TTL_S
-to 5, PORT to 8080, and DATA_DIR to ./data-cluster (npm start's ./data holds a store of one shard, whose count cannot change).`;
+to 3 (as start:placement), PORT to 8080, and DATA_DIR to ./data-cluster (npm start's ./data holds a store of one shard, whose count cannot change).`;
 const config = configFromCli(usage, { logLevel: logLevel(), logFormat: logFormat() });
 const log = createLogger('cluster', config.logLevel, config.logFormat, { sync: true });
 

@@ -2,7 +2,7 @@ import * as grpc from '@grpc/grpc-js';
 import type { Logger } from '../../common/logger.js';
 import type { CloseShardRequestIn, OpenShardRequestIn, PreparedShard, PrepareShardRequestIn, ShardsReply, ShardState } from '../../common/proto.js';
 import type { MemoryService } from '../memory/memory-service.js';
-import { CorruptStoreError, EmbeddingModelChangedError, PreparedStateStale, ShardHeldError, StaleOwnerError, SupersededError } from '../storage/errors.js';
+import { CorruptStoreError, EmbeddingModelChangedError, PreparedLimitError, PreparedStateStale, ShardHeldError, StaleOwnerError, SupersededError } from '../storage/errors.js';
 import type { ShardedStore } from '../storage/sharded-store.js';
 import { Freshness } from './freshness.js';
 
@@ -14,6 +14,10 @@ import { Freshness } from './freshness.js';
  * anyway (heads it stores, counts as in the metrics), never a tenant id.
  */
 export function shardControl(store: ShardedStore, memory: MemoryService, log: Logger, freshness?: Freshness): grpc.UntypedServiceImplementation {
+  const prepared = ({ shard, head }: { shard: number; head: { seq: number; hash: string } }): PreparedShard => {
+    const { tenants, memories } = memory.usageOf((tenantId) => store.shardOf(tenantId) === shard);
+    return { shard, seq: String(head.seq), head: Buffer.from(head.hash, 'hex'), tenants: String(tenants), memories: String(memories) };
+  };
   const state = (shard: number): ShardState => {
     const last = store.lastStore(shard);
     const head = store.head(shard);
@@ -49,16 +53,14 @@ export function shardControl(store: ShardedStore, memory: MemoryService, log: Lo
       const started = performance.now();
       let preparing: ReturnType<ShardedStore['prepareShard']>;
       try {
-        preparing = store.prepareShard(shard);
+        preparing = store.prepareShard(shard, call.request.keep_ms);
       } catch (err) {
         return callback(refusal(err, 'prepare', shard, log));
       }
       preparing.then(
-        (prepared) => {
-          const { head } = prepared;
+        ({ head }) => {
           log.info({ shard, seq: head.seq, ms: Math.round(performance.now() - started) }, 'PrepareShard: read ahead, not served until OpenShard');
-          const { tenants, memories } = memory.usageOf((tenantId) => store.shardOf(tenantId) === shard);
-          callback(null, { shard, seq: String(head.seq), head: Buffer.from(head.hash, 'hex'), tenants: String(tenants), memories: String(memories) });
+          callback(null, prepared({ shard, head }));
         },
         (err: unknown) => callback(refusal(err, 'prepare', shard, log)),
       );
@@ -74,7 +76,7 @@ export function shardControl(store: ShardedStore, memory: MemoryService, log: Lo
       closing.then(() => callback(null, state(shard)), (err: unknown) => callback(refusal(err, 'close', shard, log)));
     },
     Shards: (_call: unknown, callback: grpc.sendUnaryData<ShardsReply>) => {
-      callback(null, { count: store.count, open: store.open.map(state) });
+      callback(null, { count: store.count, open: store.open.map(state), prepared: store.preparedHeads.map(prepared) });
     },
   };
 }
@@ -101,6 +103,10 @@ async function openFresh(store: ShardedStore, shard: number, generation: number,
 function refusal(err: unknown, what: 'open' | 'close' | 'prepare', shard: number, log: Logger): Partial<grpc.StatusObject> {
   const message = err instanceof Error ? err.message : String(err);
   if (err instanceof RangeError) return { code: grpc.status.INVALID_ARGUMENT, details: message };
+  if (err instanceof PreparedLimitError) {
+    log.warn({ shard, problem: message }, `${what} shard refused`);
+    return { code: grpc.status.RESOURCE_EXHAUSTED, details: message };
+  }
   if (err instanceof ShardHeldError || err instanceof PreparedStateStale) {
     log.warn({ shard, problem: message }, `${what} shard refused`);
     return { code: grpc.status.FAILED_PRECONDITION, details: message };

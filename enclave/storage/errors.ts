@@ -80,3 +80,11 @@ export class ShardHeldError extends Error {
     this.name = 'ShardHeldError';
   }
 }
+
+/** A shard asked to be prepared while the enclave already keeps as many read ahead as it may (PREPARED_SHARDS_MAX): nothing was read. */
+export class PreparedLimitError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'PreparedLimitError';
+  }
+}

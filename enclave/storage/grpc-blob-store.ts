@@ -1,5 +1,5 @@
 import * as grpc from '@grpc/grpc-js';
-import { BlobConflictError, type BlobInfo, type BlobStore, type PutConditions } from '../../common/blob-store.js';
+import { BlobConflictError, readOffset, type BlobInfo, type BlobStore, type PutConditions } from '../../common/blob-store.js';
 import {
   hostStoreChannelOptions, hostStoreProto, type AppendAckIn, type BlobChunk, type BlobChunkIn, type HostStoreClient,
 } from '../../common/proto.js';
@@ -56,12 +56,13 @@ export class GrpcBlobStore implements BlobStore {
   }
 
   /**
-   * Streams the blob. A large snapshot may take minutes to read at the pace the enclave
+   * Streams the blob from byte `from` on; that the bytes do start there is the host's word,
+   * which the caller checks. A large snapshot may take minutes to read at the pace the enclave
    * applies it, so there is no deadline for the whole read: only a wait for the host store's
    * next piece longer than the call timeout gives up.
    */
-  async read(name: string): Promise<AsyncIterable<Buffer> | undefined> {
-    const call = this.client.Get({ name });
+  async read(name: string, from?: number): Promise<AsyncIterable<Buffer> | undefined> {
+    const call = this.client.Get({ name, offset: readOffset(from) });
     const chunks = (call as AsyncIterable<BlobChunkIn>)[Symbol.asyncIterator]();
     const nextPiece = async (): Promise<IteratorResult<BlobChunkIn>> => {
       const idle = setTimeout(() => call.cancel(), this.timeoutMs);

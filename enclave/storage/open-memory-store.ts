@@ -19,6 +19,8 @@ export interface DurabilityConfig {
   ownerGeneration?: number;
   /** SHARDS_OPEN (default all). */
   shardsOpen?: OpenShards;
+  /** PREPARED_SHARDS_MAX (default DEFAULT_MAX_PREPARED). */
+  preparedShardsMax?: number;
   onModelChange: ModelChangePolicy;
   kmsKeyId?: string;
   awsRegion?: string;
@@ -86,6 +88,7 @@ export async function openMemoryStore(options: {
     blobs,
     shards: config.shards,
     openShards: config.shardsOpen,
+    maxPrepared: config.preparedShardsMax,
     // Unset: the start time, raised if need be above the store's last owner, so a restarted or
     // newly started enclave takes over from one started before it even if the clock went back.
     generation: config.ownerGeneration ?? Date.now(),

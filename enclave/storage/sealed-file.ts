@@ -12,7 +12,7 @@
  * the middle, duplicated, or moved from another file (even one sealed with the same key)
  * without the reader noticing. The key id only lets the reader say "wrong key" plainly.
  */
-import { createHash, hkdfSync, randomBytes, type Hash } from 'node:crypto';
+import { createHash, hkdfSync, randomBytes } from 'node:crypto';
 import { SECRETBOX, secretbox, secretboxOpen } from './secretbox.js';
 import { CorruptStoreError, PreparedStateStale } from './errors.js';
 import { pooledRandomBytes } from '../random-bytes.js';
@@ -110,15 +110,22 @@ export interface ReadOptions {
    * after the last frame costs the reader nothing more). Unbounded when absent.
    */
   maxBytes?: number;
-  /** Also hash the file's bytes up to its last good frame (SealedLogRead.digest), for a later read to skip them (`after`). */
-  digest?: boolean;
+  /** Also keep the last good frame's bytes and offset (SealedLogRead.last), for a later read to continue after it (`after`). */
+  keepLast?: boolean;
   /**
-   * What an earlier read of this file found (its validEnd, frames and digest): its first `bytes`
-   * bytes must be exactly those (their SHA-256 is `digest`), and are hashed, not read again; the
-   * frames after them are read as usual, numbered on from `frames`. Bytes that differ, or fewer
-   * of them, throw PreparedStateStale before any payload is handed out.
+   * Continues an earlier read of this file (a shard read ahead, then opened) from its last good
+   * frame instead of from the start: the chunks given begin at `last.offset`, where that frame
+   * must be found again byte for byte (its random nonce makes it that write and no other), ending
+   * at `bytes`; the frames after it are read as usual under `header`, numbered on from `frames`.
+   * Other bytes there, or fewer, throw PreparedStateStale before any payload is handed out.
    */
-  after?: { bytes: number; frames: number; digest: Buffer };
+  after?: { bytes: number; frames: number; header: Buffer; last: LastFrame };
+}
+
+/** A file's last good frame as read: where it starts, and its bytes. */
+export interface LastFrame {
+  offset: number;
+  bytes: Buffer;
 }
 
 /** What readSealedLog found, besides the payloads it handed out. */
@@ -127,8 +134,8 @@ export interface SealedLogRead {
   frames: number;
   validEnd: number;
   tail?: { offset: number; bytes: number };
-  /** With `digest`: the SHA-256 of the bytes before validEnd. */
-  digest?: Buffer;
+  /** With `keepLast` or `after`: the last good frame (the header's 32 bytes are not one: undefined when no frame is good). */
+  last?: LastFrame;
 }
 
 /** Reads and authenticates a whole sealed file held in memory (see readSealedLog). */
@@ -160,14 +167,16 @@ export async function readSealedLog(
   let base = 0;
   let frames = 0;
   let validEnd = 0;
-  /** The good bytes so far, hashed as each frame is accepted (options.digest; from `after`'s when it continues one). */
-  let digest: Hash | undefined = options.digest ? createHash('sha256') : undefined;
-  const skipped = { header: undefined as Buffer | undefined, hash: undefined as Hash | undefined };
-  const source = options.after ? knownPrefix(chunks, options.after, name, skipped) : chunks;
+  /** The last good frame, kept (without a copy until the end) with `keepLast` or `after`. */
+  const keep = options.keepLast === true || options.after !== undefined;
+  let last: { offset: number; bytes: Buffer } | undefined;
+  const source = options.after ? afterLastFrame(chunks, options.after, name) : chunks;
   if (options.after) {
+    header = options.after.header;
     base = options.after.bytes;
     validEnd = options.after.bytes;
     frames = options.after.frames;
+    last = options.after.last;
   }
   /** Where the damage starts, once found: from then on the rest is only scanned. */
   let damage: { offset: number; what: string } | undefined;
@@ -209,7 +218,7 @@ export async function readSealedLog(
         capped = true;
         break;
       }
-      digest?.update(buf.subarray(at, frame.end));
+      if (keep) last = { offset: base + at, bytes: buf.subarray(at, frame.end) };
       each(frame.payload, frames);
       frames++;
       at = frame.end;
@@ -221,15 +230,9 @@ export async function readSealedLog(
 
   for await (const chunk of source) {
     buf = buf.length === 0 ? chunk : Buffer.concat([buf, chunk]);
-    // After a known prefix: its header was checked by the read that found it.
-    if (!header && skipped.header) {
-      header = skipped.header;
-      if (options.digest) digest = skipped.hash;
-    }
     if (!header) {
       if (buf.length < HEADER_BYTES) continue;
       header = checkHeader(buf, kind, key, name);
-      digest?.update(buf.subarray(0, HEADER_BYTES));
       base = HEADER_BYTES;
       validEnd = HEADER_BYTES;
       buf = buf.subarray(HEADER_BYTES);
@@ -244,14 +247,10 @@ export async function readSealedLog(
       break;
     }
   }
-  // A known prefix and nothing after it: no chunk came past it.
-  if (!header && skipped.header) {
-    header = skipped.header;
-    if (options.digest) digest = skipped.hash;
-  }
   if (!header) throw new CorruptStoreError(`${name} is too short to be a sealed ${kind} file`);
-  const hashed = digest ? { digest: digest.digest() } : {};
-  if (!damage && base + buf.length === validEnd) return { header, frames, validEnd, ...hashed };
+  // A copy: the frame's bytes are a view of a chunk that would otherwise be kept whole.
+  const kept = keep && last ? { last: { offset: last.offset, bytes: Buffer.from(last.bytes) } } : {};
+  if (!damage && base + buf.length === validEnd) return { header, frames, validEnd, ...kept };
 
   if (!damage) {
     // The bytes end inside a frame: torn, unless an authentic frame hides in what is left.
@@ -263,39 +262,33 @@ export async function readSealedLog(
   if (!options.allowTail) throw new CorruptStoreError(`${name}: ${damage.what} at byte ${damage.offset}`);
   // A capped read does not know the file's true end: at least one byte more is cut.
   const end = Math.max(base + buf.length, validEnd + 1);
-  return { header, frames, validEnd, tail: { offset: validEnd, bytes: end - validEnd }, ...hashed };
+  return { header, frames, validEnd, tail: { offset: validEnd, bytes: end - validEnd }, ...kept };
 }
 
 /**
- * The chunks past the first `after.bytes` bytes, once those are found to be the ones an earlier
- * read hashed (PreparedStateStale otherwise, or when the file is shorter): a file read again
- * skips the frames it already read without opening them. `into` gets the file's header (its
- * first bytes) and the hash so far, to go on with.
+ * The chunks after the frame an earlier read ended at (`after.last`), once the chunks, which
+ * start where that frame started, are found to begin with it byte for byte and to reach
+ * `after.bytes`; PreparedStateStale otherwise. Those bytes are compared, not opened: they were
+ * authenticated by the read that kept them. The host says where the chunks start; that they hold
+ * that very frame is the proof that the file still runs, at that point, through what was read.
  */
-async function* knownPrefix(
-  chunks: AsyncIterable<Buffer>, after: { bytes: number; digest: Buffer }, name: string, into: { header?: Buffer; hash?: Hash },
-): AsyncIterable<Buffer> {
-  const hash = createHash('sha256');
-  const head: Buffer[] = [];
+async function* afterLastFrame(chunks: AsyncIterable<Buffer>, after: { bytes: number; last: LastFrame }, name: string): AsyncIterable<Buffer> {
+  const expected = after.last.bytes;
+  if (after.last.offset + expected.length !== after.bytes) throw new PreparedStateStale(`${name}: the frame read last does not end where the read ended`);
   let seen = 0;
   for await (const chunk of chunks) {
-    if (seen >= after.bytes) {
+    if (seen >= expected.length) {
       yield chunk;
       continue;
     }
-    const take = Math.min(chunk.length, after.bytes - seen);
-    hash.update(chunk.subarray(0, take));
-    if (seen < HEADER_BYTES) head.push(chunk.subarray(0, Math.min(take, HEADER_BYTES - seen)));
-    seen += take;
-    if (seen === after.bytes) {
-      // digest() ends a hash: the copy goes on with what follows.
-      if (!hash.copy().digest().equals(after.digest)) throw new PreparedStateStale(`${name}: its first ${after.bytes} bytes are no longer those read before`);
-      into.header = Buffer.concat(head);
-      into.hash = hash;
+    const take = Math.min(chunk.length, expected.length - seen);
+    if (!chunk.subarray(0, take).equals(expected.subarray(seen, seen + take))) {
+      throw new PreparedStateStale(`${name}: the frame at byte ${after.last.offset} is no longer the one read there before (the file was rewritten, forked or swapped, or the host sent other bytes)`);
     }
+    seen += take;
     if (take < chunk.length) yield chunk.subarray(take);
   }
-  if (seen < after.bytes) throw new PreparedStateStale(`${name} is shorter (${seen} bytes) than when it was read before (${after.bytes})`);
+  if (seen < expected.length) throw new PreparedStateStale(`${name} ends (or the host sent no more) before byte ${after.bytes}, where it was read to before`);
 }
 
 /** The file's header, once its magic and key id are checked. */

@@ -4,7 +4,7 @@ import { SHARD_MISS_HEADER, shardOf } from '../../protocol/shards.js';
 import type { MemoryJournal, TenantLocks } from '../memory/journal.js';
 import type { MemoryEvent, ReplayMark, RestoredEvent } from '../memory/types.js';
 import { ApiError, unavailable } from '../../common/errors.js';
-import { CorruptStoreError, PreparedStateStale, ShardHeldError, StaleOwnerError } from './errors.js';
+import { CorruptStoreError, PreparedLimitError, PreparedStateStale, ShardHeldError, StaleOwnerError } from './errors.js';
 import { logGeneration } from './log-file.js';
 import { newShardMap, readShardMap, SHARD_FOLDER, SHARD_MAP_NAME, writeShardMap, type ShardMap } from './shard-map.js';
 import { SNAPSHOT_NAME } from './snapshot.js';
@@ -17,8 +17,14 @@ export const DEFAULT_SHARDS = 1;
 /** SHARDS_OPEN: every shard opened at start (one enclave, `npm start`), or none until the host's placement opens them (a cluster). */
 export type OpenShards = 'all' | 'none';
 
-/** How long a shard read ahead (prepareShard) waits for its openShard before it leaves memory. */
+/** How long a shard read ahead (prepareShard) waits for its openShard before it leaves memory, unless the call says otherwise. */
 export const PREPARED_TTL_MS = 60_000;
+
+/** The longest a read-ahead may be kept (prepareShard's `keepMs`): a host that stops refreshing standbys frees their memory within it. */
+export const PREPARED_KEEP_MAX_MS = 3_600_000;
+
+/** Shards kept read ahead at once when PREPARED_SHARDS_MAX is not set: each holds a shard's memories a second time. */
+export const DEFAULT_MAX_PREPARED = 4;
 
 export interface ShardedOptions extends Omit<StoreOptions, 'prefix' | 'storeId' | 'name' | 'shard'> {
   /** SHARDS: the count for a service's new data; if set, it must equal the count its data was made with. */
@@ -27,6 +33,8 @@ export interface ShardedOptions extends Omit<StoreOptions, 'prefix' | 'storeId' 
   openShards?: OpenShards;
   /** Default PREPARED_TTL_MS. */
   preparedTtlMs?: number;
+  /** Shards kept read ahead at once (planned moves, warm standbys); default DEFAULT_MAX_PREPARED. */
+  maxPrepared?: number;
 }
 
 /** What a shard opened at runtime is held to: freshness across enclaves (enclave/cluster/freshness.ts). */
@@ -76,6 +84,8 @@ export class ShardedStore implements MemoryJournal {
    * tenants are in memory only while it is held, prepared, or being opened or prepared.
    */
   private readonly prepared = new Map<number, { store: PreparedStore; timer: NodeJS.Timeout }>();
+  /** Shards whose prepareShard is queued or running: with `prepared`, what counts against maxPrepared. */
+  private readonly preparing = new Map<number, number>();
 
   private constructor(readonly map: ShardMap, private readonly options: ShardedOptions, private readonly target: ShardTarget) {
     this.held = new Array<DurableStore | undefined>(map.count).fill(undefined);
@@ -190,16 +200,23 @@ export class ShardedStore implements MemoryJournal {
    * the memories, writing nothing (no tail cut, no fence, no generation). Its tenants are not
    * served meanwhile (503 shard_not_owned, as for any shard not held); openShard then applies only
    * the log written since, if the files still continue what was read, and opens it in full
-   * otherwise. One shard at a time is kept read ahead: a prepare drops every other; and one not
-   * opened within `preparedTtlMs`, or closed, leaves memory. Refused (ShardHeldError) for a shard
-   * this enclave serves; a shard held but taken over by a newer owner is let go first.
+   * otherwise. Several shards may be kept read ahead (a warm standby of each: docs/cluster.md), at
+   * most `maxPrepared`, each taking its memory a second time in the service: beyond it, refused
+   * (PreparedLimitError) before anything is read. A shard prepared again is read again from the
+   * start. One not opened within `keepMs` (default `preparedTtlMs`, at most PREPARED_KEEP_MAX_MS),
+   * or closed, leaves memory. Refused (ShardHeldError) for a shard this enclave serves; a shard
+   * held but taken over by a newer owner is let go first.
    */
-  prepareShard(shard: number): Promise<PreparedStore> {
+  prepareShard(shard: number, keepMs?: number): Promise<PreparedStore> {
     this.checkShard(shard);
-    for (const other of this.prepared.keys()) {
-      if (other !== shard) this.oneAtATime(other, async () => this.dropPrepared(other, 'another shard is being prepared')).catch(() => {});
+    const max = this.options.maxPrepared ?? DEFAULT_MAX_PREPARED;
+    const kept = new Set([...this.prepared.keys(), ...this.preparing.keys()]);
+    if (!kept.has(shard) && kept.size >= max) {
+      throw new PreparedLimitError(`${this.shardName(shard)} not read ahead: this enclave keeps ${kept.size} shard${kept.size === 1 ? '' : 's'} read ahead already (shards ${[...kept].sort((x, y) => x - y).join(', ')}), its most (PREPARED_SHARDS_MAX ${max})`);
     }
-    return this.oneAtATime(shard, async () => {
+    this.preparing.set(shard, (this.preparing.get(shard) ?? 0) + 1);
+    const keep = Math.min(keepMs || (this.options.preparedTtlMs ?? PREPARED_TTL_MS), PREPARED_KEEP_MAX_MS);
+    const run = this.oneAtATime(shard, async () => {
       const current = this.held[shard];
       const name = this.shardName(shard);
       if (current && !current.takenOver) throw new ShardHeldError(`${name} is served by this enclave: there is nothing to prepare`);
@@ -219,17 +236,28 @@ export class ShardedStore implements MemoryJournal {
       }
       const timer = setTimeout(() => this.oneAtATime(shard, async () => {
         if (this.prepared.get(shard)?.store === prepared) this.dropPrepared(shard, 'it was not opened in time');
-      }).catch(() => {}), this.options.preparedTtlMs ?? PREPARED_TTL_MS);
+      }).catch(() => {}), keep);
       timer.unref();
       this.prepared.set(shard, { store: prepared, timer });
-      this.options.log?.info({ shard, seq: prepared.head.seq }, 'shard read ahead of its open: not served until then');
+      this.options.log?.info({ shard, seq: prepared.head.seq, keepMs: keep }, 'shard read ahead of its open: not served until then');
       return prepared;
     });
+    void run.catch(() => {}).finally(() => {
+      const left = this.preparing.get(shard)! - 1;
+      if (left > 0) this.preparing.set(shard, left);
+      else this.preparing.delete(shard);
+    });
+    return run;
   }
 
   /** Whether the shard is read ahead now (tests, metrics). */
   isPrepared(shard: number): boolean {
     return this.prepared.has(shard);
+  }
+
+  /** The shards read ahead now, in order, each with the head its read reached (the Shards RPC: the host refreshes standbys by it). */
+  get preparedHeads(): Array<{ shard: number; head: StateHead }> {
+    return [...this.prepared].sort(([x], [y]) => x - y).map(([shard, { store }]) => ({ shard, head: store.head }));
   }
 
   /** The shard's read-ahead, taken for its open (or to drop it): only in a task of the shard. */

@@ -8,7 +8,7 @@ import { HeadChain } from './head-chain.js';
 import { logGeneration, logName } from './log-file.js';
 import { decodePayload, isGeneration, READABLE_FORMATS, type FileMeta } from './payloads.js';
 import { ReplayIds } from './replay-ids.js';
-import { deriveStorageKey, readSealedLog, readSealedStream, type StorageKey } from './sealed-file.js';
+import { deriveStorageKey, readSealedLog, readSealedStream, type LastFrame, type StorageKey } from './sealed-file.js';
 import { readSnapshot, SNAPSHOT_NAME, type SealedEntry, type SnapshotReader } from './snapshot.js';
 import { advanceHead, describeHead, genesisHead, sameHead, type StateHead } from './state-head.js';
 import type { RecoveryReport, StoreOptions, StoreTarget } from './store-types.js';
@@ -20,7 +20,7 @@ import { TenantKeys } from './tenant-keys.js';
  * authenticated and chain-checked, applied to the target as they stream in. Apart from the
  * open so that a read can be made ahead, while another owner still writes the store (a
  * planned move, DurableStore.prepare), and continued later from where it ended (readTail),
- * reading again only the last segment it read and applying only what was written since.
+ * reading from the last frame it read on and applying only what was written since.
  */
 
 /** The blobs' default prefix (store.ts MEMORY_PREFIX; here so that reading does not import the store). */
@@ -36,12 +36,13 @@ export interface LastSegment {
   maxBytes: number;
 }
 
-/** Where a read ahead ended: the last segment's good frames, the hash of their bytes, and the head after them. What readTail continues. */
+/** Where a read ahead ended: the last segment's good frames, the last of them (its offset and bytes), and the head after them. What readTail continues. */
 interface ReadEnd {
   generation: number;
   frames: number;
   validEnd: number;
-  digest: Buffer;
+  header: Buffer;
+  last: LastFrame;
   head: StateHead;
 }
 
@@ -208,13 +209,20 @@ export async function readStore(options: StoreOptions, target: StoreTarget, read
 
 /**
  * Continues a read made ahead (readStore with `ahead`, while another owner may have gone on
- * writing) to the log's end now: the segment it ended in is read again, its bytes up to where
- * the read ended hashed, not opened, and required to be exactly the bytes read then; then every
- * frame past them, and every segment after it, is read, checked and applied as a full read
- * would. Throws PreparedStateStale, having applied nothing, when the files no longer continue
- * what was read (the snapshot replaced by a compaction, the segment gone, cut short, rewritten
- * or swapped, a segment since that needs the store rewritten); a full read is then the way to
+ * writing) to the log's end now, reading only what was written since: the segment it ended in
+ * from the last frame it read, which must be found there again byte for byte (sealed-file.ts
+ * `after`), then every frame past it, and every segment after it, read, checked and applied as a
+ * full read would, the chain of heads going on from the head the read reached. Throws
+ * PreparedStateStale, having applied nothing, when the files no longer continue what was read
+ * (the snapshot replaced by a compaction, the segment gone, shorter, rewritten or swapped at
+ * that point, a segment since that needs the store rewritten); a full read is then the way to
  * open the store.
+ *
+ * The part before that frame is not read again. Whatever the host has done to it since, what
+ * this read applies is the log the host could have served a full open: authentic frames of that
+ * segment in order, that is, what was read then and the frames that follow it now. So the head
+ * reached faces the same checks as a full open's (owner generations, acceptHead), and a prefix
+ * rewritten on disk is seen by the next full read of the store, whoever makes it.
  */
 export async function readTail(options: StoreOptions, read: StoreRead): Promise<void> {
   const { blobs } = options;
@@ -252,22 +260,23 @@ export async function readTail(options: StoreOptions, read: StoreRead): Promise<
 
 /**
  * Reads segment `read.live[i]` and applies its changes. `from`: where a read ahead of it ended
- * (readTail): the bytes before are skipped once found to be the same (sealed-file.ts `after`),
- * so only the frames after them are opened and applied, and the chain goes on from the head
- * that read reached.
+ * (readTail): the segment is read from the last frame that read found, which must be the same
+ * (sealed-file.ts `after`), so only the frames after it are opened and applied, and the chain
+ * goes on from the head that read reached.
  */
 async function readSegment(options: StoreOptions, read: StoreRead, i: number, from?: ReadEnd): Promise<void> {
   const { prefix, key, chain, live, segmentMetas } = read;
   const generation = live[i];
   const name = prefix + logName(generation);
   const isLast = i === live.length - 1;
-  const chunks = await options.blobs.read(name);
+  // Continuing a read ahead: from the frame it ended at, not from the segment's start.
+  const chunks = await options.blobs.read(name, from?.last.offset ?? 0);
   if (!chunks) throw new CorruptStoreError(`${name} was listed by the host store but cannot be read`);
   const maxBytes = segmentMetas[i].max_bytes ?? segmentLimit(options.snapshotLogBytes, read.snapshotBytes.read);
   const reading = {
     allowTail: isLast, maxBytes,
-    ...(read.ahead && isLast && !from ? { digest: true } : {}),
-    ...(from ? { after: { bytes: from.validEnd, frames: from.frames, digest: from.digest } } : {}),
+    ...(read.ahead && isLast && !from ? { keepLast: true } : {}),
+    ...(from ? { after: { bytes: from.validEnd, frames: from.frames, header: from.header, last: from.last } } : {}),
   };
   const file = await readSealedLog(chunks, 'log', key, name, reading, (payload, f) => {
     const p = decodePayload(payload, `${name} frame ${f}`);
@@ -294,7 +303,7 @@ async function readSegment(options: StoreOptions, read: StoreRead, i: number, fr
   const size = file.tail ? Math.max(file.validEnd + file.tail.bytes, listedSize) : file.validEnd;
   if (isLast) {
     read.last = { generation, header: file.header, frames: file.frames, validEnd: file.validEnd, size, maxBytes };
-    read.end = chain.head && file.digest ? { generation, frames: file.frames, validEnd: file.validEnd, digest: file.digest, head: chain.head } : undefined;
+    read.end = chain.head && file.last ? { generation, frames: file.frames, validEnd: file.validEnd, header: file.header, last: file.last, head: chain.head } : undefined;
   }
 }
 

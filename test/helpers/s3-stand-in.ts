@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 
 /**
  * A loopback stand-in for the part of Amazon S3's API the host store's S3 backend uses (path-style
- * GET, PUT, DELETE of objects, ListObjectsV2, multipart uploads), with S3's conditional writes as
+ * GET, with a Range, PUT, DELETE of objects, ListObjectsV2, multipart uploads), with S3's conditional writes as
  * its documentation states them: If-None-Match: * fails with 412 when the key exists, If-Match
  * with 412 on another ETag and 404 when there is no object. It is what lies outside the system
  * in these tests, as the scripted model server is for chat; `npm test` runs the contract against
@@ -68,6 +68,17 @@ export async function startS3StandIn(bucket = 'agent-test', pageSize = 1000): Pr
     if (method === 'GET') {
       const found = objects.get(key);
       if (!found) return error(res, 404, 'NoSuchKey', 'The specified key does not exist.');
+      // A Range GET (bytes=first- or bytes=first-last): 206 with the part asked for, 416 when it starts past the end.
+      const range = /^bytes=(\d+)-(\d*)$/.exec(req.headers.range ?? '');
+      if (range) {
+        const size = found.bytes.length;
+        const first = Number(range[1]);
+        const last = Math.min(range[2] === '' ? size - 1 : Number(range[2]), size - 1);
+        if (first >= size || last < first) return error(res, 416, 'InvalidRange', 'The requested range is not satisfiable');
+        const part = found.bytes.subarray(first, last + 1);
+        res.writeHead(206, { 'content-type': 'application/octet-stream', 'content-length': String(part.length), 'content-range': `bytes ${first}-${last}/${size}`, etag: found.etag });
+        return void res.end(part);
+      }
       res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': String(found.bytes.length), etag: found.etag });
       return void res.end(found.bytes);
     }

@@ -23,6 +23,7 @@ export function storeFixture(name: string) {
   let dir = '';
   const stores: Closable[] = [];
   const hosts: FsBlobStore[] = [];
+  let shared: { dir: string; host: FsBlobStore } | undefined;
 
   beforeAll(async () => {
     embedder = await loadEmbedder({ name: 'static', modelsDir });
@@ -53,6 +54,11 @@ export function storeFixture(name: string) {
       const host = new FsBlobStore(dir);
       hosts.push(host);
       return host;
+    },
+    /** This test's one host store, the same on every call (as one host store process serves a folder: its conditions hold within it). */
+    sharedHost(): FsBlobStore {
+      if (!shared || shared.dir !== dir) shared = { dir, host: this.host() };
+      return shared.host;
     },
     /** A memory service and its durable store on this test's folder (no prefix, compaction only when asked), closed after the test. */
     async open(sealingKey: Uint8Array, options: Partial<StoreOptions> = {}): Promise<{ memory: MemoryService; store: DurableStore }> {

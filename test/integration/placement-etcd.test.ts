@@ -2,7 +2,7 @@ import * as grpc from '@grpc/grpc-js';
 import { Etcd3 } from 'etcd3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../common/logger.js';
-import { Controller } from '../../placement/controller.js';
+import { Controller, type ControllerOptions } from '../../placement/controller.js';
 import type { HeldShards, ShardHosts } from '../../placement/enclave-admin.js';
 import { Member } from '../../placement/member.js';
 import { ShardMap } from '../../placement/shard-map.js';
@@ -15,7 +15,7 @@ import { startEtcd, type RunningEtcd } from '../helpers/etcd.js';
  * the sealed store does (the real RPCs are exercised by cluster.test.ts).
  */
 class StandInEnclaves implements ShardHosts {
-  readonly enclaves = new Map<string, { alive: boolean; open: Map<number, number> }>();
+  readonly enclaves = new Map<string, { alive: boolean; open: Map<number, number>; prepared: Set<number> }>();
   /** Highest generation each shard's "store" has seen (the fence). */
   readonly fence = new Map<number, number>();
   readonly calls: string[] = [];
@@ -34,7 +34,7 @@ class StandInEnclaves implements ShardHosts {
   constructor(readonly count: number) {}
 
   add(address: string): void {
-    this.enclaves.set(address, { alive: true, open: new Map() });
+    this.enclaves.set(address, { alive: true, open: new Map(), prepared: new Set() });
   }
 
   private get(address: string) {
@@ -48,7 +48,8 @@ class StandInEnclaves implements ShardHosts {
   }
 
   async shards(address: string): Promise<HeldShards> {
-    return { count: this.count, open: new Map(this.get(address).open) };
+    const e = this.get(address);
+    return { count: this.count, open: new Map(e.open), prepared: new Map([...e.prepared].map((s) => [s, 0])) };
   }
 
   async open(address: string, shard: number, generation: number): Promise<void> {
@@ -60,29 +61,44 @@ class StandInEnclaves implements ShardHosts {
       refusal.times--;
       throw Object.assign(new Error(`shard ${shard} refused`), { code: refusal.code });
     }
+    if (this.openMs > 0) await new Promise((r) => setTimeout(r, this.openMs));
     if ((this.fence.get(shard) ?? 0) > generation) throw new Error(`shard ${shard} names generation ${this.fence.get(shard)}, above ${generation}`);
     this.fence.set(shard, generation);
     e.open.set(shard, generation);
-    this.calls.push(`open ${address} ${shard}`);
+    this.calls.push(`open ${address} ${shard}${e.prepared.delete(shard) ? ' from its read-ahead' : ''}`);
   }
 
   /** PrepareShard fails (an enclave without it, a store that cannot be read ahead): the move goes on without it. */
   prepareFails = false;
+  /** PREPARED_SHARDS_MAX of every stand-in. */
+  preparedMax = Infinity;
 
   async prepare(address: string, shard: number): Promise<void> {
-    this.get(address);
+    const e = this.get(address);
     this.calls.push(`prepare ${address} ${shard}`);
     if (this.prepareFails) throw new Error(`shard ${shard} cannot be read ahead`);
+    // As the enclave: refused for a shard it serves.
+    if (e.open.has(shard)) throw new Error(`shard ${shard} is served by ${address}`);
+    if (!e.prepared.has(shard) && e.prepared.size >= this.preparedMax) throw Object.assign(new Error(`${address} keeps ${e.prepared.size} read ahead`), { code: grpc.status.RESOURCE_EXHAUSTED });
+    e.prepared.add(shard);
   }
 
   async close(address: string, shard: number): Promise<void> {
     this.get(address).open.delete(shard);
+    this.get(address).prepared.delete(shard);
     this.hidden.get(address)?.delete(shard);
     this.calls.push(`close ${address} ${shard}`);
   }
 
+  /** How long OpenShard takes (a recovery). */
+  openMs = 0;
+
+  /** How long SetPeers takes to answer (a busy enclave). */
+  setPeersMs = 0;
+
   async setPeers(address: string, peers: string[]): Promise<void> {
     this.get(address);
+    if (this.setPeersMs > 0) await new Promise((r) => setTimeout(r, this.setPeersMs));
     this.peers.set(address, peers);
   }
 
@@ -119,11 +135,11 @@ const startMembers = (prefix: string, hosts: StandInEnclaves, ids: string[]) => 
  * fresh prefix, the shard map, and a controller started once every member is listed; `run`
  * gets the map, and the controller and members are stopped after it, whatever happens.
  */
-async function withPlacement(hosts: StandInEnclaves, ids: string[], run: (placement: { map: ShardMap }) => Promise<void>, passMs = 200): Promise<void> {
+async function withPlacement(hosts: StandInEnclaves, ids: string[], run: (placement: { map: ShardMap }) => Promise<void>, passMs = 200, standbys?: ControllerOptions['standbys']): Promise<void> {
   const prefix = freshPrefix();
   const members = startMembers(prefix, hosts, ids);
   const map = new ShardMap(client, prefix);
-  const controller = new Controller(client, hosts, { id: 'c', prefix, ttlSeconds: 2, passMs }, log);
+  const controller = new Controller(client, hosts, { id: 'c', prefix, ttlSeconds: 2, passMs, standbys }, log);
   try {
     await waitFor(async () => (await map.read()).members.size === ids.length, 10_000);
     controller.start();
@@ -173,6 +189,26 @@ describe('membership', () => {
       await waitFor(async () => hosts.peers.get('p2:1')?.join() === 'p3:1', 15_000);
     } finally {
       await Promise.all(members.map((m) => m.stop(true)));
+    }
+  }, 60_000);
+
+  it('a slow SetPeers (a busy enclave) does not put off the lease\'s renewal: the member stays registered', async () => {
+    const prefix = freshPrefix();
+    const hosts = new StandInEnclaves(1);
+    hosts.setPeersMs = 2500; // more than the TTL
+    const [member] = startMembers(prefix, hosts, ['slow']);
+    const map = new ShardMap(client, prefix);
+    const deletions: number[] = [];
+    const watcher = await client.watch().prefix(`${prefix}/members/`).create();
+    watcher.on('delete', () => deletions.push(Date.now()));
+    try {
+      await waitFor(async () => (await map.read()).members.has('slow'), 10_000);
+      await new Promise((r) => setTimeout(r, 7000));
+      expect(deletions).toEqual([]);
+      expect((await map.read()).members.has('slow')).toBe(true);
+    } finally {
+      await watcher.cancel();
+      await member.stop(true);
     }
   }, 60_000);
 
@@ -287,8 +323,10 @@ describe('the controller', () => {
       hosts.calls.length = 0;
       await map.requestMove(0, to);
       await waitFor(async () => hosts.holders(0)[0] === `${to}:1` && (await map.read()).moves.size === 0, 20_000);
-      expect(hosts.calls).toEqual([`prepare ${to}:1 0`, `close ${before.owner}:1 0`, `open ${to}:1 0`]);
+      expect(hosts.calls).toEqual([`prepare ${to}:1 0`, `close ${before.owner}:1 0`, `open ${to}:1 0 from its read-ahead`]);
       expect((await map.read()).shards.get(0)!.generation).toBeGreaterThan(before.generation);
+      // Once OpenShard answered, the shard is marked opened at its new generation (for the proxy, waiting on the open).
+      await waitFor(async () => { const view = await map.read(); return view.opened.get(0) === view.shards.get(0)!.generation; }, 10_000);
       // A shard opened behind the map's back (an enclave restarted with a stale view) is closed there.
       hosts.enclaves.get(`${before.owner}:1`)!.open.set(0, before.generation);
       await waitFor(async () => !hosts.enclaves.get(`${before.owner}:1`)!.open.has(0), 10_000);
@@ -301,6 +339,59 @@ describe('the controller', () => {
       expect(hosts.calls).toEqual([`prepare ${before.owner}:1 0`, `close ${to}:1 0`, `open ${before.owner}:1 0`]);
       expect((await map.read()).shards.get(0)!.generation).toBeGreaterThan(moved.generation);
     });
+  }, 60_000);
+
+  it('with standbys: each shard read ahead on one member other than its owner, spread evenly; a lost owner\'s shards go to their standbys, which get standbys again', async () => {
+    const hosts = new StandInEnclaves(6);
+    await withPlacement(hosts, ['s1', 's2', 's3'], async ({ map }) => {
+      const standbyOf = (s: number) => [...hosts.enclaves].filter(([, e]) => e.alive && e.prepared.has(s)).map(([a]) => a);
+      const ready = async () => {
+        const view = await map.read();
+        return [0, 1, 2, 3, 4, 5].every((s) => hosts.holders(s).length === 1 && standbyOf(s).length === 1 && standbyOf(s)[0] !== `${view.shards.get(s)?.owner}:1`);
+      };
+      await waitFor(ready, 20_000);
+      const counts = (addresses: string[]) => addresses.reduce((m, a) => m.set(a, (m.get(a) ?? 0) + 1), new Map<string, number>());
+      expect([...counts([0, 1, 2, 3, 4, 5].map((s) => standbyOf(s)[0])).values()]).toEqual([2, 2, 2]);
+
+      const before = await map.read();
+      const lost = [...before.shards].filter(([, p]) => p.owner === 's2').map(([s]) => s);
+      const standbys = new Map(lost.map((s) => [s, standbyOf(s)[0]]));
+      hosts.calls.length = 0;
+      hosts.openMs = 1000;
+      hosts.enclaves.get('s2:1')!.alive = false;
+      await waitFor(async () => lost.every((s) => hosts.holders(s).length === 1 && hosts.holders(s)[0] !== 's2:1'), 20_000);
+      for (const s of lost) {
+        expect(hosts.holders(s)).toEqual([standbys.get(s)]);
+        expect(hosts.calls).toContain(`open ${standbys.get(s)} ${s} from its read-ahead`);
+      }
+      // No standby read began while the failover's opens ran (they would share the members' CPU).
+      const lastOpen = Math.max(...lost.map((s) => hosts.calls.indexOf(`open ${standbys.get(s)} ${s} from its read-ahead`)));
+      expect(hosts.calls.slice(0, lastOpen).filter((c) => c.startsWith('prepare'))).toEqual([]);
+      // Standbys again, on the member left beside each owner; none on the lost one.
+      await waitFor(ready, 20_000);
+      for (let s = 0; s < 6; s++) expect(standbyOf(s)[0]).not.toBe('s2:1');
+    }, 200, { refreshMs: 60_000, keepMs: 600_000 });
+  }, 60_000);
+
+  it('with standbys filling an enclave\'s read-aheads, a planned move to it withdraws one standby to read the moving shard ahead', async () => {
+    const hosts = new StandInEnclaves(6);
+    hosts.preparedMax = 2;
+    await withPlacement(hosts, ['f1', 'f2', 'f3'], async ({ map }) => {
+      const standbyOf = (s: number) => [...hosts.enclaves].find(([, e]) => e.prepared.has(s))?.[0];
+      await waitFor(async () => [0, 1, 2, 3, 4, 5].every((s) => hosts.holders(s).length === 1 && standbyOf(s) !== undefined), 20_000);
+      const before = await map.read();
+      const [shard, from] = [...before.shards].find(([, p]) => p.owner === 'f1')!;
+      // The member neither owner nor standby of the shard, its two read-aheads taken.
+      const to = ['f2', 'f3'].find((id) => `${id}:1` !== standbyOf(shard))!;
+      expect(hosts.enclaves.get(`${to}:1`)!.prepared.size).toBe(2);
+      hosts.calls.length = 0;
+      await map.requestMove(shard, to);
+      await waitFor(async () => hosts.holders(shard)[0] === `${to}:1` && (await map.read()).moves.size === 0, 20_000);
+      const i = hosts.calls.indexOf(`prepare ${to}:1 ${shard}`);
+      expect(hosts.calls.slice(i, i + 5)).toEqual([
+        `prepare ${to}:1 ${shard}`, expect.stringMatching(new RegExp(`^close ${to}:1 \\d$`)), `prepare ${to}:1 ${shard}`, `close ${from.owner}:1 ${shard}`, `open ${to}:1 ${shard} from its read-ahead`,
+      ]);
+    }, 200, { refreshMs: 60_000, keepMs: 600_000 });
   }, 60_000);
 
   it('reopens a shard its live owner no longer holds (restarted within its lease) with a new generation', async () => {
@@ -369,6 +460,9 @@ describe('the controller', () => {
       expect(hosts.attempts.get(1)).toBe(4);
       expect(hosts.attempts.get(0)).toBe(1);
       expect(hosts.holders(0)).toEqual([]);
+      // Only an open that succeeded is marked for the proxy.
+      await waitFor(async () => (await map.read()).opened.get(1) === (await map.read()).shards.get(1)!.generation, 10_000);
+      expect((await map.read()).opened.has(0)).toBe(false);
       // The operator's move (here to the same member, once the store is fixed) tries it again.
       hosts.refuse.delete(0);
       await map.requestMove(0, 'd1');

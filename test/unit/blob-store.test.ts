@@ -175,6 +175,27 @@ describe.each(implementations)('BlobStore contract: %s', (_name, make) => {
     for (const name of names) expect((await readWhole(blobs, name))!.length).toBe(60);
   });
 
+  it('reads a blob from a byte offset: the bytes from there on, whichever write made them, and none at or past its end', async () => {
+    await blobs.put('memory/segment', Buffer.from('header|'));
+    await blobs.append('memory/segment', 7, Buffer.from('frame-1|'));
+    await blobs.append('memory/segment', 15, Buffer.from('frame-2|'));
+    const from = async (offset: number) => {
+      const chunks = await blobs.read('memory/segment', offset);
+      const parts: Buffer[] = [];
+      for await (const chunk of chunks!) parts.push(chunk);
+      return Buffer.concat(parts).toString();
+    };
+    expect(await from(0)).toBe('header|frame-1|frame-2|');
+    // Inside the first write, at the boundary of two, inside the last.
+    expect(await from(3)).toBe('der|frame-1|frame-2|');
+    expect(await from(7)).toBe('frame-1|frame-2|');
+    expect(await from(20)).toBe('-2|');
+    expect(await from(23)).toBe('');
+    expect(await from(1000)).toBe('');
+    expect(await blobs.read('memory/none', 5)).toBeUndefined();
+    await expect(blobs.read('memory/segment', -1)).rejects.toThrow();
+  });
+
   it('streams a large blob in pieces', async () => {
     const big = Buffer.alloc(5 * 1024 * 1024 + 17, 7);
     await blobs.put('memory/big', big);

@@ -189,7 +189,7 @@ async function* inChunks(data: Buffer, size: number): AsyncIterable<Buffer> {
   for (let i = 0; i < data.length; i += size) yield Buffer.from(data.subarray(i, i + size));
 }
 
-describe('a sealed log read again after an earlier read (a shard read ahead, then opened)', () => {
+describe('a sealed log read on after an earlier read (a shard read ahead, then opened)', () => {
   const payloads = (n: number, from = 0) => Array.from({ length: n }, (_, i) => Buffer.from(`entry ${from + i}`));
   /** Reads `data` in chunks of `size`, handing out payloads; returns them with what the read found. */
   async function readIn(data: Buffer, size: number, options: Parameters<typeof readSealedLog>[4]) {
@@ -197,47 +197,61 @@ describe('a sealed log read again after an earlier read (a shard read ahead, the
     const found = await readSealedLog(inChunks(data, size), 'log', key, 'test.log', options, (p, seq) => { out.push([seq, p.toString()]); });
     return { out, found };
   }
+  /** What a read ahead keeps to go on from, and the bytes a host serves from there in `file`. */
+  const goOn = (found: Awaited<ReturnType<typeof readIn>>['found'], frames: number) =>
+    ({ bytes: found.validEnd, frames, header: found.header, last: found.last! });
 
-  it('skips the bytes read before once they are the same (by their hash), and hands out only the frames after them, numbered on', async () => {
+  it('reads from the last frame read before once it is the same, and hands out only the frames after it, numbered on', async () => {
     const header = newHeader('log', key);
     const early = sealedFile([encodeHeader(meta), ...payloads(3)], key, header);
     // The same file after three more appends.
     const file = Buffer.concat([early, ...payloads(3, 3).map((p, i) => sealFrame(key, header, 4 + i, p))]);
     for (const size of [1, 7, 64, file.length]) {
-      const first = await readIn(early, size, { allowTail: true, digest: true });
+      const first = await readIn(early, size, { allowTail: true, keepLast: true });
       expect(first.found).toMatchObject({ frames: 4, validEnd: early.length });
-      const again = await readIn(file, size, { allowTail: true, after: { bytes: first.found.validEnd, frames: 4, digest: first.found.digest! } });
+      const after = goOn(first.found, 4);
+      expect(after.last.offset + after.last.bytes.length).toBe(early.length);
+      const again = await readIn(file.subarray(after.last.offset), size, { allowTail: true, after });
       expect(again.out).toEqual([[4, 'entry 3'], [5, 'entry 4'], [6, 'entry 5']]);
       expect(again.found).toMatchObject({ frames: 7, validEnd: file.length });
-      // Nothing written since: nothing handed out.
-      expect((await readIn(early, size, { allowTail: true, after: { bytes: early.length, frames: 4, digest: first.found.digest! } })).out).toEqual([]);
+      // Its last frame is the file's last, to go on from again.
+      expect(again.found.last!.bytes).toEqual(file.subarray(again.found.last!.offset));
+      // Nothing written since: nothing handed out, and the same last frame.
+      const none = await readIn(early.subarray(after.last.offset), size, { allowTail: true, after });
+      expect(none.out).toEqual([]);
+      expect(none.found.last).toEqual(after.last);
     }
   });
 
-  it('the digest covers the good frames only, not a torn tail', async () => {
+  it('the last frame kept is the last good one, not a torn tail', async () => {
     const file = sealedFile([encodeHeader(meta), ...payloads(2)]);
-    const whole = await readIn(file, 64, { allowTail: true, digest: true });
-    const torn = await readIn(Buffer.concat([file, file.subarray(40, 70)]), 64, { allowTail: true, digest: true });
+    const whole = await readIn(file, 64, { allowTail: true, keepLast: true });
+    const torn = await readIn(Buffer.concat([file, file.subarray(40, 70)]), 64, { allowTail: true, keepLast: true });
     expect(torn.found.tail).toBeDefined();
-    expect(torn.found.digest).toEqual(whole.found.digest);
+    expect(torn.found.last).toEqual(whole.found.last);
   });
 
-  it('refuses (PreparedStateStale) bytes that differ from those read before, or fewer of them, before handing anything out', async () => {
+  it('refuses (PreparedStateStale) other bytes where the last frame read was, or fewer of them, before handing anything out', async () => {
     const header = newHeader('log', key);
     const early = sealedFile([encodeHeader(meta), ...payloads(3)], key, header);
-    const { found } = await readIn(early, 64, { allowTail: true, digest: true });
-    const after = { bytes: found.validEnd, frames: 4, digest: found.digest! };
-    // The same entries sealed again (another writer's copy of the file, fresh nonces), and more.
+    const { found } = await readIn(early, 64, { allowTail: true, keepLast: true });
+    const after = goOn(found, 4);
+    // The same entries sealed again (another writer's copy of the file, fresh nonces), and more: its frames line up with the read's.
     const resealed = sealedFile([encodeHeader(meta), ...payloads(5)], key, header);
     const handed: string[] = [];
-    await expect(readSealedLog(inChunks(resealed, 64), 'log', key, 'test.log', { allowTail: true, after }, (p) => { handed.push(p.toString()); })).rejects.toBeInstanceOf(PreparedStateStale);
+    await expect(readSealedLog(inChunks(resealed.subarray(after.last.offset), 64), 'log', key, 'test.log', { allowTail: true, after }, (p) => { handed.push(p.toString()); }))
+      .rejects.toBeInstanceOf(PreparedStateStale);
     expect(handed).toEqual([]);
-    // Cut short.
-    await expect(readIn(early.subarray(0, early.length - 5), 64, { allowTail: true, after })).rejects.toBeInstanceOf(PreparedStateStale);
-    // One byte flipped in the part read before.
-    const flipped = Buffer.from(early);
-    flipped[40] ^= 1;
+    // Cut short, inside the last frame.
+    await expect(readIn(early.subarray(after.last.offset, early.length - 5), 64, { allowTail: true, after })).rejects.toBeInstanceOf(PreparedStateStale);
+    // Nothing at all (the blob shorter than the offset).
+    await expect(readIn(Buffer.alloc(0), 64, { allowTail: true, after })).rejects.toBeInstanceOf(PreparedStateStale);
+    // Bytes from another offset: the file's start (a host store that ignores the offset), or one frame late.
+    await expect(readIn(early, 64, { allowTail: true, after })).rejects.toBeInstanceOf(PreparedStateStale);
+    await expect(readIn(early.subarray(after.last.offset + 1), 64, { allowTail: true, after })).rejects.toBeInstanceOf(PreparedStateStale);
+    // One byte flipped in the last frame.
+    const flipped = Buffer.from(early.subarray(after.last.offset));
+    flipped[30] ^= 1;
     await expect(readIn(flipped, 64, { allowTail: true, after })).rejects.toBeInstanceOf(PreparedStateStale);
   });
 });
-

@@ -19,16 +19,7 @@ import { storeFixture } from '../helpers/store-fixture.js';
 const fixture = storeFixture('shard-moves');
 const sealingKey = randomBytes(32);
 const SHARDS = 4;
-/** One per test folder, as the host store is one process per folder (its conditions hold within it). */
-let shared: BlobStore | undefined;
-let sharedDir = '';
-const host = (): BlobStore => {
-  if (!shared || sharedDir !== fixture.dir) {
-    shared = fixture.host();
-    sharedDir = fixture.dir;
-  }
-  return shared;
-};
+const host = (): BlobStore => fixture.sharedHost();
 
 async function start(options: Partial<ShardedOptions> = {}, blobs: BlobStore = host()) {
   const memory = new MemoryService(fixture.embedder);

@@ -14,8 +14,9 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { BlobStore } from '../../common/blob-store.js';
 import { ApiError } from '../../common/errors.js';
+import { Freshness, type FoundStore } from '../../enclave/cluster/freshness.js';
 import { MemoryService } from '../../enclave/memory/memory-service.js';
-import { CorruptStoreError, ShardHeldError, StaleOwnerError } from '../../enclave/storage/errors.js';
+import { CorruptStoreError, PreparedLimitError, ShardHeldError, StaleOwnerError } from '../../enclave/storage/errors.js';
 import { logName } from '../../enclave/storage/log-file.js';
 import { ShardedStore, type ShardedOptions } from '../../enclave/storage/sharded-store.js';
 import { shardOf } from '../../protocol/shards.js';
@@ -24,15 +25,7 @@ import { storeFixture } from '../helpers/store-fixture.js';
 const fixture = storeFixture('shard-prepare');
 const sealingKey = randomBytes(32);
 const SHARDS = 4;
-let shared: BlobStore | undefined;
-let sharedDir = '';
-const host = (): BlobStore => {
-  if (!shared || sharedDir !== fixture.dir) {
-    shared = fixture.host();
-    sharedDir = fixture.dir;
-  }
-  return shared;
-};
+const host = (): BlobStore => fixture.sharedHost();
 
 /** An enclave: its memories and its shards, none open. */
 async function enclave(options: Partial<ShardedOptions> = {}) {
@@ -135,7 +128,7 @@ describe('a read-ahead never switched to', () => {
     expect(contents(b, one)).toEqual(notes('kept', 4).sort());
   });
 
-  it('leaves memory at the next read-ahead (of another shard), and at CloseShard', async () => {
+  it('several are kept at once (warm standbys), each leaving memory at its own CloseShard', async () => {
     const a = await enclave();
     await a.store.openShard(1, 1);
     await a.store.openShard(2, 1);
@@ -143,14 +136,56 @@ describe('a read-ahead never switched to', () => {
     await write(a, two, notes('two', 3));
     const b = await enclave();
     await b.store.prepareShard(1);
-    expect(b.memory.usage.memories).toBe(2);
     await b.store.prepareShard(2);
-    expect(b.store.isPrepared(1)).toBe(false);
-    expect(b.memory.usage.memories).toBe(3);
-    expect(b.memory.usageOf((t) => t === one)).toEqual({ tenants: 0, memories: 0 });
+    expect(b.store.preparedHeads).toEqual([{ shard: 1, head: a.store.head(1) }, { shard: 2, head: a.store.head(2) }]);
+    expect(b.memory.usage.memories).toBe(5);
+    expect(notHeld(b, one)).toBe('shard_not_owned');
+    expect(notHeld(b, two)).toBe('shard_not_owned');
     await b.store.closeShard(2);
     expect(b.store.isPrepared(2)).toBe(false);
+    expect(b.store.isPrepared(1)).toBe(true);
+    expect(b.memory.usageOf((t) => t === two)).toEqual({ tenants: 0, memories: 0 });
+    expect(b.memory.usage.memories).toBe(2);
+    await b.store.closeShard(1);
     expect(b.memory.usage).toEqual({ tenants: 0, memories: 0, storedBytes: 0, terms: 0 });
+  });
+
+  it('no more than maxPrepared at once: one more is refused before anything is read, and one prepared again still fits', async () => {
+    const a = await enclave();
+    await a.store.openShard(1, 1);
+    await a.store.openShard(2, 1);
+    await write(a, one, notes('one', 2));
+    await write(a, two, notes('two', 3));
+    const b = await enclave({ maxPrepared: 1 });
+    await b.store.prepareShard(1);
+    expect(() => b.store.prepareShard(2)).toThrow(PreparedLimitError);
+    expect(b.store.isPrepared(2)).toBe(false);
+    expect(b.memory.usageOf((t) => t === two)).toEqual({ tenants: 0, memories: 0 });
+    // A refresh of the one kept is read again from the start, in its place.
+    await write(a, one, ['since']);
+    const again = await b.store.prepareShard(1);
+    expect(again.head).toEqual(a.store.head(1));
+    expect(b.memory.usage.memories).toBe(3);
+    // Freed by its close, the slot takes another.
+    await b.store.closeShard(1);
+    await b.store.prepareShard(2);
+    expect(b.memory.usage.memories).toBe(3);
+  });
+
+  it('each is kept for the time its prepare asked (a standby\'s), not the default', async () => {
+    const a = await enclave();
+    await a.store.openShard(1, 1);
+    await a.store.openShard(2, 1);
+    await write(a, one, notes('one', 1));
+    await write(a, two, notes('two', 1));
+    const b = await enclave({ preparedTtlMs: 50 });
+    await b.store.prepareShard(1, 60_000);
+    await b.store.prepareShard(2);
+    const deadline = Date.now() + 5000;
+    while (b.store.isPrepared(2) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    expect(b.store.isPrepared(2)).toBe(false);
+    expect(b.store.isPrepared(1)).toBe(true);
+    expect(b.memory.usage.memories).toBe(1);
   });
 });
 
@@ -233,15 +268,51 @@ describe('the host between the read-ahead and the switch', () => {
     await expect(c.store.openShard(1, 2)).rejects.toBeInstanceOf(CorruptStoreError);
   });
 
-  it('a byte of the part read ahead altered since: that part is read again and refused, as a full open refuses it', async () => {
+  it('a byte of the part read ahead altered since: not read again, so B serves what it read and the tail; the next full open refuses the files', async () => {
     const { b } = await readAheadOf({ tail: notes('tail', 2) });
     const bytes = readFileSync(segment(1));
-    // Inside the second frame (the first change), long before the end of what B read.
+    // Inside the second frame (the first change), long before the last frame B read.
     bytes[700] ^= 0x01;
     writeFileSync(segment(1), bytes);
-    await expect(b.store.openShard(1, 2)).rejects.toBeInstanceOf(CorruptStoreError);
-    expect(b.store.holds(1)).toBe(false);
-    expect(b.memory.usage.memories).toBe(0);
+    // What B serves is authentic: the frames as they were when it read them, then the tail's.
+    const opened = await b.store.openShard(1, 2);
+    expect(opened.recovery.readAhead).toEqual({ seq: 3 });
+    expect(contents(b, one)).toEqual([...notes('common', 3), ...notes('tail', 2)].sort());
+    await b.store.closeShard(1);
+    // The damage is the files', seen by whoever reads them in full next.
+    const c = await enclave();
+    await expect(c.store.openShard(1, 3)).rejects.toBeInstanceOf(CorruptStoreError);
+  });
+
+  it('a fork whose frames line up with the read (the last frame read rewritten, same size, then more): B opens in full, never a mix', async () => {
+    // Generation 2 fences the log, then writes one note: the frames B reads ahead end with it.
+    const a = await enclave();
+    await a.store.openShard(1, 1);
+    await write(a, one, notes('common', 2));
+    await a.store.closeShard(1);
+    const copy = readFileSync(segment(1));
+    const a2 = await enclave();
+    await a2.store.openShard(1, 2);
+    await write(a2, one, ['a note from the history B read']);
+    const b = await enclave();
+    await b.store.prepareShard(1);
+    const preparedBytes = readFileSync(segment(1)).length;
+    await write(a2, one, ['the tail of the history B read']);
+    await a2.store.closeShard(1);
+    // The host puts the copy back; C (generation 2 too) fences it and writes a note as long: the
+    // segment is again exactly as long as B read it, then goes on.
+    writeFileSync(segment(1), copy);
+    const c = await enclave();
+    await c.store.openShard(1, 2);
+    await write(c, one, ['a note from the history C made']);
+    expect(readFileSync(segment(1)).length).toBe(preparedBytes);
+    await write(c, one, ['the tail of the history C made']);
+    await c.store.closeShard(1);
+    // Read on from where B's read ended, the frames would chain by number and file: only the last frame read tells.
+    const opened = await b.store.openShard(1, 3);
+    expect(opened.recovery.readAhead).toBeUndefined();
+    expect(b.store.head(1)).toEqual(c.store.head(1));
+    expect(contents(b, one)).toEqual([...notes('common', 2), 'a note from the history C made', 'the tail of the history C made'].sort());
   });
 
   it('the shard\'s folder swapped with another shard\'s: refused (the shard map names its store), nothing served', async () => {
@@ -288,5 +359,211 @@ describe('the host between the read-ahead and the switch', () => {
     // Above it, the open (a full one now) succeeds.
     await b.store.openShard(1, 8);
     expect(contents(b, one)).toEqual([...notes('common', 3), ...notes('tail', 2)].sort());
+  });
+});
+
+describe('the host store answering the switch\'s read from an offset', () => {
+  /**
+   * A host store whose reads from an offset (only the switch makes them) are `served` instead:
+   * given the segment's bytes on disk and the offset asked, the bytes it answers with. Reads from
+   * the start, those of a full open, are honest.
+   */
+  function lying(served: (file: Buffer, offset: number) => Buffer): BlobStore & { offsets: number[] } {
+    const offsets: number[] = [];
+    const honest = host();
+    const blobs = new Proxy(honest, {
+      get(target, prop, receiver) {
+        if (prop === 'read') {
+          return async (name: string, from = 0) => {
+            if (from === 0) return target.read(name);
+            offsets.push(from);
+            const bytes = served(readFileSync(join(fixture.dir, name)), from);
+            return (async function* () { if (bytes.length > 0) yield bytes; })();
+          };
+        }
+        if (prop === 'offsets') return offsets;
+        const value = Reflect.get(target, prop, receiver) as unknown;
+        return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+    return blobs as BlobStore & { offsets: number[] };
+  }
+
+  /** A writes `common`; B (on `blobs`) reads the shard ahead; A writes `tail` and closes it. */
+  async function switchOver(blobs: BlobStore) {
+    const a = await enclave();
+    await a.store.openShard(1, 1);
+    await write(a, one, notes('common', 3));
+    const b = await enclave({ blobs });
+    await b.store.prepareShard(1);
+    const preparedBytes = readFileSync(segment(1)).length;
+    await write(a, one, notes('tail', 3));
+    await a.store.closeShard(1);
+    return { a, b, preparedBytes };
+  }
+  const everything = [...notes('common', 3), ...notes('tail', 3)].sort();
+
+  it('honest: the switch reads from the last frame read ahead on, not the segment\'s start', async () => {
+    const blobs = lying((file, offset) => file.subarray(offset));
+    const { a, b, preparedBytes } = await switchOver(blobs);
+    const opened = await b.store.openShard(1, 2);
+    expect(opened.recovery.readAhead).toEqual({ seq: 3 });
+    expect(blobs.offsets).toHaveLength(1);
+    expect(blobs.offsets[0]).toBeGreaterThan(0);
+    expect(blobs.offsets[0]).toBeLessThan(preparedBytes);
+    expect(b.store.head(1)).toEqual(a.store.head(1));
+    expect(contents(b, one)).toEqual(everything);
+  });
+
+  it.each([
+    ['the whole segment, as a host store without offsets sends it', (file: Buffer) => file],
+    ['from a byte later than asked', (file: Buffer, offset: number) => file.subarray(offset + 1)],
+    ['fewer bytes than the read ahead ended at', (file: Buffer, offset: number) => file.subarray(offset, offset + 10)],
+    ['nothing (the segment now shorter than the offset)', () => Buffer.alloc(0)],
+  ])('other bytes than the segment\'s from the offset asked (%s): B opens in full', async (_what, served: (file: Buffer, offset: number) => Buffer) => {
+    const { b } = await switchOver(lying(served));
+    const opened = await b.store.openShard(1, 2);
+    expect(opened.recovery.readAhead).toBeUndefined();
+    expect(contents(b, one)).toEqual(everything);
+  });
+
+  it.each([
+    ['a frame skipped', (file: Buffer, ended: number) => file.subarray(ended + frameLength(file, ended))],
+    ['another segment\'s frames, under the same key', (_file: Buffer, _ended: number, other: Buffer) => other.subarray(32 + frameLength(other, 32))],
+  ])('a tail that does not go on from the last frame read (%s): B opens in full, never serving it', async (_what, tail: (file: Buffer, ended: number, other: Buffer) => Buffer) => {
+    const ended = { at: 0, other: Buffer.alloc(0) };
+    const { a, b, preparedBytes } = await switchOver(lying((file, offset) => Buffer.concat([file.subarray(offset, ended.at), tail(file, ended.at, ended.other)])));
+    ended.at = preparedBytes;
+    await a.store.openShard(2, 1);
+    await write(a, two, notes('two', 2));
+    await a.store.closeShard(2);
+    ended.other = readFileSync(segment(2));
+    const opened = await b.store.openShard(1, 2);
+    expect(opened.recovery.readAhead).toBeUndefined();
+    expect(contents(b, one)).toEqual(everything);
+  });
+
+  it('the tail withheld (the last frame read sent, nothing after it): the head reached falls short of the one witnessed (acceptHead), so B opens in full and reaches it', async () => {
+    const { a, b } = await switchOver(lying((file, offset) => file.subarray(offset, offset + frameLength(file, offset))));
+    // What a member witnessed: A's last head (freshness across enclaves, enclave/cluster/freshness.ts).
+    const witnessed = { ...a.store.head(1), store: a.store.lastStore(1)!.storeId };
+    const refused: string[] = [];
+    const acceptHead = (found: FoundStore) => {
+      try {
+        Freshness.check('shard 1', witnessed, found);
+      } catch (err) {
+        refused.push((err as Error).message);
+        throw err;
+      }
+    };
+    const opened = await b.store.openShard(1, 2, { acceptHead });
+    // The head read on to was refused (changes after it are missing); the full open's reaches the witnessed one.
+    expect(refused).toEqual([expect.stringMatching(/changes after it are missing/)]);
+    expect(opened.recovery.readAhead).toBeUndefined();
+    expect(b.store.head(1)).toEqual(a.store.head(1));
+    expect(contents(b, one)).toEqual(everything);
+  });
+});
+
+/** The length of the sealed frame at `at` (magic, box length, nonce, box). */
+function frameLength(file: Buffer, at: number): number {
+  return 4 + 4 + 24 + file.readUInt32BE(at + 4);
+}
+
+describe('standbys of a lost owner (failover: no close, the owner killed)', () => {
+  /** A owns shards 1 and 2 and writes; B stands by for both; A writes more and is "killed" (never closes). */
+  async function standbyOf({ ahead = 2, tail = 2 } = {}) {
+    const a = await enclave();
+    await a.store.openShard(1, 1);
+    await a.store.openShard(2, 1);
+    await write(a, one, notes('one common', 3));
+    await write(a, two, notes('two common', 3));
+    const copy = readFileSync(segment(1));
+    await write(a, one, notes('one read ahead', ahead));
+    await write(a, two, notes('two read ahead', ahead));
+    const b = await enclave();
+    await b.store.prepareShard(1, 60_000);
+    await b.store.prepareShard(2, 60_000);
+    await write(a, one, notes('one tail', tail));
+    await write(a, two, notes('two tail', tail));
+    return { a, b, copy };
+  }
+  /** A gone before the host tampers with its files (this test's host store is shared in-process: A's handles must not outlive it). */
+  const gone = async (a: Enclave) => {
+    await a.store.closeShard(1);
+    await a.store.closeShard(2);
+  };
+  const all = (label: string, ahead = 2, tail = 2) => [...notes(`${label} common`, 3), ...notes(`${label} read ahead`, ahead), ...notes(`${label} tail`, tail)].sort();
+
+  it('opens each from its read-ahead with every acknowledged change, the head where the owner left it, and fences the owner', async () => {
+    const { a, b } = await standbyOf();
+    const heads = [a.store.head(1), a.store.head(2)];
+    const opened = await b.store.openShard(1, 2);
+    expect(opened.recovery.readAhead).toEqual({ seq: 5 });
+    expect(b.store.head(1)).toEqual(heads[0]);
+    expect(contents(b, one)).toEqual(all('one'));
+    // Shard 2 is still read ahead, not served, and untouched by shard 1's open.
+    expect(b.store.isPrepared(2)).toBe(true);
+    expect(notHeld(b, two)).toBe('shard_not_owned');
+    expect((await b.store.openShard(2, 2)).recovery.readAhead).toEqual({ seq: 5 });
+    expect(b.store.head(2)).toEqual(heads[1]);
+    expect(contents(b, two)).toEqual(all('two'));
+    // The killed owner woken: its next write is refused.
+    await expect(a.memory.add({ tenant_id: one, content: 'after the failover', dedupe: false })).rejects.toThrow();
+    expect(contents(b, one)).toEqual(all('one'));
+  });
+
+  it('a log cut back to an older copy before the failover: that shard opens in full from the files, the other from its read-ahead, nothing mixed', async () => {
+    const { a, b, copy } = await standbyOf();
+    await gone(a);
+    writeFileSync(segment(1), copy);
+    const opened = await b.store.openShard(1, 2);
+    expect(opened.recovery.readAhead).toBeUndefined();
+    expect(contents(b, one)).toEqual(notes('one common', 3).sort());
+    expect(b.store.isPrepared(2)).toBe(true);
+    expect((await b.store.openShard(2, 2)).recovery.readAhead).toEqual({ seq: 5 });
+    expect(contents(b, two)).toEqual(all('two'));
+  });
+
+  it('a fork before the point read (an older copy put back, another owner writing): the standby serves the files\' chain, never a mix', async () => {
+    const { a, b, copy } = await standbyOf();
+    await gone(a);
+    writeFileSync(segment(1), copy);
+    const c = await enclave();
+    await c.store.openShard(1, 2);
+    await write(c, one, notes('fork', 2));
+    await c.store.closeShard(1);
+    const opened = await b.store.openShard(1, 3);
+    expect(opened.recovery.readAhead).toBeUndefined();
+    expect(b.store.head(1)).toEqual(c.store.head(1));
+    expect(contents(b, one)).toEqual([...notes('one common', 3), ...notes('fork', 2)].sort());
+    // Shard 2's read-ahead is still only that: not served.
+    expect(b.store.isPrepared(2)).toBe(true);
+    expect(notHeld(b, two)).toBe('shard_not_owned');
+  });
+
+  it('a snapshot replaced (the owner compacted) after the standby\'s read: it opens in full, with every change', async () => {
+    const { a, b } = await standbyOf();
+    await a.store.lastStore(1)!.compact();
+    await write(a, one, notes('after the snapshot', 2));
+    const opened = await b.store.openShard(1, 2);
+    expect(opened.recovery.readAhead).toBeUndefined();
+    expect(contents(b, one)).toEqual([...all('one'), ...notes('after the snapshot', 2)].sort());
+  });
+
+  it('the part read ahead tampered with: not read again, so that shard opens from its read-ahead and the tail; the next full open refuses the files; the other still read ahead', async () => {
+    const { a, b } = await standbyOf();
+    await gone(a);
+    const bytes = readFileSync(segment(1));
+    bytes[700] ^= 0x01;
+    writeFileSync(segment(1), bytes);
+    const opened = await b.store.openShard(1, 2);
+    expect(opened.recovery.readAhead).toEqual({ seq: 5 });
+    expect(contents(b, one)).toEqual(all('one'));
+    expect(b.store.isPrepared(2)).toBe(true);
+    expect(b.memory.usageOf((t) => t === two).memories).toBe(5);
+    await b.store.closeShard(1);
+    const c = await enclave();
+    await expect(c.store.openShard(1, 3)).rejects.toBeInstanceOf(CorruptStoreError);
   });
 });
