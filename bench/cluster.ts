@@ -424,13 +424,18 @@ export async function run(): Promise<void> {
   let single: Service | undefined;
   let cluster: ClusterService | undefined;
   const clients: LoadClient[] = [];
+  /** The cluster alone, filled: what the move-only and failover-only runs measure. */
+  const filledCluster = async () => {
+    cluster = await startClusterService({ enclaves: ENCLAVES, dir: join(dir, 'three') });
+    const c = cluster;
+    const three: Target = { name: CLUSTER, baseUrl: c.baseUrl, client: new LoadClient(c.baseUrl, 16), procs: () => c.procs() };
+    clients.push(three.client);
+    console.log(`${three.name}: ${n(TENANTS * PER_TENANT)} memories stored by batches at ${n(await fill(three))}/s (load ${load1()})`);
+    return { c, three };
+  };
   try {
     if (ONLY_MOVE) {
-      cluster = await startClusterService({ enclaves: ENCLAVES, dir: join(dir, 'three') });
-      const c = cluster;
-      const three: Target = { name: CLUSTER, baseUrl: c.baseUrl, client: new LoadClient(c.baseUrl, 16), procs: () => c.procs() };
-      clients.push(three.client);
-      console.log(`${three.name}: ${n(TENANTS * PER_TENANT)} memories stored by batches at ${n(await fill(three))}/s (load ${load1()})`);
+      const { c, three } = await filledCluster();
       for (let m = 0; m < MOVES; m++) {
         await settle(three);
         printMove(c, await plannedMove(c));
@@ -438,11 +443,7 @@ export async function run(): Promise<void> {
       return;
     }
     if (ONLY_FAILOVER) {
-      cluster = await startClusterService({ enclaves: ENCLAVES, dir: join(dir, 'three') });
-      const c = cluster;
-      const three: Target = { name: CLUSTER, baseUrl: c.baseUrl, client: new LoadClient(c.baseUrl, 16), procs: () => c.procs() };
-      clients.push(three.client);
-      console.log(`${three.name}: ${n(TENANTS * PER_TENANT)} memories stored by batches at ${n(await fill(three))}/s (load ${load1()})`);
+      const { c, three } = await filledCluster();
       await settle(three);
       await standbysRead(c);
       await settle(three);
