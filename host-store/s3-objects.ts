@@ -12,7 +12,7 @@ import {
 
 /** A conditional write found the object other than it expected (S3: 412, 409, or 404 for If-Match). */
 export class ObjectConflictError extends Error {
-  constructor(readonly key: string, status: number) {
+  constructor(readonly key: string, readonly status: number) {
     super(`the conditional write of ${key} failed (HTTP ${status})`);
     this.name = 'ObjectConflictError';
   }
@@ -45,6 +45,8 @@ const statusOf = (err: unknown): number | undefined => (err as { $metadata?: { h
  */
 export class S3Objects implements Objects {
   private readonly client: S3Client;
+  /** Whether this server compares If-Match with unquoted ETags (putIfMatch); unknown until a conditional put tells. */
+  private unquotedIfMatch: boolean | undefined;
 
   constructor(private readonly bucket: string, options: { endpoint?: string; region?: string; credentials?: { accessKeyId: string; secretAccessKey: string } } = {}) {
     this.client = new S3Client({
@@ -79,12 +81,36 @@ export class S3Objects implements Objects {
   }
 
   async put(key: string, bytes: Uint8Array, condition?: { ifAbsent: true } | { ifMatch: string }): Promise<{ etag: string }> {
+    if (condition && 'ifMatch' in condition) return this.putIfMatch(key, bytes, condition.ifMatch);
+    return this.conditionalPut(key, bytes, condition && { IfNoneMatch: '*' });
+  }
+
+  /**
+   * A put If-Match `etag`, as S3 returned it (quoted, as RFC 7232 has it). Some servers of S3's
+   * API (Ceph's RADOS Gateway, which DigitalOcean Spaces runs) compare If-Match on a PUT with the
+   * ETag without its quotes, and answer 412 to the quoted one. So a 412 while the object still has
+   * `etag` is read as that, and the put is sent once more with the ETag unquoted: still
+   * conditional, so a write in between is refused all the same. What the server wants is kept.
+   */
+  private async putIfMatch(key: string, bytes: Uint8Array, etag: string): Promise<{ etag: string }> {
+    const bare = etag.replace(/^"(.*)"$/, '$1');
+    if (this.unquotedIfMatch === true) return this.conditionalPut(key, bytes, { IfMatch: bare });
     try {
-      const res = await this.client.send(new PutObjectCommand({
-        Bucket: this.bucket, Key: key, Body: bytes,
-        ...(condition && 'ifAbsent' in condition ? { IfNoneMatch: '*' } : {}),
-        ...(condition && 'ifMatch' in condition ? { IfMatch: condition.ifMatch } : {}),
-      }));
+      const put = await this.conditionalPut(key, bytes, { IfMatch: etag });
+      this.unquotedIfMatch = false;
+      return put;
+    } catch (err) {
+      if (this.unquotedIfMatch === false || bare === etag || !(err instanceof ObjectConflictError) || err.status !== 412) throw err;
+      if ((await this.get(key))?.etag !== etag) throw err;
+      const put = await this.conditionalPut(key, bytes, { IfMatch: bare });
+      this.unquotedIfMatch = true;
+      return put;
+    }
+  }
+
+  private async conditionalPut(key: string, bytes: Uint8Array, condition?: { IfNoneMatch: '*' } | { IfMatch: string }): Promise<{ etag: string }> {
+    try {
+      const res = await this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: key, Body: bytes, ...condition }));
       return { etag: res.ETag! };
     } catch (err) {
       const status = statusOf(err);

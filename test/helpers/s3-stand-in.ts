@@ -10,6 +10,8 @@ import type { AddressInfo } from 'node:net';
  * in these tests, as the scripted model server is for chat; `npm test` runs the contract against
  * it, and against a real S3 endpoint when S3_TEST_ENDPOINT is set (test/unit/blob-store.test.ts).
  * One request is handled at a time, so each condition is checked and acted on atomically.
+ * `unquotedIfMatch` plays a server that compares a PUT's If-Match with the ETag without its
+ * quotes, as Ceph's RADOS Gateway 16 does (it answers 412 to the quoted ETag S3 clients send).
  */
 export interface S3StandIn {
   endpoint: string;
@@ -28,7 +30,7 @@ interface StoredObject {
 const md5 = (bytes: Buffer) => createHash('md5').update(bytes).digest('hex');
 const xml = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
 
-export async function startS3StandIn(bucket = 'agent-test', pageSize = 1000): Promise<S3StandIn> {
+export async function startS3StandIn(bucket = 'agent-test', pageSize = 1000, options: { unquotedIfMatch?: boolean } = {}): Promise<S3StandIn> {
   const objects = new Map<string, StoredObject>();
   const uploads = new Map<string, { key: string; parts: Map<number, Buffer> }>();
   let queue = Promise.resolve();
@@ -120,7 +122,7 @@ export async function startS3StandIn(bucket = 'agent-test', pageSize = 1000): Pr
     if (ifNoneMatch === '*' && existing) return error(res, 412, 'PreconditionFailed', 'At least one of the pre-conditions you specified did not hold');
     if (ifMatch !== undefined) {
       if (!existing) return error(res, 404, 'NoSuchKey', 'The specified key does not exist.');
-      if (ifMatch !== existing.etag) return error(res, 412, 'PreconditionFailed', 'At least one of the pre-conditions you specified did not hold');
+      if (ifMatch !== (options.unquotedIfMatch ? existing.etag.slice(1, -1) : existing.etag)) return error(res, 412, 'PreconditionFailed', 'At least one of the pre-conditions you specified did not hold');
     }
     objects.set(key, { bytes, etag });
     if (method === 'POST') return ok(res, `<?xml version="1.0" encoding="UTF-8"?><CompleteMultipartUploadResult><Bucket>${bucket}</Bucket><Key>${xml(key)}</Key><ETag>${xml(etag)}</ETag></CompleteMultipartUploadResult>`);

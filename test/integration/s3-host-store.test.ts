@@ -5,51 +5,50 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect } from '../../sdk/index.js';
-import { S3Objects } from '../../host-store/s3-objects.js';
 import { request } from '../helpers/http.js';
 import { agentKeys, issueKey } from '../helpers/processes.js';
-import { startS3StandIn, type S3StandIn } from '../helpers/s3-stand-in.js';
+import { testBucket, type TestBucket } from '../helpers/s3-bucket.js';
 import { freePort, startService, type RunningService } from '../helpers/service.js';
 import { repoRoot } from '../../common/paths.js';
 
 /**
  * The whole service with its host store on S3 (BLOB_STORE_S3, against the loopback stand-in of
- * S3's API): memories stored and found, every blob in the bucket and in DATA_DIR only a copy of
+ * S3's API, or a real S3 server: test/helpers/s3-bucket.ts): memories stored and found, every blob in the bucket and in DATA_DIR only a copy of
  * the simulated root the host's tools pin, all of it back after the host store and the enclave
  * are killed with SIGKILL and started again, and the operator's signed API keys put in the
  * bucket by hand.
  */
-let standIn: S3StandIn;
+let bucket: TestBucket;
+/** Where this run's service keeps its blobs: s3://<bucket>/<A>. */
+let A: string;
 let svc: RunningService;
 const api = (method: string, path: string, body?: unknown) => request(svc.baseUrl, method, path, body);
-const S3_ENV = { AWS_ACCESS_KEY_ID: 'stand-in', AWS_SECRET_ACCESS_KEY: 'stand-in', AWS_REGION: 'eu-west-1' };
 
 beforeAll(async () => {
-  standIn = await startS3StandIn('agent-bucket');
-  svc = await startService({
-    BLOB_STORE_S3: 's3://agent-bucket/service-a', S3_ENDPOINT: standIn.endpoint, ...S3_ENV,
-  });
+  bucket = await testBucket('agent-bucket');
+  A = `${bucket.prefix}service-a/`;
+  svc = await startService({ BLOB_STORE_S3: `s3://${bucket.name}/${A}`, ...bucket.env });
 });
 afterAll(async () => {
   await svc?.stop();
-  await standIn?.close();
+  await bucket?.close();
 });
 
 describe('the host store on S3', () => {
   it('keeps every blob in the bucket, under the prefix, and in DATA_DIR only the simulated root the host\'s tools pin', async () => {
     const added = await api('POST', '/v1/memory', { tenant_id: 's3', content: 'The spare key is under the blue flowerpot' });
     expect(added.status, added.text).toBe(200);
-    const keys = standIn.keys();
+    const keys = await bucket.keys(bucket.prefix);
     expect(keys.length).toBeGreaterThan(0);
-    expect(keys.every((k) => k.startsWith('service-a/'))).toBe(true);
+    expect(keys.every((k) => k.startsWith(A))).toBe(true);
     // The sealed log and the wrapped sealing key are among them; the contents are the enclave's, sealed.
-    expect(keys.some((k) => /service-a\/.*log/.test(k))).toBe(true);
-    for (const key of keys) expect(standIn.bytes(key)!.toString('latin1')).not.toContain('flowerpot');
+    expect(keys.some((k) => k.startsWith(A) && k.includes('log'))).toBe(true);
+    for (const key of keys) expect((await bucket.bytes(key))!.toString('latin1')).not.toContain('flowerpot');
     expect(readdirSync(svc.dataDir).filter((name) => !name.endsWith('.log'))).toEqual(['simulated-root.pem']);
     const root = readFileSync(join(svc.dataDir, 'simulated-root.pem'), 'utf8');
     // A copy of the blob the enclave keeps in the bucket (as a one-part blob), which verifies its attestation.
-    const copied = keys.find((k) => k.startsWith('service-a/.parts/simulated-root.pem/'));
-    expect(standIn.bytes(copied!)!.toString()).toBe(root);
+    const copied = keys.find((k) => k.startsWith(`${A}.parts/simulated-root.pem/`));
+    expect((await bucket.bytes(copied!))!.toString()).toBe(root);
     const tee = await connect({ baseUrl: svc.baseUrl, rootPem: root, insecureSkipPcrPinning: true });
     const found = await tee.sealedCall<{ data: Array<{ content: string }> }>('GET', '/v1/memory?tenant_id=s3&query=spare%20key&top_k=1');
     expect(found.body.data[0].content).toContain('flowerpot');
@@ -79,10 +78,11 @@ describe('the host store on S3', () => {
     const key = issueKey(join(dir, 'keys.json'), ['alpha']);
     const signed = agentKeys(['sign', '--file', join(dir, 'keys.json'), '--key', join(dir, 'operator.pem'), '--out', join(dir, 'api-keys.signed.json')]);
     expect(signed.status, signed.stderr).toBe(0);
-    const objects = new S3Objects('agent-bucket', { endpoint: standIn.endpoint, credentials: { accessKeyId: 'stand-in', secretAccessKey: 'stand-in' } });
-    await objects.put('service-k/api-keys.signed.json', readFileSync(join(dir, 'api-keys.signed.json')));
+    const objects = bucket.objects();
+    await objects.put(`${bucket.prefix}service-k/api-keys.signed.json`, readFileSync(join(dir, 'api-keys.signed.json')));
+    objects.close();
     const keyed = await startService({
-      BLOB_STORE_S3: 's3://agent-bucket/service-k', S3_ENDPOINT: standIn.endpoint, ...S3_ENV,
+      BLOB_STORE_S3: `s3://${bucket.name}/${bucket.prefix}service-k/`, ...bucket.env,
       API_KEYS_BLOB: 'api-keys.signed.json', OPERATOR_PUBKEY: pair.publicKey.export({ type: 'spki', format: 'der' }).subarray(-32).toString('base64'),
     });
     try {

@@ -1,7 +1,7 @@
 /**
  * Two enclaves, each with its own host store, on one S3 bucket (#38 item 3, as deploy/README.md
  * lays out a cluster): the blobs are shared only through the bucket, against the loopback
- * stand-in of S3's API. A takes shard 1 at generation 1 and stores memories; B opens it at
+ * stand-in of S3's API or a real S3 server (test/helpers/s3-bucket.ts). A takes shard 1 at generation 1 and stores memories; B opens it at
  * generation 2 through its own host store while A still runs (A's lease lapsed, say): B serves
  * A's memories, and A's next write, whose append's condition the bucket now refuses, answers
  * 503 shard_not_owned, never 200, and is stored nowhere.
@@ -14,11 +14,11 @@ import { SHARD_MISS_HEADER, shardOf } from '../../protocol/shards.js';
 import { connect } from '../../sdk/client.js';
 import { request } from '../helpers/http.js';
 import { startLone, type Lone } from '../helpers/processes.js';
-import { startS3StandIn, type S3StandIn } from '../helpers/s3-stand-in.js';
+import { testBucket, type TestBucket } from '../helpers/s3-bucket.js';
 import { freePort } from '../helpers/service.js';
 import { startShardPair, type ShardPair } from '../helpers/shard-pair.js';
 
-let standIn: S3StandIn;
+let bucket: TestBucket;
 let pair: ShardPair;
 let hostStoreB: Lone | undefined;
 let dataDirB: string;
@@ -27,11 +27,8 @@ const tenant = (() => {
 })();
 
 beforeAll(async () => {
-  standIn = await startS3StandIn('shared-bucket');
-  const s3 = {
-    BLOB_STORE_S3: 's3://shared-bucket/service', S3_ENDPOINT: standIn.endpoint,
-    AWS_ACCESS_KEY_ID: 'stand-in', AWS_SECRET_ACCESS_KEY: 'stand-in', AWS_REGION: 'eu-west-1',
-  };
+  bucket = await testBucket('shared-bucket');
+  const s3 = { BLOB_STORE_S3: `s3://${bucket.name}/${bucket.prefix}service/`, ...bucket.env };
   dataDirB = mkdtempSync(join(tmpdir(), 'shared-bucket-b-'));
   pair = await startShardPair(s3, {
     bEnv: async (a) => {
@@ -45,7 +42,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await pair?.stop();
   await hostStoreB?.stop();
-  await standIn?.close();
+  await bucket?.close();
   rmSync(dataDirB, { recursive: true, force: true });
 });
 
