@@ -84,6 +84,8 @@ export class Controller {
   private readonly ownerHeads = new Map<number, { seq: number; since: number }>();
   /** After a failed standby read, when that shard's may be tried again. */
   private readonly standbyRetryAt = new Map<number, number>();
+  /** Each member's most read-aheads at once, as its enclave last said (Shards): what it may stand by for. */
+  private readonly readAheadMax = new Map<string, number>();
 
   constructor(private readonly client: Etcd3, private readonly hosts: ShardHosts, private readonly options: ControllerOptions, private readonly log: Logger) {
     this.map = new ShardMap(client, options.prefix);
@@ -235,7 +237,8 @@ export class Controller {
     // Live members (by their lease), not only those that answered this pass: one slow to answer
     // Shards on a busy machine keeps its standbys, whose reads would otherwise move and start over.
     const before = this.standbyOf;
-    this.standbyOf = chooseStandbys(owners, [...view.members.keys()], before);
+    for (const [id, h] of held) if (h?.preparedMax) this.readAheadMax.set(id, h.preparedMax);
+    this.standbyOf = chooseStandbys(owners, [...view.members.keys()], before, this.readAheadMax);
     for (const [shard, id] of this.standbyOf) if (before.get(shard) !== id) this.log.info({ shard, standby: id, was: before.get(shard), owner: owners.get(shard) }, 'standby named');
     // Shards being opened keep the standby they had (their open may fail and the owner stay lost).
     for (const [shard, id] of before) if (!owners.has(shard) && view.members.has(id) && view.shards.get(shard)?.owner !== id) this.standbyOf.set(shard, id);

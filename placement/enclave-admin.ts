@@ -15,6 +15,8 @@ export interface HeldShards {
   heads?: Map<number, number>;
   /** shard → the seq its read-ahead reached, for the shards read ahead, not served (absent: not reported). */
   prepared?: Map<number, number>;
+  /** The most shards it keeps read ahead at once (PREPARED_SHARDS_MAX; absent: not reported). */
+  preparedMax?: number;
 }
 
 /**
@@ -46,12 +48,13 @@ export class GrpcShardHosts implements ShardHosts {
   }
 
   async shards(address: string): Promise<HeldShards> {
-    const reply = await this.call<{ count: number; open: Array<{ shard: number; generation: string; seq: string }>; prepared?: Array<{ shard: number; seq: string }> }>(address, this.timeoutMs, (c, o, cb) => c.Shards({}, o, cb));
+    const reply = await this.call<{ count: number; open: Array<{ shard: number; generation: string; seq: string }>; prepared?: Array<{ shard: number; seq: string }>; prepared_max?: number }>(address, this.timeoutMs, (c, o, cb) => c.Shards({}, o, cb));
     return {
       count: reply.count,
       open: new Map(reply.open.map((s) => [s.shard, Number(s.generation)])),
       heads: new Map(reply.open.map((s) => [s.shard, Number(s.seq)])),
       prepared: new Map((reply.prepared ?? []).map((s) => [s.shard, Number(s.seq)])),
+      ...(reply.prepared_max ? { preparedMax: reply.prepared_max } : {}),
     };
   }
 

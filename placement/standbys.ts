@@ -25,9 +25,12 @@ export interface StandbyRead {
  * the members. One already named stays while it qualifies, unless a member would stand by for two
  * fewer of that owner's shards, or two fewer in all (one such move a call: each costs a read of
  * the shard); the rest go to the qualifying member with the fewest of that owner's, then the
- * fewest in all, then by id. No standby where the owner is the only member.
+ * fewest in all, then by id. No standby where the owner is the only member. A member stands by
+ * for at most its `capacity` (the read-aheads its enclave keeps at once, PREPARED_SHARDS_MAX; no
+ * limit where absent): past it its enclave would refuse the read, and the shard would have no
+ * standby while another member had room. A shard no member has room for has none.
  */
-export function chooseStandbys(owners: ReadonlyMap<number, string>, live: readonly string[], current: ReadonlyMap<number, string>): Map<number, string> {
+export function chooseStandbys(owners: ReadonlyMap<number, string>, live: readonly string[], current: ReadonlyMap<number, string>, capacity: ReadonlyMap<string, number> = new Map()): Map<number, string> {
   const members = [...live].sort();
   const loads = new Map(members.map((m) => [m, 0]));
   const pairs = new Map<string, number>();
@@ -36,11 +39,12 @@ export function chooseStandbys(owners: ReadonlyMap<number, string>, live: readon
     loads.set(m, loads.get(m)! + by);
     pairs.set(`${owners.get(shard)} ${m}`, pair(owners.get(shard)!, m) + by);
   };
+  const room = (m: string) => loads.get(m)! < (capacity.get(m) ?? Infinity);
   const chosen = new Map<number, string>();
   const shards = [...owners.keys()].sort((a, b) => a - b);
   for (const shard of shards) {
     const kept = current.get(shard);
-    if (kept !== undefined && loads.has(kept) && kept !== owners.get(shard)) {
+    if (kept !== undefined && loads.has(kept) && kept !== owners.get(shard) && room(kept)) {
       chosen.set(shard, kept);
       count(shard, kept, 1);
     }
@@ -49,7 +53,7 @@ export function chooseStandbys(owners: ReadonlyMap<number, string>, live: readon
     const owner = owners.get(shard)!;
     let found: string | undefined;
     for (const m of members) {
-      if (m === owner) continue;
+      if (m === owner || !room(m)) continue;
       if (found === undefined || pair(owner, m) < pair(owner, found) || (pair(owner, m) === pair(owner, found) && loads.get(m)! < loads.get(found)!)) found = m;
     }
     return found;

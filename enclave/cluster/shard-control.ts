@@ -76,7 +76,7 @@ export function shardControl(store: ShardedStore, memory: MemoryService, log: Lo
       closing.then(() => callback(null, state(shard)), (err: unknown) => callback(refusal(err, 'close', shard, log)));
     },
     Shards: (_call: unknown, callback: grpc.sendUnaryData<ShardsReply>) => {
-      callback(null, { count: store.count, open: store.open.map(state), prepared: store.preparedHeads.map(prepared) });
+      callback(null, { count: store.count, open: store.open.map(state), prepared: store.preparedHeads.map(prepared), prepared_max: store.preparedMax });
     },
   };
 }

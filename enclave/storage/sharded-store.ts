@@ -209,7 +209,7 @@ export class ShardedStore implements MemoryJournal {
    */
   prepareShard(shard: number, keepMs?: number): Promise<PreparedStore> {
     this.checkShard(shard);
-    const max = this.options.maxPrepared ?? DEFAULT_MAX_PREPARED;
+    const max = this.preparedMax;
     const kept = new Set([...this.prepared.keys(), ...this.preparing.keys()]);
     if (!kept.has(shard) && kept.size >= max) {
       throw new PreparedLimitError(`${this.shardName(shard)} not read ahead: this enclave keeps ${kept.size} shard${kept.size === 1 ? '' : 's'} read ahead already (shards ${[...kept].sort((x, y) => x - y).join(', ')}), its most (PREPARED_SHARDS_MAX ${max})`);
@@ -256,6 +256,11 @@ export class ShardedStore implements MemoryJournal {
   }
 
   /** The shards read ahead now, in order, each with the head its read reached (the Shards RPC: the host refreshes standbys by it). */
+  /** The most shards read ahead at once (maxPrepared). */
+  get preparedMax(): number {
+    return this.options.maxPrepared ?? DEFAULT_MAX_PREPARED;
+  }
+
   get preparedHeads(): Array<{ shard: number; head: StateHead }> {
     return [...this.prepared].sort(([x], [y]) => x - y).map(([shard, { store }]) => ({ shard, head: store.head }));
   }

@@ -64,7 +64,7 @@ const rootPem = () => readFileSync(join(pair.a.dataDir, 'simulated-root.pem'), '
 
 describe('SHARDS_OPEN=none', () => {
   it('starts healthy with the shard map and no shard open, and refuses every tenant with 503 shard_not_owned and the shard in x-tee-shard-miss', async () => {
-    expect(await pair.rpcB.shards()).toEqual({ count: 4, open: [], prepared: [] });
+    expect(await pair.rpcB.shards()).toEqual({ count: 4, open: [], prepared: [], prepared_max: 4 });
     expect((await fetch(`${pair.b.baseUrl}/healthz`)).status).toBe(200);
     const res = await request(pair.b.baseUrl, 'POST', '/v1/memory', { tenant_id: tenant, content: 'nobody holds shard 1' });
     expect(res.status, res.text).toBe(503);

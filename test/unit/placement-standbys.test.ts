@@ -36,6 +36,24 @@ describe('chooseStandbys', () => {
     expect([...perMember(chosen).values()]).toEqual([4, 4, 4]);
   });
 
+  it('names a member standby for no more shards than its enclave keeps read ahead, after a failover left one member owning none', () => {
+    // 12 shards on 3 enclaves, b lost and back: a and c own 6 each, b none. Spread by owner alone,
+    // b would stand by for 6, and its enclave (PREPARED_SHARDS_MAX 4) refuse 2 of the reads.
+    const placed = owners('a', 'a', 'c', 'a', 'c', 'a', 'c', 'a', 'c', 'a', 'c', 'c');
+    const capacity = new Map([['a', 4], ['b', 4], ['c', 4]]);
+    const chosen = chooseStandbys(placed, ['a', 'b', 'c'], new Map(), capacity);
+    expect(chosen.size).toBe(12);
+    for (const [shard, id] of chosen) expect(id).not.toBe(placed.get(shard));
+    expect(perMember(chosen).get('b')).toBe(4);
+    expect(Math.max(...perMember(chosen).values())).toBeLessThanOrEqual(4);
+    // Standbys named before, past a member's room, go elsewhere; and where no member has room, a shard has none.
+    const before = new Map([...placed.keys()].map((shard) => [shard, 'b']));
+    expect(perMember(chooseStandbys(placed, ['a', 'b', 'c'], before, capacity)).get('b')).toBe(4);
+    const tight = chooseStandbys(placed, ['a', 'b', 'c'], new Map(), new Map([['a', 1], ['b', 2], ['c', 1]]));
+    expect(tight.size).toBe(4);
+    expect(Object.fromEntries(perMember(tight))).toEqual({ a: 1, b: 2, c: 1 });
+  });
+
   it('none where the owner is the only member', () => {
     expect(chooseStandbys(owners('a', 'a'), ['a'], new Map()).size).toBe(0);
   });
