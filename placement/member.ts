@@ -1,4 +1,4 @@
-import { EtcdLeaseInvalidError, type Etcd3, type Lease } from 'etcd3';
+import { EtcdLeaseInvalidError, type Etcd3, type Lease, type Watcher } from 'etcd3';
 import type { Logger } from '../common/logger.js';
 import { clusterKeys } from './cluster-keys.js';
 import type { ShardHosts } from './enclave-admin.js';
@@ -10,6 +10,12 @@ export interface MemberOptions {
   prefix: string;
   ttlSeconds: number;
 }
+
+/**
+ * Ticks between two namings of the peers while nothing says they changed: a safety net only
+ * (a change of the members is seen by a watch, an enclave restarted by its Health failing).
+ */
+export const RENAME_EVERY_TICKS = 10;
 
 /**
  * An enclave's registration in etcd, kept by the host process beside it: `<prefix>/members/<id>`
@@ -25,17 +31,41 @@ export class Member {
   private registered = false;
   /** SetPeers in flight, if any. */
   private naming?: Promise<void>;
+  /**
+   * Whether the enclave must be told the members again: they changed (the watch), its Health
+   * failed (it may have restarted and know none), or the last naming failed. Naming every tick
+   * cost each enclave and its placement process two round trips a second at rest.
+   */
+  private peersStale = true;
+  /** Ticks since the enclave was last told the members. */
+  private sinceNamed = 0;
+  private watcher?: Watcher;
 
   constructor(private readonly client: Etcd3, private readonly hosts: ShardHosts, private readonly options: MemberOptions, private readonly log: Logger) {}
 
   start(): void {
+    void this.watchMembers();
     void this.tick();
+  }
+
+  private async watchMembers(): Promise<void> {
+    const watcher = await this.client.watch().prefix(clusterKeys(this.options.prefix).members).create().catch(() => undefined);
+    if (!watcher) return; // named on the safety net's ticks only
+    if (this.stopped) return void watcher.cancel().catch(() => undefined);
+    this.watcher = watcher;
+    const stale = () => { this.peersStale = true; };
+    // 'connected' too: events missed while the watch was down are not replayed.
+    watcher.on('put', stale);
+    watcher.on('delete', stale);
+    watcher.on('connected', stale);
+    watcher.on('error', () => undefined);
   }
 
   /** Stops renewing; `revoke` also deletes the registration at once (a planned stop). */
   async stop(revoke: boolean): Promise<void> {
     this.stopped = true;
     clearTimeout(this.timer);
+    void this.watcher?.cancel().catch(() => undefined);
     const lease = this.lease;
     this.lease = undefined;
     if (!lease) return;
@@ -51,14 +81,21 @@ export class Member {
       await this.renew();
       // Not waited for: a slow answer (a busy enclave) would put off the next renewal, and a lease
       // renewed a third of the TTL after a tick that took half of it lapses while the enclave lives.
-      if (!this.naming) {
+      this.sinceNamed++;
+      if (!this.naming && (this.peersStale || this.sinceNamed >= RENAME_EVERY_TICKS)) {
+        this.peersStale = false;
+        this.sinceNamed = 0;
         this.naming = this.tellPeers()
-          .catch((err: unknown) => this.log.warn({ member: this.options.id, err: String(err) }, 'could not name the other members to the enclave'))
+          .catch((err: unknown) => {
+            this.peersStale = true;
+            this.log.warn({ member: this.options.id, err: String(err) }, 'could not name the other members to the enclave');
+          })
           .finally(() => { this.naming = undefined; });
       }
     } catch (err) {
       if (this.registered) this.log.warn({ member: this.options.id, err: String(err) }, 'enclave not answering or etcd not reachable; lease not renewed');
       this.registered = false;
+      this.peersStale = true;
     }
     // A third of the TTL from this tick's start, not its end: a slow Health does not stretch the gap.
     if (!this.stopped) this.timer = setTimeout(() => void this.tick(), Math.max(0, period - (Date.now() - started)));

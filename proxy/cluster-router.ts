@@ -18,6 +18,9 @@ export interface ClusterRouterOptions {
   retryWaitMs: number;
 }
 
+/** Tenants whose shard the router keeps (a tenant id is at most 128 characters: a few MB at most). */
+const TENANT_SHARDS_KEPT = 20_000;
+
 /**
  * The proxy's view of a cluster of enclaves: it watches the shard map in etcd and sends each
  * request to its shard's owner (proxy/destination.ts says which shard). An enclave that does
@@ -33,6 +36,8 @@ export class ClusterRouter implements EnclaveLink {
   private readonly changed = new Set<() => void>();
   private next = 0;
   private readonly map: ShardMap;
+  /** Tenants' shards at `shardsOf.count`: a SHA-256 a request otherwise (protocol/shards.ts). Cleared when full. */
+  private readonly shardsOf = { count: 0, byTenant: new Map<string, number>() };
 
   constructor(private readonly client: Etcd3, private readonly options: ClusterRouterOptions, private readonly log: Logger) {
     this.map = new ShardMap(client, options.prefix);
@@ -122,7 +127,15 @@ export class ClusterRouter implements EnclaveLink {
     if (!destination || 'anyEnclave' in destination) return undefined;
     if ('shard' in destination) return destination.shard;
     const count = this.view?.count;
-    return count === undefined ? 0 : shardOf(destination.tenant, count);
+    if (count === undefined) return 0;
+    const cache = this.shardsOf;
+    if (cache.count !== count || cache.byTenant.size >= TENANT_SHARDS_KEPT) {
+      cache.byTenant.clear();
+      cache.count = count;
+    }
+    let shard = cache.byTenant.get(destination.tenant);
+    if (shard === undefined) cache.byTenant.set(destination.tenant, shard = shardOf(destination.tenant, count));
+    return shard;
   }
 
   /** The owner's address of `shard` (undefined shard: any live member, in turn), if it is live. */

@@ -494,6 +494,20 @@ export class MemoryService {
     return { tenants, memories };
   }
 
+  /** Tenants and memories held, by the group `groupOf` puts each tenant in (its shard), in one pass over the tenants. */
+  usageBy(groupOf: (tenantId: string) => number): Map<number, { tenants: number; memories: number }> {
+    const usage = new Map<number, { tenants: number; memories: number }>();
+    for (const [tenantId, tenant] of this.tenants) {
+      const group = groupOf(tenantId);
+      const counts = usage.get(group);
+      if (counts) {
+        counts.tenants++;
+        counts.memories += tenant.size;
+      } else usage.set(group, { tenants: 1, memories: tenant.size });
+    }
+    return usage;
+  }
+
   /** Every memory with its vector and history: what a snapshot holds. */
   *entries(): Generator<MemoryEntry> {
     for (const tenant of this.tenants.values()) {

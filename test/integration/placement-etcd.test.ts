@@ -96,10 +96,14 @@ class StandInEnclaves implements ShardHosts {
   /** How long SetPeers takes to answer (a busy enclave). */
   setPeersMs = 0;
 
+  /** SetPeers calls each enclave answered. */
+  readonly namings = new Map<string, number>();
+
   async setPeers(address: string, peers: string[]): Promise<void> {
     this.get(address);
     if (this.setPeersMs > 0) await new Promise((r) => setTimeout(r, this.setPeersMs));
     this.peers.set(address, peers);
+    this.namings.set(address, (this.namings.get(address) ?? 0) + 1);
   }
 
   holders(shard: number): string[] {
@@ -187,6 +191,31 @@ describe('membership', () => {
       expect(hosts.peers.get('p2:1')).toEqual(['p1:1', 'p3:1']);
       await members[0].stop(true);
       await waitFor(async () => hosts.peers.get('p2:1')?.join() === 'p3:1', 15_000);
+    } finally {
+      await Promise.all(members.map((m) => m.stop(true)));
+    }
+  }, 60_000);
+
+  it('an enclave is told the members again when they change or its Health failed (it may have restarted), not on every renewal', async () => {
+    const prefix = freshPrefix();
+    const hosts = new StandInEnclaves(1);
+    const members = startMembers(prefix, hosts, ['q1', 'q2']);
+    try {
+      await waitFor(async () => hosts.peers.get('q1:1')?.length === 1 && hosts.peers.get('q2:1')?.length === 1, 15_000);
+      await new Promise((r) => setTimeout(r, 1500));
+      const told = hosts.namings.get('q1:1');
+      // About 4 renewals at a TTL of 2 s, fewer than the safety net's RENAME_EVERY_TICKS: the same members are not named again.
+      await new Promise((r) => setTimeout(r, 2700));
+      expect(hosts.namings.get('q1:1')).toBe(told);
+      // A third member registers: told at once (the watch), not at the safety net.
+      members.push(...startMembers(prefix, hosts, ['q3']));
+      await waitFor(async () => hosts.peers.get('q1:1')?.join() === 'q2:1,q3:1', 4000);
+      // q1's enclave stops answering for less than its lease and comes back knowing no members (a restart): told again.
+      hosts.enclaves.get('q1:1')!.alive = false;
+      await new Promise((r) => setTimeout(r, 900));
+      hosts.peers.delete('q1:1');
+      hosts.enclaves.get('q1:1')!.alive = true;
+      await waitFor(async () => hosts.peers.get('q1:1')?.join() === 'q2:1,q3:1', 4000);
     } finally {
       await Promise.all(members.map((m) => m.stop(true)));
     }
