@@ -81,10 +81,10 @@ export function chooseStandbys(owners: ReadonlyMap<number, string>, live: readon
 
 /**
  * How far a shard's head must have moved past its standby's read, as a share of the changes read,
- * before the standby reads it again. A read costs the whole shard; the failover's open applies
- * what was written since. At a quarter, a failover applies at most about a quarter of a full read
- * more (plus what one refresh interval adds), and a standby spends about four reads of a change
- * for each change written, whatever the shard's size.
+ * before the standby reads it again. A refresh reads on from the last read, only what was written
+ * since (the whole shard again after a compaction); the failover's open applies what was written
+ * since the last refresh. At a quarter, a failover applies at most about a quarter of a full read
+ * more (plus what one refresh interval adds), and few refreshes are made however large the shard.
  */
 export const REFRESH_GROWTH = 0.25;
 

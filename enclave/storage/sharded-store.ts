@@ -6,6 +6,7 @@ import type { MemoryEvent, ReplayMark, RestoredEvent } from '../memory/types.js'
 import { ApiError, unavailable } from '../../common/errors.js';
 import { CorruptStoreError, PreparedLimitError, PreparedStateStale, ShardHeldError, StaleOwnerError } from './errors.js';
 import { logGeneration } from './log-file.js';
+import { OpenFirst } from './open-first.js';
 import { newShardMap, readShardMap, SHARD_FOLDER, SHARD_MAP_NAME, writeShardMap, type ShardMap } from './shard-map.js';
 import { SNAPSHOT_NAME } from './snapshot.js';
 import { genesisHead, sameHead, type StateHead } from './state-head.js';
@@ -86,6 +87,8 @@ export class ShardedStore implements MemoryJournal {
   private readonly prepared = new Map<number, { store: PreparedStore; timer: NodeJS.Timeout }>();
   /** Shards whose prepareShard is queued or running: with `prepared`, what counts against maxPrepared. */
   private readonly preparing = new Map<number, number>();
+  /** Opens asked for, which read-aheads of other shards step aside for. */
+  private readonly openFirst = new OpenFirst();
 
   private constructor(readonly map: ShardMap, private readonly options: ShardedOptions, private readonly target: ShardTarget) {
     this.held = new Array<DurableStore | undefined>(map.count).fill(undefined);
@@ -202,10 +205,13 @@ export class ShardedStore implements MemoryJournal {
    * the log written since, if the files still continue what was read, and opens it in full
    * otherwise. Several shards may be kept read ahead (a warm standby of each: docs/cluster.md), at
    * most `maxPrepared`, each taking its memory a second time in the service: beyond it, refused
-   * (PreparedLimitError) before anything is read. A shard prepared again is read again from the
-   * start. One not opened within `keepMs` (default `preparedTtlMs`, at most PREPARED_KEEP_MAX_MS),
-   * or closed, leaves memory. Refused (ShardHeldError) for a shard this enclave serves; a shard
-   * held but taken over by a newer owner is let go first.
+   * (PreparedLimitError) before anything is read. A shard prepared again (a standby's refresh) is
+   * read on from where its last read ended, only what was written since, as openShard does; where
+   * the files no longer continue that read, read again from the start. Its read steps aside while
+   * an open of another shard is asked for (open-first.ts). One not opened within `keepMs` (default
+   * `preparedTtlMs`, at most PREPARED_KEEP_MAX_MS), or closed, leaves memory. Refused
+   * (ShardHeldError) for a shard this enclave serves; a shard held but taken over by a newer owner
+   * is let go first.
    */
   prepareShard(shard: number, keepMs?: number): Promise<PreparedStore> {
     this.checkShard(shard);
@@ -221,15 +227,13 @@ export class ShardedStore implements MemoryJournal {
       const name = this.shardName(shard);
       if (current && !current.takenOver) throw new ShardHeldError(`${name} is served by this enclave: there is nothing to prepare`);
       if (current) await this.release(shard, current);
-      // Read again from the start: an older read may be of files rewritten since.
-      if (this.takePrepared(shard)) this.drop(shard);
       const { prefix, storeId } = this.map.shards[shard];
-      let prepared: PreparedStore;
+      const options: StoreOptions = { ...this.options, blobs: this.openFirst.reading(this.options.blobs, shard), prefix, storeId: storeId || undefined, name, shard, reembed: undefined };
+      const earlier = this.takePrepared(shard);
+      let prepared: PreparedStore | undefined;
       try {
-        prepared = await DurableStore.prepare(
-          { ...this.options, prefix, storeId: storeId || undefined, name, shard, reembed: undefined },
-          shardTarget(this.target, shard, this.map.count, name, this.shardCache),
-        );
+        if (earlier) prepared = await this.readOn(shard, 'reading it again in full', () => DurableStore.refresh(earlier, options));
+        prepared ??= await DurableStore.prepare(options, shardTarget(this.target, shard, this.map.count, name, this.shardCache));
       } catch (err) {
         this.drop(shard);
         throw err;
@@ -239,7 +243,7 @@ export class ShardedStore implements MemoryJournal {
       }).catch(() => {}), keep);
       timer.unref();
       this.prepared.set(shard, { store: prepared, timer });
-      this.options.log?.info({ shard, seq: prepared.head.seq, keepMs: keep }, 'shard read ahead of its open: not served until then');
+      this.options.log?.info({ shard, seq: prepared.head.seq, keepMs: keep, ...(prepared.readOnFrom ? { from: prepared.readOnFrom.seq } : {}) }, 'shard read ahead of its open: not served until then');
       return prepared;
     });
     void run.catch(() => {}).finally(() => {
@@ -282,18 +286,19 @@ export class ShardedStore implements MemoryJournal {
   }
 
   /**
-   * Opens a shard from its read-ahead: only the log written since is applied. When the files no
-   * longer continue what was read (PreparedStateStale), or a part written since is damaged, what
-   * was read goes and the shard is read in full (undefined), so the answer is always a full
-   * open's. Other refusals (a newer owner, an older copy than witnessed) are a full open's too.
+   * Continues a shard's read-ahead (`go`: its open, or its refresh): only the log written since
+   * is applied. When the files no longer continue what was read (PreparedStateStale), or a part
+   * written since is damaged, what was read goes and the shard is to be read in full (undefined,
+   * `then` says so in the log), so the answer is always a full read's. Other refusals (a newer
+   * owner, an older copy than witnessed) are a full open's too.
    */
-  private async resume(shard: number, prepared: PreparedStore, options: StoreOptions, target: StoreTarget): Promise<DurableStore | undefined> {
+  private async readOn<T>(shard: number, then: string, go: () => Promise<T>): Promise<T | undefined> {
     try {
-      return await DurableStore.resume(prepared, options, target);
+      return await go();
     } catch (err) {
       if (!(err instanceof PreparedStateStale || err instanceof CorruptStoreError)) throw err;
       this.drop(shard);
-      this.options.log?.warn({ shard, err: err.message }, 'the shard read ahead does not continue into its files now: dropped it, opening the shard in full');
+      this.options.log?.warn({ shard, err: err.message }, `the shard read ahead does not continue into its files now: dropped it, ${then}`);
       return undefined;
     }
   }
@@ -305,7 +310,7 @@ export class ShardedStore implements MemoryJournal {
    */
   private openAt(shard: number, generation: number, outrank: boolean, atStart: boolean, checks: ShardChecks = {}): Promise<DurableStore> {
     this.checkShard(shard);
-    return this.oneAtATime(shard, async () => {
+    return this.openFirst.track(shard, this.oneAtATime(shard, async () => {
       const current = this.held[shard];
       if (current && !current.takenOver && current.ownerGeneration === generation) return current;
       const name = this.shardName(shard);
@@ -320,7 +325,7 @@ export class ShardedStore implements MemoryJournal {
       let store: DurableStore | undefined;
       try {
         const prepared = this.takePrepared(shard);
-        if (prepared) store = await this.resume(shard, prepared, options, target);
+        if (prepared) store = await this.readOn(shard, 'opening the shard in full', () => DurableStore.resume(prepared, options, target));
         store ??= await DurableStore.open(options, target);
       } catch (err) {
         // A shard is served whole or not at all: what was replayed before the refusal goes.
@@ -337,7 +342,7 @@ export class ShardedStore implements MemoryJournal {
       this.last[shard] = store;
       if (count > 1 || this.options.openShards === 'none') this.options.log?.info({ shard, generation: store.ownerGeneration, ...store.recovery }, 'shard recovered');
       return store;
-    });
+    }));
   }
 
   /**

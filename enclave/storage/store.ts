@@ -135,12 +135,27 @@ export class DurableStore implements MemoryJournal {
    * caller opens the store in full instead. A prepared store is resumed once.
    */
   static async resume(prepared: PreparedStore, options: StoreOptions, target: StoreTarget): Promise<DurableStore> {
+    return DurableStore.finishOpen(options, target, await DurableStore.readOn(prepared, options));
+  }
+
+  /**
+   * Reads a store read ahead by prepare() on to the log's end now, as resume() does, and writes
+   * nothing: a standby's refresh costs what the owner wrote since, not the whole store. Same
+   * refusals as resume() (PreparedStateStale, CorruptStoreError: the caller drops what was
+   * applied and reads the store in full). `prepared` is used up; the store returned continues it.
+   */
+  static async refresh(prepared: PreparedStore, options: StoreOptions): Promise<PreparedStore> {
+    return new PreparedStore(await DurableStore.readOn(prepared, options));
+  }
+
+  /** A read ahead, continued to the log's end now (store-read.ts readTail), if it is of this store. */
+  private static async readOn(prepared: PreparedStore, options: StoreOptions): Promise<StoreRead> {
     const read = prepared.take();
     if ((options.prefix ?? MEMORY_PREFIX) !== read.prefix || (options.storeId !== undefined && read.chain.storeId !== options.storeId)) {
       throw new PreparedStateStale(`${options.name ?? read.prefix} was read ahead as another store`);
     }
     await readTail(options, read);
-    return DurableStore.finishOpen(options, target, read);
+    return read;
   }
 
   /** A read, letting go of the snapshot's stream when it ends, refused or not (not when it is garbage collected). */
@@ -507,7 +522,12 @@ function logMeta(options: StoreOptions, generation: number, storeId: string, las
 export class PreparedStore {
   private used = false;
 
-  constructor(private readonly read: StoreRead) {}
+  /** Set when this read continued an earlier one (a refresh): the head that one had reached. */
+  readonly readOnFrom?: { seq: number };
+
+  constructor(private readonly read: StoreRead) {
+    if (read.readAhead) this.readOnFrom = { ...read.readAhead };
+  }
 
   /** The head the read reached (the genesis of an empty store). */
   get head(): StateHead {

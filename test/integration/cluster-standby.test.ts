@@ -4,7 +4,8 @@
  * kept read ahead on a member other than its owner, which serves nothing of it; after SIGKILL of
  * an owner, its shards are opened by their standbys from the read-ahead (the placement's
  * "shard assigned" line says standby, the enclave's "shard recovered" line names the head read
- * ahead), with every acknowledged write there and every client's heads only going forward.
+ * ahead), with every acknowledged write there and every client's heads only going forward. The
+ * standbys' refreshes before the kill read on from their last read, only what was written since.
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -49,6 +50,8 @@ async function standbys(): Promise<Map<number, { id: string; address: string; se
 
 /** The JSON log lines of every process so far with this message. */
 const lines = (msg: string) => cluster.output().split('\n').filter((l) => l.includes(`"msg":"${msg}"`)).map((l) => JSON.parse(l.slice(l.indexOf('{'))) as Record<string, unknown>);
+/** A standby's refreshes of `shard` that read on from its last read (only what was written since), not the whole shard again. */
+const readOn = (shard: number) => lines('shard read ahead of its open: not served until then').filter((l) => l.shard === shard && typeof l.from === 'number');
 
 describe('warm standbys', () => {
   it('each shard is read ahead on a member other than its owner, which refuses its tenants until the switch; after SIGKILL of an owner its standbys open its shards from the read-ahead, nothing lost, no head back', async () => {
@@ -71,14 +74,15 @@ describe('warm standbys', () => {
       }
     }
 
-    // Every shard gets a standby, not its owner, and the victim's standbys read past those writes.
+    // Every shard gets a standby, not its owner, and the victim's standbys read past those writes
+    // by a refresh that read on from their first read (of the shard before the writes).
     let ready = new Map<number, { id: string; address: string; seq: number }>();
     await waitFor(async () => {
       ready = await standbys();
       const placed = await cluster.view();
       return [...Array(SHARDS).keys()].every((s) => ready.has(s) && ready.get(s)!.id !== placed.shards.get(s)!.owner)
-        && lost.every((s) => ready.get(s)!.seq >= 5);
-    }, 90_000, () => JSON.stringify([...ready]));
+        && lost.every((s) => ready.get(s)!.seq >= 5 && readOn(s).some((l) => (l.seq as number) >= 5));
+    }, 90_000, () => JSON.stringify({ ready: [...ready], reads: lines('shard read ahead of its open: not served until then'), notReadOn: lines('the shard read ahead does not continue into its files now: dropped it, reading it again in full') }));
 
     // A standby serves nothing of its read-ahead: sent straight to it, its tenant is refused, nothing written.
     const [shard0] = lost;

@@ -9,7 +9,7 @@
  * say otherwise: B opens in full (the files' answer) or refuses, as an open without it would.
  */
 import { randomBytes } from 'node:crypto';
-import { readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { BlobStore } from '../../common/blob-store.js';
@@ -18,7 +18,8 @@ import { Freshness, type FoundStore } from '../../enclave/cluster/freshness.js';
 import { MemoryService } from '../../enclave/memory/memory-service.js';
 import { CorruptStoreError, PreparedLimitError, ShardHeldError, StaleOwnerError } from '../../enclave/storage/errors.js';
 import { logName } from '../../enclave/storage/log-file.js';
-import { ShardedStore, type ShardedOptions } from '../../enclave/storage/sharded-store.js';
+import { SNAPSHOT_NAME } from '../../enclave/storage/snapshot.js';
+import { ShardedStore, type ShardChecks, type ShardedOptions } from '../../enclave/storage/sharded-store.js';
 import { shardOf } from '../../protocol/shards.js';
 import { storeFixture } from '../helpers/store-fixture.js';
 
@@ -56,6 +57,20 @@ const notHeld = (e: Enclave, tenant: string) => {
   } catch (err) {
     return err instanceof ApiError ? err.code : err;
   }
+};
+
+/** The hostile-host cases run for the switch, and for a standby's refresh (a prepare again) made first, then the switch. */
+const modes = [['the switch', false], ['a refresh, then the switch', true]] as const;
+
+/**
+ * B's switch to shard 1 at `generation`: its open, or (`refreshFirst`) a refresh of its read-ahead
+ * and then its open. `continued`: where the read that went on from the read-ahead started (the
+ * refresh's when there is one, else the open's); undefined when it read in full instead.
+ */
+const switching = (refreshFirst: boolean) => async (b: Enclave, generation: number, checks?: ShardChecks) => {
+  const refreshed = refreshFirst ? await b.store.prepareShard(1) : undefined;
+  const opened = await b.store.openShard(1, generation, checks);
+  return { opened, refreshed, continued: refreshed ? refreshed.readOnFrom : opened.recovery.readAhead };
 };
 
 describe('a shard read ahead, then opened', () => {
@@ -161,7 +176,7 @@ describe('a read-ahead never switched to', () => {
     expect(() => b.store.prepareShard(2)).toThrow(PreparedLimitError);
     expect(b.store.isPrepared(2)).toBe(false);
     expect(b.memory.usageOf((t) => t === two)).toEqual({ tenants: 0, memories: 0 });
-    // A refresh of the one kept is read again from the start, in its place.
+    // A refresh of the one kept reads on from its last read, in its place.
     await write(a, one, ['since']);
     const again = await b.store.prepareShard(1);
     expect(again.head).toEqual(a.store.head(1));
@@ -189,7 +204,114 @@ describe('a read-ahead never switched to', () => {
   });
 });
 
-describe('the host between the read-ahead and the switch', () => {
+/** The host store, with reads or writes of the blobs `held` names waiting until `release()`. */
+function holding(held: (name: string, op: 'read' | 'put') => boolean): { blobs: BlobStore; release: () => void; arm: () => void } {
+  let release!: () => void;
+  const released = new Promise<void>((r) => { release = r; });
+  let armed = false;
+  const blobs = new Proxy(host(), {
+    get(target, prop, receiver) {
+      if (prop === 'read' || prop === 'put') {
+        return async (name: string, ...rest: unknown[]) => {
+          if (armed && held(name, prop)) await released;
+          return (target[prop] as (...args: unknown[]) => unknown).call(target, name, ...rest);
+        };
+      }
+      const value = Reflect.get(target, prop, receiver) as unknown;
+      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+    },
+  });
+  return { blobs, release, arm: () => { armed = true; } };
+}
+
+const until = async (done: () => boolean) => {
+  const deadline = Date.now() + 10_000;
+  while (!done() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+  expect(done()).toBe(true);
+};
+
+describe('a standby\'s refresh (a shard prepared again)', () => {
+  it('reads on through a segment the owner rolled to (its snapshot not written yet); after the snapshot, reads the shard again in full; the switch then holds every change', async () => {
+    // A's snapshot waits: its compaction has rolled to log 2 and goes no further until released.
+    const snapshot = holding((name, op) => op === 'put' && name.endsWith(SNAPSHOT_NAME));
+    const a = await enclave({ blobs: snapshot.blobs });
+    await a.store.openShard(1, 1);
+    await write(a, one, notes('first', 3));
+    const b = await enclave();
+    await b.store.prepareShard(1);
+    await write(a, one, notes('before the roll', 2));
+    snapshot.arm();
+    const compacting = a.store.lastStore(1)!.compact();
+    await until(() => existsSync(segment(1, 2)));
+    await write(a, one, notes('in log 2', 2));
+    const rolled = await b.store.prepareShard(1);
+    expect(rolled.readOnFrom).toEqual({ seq: 3 });
+    expect(rolled.head).toEqual(a.store.head(1));
+    expect(contents(b, one)).toEqual([...notes('first', 3), ...notes('before the roll', 2), ...notes('in log 2', 2)].sort());
+    snapshot.release();
+    await compacting;
+    await write(a, one, notes('after the snapshot', 2));
+    const again = await b.store.prepareShard(1);
+    expect(again.readOnFrom).toBeUndefined();
+    expect(again.head).toEqual(a.store.head(1));
+    const refreshedTo = again.head.seq;
+    await write(a, one, ['the tail']);
+    await a.store.closeShard(1);
+    const opened = await b.store.openShard(1, 2);
+    expect(opened.recovery.readAhead).toEqual({ seq: refreshedTo });
+    expect(b.store.head(1)).toEqual(a.store.head(1));
+    expect(contents(b, one)).toEqual([...notes('first', 3), ...notes('before the roll', 2), ...notes('in log 2', 2), ...notes('after the snapshot', 2), 'the tail'].sort());
+  });
+
+  it('steps aside while an open of another shard is asked for, and goes on after it', async () => {
+    // B's open of shard 1 takes as long as the test wants: its reads wait until released.
+    const slow = holding((name, op) => op === 'read' && name.startsWith('shard-01/'));
+    const a = await enclave();
+    await a.store.openShard(1, 1);
+    await a.store.openShard(2, 1);
+    await write(a, one, notes('one', 2));
+    await write(a, two, notes('two', 2));
+    const b = await enclave({ blobs: slow.blobs });
+    await b.store.prepareShard(2);
+    await write(a, two, notes('two since', 3));
+    await a.store.closeShard(1);
+    slow.arm();
+    const order: string[] = [];
+    const opened = b.store.openShard(1, 2).then(() => order.push('open of shard 1'));
+    const refreshed = b.store.prepareShard(2).then((p) => {
+      order.push('refresh of shard 2');
+      return p;
+    });
+    // Run alone, the refresh reads 3 changes (milliseconds): it waits for the open instead.
+    await Promise.race([refreshed, new Promise((r) => setTimeout(r, 1000))]);
+    expect(order).toEqual([]);
+    slow.release();
+    const [, prepared] = await Promise.all([opened, refreshed]);
+    expect(order).toEqual(['open of shard 1', 'refresh of shard 2']);
+    expect(prepared.readOnFrom).toEqual({ seq: 2 });
+    expect(contents(b, one)).toEqual(notes('one', 2).sort());
+    expect(b.store.preparedHeads).toEqual([{ shard: 2, head: a.store.head(2) }]);
+  });
+
+  it('of the shard whose open is asked for, does not step aside (for that open or another): the open waits for it and reads on from it', async () => {
+    const a = await enclave();
+    await a.store.openShard(1, 1);
+    await write(a, one, notes('read ahead', 3));
+    const b = await enclave();
+    await b.store.prepareShard(1);
+    await write(a, one, notes('refreshed', 2));
+    await a.store.closeShard(1);
+    const refreshed = b.store.prepareShard(1);
+    const [prepared, opened] = await Promise.all([refreshed, b.store.openShard(1, 2), b.store.openShard(2, 1)]);
+    expect(prepared.readOnFrom).toEqual({ seq: 3 });
+    expect(opened.recovery.readAhead).toEqual({ seq: 5 });
+    expect(b.store.head(1)).toEqual(a.store.head(1));
+    expect(contents(b, one)).toEqual([...notes('read ahead', 3), ...notes('refreshed', 2)].sort());
+  });
+});
+
+describe.each(modes)('the host between the read-ahead and the switch (%s)', (_mode, refreshFirst) => {
+  const switchTo = switching(refreshFirst);
   /**
    * A owns shard 1: writes `common`, the host keeps a copy of the log, A writes `ahead`; B reads
    * the shard ahead (`ahead` included); A writes `tail` and closes the shard.
@@ -215,8 +337,8 @@ describe('the host between the read-ahead and the switch', () => {
     await c.store.openShard(1, 2);
     await write(c, one, notes('C', 2));
     await c.store.closeShard(1);
-    const opened = await b.store.openShard(1, 3);
-    expect(opened.recovery.readAhead).toEqual({ seq: 5 });
+    const { continued } = await switchTo(b, 3);
+    expect(continued).toEqual({ seq: 5 });
     expect(b.store.head(1)).toEqual(c.store.head(1));
     expect(contents(b, one)).toEqual([...notes('common', 3), ...notes('read ahead', 2), ...notes('C', 2)].sort());
   });
@@ -224,8 +346,8 @@ describe('the host between the read-ahead and the switch', () => {
   it('a log cut back to an older copy: B opens in full and serves what the files hold, not what it read ahead', async () => {
     const { b, copy } = await readAheadOf({ common: notes('old', 2), ahead: notes('newer', 3) });
     writeFileSync(segment(1), copy);
-    const opened = await b.store.openShard(1, 2);
-    expect(opened.recovery.readAhead).toBeUndefined();
+    const { continued } = await switchTo(b, 2);
+    expect(continued).toBeUndefined();
     expect(b.store.head(1).seq).toBe(2);
     expect(contents(b, one)).toEqual(notes('old', 2).sort());
   });
@@ -237,8 +359,8 @@ describe('the host between the read-ahead and the switch', () => {
     await c.store.openShard(1, 2);
     await write(c, one, notes('fork', 5));
     await c.store.closeShard(1);
-    const opened = await b.store.openShard(1, 3);
-    expect(opened.recovery.readAhead).toBeUndefined();
+    const { continued } = await switchTo(b, 3);
+    expect(continued).toBeUndefined();
     expect(b.store.head(1)).toEqual(c.store.head(1));
     expect(contents(b, one)).toEqual([...notes('common', 3), ...notes('fork', 5)].sort());
   });
@@ -250,8 +372,8 @@ describe('the host between the read-ahead and the switch', () => {
     const c = await enclave();
     await c.store.openShard(1, 2);
     await c.store.closeShard(1);
-    const opened = await b.store.openShard(1, 3);
-    expect(opened.recovery.readAhead).toBeUndefined();
+    const { continued } = await switchTo(b, 3);
+    expect(continued).toBeUndefined();
     expect(contents(b, one)).toEqual(notes('common', 2).sort());
   });
 
@@ -261,7 +383,7 @@ describe('the host between the read-ahead and the switch', () => {
     // A byte of the tail's first frame flipped, the frames after it still authentic: damage in the middle.
     bytes[preparedBytes + 60] ^= 0xff;
     writeFileSync(segment(1), bytes);
-    await expect(b.store.openShard(1, 2)).rejects.toBeInstanceOf(CorruptStoreError);
+    await expect(switchTo(b, 2)).rejects.toBeInstanceOf(CorruptStoreError);
     expect(b.store.holds(1)).toBe(false);
     expect(b.memory.usage.memories).toBe(0);
     const c = await enclave();
@@ -275,8 +397,8 @@ describe('the host between the read-ahead and the switch', () => {
     bytes[700] ^= 0x01;
     writeFileSync(segment(1), bytes);
     // What B serves is authentic: the frames as they were when it read them, then the tail's.
-    const opened = await b.store.openShard(1, 2);
-    expect(opened.recovery.readAhead).toEqual({ seq: 3 });
+    const { continued } = await switchTo(b, 2);
+    expect(continued).toEqual({ seq: 3 });
     expect(contents(b, one)).toEqual([...notes('common', 3), ...notes('tail', 2)].sort());
     await b.store.closeShard(1);
     // The damage is the files', seen by whoever reads them in full next.
@@ -309,8 +431,8 @@ describe('the host between the read-ahead and the switch', () => {
     await write(c, one, ['the tail of the history C made']);
     await c.store.closeShard(1);
     // Read on from where B's read ended, the frames would chain by number and file: only the last frame read tells.
-    const opened = await b.store.openShard(1, 3);
-    expect(opened.recovery.readAhead).toBeUndefined();
+    const { continued } = await switchTo(b, 3);
+    expect(continued).toBeUndefined();
     expect(b.store.head(1)).toEqual(c.store.head(1));
     expect(contents(b, one)).toEqual([...notes('common', 2), 'a note from the history C made', 'the tail of the history C made'].sort());
   });
@@ -328,7 +450,7 @@ describe('the host between the read-ahead and the switch', () => {
     renameSync(join(fixture.dir, 'shard-01'), join(fixture.dir, 'shard-tmp'));
     renameSync(join(fixture.dir, 'shard-02'), join(fixture.dir, 'shard-01'));
     renameSync(join(fixture.dir, 'shard-tmp'), join(fixture.dir, 'shard-02'));
-    await expect(b.store.openShard(1, 2)).rejects.toBeInstanceOf(CorruptStoreError);
+    await expect(switchTo(b, 2)).rejects.toBeInstanceOf(CorruptStoreError);
     expect(b.store.holds(1)).toBe(false);
     expect(b.memory.usage.memories).toBe(0);
   });
@@ -343,8 +465,8 @@ describe('the host between the read-ahead and the switch', () => {
     await a.store.lastStore(1)!.compact();
     await write(a, one, notes('after the snapshot', 2));
     await a.store.closeShard(1);
-    const opened = await b.store.openShard(1, 2);
-    expect(opened.recovery.readAhead).toBeUndefined();
+    const { continued } = await switchTo(b, 2);
+    expect(continued).toBeUndefined();
     expect(contents(b, one)).toEqual([...notes('before', 3), ...notes('tail', 2), ...notes('after the snapshot', 2)].sort());
   });
 
@@ -353,7 +475,7 @@ describe('the host between the read-ahead and the switch', () => {
     const c = await enclave();
     await c.store.openShard(1, 7);
     await c.store.closeShard(1);
-    await expect(b.store.openShard(1, 3)).rejects.toBeInstanceOf(StaleOwnerError);
+    await expect(switchTo(b, 3)).rejects.toBeInstanceOf(StaleOwnerError);
     expect(b.store.holds(1)).toBe(false);
     expect(b.memory.usage.memories).toBe(0);
     // Above it, the open (a full one now) succeeds.
@@ -362,7 +484,8 @@ describe('the host between the read-ahead and the switch', () => {
   });
 });
 
-describe('the host store answering the switch\'s read from an offset', () => {
+describe.each(modes)('the host store answering the switch\'s read from an offset (%s)', (_mode, refreshFirst) => {
+  const switchTo = switching(refreshFirst);
   /**
    * A host store whose reads from an offset (only the switch makes them) are `served` instead:
    * given the segment's bytes on disk and the offset asked, the bytes it answers with. Reads from
@@ -406,11 +529,16 @@ describe('the host store answering the switch\'s read from an offset', () => {
   it('honest: the switch reads from the last frame read ahead on, not the segment\'s start', async () => {
     const blobs = lying((file, offset) => file.subarray(offset));
     const { a, b, preparedBytes } = await switchOver(blobs);
-    const opened = await b.store.openShard(1, 2);
-    expect(opened.recovery.readAhead).toEqual({ seq: 3 });
-    expect(blobs.offsets).toHaveLength(1);
+    const { opened, continued } = await switchTo(b, 2);
+    expect(continued).toEqual({ seq: 3 });
     expect(blobs.offsets[0]).toBeGreaterThan(0);
     expect(blobs.offsets[0]).toBeLessThan(preparedBytes);
+    // A refresh first: it read from there, and the open from the refresh's last frame on.
+    expect(blobs.offsets).toHaveLength(refreshFirst ? 2 : 1);
+    if (refreshFirst) {
+      expect(opened.recovery.readAhead).toEqual({ seq: 6 });
+      expect(blobs.offsets[1]).toBeGreaterThan(preparedBytes);
+    }
     expect(b.store.head(1)).toEqual(a.store.head(1));
     expect(contents(b, one)).toEqual(everything);
   });
@@ -422,8 +550,8 @@ describe('the host store answering the switch\'s read from an offset', () => {
     ['nothing (the segment now shorter than the offset)', () => Buffer.alloc(0)],
   ])('other bytes than the segment\'s from the offset asked (%s): B opens in full', async (_what, served: (file: Buffer, offset: number) => Buffer) => {
     const { b } = await switchOver(lying(served));
-    const opened = await b.store.openShard(1, 2);
-    expect(opened.recovery.readAhead).toBeUndefined();
+    const { continued } = await switchTo(b, 2);
+    expect(continued).toBeUndefined();
     expect(contents(b, one)).toEqual(everything);
   });
 
@@ -438,8 +566,8 @@ describe('the host store answering the switch\'s read from an offset', () => {
     await write(a, two, notes('two', 2));
     await a.store.closeShard(2);
     ended.other = readFileSync(segment(2));
-    const opened = await b.store.openShard(1, 2);
-    expect(opened.recovery.readAhead).toBeUndefined();
+    const { continued } = await switchTo(b, 2);
+    expect(continued).toBeUndefined();
     expect(contents(b, one)).toEqual(everything);
   });
 
@@ -456,7 +584,7 @@ describe('the host store answering the switch\'s read from an offset', () => {
         throw err;
       }
     };
-    const opened = await b.store.openShard(1, 2, { acceptHead });
+    const { opened } = await switchTo(b, 2, { acceptHead });
     // The head read on to was refused (changes after it are missing); the full open's reaches the witnessed one.
     expect(refused).toEqual([expect.stringMatching(/changes after it are missing/)]);
     expect(opened.recovery.readAhead).toBeUndefined();
