@@ -10,6 +10,7 @@ import type { TeeClient, TeeResponse } from '../sdk/client.js';
 import type { SealedStream } from '../sdk/sealed-stream.js';
 import { failureOf, failureReply } from './failures.js';
 import type { Trust } from './trust.js';
+import { dropRestOfBody } from '../common/linger.js';
 import { apiRoutes, matchRoute, type RouteSpec } from '../common/routes.js';
 
 export interface ClientRequest {
@@ -110,14 +111,23 @@ async function relay(stream: SealedStream, res: ServerResponse): Promise<void> {
   res.end(held ? DONE : undefined);
 }
 
-/** The request's parts the gateway seals: body (bounded), authorization and organization. */
-export async function readRequest(req: IncomingMessage, maxBytes: number, signal: AbortSignal): Promise<ClientRequest | 'too-large'> {
+/**
+ * The request's parts the gateway seals: body (bounded), authorization and organization.
+ * Past maxBytes, 'too-large', and the rest of the body is dropped while `res` answers.
+ */
+export async function readRequest(req: IncomingMessage, res: ServerResponse, maxBytes: number, signal: AbortSignal): Promise<ClientRequest | 'too-large'> {
   const chunks: Buffer[] = [];
   let size = 0;
-  for await (const chunk of req as AsyncIterable<Buffer>) {
+  // Not destroyed on the early return: that would reset the connection under the 413.
+  for await (const chunk of req.iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>) {
     size += chunk.length;
-    if (size > maxBytes) return 'too-large';
+    if (size > maxBytes) break;
     chunks.push(chunk);
+  }
+  // After the loop, once the iterator has let go of the stream (with it listening, resume() would not flow).
+  if (size > maxBytes) {
+    dropRestOfBody(req, res);
+    return 'too-large';
   }
   const header = (name: string) => {
     const value = req.headers[name];

@@ -42,7 +42,7 @@ export async function handleMcpHttp(req: IncomingMessage, res: ServerResponse, d
   if (!isLoopbackHost(req.headers.host)) return void rpcError(res, 403, 'agent-gateway serves /mcp to loopback hosts only');
   const tenant = req.headers[TENANT_HEADER];
   if (typeof tenant !== 'string' || tenant === '') return void rpcError(res, 400, `the ${TENANT_HEADER} header must name the tenant whose memory the tools act on`);
-  const request = await readRequest(req, limits.maxBodyBytes, signal);
+  const request = await readRequest(req, res, limits.maxBodyBytes, signal);
   if (request === 'too-large') return void rpcError(res, 413, `the request body is larger than ${limits.maxBodyBytes} bytes`);
   let message: unknown;
   try {

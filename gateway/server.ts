@@ -35,7 +35,7 @@ export async function startGateway(deps: { trust: Trust; tracker: StateTracker; 
       if ((req.url ?? '').split('?')[0] === '/mcp') return handleMcpHttp(req, res, { trust: deps.trust, afterCall }, client.signal);
       if (!isLoopbackHost(req.headers.host)) return sendError(res, new ApiError('gateway_host_refused', 'agent-gateway serves the API to loopback hosts only (Host: 127.0.0.1, localhost or [::1])'));
       if (!(req.url ?? '').startsWith('/v1/')) return sendError(res, notFound(`agent-gateway serves the API under /v1/, not ${req.url?.split('?')[0]}`));
-      const request = await readRequest(req, limits.maxBodyBytes, client.signal);
+      const request = await readRequest(req, res, limits.maxBodyBytes, client.signal);
       if (request === 'too-large') return sendError(res, tooLarge(`the request body is larger than ${limits.maxBodyBytes} bytes`));
       await forward(deps.trust, request, res);
       afterCall();

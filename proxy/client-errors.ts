@@ -1,6 +1,8 @@
 import { STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError } from '../common/errors.js';
+import { dropRestOfBody, LINGER_MS } from '../common/linger.js';
 
 /**
  * Requests Node's HTTP layer answers before fastify sees them (a malformed request line
@@ -27,9 +29,6 @@ export function answerProtocolEdges(server: Server): void {
   });
 }
 
-/** How long a refused client's remaining bytes are read and dropped before its socket is closed. */
-const LINGER_MS = 2000;
-
 function writeRawError(socket: Duplex, error: ApiError): void {
   const body = JSON.stringify(error.toBody());
   if (!socket.writable) {
@@ -43,4 +42,15 @@ function writeRawError(socket: Duplex, error: ApiError): void {
   socket.on('error', () => {});
   socket.resume();
   setTimeout(() => socket.destroy(), LINGER_MS).unref();
+}
+
+/**
+ * A body refused as too large is read and dropped after the 413 (a lingering close) instead
+ * of fastify closing the connection on a client still sending it. Node reads the rest once
+ * the answer is sent, if the connection is kept; dropRestOfBody bounds how long.
+ */
+export function lingerOnRefusedBody(err: unknown, req: FastifyRequest, reply: FastifyReply): void {
+  if ((err as { code?: string }).code !== 'FST_ERR_CTP_BODY_TOO_LARGE' || req.raw.httpVersionMajor !== 1) return;
+  reply.removeHeader('connection');
+  dropRestOfBody(req.raw, reply.raw);
 }

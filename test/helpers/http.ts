@@ -1,3 +1,4 @@
+import { Agent, request as httpRequest } from 'node:http';
 import { expect } from 'vitest';
 
 export interface JsonResponse {
@@ -33,4 +34,21 @@ export function expectError(res: JsonResponse, status: number, code?: string) {
   expect(res.text).not.toMatch(/\bat \S+ \(|node_modules|\.ts:\d+/); // no stack traces
   if (code) expect(res.body.error.code).toBe(code);
   return res.body.error as { message: string; type: string; param: string | null; code: string | null };
+}
+
+/**
+ * Requests over one kept-alive connection: each answer's status and whether it came on a
+ * socket an earlier request used (so a test sees whether the server kept the connection).
+ */
+export function oneConnection(baseUrl: string, headers: Record<string, string> = {}) {
+  const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+  const send = (method: string, path: string, body?: Buffer) => new Promise<{ status: number; reused: boolean }>((resolve, reject) => {
+    const req = httpRequest(`${baseUrl}${path}`, { method, agent, headers: { ...headers, ...(body ? { 'content-type': 'application/json' } : {}) } }, (res) => {
+      res.resume();
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, reused: req.reusedSocket }));
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+  return { send, close: () => agent.destroy() };
 }

@@ -9,9 +9,11 @@ import { generateText, streamText } from 'ai';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { spawnGateway, startGateway, type GatewayProcess } from '../helpers/gateway.js';
+import { limits } from '../../common/limits.js';
 import { exportKeyPair, exportLines } from '../../sdk/memory-export.js';
 import { startModelServer, type ModelServer } from '../helpers/model-server.js';
 import { issueKey } from '../helpers/processes.js';
+import { oneConnection } from '../helpers/http.js';
 import { rawRequest } from '../helpers/raw-http.js';
 import { startRecordingRelay, type RecordingRelay } from '../helpers/relay.js';
 import { startService, type RunningService } from '../helpers/service.js';
@@ -184,6 +186,24 @@ describe('who may use it', () => {
     expect(rebound.status).toBe(403);
     expect(rebound.body.error).toMatchObject({ code: 'gateway_host_refused', type: 'permission_error' });
     for (const host of [`127.0.0.1:${port}`, `localhost:${port}`, 'localhost']) expect((await ask(host)).status, host).toBe(200);
+  });
+});
+
+describe('a body over the limit', () => {
+  it('gets its 413 while the client is still sending it, on the API and on /mcp, and the connection is kept', async () => {
+    // Answering before the body is read and then closing made the kernel reset the
+    // connection under the 413: fetch saw ECONNRESET for 4 in 10 bodies of 4 MB.
+    for (const path of ['/v1/memory', '/mcp']) {
+      for (let i = 0; i < 10; i++) {
+        const res = await fetch(`${gateway.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-tenant-id': 'big' }, body: new Uint8Array(4_000_000) });
+        expect(res.status, path).toBe(413);
+        await res.arrayBuffer();
+      }
+    }
+    const connection = oneConnection(gateway.url, { authorization: `Bearer ${key}` });
+    expect(await connection.send('POST', '/v1/memory', Buffer.alloc(limits.maxBodyBytes + 100_000, 0x20))).toEqual({ status: 413, reused: false });
+    expect(await connection.send('GET', '/v1/models')).toEqual({ status: 200, reused: true });
+    connection.close();
   });
 });
 
