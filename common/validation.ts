@@ -76,7 +76,7 @@ export type HttpPart = 'body' | 'querystring' | 'params' | 'headers';
 // Bodies are JSON and must carry the right types ("content": 5 is an error, not "5");
 // query strings and path parameters are text, so numbers in them are coerced.
 // The schemas are the service's own, so they are checked against the JSON-schema meta-schema
-// by test/unit/schemas.test.ts rather than at every start (compiling the meta-schema cost a
+// by test/unit/schema-meta.test.ts rather than at every start (compiling the meta-schema cost a
 // process ~0.15 s of CPU per instance).
 const options = { useDefaults: true, removeAdditional: false, allErrors: false, strict: false, verbose: true, validateSchema: false } as const;
 const strict = new Ajv({ ...options, coerceTypes: false });
