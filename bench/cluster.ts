@@ -7,7 +7,8 @@
  *    service's processes (from /proc), alternating the two services round by round; with the
  *    load client and with wrk (bench/wrk-query-tenants.lua);
  * 2. single-item ingest at 16 clients over 200 tenants (default settings: dedupe on);
- * 3. a planned move (`cluster:move`) of a loaded shard under 8 writers and 8 readers: the
+ * 3. a planned move (`cluster:move`) of a loaded shard under 8 writers and 8 readers, once
+ *    every shard's standby has had its first (whole) read and the processes are at rest: the
  *    longest write and the reads that failed;
  * 4. failover: SIGKILL of an enclave, then the time to the first signed 200 (a write and a
  *    read, through the sdk, which checks the signature and the state head) for tenants of
@@ -364,20 +365,39 @@ function printFailover(f: FailoverResult): void {
  * Waits for every shard's standby read (where the enclaves report read-aheads), prints what the
  * reads took, then reads one standby again alone, the rest idle: a refresh's wall time and CPU.
  */
+/**
+ * Waits (up to 5 minutes) until every shard has a standby read ahead: the first reads after a
+ * fill are whole reads of every shard, work a cluster in steady state no longer does. Resolves
+ * with shard → the standby's address, or undefined when the enclaves keep no read-aheads.
+ */
+async function untilStandbysRead(c: ClusterService, hosts: GrpcShardHosts): Promise<Map<number, string> | undefined> {
+  const deadline = Date.now() + 300_000;
+  for (;;) {
+    const replies = await Promise.all(c.enclaves.map(async (e) => [e, await hosts.shards(e.address)] as const));
+    if (replies.some(([, h]) => h.prepared === undefined)) return undefined;
+    const standbys = new Map(replies.flatMap(([e, h]) => [...h.prepared!.keys()].map((s) => [s, e.address] as const)));
+    if (standbys.size >= c.shards || Date.now() > deadline) return standbys;
+    await sleep(1000);
+  }
+}
+
+/** untilStandbysRead on its own connections, for the steps that only wait. */
+async function standbysSettled(c: ClusterService): Promise<void> {
+  const hosts = new GrpcShardHosts(5000, 300_000);
+  try {
+    await untilStandbysRead(c, hosts);
+  } finally {
+    hosts.closeAll();
+  }
+}
+
 async function standbysRead(c: ClusterService): Promise<void> {
   const hosts = new GrpcShardHosts(5000, 300_000);
   try {
-    const deadline = Date.now() + 300_000;
-    let standbys = new Map<number, string>();
-    for (;;) {
-      const replies = await Promise.all(c.enclaves.map(async (e) => [e, await hosts.shards(e.address)] as const));
-      if (replies.some(([, h]) => h.prepared === undefined)) {
-        console.log('no standbys (the enclaves report no read-aheads)');
-        return;
-      }
-      standbys = new Map(replies.flatMap(([e, h]) => [...h.prepared!.keys()].map((s) => [s, e.address] as const)));
-      if (standbys.size >= c.shards || Date.now() > deadline) break;
-      await sleep(1000);
+    const standbys = await untilStandbysRead(c, hosts);
+    if (!standbys) {
+      console.log('no standbys (the enclaves report no read-aheads)');
+      return;
     }
     const reads = c.enclaves.flatMap((e) => logLines(e.placement.log)).filter((l) => l.msg === 'standby read the shard ahead').map((l) => l.ms as number);
     console.log(`standbys: ${standbys.size} of ${c.shards} shards read ahead; ${reads.length} reads, ${n(Math.min(...reads))}-${n(Math.max(...reads))} ms each (load ${load1()})`);
@@ -461,6 +481,7 @@ export async function run(): Promise<void> {
   try {
     if (ONLY_MOVE) {
       const { c, three } = await filledCluster();
+      await standbysSettled(c);
       for (let m = 0; m < MOVES; m++) {
         await settle(three);
         printMove(c, await plannedMove(c));
@@ -560,6 +581,7 @@ export async function run(): Promise<void> {
       return;
     }
 
+    await standbysSettled(c);
     await settle(three);
     const move = await plannedMove(c);
     printMove(c, move);
