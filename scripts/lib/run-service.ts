@@ -41,13 +41,11 @@ export async function startService(env: NodeJS.ProcessEnv, logFile: string, root
     ENCLAVE_ADDR: `127.0.0.1:${await freePort()}`, HOST_STORE_ADDR: `127.0.0.1:${await freePort()}`,
   };
   const log = createWriteStream(logFile, { flags: 'a' });
-  // CPU_PROF_DIR: each process writes a V8 CPU profile there when it stops (for `--cpu-prof` runs of the benchmarks).
-  const profile = process.env.CPU_PROF_DIR ? ['--cpu-prof', `--cpu-prof-dir=${process.env.CPU_PROF_DIR}`] : [];
   const launch = (script: string) => {
     // An IPC channel, as under npm start's supervisor: each process stops when it closes, so a
     // benchmark that crashes or is killed leaves none behind (common/supervised.ts). Unref'd:
     // the channel alone does not keep this process alive.
-    const child = spawn(process.execPath, nodeArgs(resolve(root, script), fullEnv, profile), { env: fullEnv, stdio: ['ignore', 'pipe', 'pipe', 'ipc'] });
+    const child = spawn(process.execPath, nodeArgs(resolve(root, script), fullEnv), { env: fullEnv, stdio: ['ignore', 'pipe', 'pipe', 'ipc'] });
     child.channel?.unref();
     child.stdout!.pipe(log, { end: false });
     child.stderr!.pipe(log, { end: false });
