@@ -1,4 +1,6 @@
+import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
+import { connect as netConnect } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { limits } from '../../common/limits.js';
@@ -93,6 +95,22 @@ describe('in-flight caps: overload answers 503 at once', () => {
     const tee = await connect({ insecureSkipPcrPinning: true, baseUrl: svc.baseUrl, rootPem: readFileSync(join(svc.dataDir, 'simulated-root.pem'), 'utf8') });
     const sealed = await tee.sealedCall('POST', '/v1/memory', { content: 'sealed under a cap of one', tenant_id: 'burst' });
     expect(sealed.status).toBe(200);
+  });
+});
+
+describe('a body over the limit from a client that stops sending', () => {
+  it('gets its 413, and its connection is closed soon after (not at the receive timeout)', async () => {
+    // A receive timeout past this test's own: without the proxy's lingering close, the socket stays open and the test fails.
+    const svc = await start({ HTTP_RECEIVE_TIMEOUT_MS: '120000', LOG_LEVEL: 'warn' });
+    const socket = netConnect(portOf(svc), '127.0.0.1');
+    await once(socket, 'connect');
+    let received = '';
+    socket.on('data', (d: Buffer) => { received += d.toString('latin1'); });
+    socket.on('error', () => undefined);
+    socket.write('POST /v1/memory HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 50000000\r\n\r\n');
+    socket.write(Buffer.alloc(limits.maxBodyBytes + 65_536, 0x20));
+    await once(socket, 'close');
+    expect(received).toMatch(/^HTTP\/1\.1 413 /);
   });
 });
 
