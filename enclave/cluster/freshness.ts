@@ -3,12 +3,15 @@
  * caught by the next owner while any enclave that witnessed a newer head lives, not only by
  * clients that saw one.
  *
- *   owner  → members  Witness {shard, generation, head, nonce}   once per group commit, after the
- *                                                                 batch is durable, before it is acknowledged
- *   member → owner    ack {nonce, instance, shard, generation, head}  the member keeps the highest head per shard
+ *   owner  → members  Witness {nonce, heads: [{shard, generation, head}]}   after a group commit is durable,
+ *                                                                 before it is acknowledged; the heads of the
+ *                                                                 owner's shards committed meanwhile travel together
+ *   member → owner    ack {nonce, instance, heads: [{shard, generation, head} | {shard, generation, newer}]}
+ *                                                                 the member keeps the highest head per shard, or
+ *                                                                 names the higher generation it has seen
  *   new owner → members  Witnessed {shard, generation, nonce}      before OpenShard opens the store
  *   member → new owner   {nonce, instance, shard, generation, head} the highest it witnessed
- *   member → either      refused {nonce, instance, shard, generation, newer}  the generation is lower than
+ *   member → new owner   refused {nonce, instance, shard, generation, newer}  the generation is lower than
  *                                                                 one the member has seen for the shard
  *
  * The new owner refuses a store whose chain does not reach the highest head answered (or its
@@ -41,6 +44,21 @@ import type { Ancestry } from '../../protocol/response-signature.js';
 import { CorruptStoreError, SupersededError } from '../storage/errors.js';
 import type { StateHead } from '../storage/state-head.js';
 import { describeWitnessed, headIn, higher, isGeneration, isNonce, isShard, openStatement, statement, TAGS, WitnessBook, type WitnessedHead } from './witness-book.js';
+
+/** A head waiting for its members' confirmations, and its caller. */
+interface QueuedHead {
+  shard: number;
+  generation: number;
+  head: WitnessedHead;
+  resolve: () => void;
+  reject: (err: Error) => void;
+  /** The instances that confirmed it. */
+  confirmed: Set<string>;
+  settled: boolean;
+}
+
+/** At most this many heads in one round (one per shard is ever queued; a member refuses more). */
+const MAX_HEADS_PER_ROUND = 4096;
 
 /** A statement and the service key's signature over it. */
 export interface Signed {
@@ -92,6 +110,9 @@ export class Freshness {
   readonly instance = randomBytes(16).toString('hex');
   readonly book = new WitnessBook();
   private peers: string[] = [];
+  /** Heads waiting for the next round (witness()), and whether one is in flight. */
+  private queued: QueuedHead[] = [];
+  private roundInFlight = false;
 
   constructor(private readonly key: SigningKey, private readonly channel: PeerChannel, private readonly options: FreshnessOptions) {}
 
@@ -113,6 +134,12 @@ export class Freshness {
    * confirmed it. Rejects with 503 witness_unavailable when fewer did (the batch is durable and
    * applied, but not acknowledged), and with SupersededError when this enclave or a member has
    * seen a generation of the shard above `generation` (the owner's).
+   *
+   * The heads of this enclave's shards travel together: one round (a signed request to every
+   * member, one signed answer from each) is in flight at a time, and heads that arrive meanwhile
+   * go in the next, as writes do in a group commit. A round costs each enclave a gRPC call and a
+   * signature or two whatever it carries, and an enclave of several shards would otherwise pay it
+   * for each shard's commit of one or two writes.
    */
   async witness(shard: number, generation: number, head: WitnessedHead): Promise<void> {
     // Checked and recorded in one turn: a new owner's question answered before this refuses the
@@ -120,74 +147,108 @@ export class Freshness {
     this.refuseIfSuperseded(shard, generation);
     this.book.raise(shard, generation);
     this.book.record(shard, head);
-    const needed = this.options.witnesses;
-    if (needed === 0) return;
-    const nonce = randomBytes(16).toString('hex');
-    const request = this.sign(statement(TAGS.witness, { shard, generation, nonce, head: plain(head) }));
-    const peers = this.peers;
-    const confirmed = new Set<string>();
-    await new Promise<void>((resolve, reject) => {
-      let pending = peers.length;
-      let settled = false;
-      const settle = () => {
-        if (settled) return;
-        if (confirmed.size >= needed) {
-          settled = true;
-          // Asked by a newer owner while it waited: acknowledges nothing more.
-          try {
-            this.refuseIfSuperseded(shard, generation);
-            resolve();
-          } catch (err) {
-            reject(err as Error);
-          }
-        } else if (pending === 0) {
-          settled = true;
-          reject(witnessUnavailable(shard, head, confirmed.size, needed, peers.length));
-        }
-      };
-      for (const address of peers) {
-        this.channel.witness(address, request, this.options.timeoutMs).then((reply) => {
-          const newer = this.newerIn(reply, nonce, shard);
-          if (newer !== undefined) {
-            if (!settled) {
-              settled = true;
-              reject(this.superseded(shard, generation, newer, 'a member of the service'));
-            }
-            return;
-          }
-          const body = openStatement(TAGS.ack, reply.statement, reply.signature, this.key.publicKey);
-          const acked = body && headIn(objectOr(body.head));
-          if (!body || body.nonce !== nonce || body.shard !== shard || !this.otherInstance(body.instance) || !acked || !sameWitnessed(acked, head)) {
-            this.options.log?.warn({ shard, peer: address }, 'a witness answer was not valid (not signed by the service, for another request, or this enclave\'s own): not counted');
-            return;
-          }
-          confirmed.add(body.instance as string);
-        }, (err: unknown) => {
-          this.options.log?.warn({ shard, peer: address, err: err instanceof Error ? err.message : String(err) }, 'a member did not witness the shard\'s new head');
-        }).finally(() => {
-          pending--;
-          settle();
-        });
-      }
-      settle();
+    if (this.options.witnesses === 0) return;
+    return new Promise((resolve, reject) => {
+      this.queued.push({ shard, generation, head, resolve, reject, confirmed: new Set(), settled: false });
+      if (!this.roundInFlight) this.nextRound();
     });
   }
 
+  /** Sends every queued head in one round, if any are queued. */
+  private nextRound(): void {
+    const items = this.queued.splice(0, MAX_HEADS_PER_ROUND);
+    if (items.length === 0) return;
+    this.roundInFlight = true;
+    const needed = this.options.witnesses;
+    const nonce = randomBytes(16).toString('hex');
+    const request = this.sign(statement(TAGS.witness, { nonce, heads: items.map(({ shard, generation, head }) => ({ shard, generation, head: plain(head) })) }));
+    const peers = this.peers;
+    let pending = peers.length;
+    let open = items.length;
+    const settle = (item: QueuedHead, err?: Error) => {
+      if (item.settled) return;
+      item.settled = true;
+      open--;
+      if (err) item.reject(err);
+      else item.resolve();
+      if (open === 0) {
+        this.roundInFlight = false;
+        this.nextRound();
+      }
+    };
+    const check = () => {
+      for (const item of items) {
+        if (item.settled) continue;
+        if (item.confirmed.size >= needed) {
+          // Asked by a newer owner while it waited: acknowledges nothing more.
+          try {
+            this.refuseIfSuperseded(item.shard, item.generation);
+            settle(item);
+          } catch (err) {
+            settle(item, err as Error);
+          }
+        } else if (pending === 0) {
+          settle(item, witnessUnavailable(item.shard, item.head, item.confirmed.size, needed, peers.length));
+        }
+      }
+    };
+    for (const address of peers) {
+      this.channel.witness(address, request, this.options.timeoutMs).then((reply) => {
+        const body = openStatement(TAGS.ack, reply.statement, reply.signature, this.key.publicKey);
+        const answers = body && Array.isArray(body.heads) ? body.heads as unknown[] : undefined;
+        if (!body || body.nonce !== nonce || !this.otherInstance(body.instance) || !answers || answers.length !== items.length) {
+          this.options.log?.warn({ shards: items.map((i) => i.shard), peer: address }, 'a witness answer was not valid (not signed by the service, for another request, or this enclave\'s own): not counted');
+          return;
+        }
+        const instance = body.instance as string;
+        items.forEach((item, i) => {
+          const answer = objectOr(answers[i]);
+          if (answer.shard !== item.shard || answer.generation !== item.generation) return;
+          if (isGeneration(answer.newer) && answer.newer > item.generation) {
+            settle(item, this.superseded(item.shard, item.generation, answer.newer, 'a member of the service'));
+            return;
+          }
+          const acked = headIn(objectOr(answer.head));
+          if (acked && sameWitnessed(acked, item.head)) item.confirmed.add(instance);
+        });
+      }, (err: unknown) => {
+        this.options.log?.warn({ shards: items.map((i) => i.shard), peer: address, err: err instanceof Error ? err.message : String(err) }, 'a member did not witness the shards\' new heads');
+      }).finally(() => {
+        pending--;
+        check();
+      });
+    }
+    check();
+  }
+
   /**
-   * A member's side: keeps the owner's head if it is the service's and higher, and confirms it;
-   * refuses it (a signed refusal naming the newer generation) when the owner's generation is
-   * lower than one it has seen for the shard.
+   * A member's side: keeps each of the owner's heads that is the service's and higher, and
+   * confirms it; refuses one (naming the newer generation) when the owner's generation is lower
+   * than one it has seen for the shard. One signed answer, its items in the request's order.
    */
   answerWitness(request: Signed): Signed {
     const body = openStatement(TAGS.witness, request.statement, request.signature, this.key.publicKey);
-    const head = body && headIn(objectOr(body.head));
-    if (!body || !head || !isShard(body.shard) || !isNonce(body.nonce) || !isGeneration(body.generation)) throw new WitnessRefusedError('the witness request is not a statement signed by this service');
-    const { shard, generation, nonce } = body;
-    const newer = this.book.generation(shard);
-    if (generation < newer) return this.refusal(nonce, shard, generation, newer);
-    this.book.raise(shard, generation);
-    if (this.book.record(shard, head)) this.options.log?.debug({ shard, generation, seq: head.seq }, 'witnessed a shard\'s new head');
-    return this.sign(statement(TAGS.ack, { nonce, instance: this.instance, shard, generation, head: plain(head) }));
+    const items = body && Array.isArray(body.heads) && body.heads.length > 0 && body.heads.length <= MAX_HEADS_PER_ROUND
+      ? (body.heads as unknown[]).map((item) => {
+        const entry = objectOr(item);
+        const head = headIn(objectOr(entry.head));
+        return head && isShard(entry.shard) && isGeneration(entry.generation) ? { shard: entry.shard, generation: entry.generation, head } : undefined;
+      })
+      : undefined;
+    if (!body || !isNonce(body.nonce) || !items || items.some((item) => item === undefined)) {
+      throw new WitnessRefusedError('the witness request is not a statement signed by this service');
+    }
+    const heads = (items as Array<{ shard: number; generation: number; head: WitnessedHead }>).map(({ shard, generation, head }) => {
+      const newer = this.book.generation(shard);
+      if (generation < newer) {
+        this.options.log?.warn({ shard, generation, newer }, 'refused to witness for an owner generation lower than one seen for the shard');
+        return { shard, generation, newer };
+      }
+      this.book.raise(shard, generation);
+      if (this.book.record(shard, head)) this.options.log?.debug({ shard, generation, seq: head.seq }, 'witnessed a shard\'s new head');
+      return { shard, generation, head: plain(head) };
+    });
+    return this.sign(statement(TAGS.ack, { nonce: body.nonce, instance: this.instance, heads }));
   }
 
   /**

@@ -65,10 +65,12 @@ export const describeWitnessed = (head: WitnessedHead): string => `${describeHea
  * Statements between enclaves: a tag line, then JSON, signed with the service's Ed25519 key.
  * The tags differ from every other statement the key signs (response signatures, receipts),
  * so none can be passed off as another. v2: each names the owner generation it is about.
+ * The tag is checked before the signature: an answer opened as the wrong kind costs no verification.
  */
 export const TAGS = {
-  witness: 'agent-service/witness/v2',
-  ack: 'agent-service/witness-ack/v2',
+  /** v3: the heads of several shards in one statement. */
+  witness: 'agent-service/witness/v3',
+  ack: 'agent-service/witness-ack/v3',
   witnessed: 'agent-service/witnessed/v2',
   /** A member's answer to a witness request or a question of a generation lower than one it has seen for the shard. */
   refused: 'agent-service/witness-refused/v2',
@@ -84,10 +86,10 @@ export function statement(tag: Tag, body: object): Buffer {
 /** The statement's body if it carries `tag` and `signature` is the service key's over it; undefined otherwise. */
 export function openStatement(tag: Tag, bytes: Uint8Array, signature: Uint8Array, publicKey: Uint8Array): Record<string, unknown> | undefined {
   if (signature.length !== sodium.crypto_sign_BYTES || publicKey.length !== sodium.crypto_sign_PUBLICKEYBYTES) return undefined;
-  if (!sodium.crypto_sign_verify_detached(Buffer.from(signature), Buffer.from(bytes), Buffer.from(publicKey))) return undefined;
   const text = Buffer.from(bytes).toString('utf8');
   const newline = text.indexOf('\n');
   if (newline < 0 || text.slice(0, newline) !== tag) return undefined;
+  if (!sodium.crypto_sign_verify_detached(Buffer.from(signature), Buffer.from(bytes), Buffer.from(publicKey))) return undefined;
   try {
     const body: unknown = JSON.parse(text.slice(newline + 1));
     return body !== null && typeof body === 'object' && !Array.isArray(body) ? body as Record<string, unknown> : undefined;

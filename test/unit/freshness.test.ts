@@ -71,6 +71,9 @@ function service(count: number, witnesses: number) {
 
 const at = (head: StateHead) => ({ store: STORE, ...head });
 
+/** The JSON body of a statement (its signature is not checked here). */
+const bodyOf = (signed: Signed) => JSON.parse(Buffer.from(signed.statement).toString().split('\n')[1]) as Record<string, unknown>;
+
 describe('freshness across enclaves: witnesses', () => {
   it('an owner\'s new head is kept by the members that confirm it, and an open finds the highest', async () => {
     const { enclaves: [a, b, c] } = service(3, 2);
@@ -94,10 +97,51 @@ describe('freshness across enclaves: witnesses', () => {
     expect((refusal as Error).message).toMatch(/confirmed by 1 of the 2 other members .* WITNESSES is 2/);
   });
 
+  it('the heads of shards committed while a round is in flight travel together in the next: one request and one answer per member for all of them', async () => {
+    const { host, enclaves: [a, b, c] } = service(3, 2);
+    const { heads } = chain(4);
+    const rounds: Array<{ address: string; shards: number[] }> = [];
+    host.tamper = {
+      witness: (address, request) => {
+        rounds.push({ address, shards: (bodyOf(request).heads as Array<{ shard: number }>).map((h) => h.shard) });
+        return host.at(address).answerWitness(request);
+      },
+    };
+    // Shard 0's head goes at once; 1, 2 and 3 arrive while its round is out.
+    await Promise.all([0, 1, 2, 3].map((shard) => a.witness(shard, 1, at(heads[shard + 1]))));
+    expect(rounds).toEqual([{ address: 'e1', shards: [0] }, { address: 'e2', shards: [0] }, { address: 'e1', shards: [1, 2, 3] }, { address: 'e2', shards: [1, 2, 3] }]);
+    for (const member of [b, c]) expect([0, 1, 2, 3].map((shard) => member.book.get(shard)?.seq)).toEqual([1, 2, 3, 4]);
+  });
+
+  it('a round\'s heads are checked one by one: a member that has seen a newer generation of one shard refuses that one, and the others are confirmed', async () => {
+    const { enclaves: [a, b, m] } = service(3, 1);
+    const { heads } = chain(2);
+    a.setPeers(['e2']);
+    b.setPeers(['e2']);
+    await b.highest(1, 2);
+    // Shard 5's round is out while shards 1 and 2 queue: they travel together.
+    const [five, one, two] = await Promise.allSettled([a.witness(5, 1, at(heads[1])), a.witness(1, 1, at(heads[1])), a.witness(2, 1, at(heads[2]))]);
+    expect(five.status).toBe('fulfilled');
+    expect(one).toMatchObject({ status: 'rejected', reason: expect.any(SupersededError) });
+    expect(two.status).toBe('fulfilled');
+    expect([m.book.get(1), m.book.get(2)?.seq]).toEqual([undefined, 2]);
+  });
+
+  it('a request one of whose heads is malformed is refused whole, and records none of them; so is one with no heads', () => {
+    const { keys, enclaves: [, b] } = service(2, 1);
+    const signed = (heads: unknown[]) => {
+      const bytes = statement(TAGS.witness, { nonce: '22'.repeat(16), heads });
+      return { statement: bytes, signature: keys.identity.sign(bytes) };
+    };
+    expect(() => b.answerWitness(signed([{ shard: 0, generation: 1, head: at(chain(1).heads[1]) }, { shard: -1, generation: 1, head: at(chain(1).heads[1]) }]))).toThrow(WitnessRefusedError);
+    expect(() => b.answerWitness(signed([]))).toThrow(WitnessRefusedError);
+    expect(b.book.get(0)).toBeUndefined();
+  });
+
   it('a witness request the host forges (signed by a key that is not the service\'s) is refused, and changes nothing', () => {
     const { enclaves: [, b] } = service(2, 1);
     const forger = generateIdentity();
-    const bytes = statement(TAGS.witness, { shard: 0, generation: 1, nonce: '00'.repeat(16), head: at(chain(9).heads[9]) });
+    const bytes = statement(TAGS.witness, { nonce: '00'.repeat(16), heads: [{ shard: 0, generation: 1, head: at(chain(9).heads[9]) }] });
     expect(() => b.answerWitness({ statement: bytes, signature: forger.sign(bytes) })).toThrow(WitnessRefusedError);
     expect(b.book.get(0)).toBeUndefined();
   });
@@ -120,8 +164,8 @@ describe('freshness across enclaves: witnesses', () => {
     host.tamper = {
       witness: (_address, request) => {
         // Everything right (it read the nonce and head from the request) but the signature.
-        const { nonce, shard, generation, head } = JSON.parse(Buffer.from(request.statement).toString().split('\n')[1]) as { nonce: string; shard: number; generation: number; head: object };
-        const bytes = statement(TAGS.ack, { nonce, instance: 'cd'.repeat(16), shard, generation, head });
+        const { nonce, heads } = JSON.parse(Buffer.from(request.statement).toString().split('\n')[1]) as { nonce: string; heads: object[] };
+        const bytes = statement(TAGS.ack, { nonce, instance: 'cd'.repeat(16), heads });
         return { statement: bytes, signature: forger.sign(bytes) };
       },
     };
@@ -207,8 +251,6 @@ describe('freshness across enclaves: witnesses', () => {
   });
 });
 
-/** The JSON body of a statement (its signature is not checked here). */
-const bodyOf = (signed: Signed) => JSON.parse(Buffer.from(signed.statement).toString().split('\n')[1]) as Record<string, unknown>;
 
 describe('freshness across enclaves: owner generations', () => {
   it('a member asked by a new owner (generation 2) refuses from then on to witness the shard for generation 1, and the old owner acknowledges nothing more', async () => {
@@ -264,15 +306,16 @@ describe('freshness across enclaves: owner generations', () => {
     const { keys, enclaves: [, m] } = service(2, 1);
     const { heads } = chain(3);
     const request = (generation: number, head: StateHead) => {
-      const bytes = statement(TAGS.witness, { shard: 0, generation, nonce: '11'.repeat(16), head: at(head) });
+      const bytes = statement(TAGS.witness, { nonce: '11'.repeat(16), heads: [{ shard: 0, generation, head: at(head) }] });
       return { statement: bytes, signature: keys.identity.sign(bytes) };
     };
     expect(bodyOf(m.answerWitnessed(0, 3, Buffer.alloc(16)))).toMatchObject({ generation: 3, head: null });
-    expect(bodyOf(m.answerWitness(request(3, heads[1])))).toMatchObject({ generation: 3, head: { seq: 1 } });
-    expect(bodyOf(m.answerWitness(request(4, heads[2])))).toMatchObject({ generation: 4, head: { seq: 2 } });
+    expect(bodyOf(m.answerWitness(request(3, heads[1])))).toMatchObject({ heads: [{ shard: 0, generation: 3, head: { seq: 1 } }] });
+    expect(bodyOf(m.answerWitness(request(4, heads[2])))).toMatchObject({ heads: [{ shard: 0, generation: 4, head: { seq: 2 } }] });
     const refused = m.answerWitness(request(3, heads[3]));
-    expect(Buffer.from(refused.statement).toString().split('\n')[0]).toBe(TAGS.refused);
-    expect(bodyOf(refused)).toMatchObject({ nonce: '11'.repeat(16), instance: m.instance, shard: 0, generation: 3, newer: 4 });
+    expect(Buffer.from(refused.statement).toString().split('\n')[0]).toBe(TAGS.ack);
+    expect(bodyOf(refused)).toMatchObject({ nonce: '11'.repeat(16), instance: m.instance, heads: [{ shard: 0, generation: 3, newer: 4 }] });
+    expect(bodyOf(refused).heads).toEqual([{ shard: 0, generation: 3, newer: 4 }]);
     expect(m.book.get(0)?.seq).toBe(2);
     // A question for a lower generation is refused too, and one for the same answered.
     expect(bodyOf(m.answerWitnessed(0, 3, Buffer.alloc(16)))).toMatchObject({ generation: 3, newer: 4 });
