@@ -16,7 +16,7 @@ export interface GrpcServerOptions {
   maxUnsentExchangeBytes?: number;
   /** Hands the service's keys to enclaves that prove they run as this one (enclave/cluster/key-sharing.ts). */
   keyMember?: KeyMember;
-  /** OpenShard, PrepareShard, CloseShard and Shards (enclave/cluster/shard-control.ts), SetPeers, Witness and Witnessed (witness-rpc.ts); without: UNIMPLEMENTED. */
+  /** OpenShard, PrepareShard, CloseShard and Shards (enclave/cluster/shard-control.ts), SetPeers, Witnesses and Witnessed (witness-rpc.ts); without: UNIMPLEMENTED. */
   shards?: grpc.UntypedServiceImplementation;
   /** The heads this enclave witnessed, signed for a joiner's document digest, sent with the keys (enclave/cluster/freshness.ts). */
   witnessedFor?: (digest: Uint8Array) => Signed;

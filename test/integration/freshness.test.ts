@@ -16,7 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { statement, TAGS } from '../../enclave/cluster/witness-book.js';
 import { generateIdentity } from '../../enclave/keys.js';
 import { shardOf } from '../../protocol/shards.js';
-import { channelOptions, enclaveProto, type EnclaveClient } from '../../common/proto.js';
+import { channelOptions, enclaveProto, type EnclaveClient, type WitnessReplyIn } from '../../common/proto.js';
 import { request } from '../helpers/http.js';
 import { startLone } from '../helpers/processes.js';
 import { freePort } from '../helpers/service.js';
@@ -103,15 +103,20 @@ describe('freshness across enclaves (WITNESSES=1)', () => {
     }
   });
 
-  it('a witness request the host forges is refused (PERMISSION_DENIED) and changes nothing', async () => {
+  it('a witness request the host forges is refused and changes nothing', async () => {
     const before = await pair.rpcA.witnessed(1);
     const forger = generateIdentity();
-    const bytes = statement(TAGS.witness, { shard: 1, nonce: '00'.repeat(16), head: { store: before.head!.store, seq: 1_000_000, hash: 'ee'.repeat(32) } });
+    const bytes = statement(TAGS.witness, { nonce: '00'.repeat(16), heads: [{ shard: 1, generation: 9, head: { store: before.head!.store, seq: 1_000_000, hash: 'ee'.repeat(32) } }] });
     const client = new (enclaveProto().Enclave)(pair.a.enclaveAddr, grpc.credentials.createInsecure(), channelOptions) as unknown as EnclaveClient;
     try {
-      const err = await grpcError(new Promise((resolve, reject) =>
-        client.Witness({ statement: bytes, signature: Buffer.from(forger.sign(bytes)) }, (e, r) => (e ? reject(e) : resolve(r)))));
-      expect(err.code).toBe(grpc.status.PERMISSION_DENIED);
+      const stream = client.Witnesses();
+      const reply = new Promise<WitnessReplyIn>((resolve, reject) => {
+        stream.once('data', resolve);
+        stream.once('error', reject);
+      });
+      stream.write({ id: 1, statement: bytes, signature: Buffer.from(forger.sign(bytes)) });
+      expect(await reply).toMatchObject({ id: 1, refused: 'the witness request is not a statement signed by this service' });
+      stream.end();
     } finally {
       client.close();
     }

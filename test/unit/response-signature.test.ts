@@ -286,10 +286,10 @@ describe('routes (common/routes.ts)', () => {
     // the requests; Health and Metrics carry no request of a client: the proxy's own probes and
     // scrapes; JoinChallenge and Join are another enclave taking the keys (enclave/cluster/key-sharing.ts);
     // OpenShard, PrepareShard, CloseShard and Shards are the host's placement (enclave/cluster/shard-control.ts);
-    // SetPeers (the host naming the members), Witness and Witnessed (members confirming heads)
+    // SetPeers (the host naming the members), Witnesses and Witnessed (members confirming heads)
     // are freshness across enclaves (enclave/cluster/freshness.ts).
     expect(Object.keys(service).sort()).toEqual([
-      'CallStream', 'CloseShard', 'Exchange', 'Health', 'Join', 'JoinChallenge', 'Metrics', 'OpenShard', 'PrepareShard', 'SetPeers', 'Shards', 'Witness', 'Witnessed',
+      'CallStream', 'CloseShard', 'Exchange', 'Health', 'Join', 'JoinChallenge', 'Metrics', 'OpenShard', 'PrepareShard', 'SetPeers', 'Shards', 'Witnessed', 'Witnesses',
     ]);
     for (const name of routeNames) expect(apiRoutes[name].method).toMatch(/^(GET|POST|PATCH|DELETE)$/);
   });
