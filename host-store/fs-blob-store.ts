@@ -3,6 +3,7 @@ import { mkdir, open, readdir, rename, rm, stat, type FileHandle } from 'node:fs
 import { dirname, join } from 'node:path';
 import { BlobConflictError, isValidBlobName, readOffset, type BlobInfo, type BlobStore, type PutConditions } from '../common/blob-store.js';
 import { fsyncDir, writeAll } from './fs-utils.js';
+import { MAX_SHARDS } from '../protocol/shards.js';
 
 /** Bytes per chunk when a blob is read back: small enough to stream, large enough to be cheap. */
 const READ_CHUNK_BYTES = 1024 * 1024;
@@ -21,8 +22,13 @@ export class BlobNameError extends Error {
  * resolves; replacements go through a temporary file and a rename. Conditions are checked
  * and acted on with no other operation on the same blob in between.
  */
-/** Blobs kept open for appends; beyond, the oldest is closed. */
-const MAX_OPEN_FOR_APPEND = 8;
+/**
+ * Blobs kept open for appends; beyond, the one least recently appended to is closed. Each shard
+ * appends to one segment at a time (two during a compaction), and one host store serves every
+ * shard of a cluster (up to MAX_SHARDS, protocol/shards.ts): fewer handles than logs in use would
+ * reopen a log at nearly every append.
+ */
+export const MAX_OPEN_FOR_APPEND = 2 * MAX_SHARDS;
 
 export class FsBlobStore implements BlobStore {
   /**
@@ -169,11 +175,15 @@ export class FsBlobStore implements BlobStore {
   /** The blob's open handle and size, kept for the appends to come. */
   private async openForAppend(name: string, path: string): Promise<{ handle: FileHandle; size: number }> {
     const kept = this.appending.get(name);
-    if (kept) return kept;
+    if (kept) {
+      // Most recently used last: the first key is the one to close.
+      this.appending.delete(name);
+      this.appending.set(name, kept);
+      return kept;
+    }
     const handle = await open(path, 'r+');
     const file = { handle, size: (await handle.stat()).size };
-    // Each shard appends to one segment at a time (two during a compaction): keep a few handles
-    // open. The oldest is closed in its own blob's turn, never under an append of it in flight
+    // The least recently used is closed in its own blob's turn, never under an append of it in flight
     // (closing it here failed that append with "file closed"); not awaited, since that turn may
     // itself wait on this blob's.
     if (this.appending.size >= MAX_OPEN_FOR_APPEND) {

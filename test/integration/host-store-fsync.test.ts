@@ -33,7 +33,7 @@ beforeAll(async () => {
   const env = { ...process.env, DATA_DIR: dataDir, HOST_STORE_ADDR: address, LOG_LEVEL: 'info' };
   // -f: every thread (libuv's pool does the file calls, the main thread the socket writes);
   // -yy: each descriptor's path or socket; -o: one log, in the order the calls happened.
-  hostStore = spawn(strace, ['-f', '-qq', '-yy', '-s', '0', '-e', 'trace=write,writev,pwrite64,pwritev,pwritev2,sendmsg,sendto,fsync,fdatasync', '-o', traceFile,
+  hostStore = spawn(strace, ['-f', '-qq', '-yy', '-s', '0', '-e', 'trace=write,writev,pwrite64,pwritev,pwritev2,sendmsg,sendto,fsync,fdatasync,close', '-o', traceFile,
     process.execPath, ...nodeArgs(join(root, 'dist/host-store/main.js'), env)], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   hostStore.stdout!.on('data', (d: Buffer) => { output += d.toString(); });
   hostStore.stderr!.on('data', (d: Buffer) => { output += d.toString(); });
@@ -83,5 +83,19 @@ describe('the host store flushes a write to disk before it acknowledges it', () 
     const calls = readStraceLog(traceFile);
     const tmp = join(dataDir, 'memory/snapshot.sealed.tmp');
     expect(flushedBeforeReplies(calls, (t) => t === tmp, 'fsync')).toEqual([]);
+  });
+});
+
+describe('the host store keeps the logs it appends to open', () => {
+  it('appends that take turns over two segments of each of a cluster\'s 64 shards close no log: an append is a write and a flush, not also an open and a close', async () => {
+    const names = Array.from({ length: 128 }, (_, i) => `shard-${String(i % 64).padStart(2, '0')}/log-00000000000${1 + Math.floor(i / 64)}.sealed`);
+    for (const name of names) await client.put(name, Buffer.alloc(16, 1));
+    for (let round = 0; round < 3; round++) {
+      await Promise.all(names.map((name) => client.append(name, 16 + round * 100, Buffer.alloc(100, round))));
+    }
+    const logs = new Set(names.map((name) => join(dataDir, name)));
+    const calls = readStraceLog(traceFile);
+    expect(calls.filter((c) => /^pwrite/.test(c.name) && logs.has(c.target))).toHaveLength(3 * names.length);
+    expect(calls.filter((c) => c.name === 'close' && logs.has(c.target)).map((c) => c.target)).toEqual([]);
   });
 });
