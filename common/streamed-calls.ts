@@ -30,15 +30,18 @@ export interface StreamedCallsOptions<Reply> {
  * of its own (protos/enclave.proto says how much). When the stream fails or ends, the requests on
  * it fail as unary calls would, and the next request opens a new stream (grpc-js reconnects).
  */
-export class StreamedCalls<Reply extends { id: number }> {
+export class StreamedCalls<Reply extends { id: number | string }> {
   private stream?: grpc.ClientDuplexStream<unknown, Reply>;
   private readonly waiting = new PendingTable<Waiting<Reply>>();
   private lastId = 0;
 
   constructor(private readonly options: StreamedCallsOptions<Reply>) {}
 
-  /** Sends `message` with a number of its own; its reply, or the error of a late, aborted or broken request. */
-  call(message: object, timeoutMs: number, signal?: AbortSignal): Promise<Reply> {
+  /**
+   * Sends `message` with a number of its own; its reply, or the error of a late, aborted or
+   * broken request (`late`, when given, is this request's own error for no reply in time).
+   */
+  call(message: object, timeoutMs: number, signal?: AbortSignal, late?: () => Error): Promise<Reply> {
     const aborted = () => this.options.aborted?.() ?? new Error('aborted');
     if (signal?.aborted) return Promise.reject(aborted());
     const stream = this.open();
@@ -56,22 +59,29 @@ export class StreamedCalls<Reply extends { id: number }> {
         stream,
         resolve,
         reject,
-        timer: setTimeout(() => giveUp(this.options.late(timeoutMs)), timeoutMs),
+        timer: setTimeout(() => giveUp(late?.() ?? this.options.late(timeoutMs)), timeoutMs),
         release: () => signal?.removeEventListener('abort', onAbort),
       });
       stream.write({ ...message, id });
     });
   }
 
+  /** Cancels the stream: the requests on it fail. */
   close(): void {
     this.stream?.cancel();
+  }
+
+  /** Half-closes the stream: the other side answers what it has, then ends it. */
+  end(): void {
+    this.stream?.end();
   }
 
   private open(): grpc.ClientDuplexStream<unknown, Reply> {
     if (this.stream) return this.stream;
     const stream = this.options.open();
     this.stream = stream;
-    stream.on('data', (reply: Reply) => this.settle(reply.id)?.resolve(reply));
+    // A uint64 number arrives as a string (protos are loaded with longs as strings).
+    stream.on('data', (reply: Reply) => this.settle(Number(reply.id))?.resolve(reply));
     // Its requests fail with it, and only its own (a newer stream may carry others by its last event).
     const fail = (err?: grpc.ServiceError) => {
       if (this.stream === stream) this.stream = undefined;

@@ -3,6 +3,7 @@ import { BlobConflictError, readOffset, type BlobInfo, type BlobStore, type PutC
 import {
   hostStoreChannelOptions, hostStoreProto, type AppendAckIn, type BlobChunk, type BlobChunkIn, type HostStoreClient,
 } from '../../common/proto.js';
+import { StreamedCalls } from '../../common/streamed-calls.js';
 
 /** Bytes per message when a blob is written in pieces (snapshots). */
 const PUT_CHUNK_BYTES = 1024 * 1024;
@@ -28,13 +29,17 @@ export class GrpcBlobStore implements BlobStore {
   private readonly client: HostStoreClient;
   private readonly timeoutMs: number;
   /** The Appends stream, opened at the first append and again after it breaks. */
-  private appends?: { call: grpc.ClientDuplexStream<unknown, AppendAckIn>; pending: Map<string, { resolve: () => void; reject: (err: Error) => void; timer: NodeJS.Timeout }> };
-  private nextAppendId = 0;
+  private readonly appends: StreamedCalls<AppendAckIn>;
 
   constructor(readonly address: string, options: GrpcBlobStoreOptions = {}) {
     const { HostStore } = hostStoreProto();
     this.client = new HostStore(address, grpc.credentials.createInsecure(), hostStoreChannelOptions);
     this.timeoutMs = options.callTimeoutMs ?? 30_000;
+    this.appends = new StreamedCalls<AppendAckIn>({
+      open: () => this.client.Appends() as unknown as grpc.ClientDuplexStream<unknown, AppendAckIn>,
+      broken: (err) => wrap('append', err ?? null),
+      late: (timeoutMs) => new HostStoreError('append', grpc.status.DEADLINE_EXCEEDED, `no answer within ${timeoutMs} ms`),
+    });
   }
 
   /** Resolves once the host store answers (e.g. at start: fail clearly if nothing listens there). */
@@ -136,46 +141,13 @@ export class GrpcBlobStore implements BlobStore {
   }
 
   /** Over the long-lived Appends stream; answers in order, each within the call timeout. */
-  append(name: string, offset: number, data: Uint8Array): Promise<void> {
-    const stream = this.appendStream();
-    const id = String(this.nextAppendId++);
-    return new Promise((resolve, reject) => {
-      // A lost answer must not hang the log: past the timeout the append counts as failed
-      // (the next one is written at the same offset, so a late success does no harm).
-      const timer = setTimeout(() => {
-        stream.pending.delete(id);
-        reject(new HostStoreError(`append ${name}`, grpc.status.DEADLINE_EXCEEDED, `no answer within ${this.timeoutMs} ms`));
-      }, this.timeoutMs);
-      stream.pending.set(id, { resolve, reject, timer });
-      stream.call.write({ id, append: { name, offset: String(offset), data: Buffer.from(data.buffer, data.byteOffset, data.byteLength) } });
-    });
-  }
-
-  private appendStream(): NonNullable<GrpcBlobStore['appends']> {
-    if (this.appends) return this.appends;
-    const call = this.client.Appends() as unknown as grpc.ClientDuplexStream<unknown, AppendAckIn>;
-    const stream = { call, pending: new Map<string, { resolve: () => void; reject: (err: Error) => void; timer: NodeJS.Timeout }>() };
-    this.appends = stream;
-    call.on('data', (ack: AppendAckIn) => {
-      const waiter = stream.pending.get(ack.id);
-      if (!waiter) return;
-      stream.pending.delete(ack.id);
-      clearTimeout(waiter.timer);
-      if (ack.conflict) waiter.reject(new BlobConflictError(`host store append: ${ack.error}`));
-      else if (ack.error) waiter.reject(new HostStoreError('append', undefined, ack.error));
-      else waiter.resolve();
-    });
-    const broken = (err?: grpc.ServiceError) => {
-      if (this.appends === stream) this.appends = undefined;
-      for (const waiter of stream.pending.values()) {
-        clearTimeout(waiter.timer);
-        waiter.reject(wrap('append', err ?? null));
-      }
-      stream.pending.clear();
-    };
-    call.on('error', (err: grpc.ServiceError) => broken(err));
-    call.on('end', () => broken());
-    return stream;
+  async append(name: string, offset: number, data: Uint8Array): Promise<void> {
+    // A lost answer must not hang the log: past the timeout the append counts as failed
+    // (the next one is written at the same offset, so a late success does no harm).
+    const ack = await this.appends.call({ append: { name, offset: String(offset), data: Buffer.from(data.buffer, data.byteOffset, data.byteLength) } }, this.timeoutMs, undefined,
+      () => new HostStoreError(`append ${name}`, grpc.status.DEADLINE_EXCEEDED, `no answer within ${this.timeoutMs} ms`));
+    if (ack.conflict) throw new BlobConflictError(`host store append: ${ack.error}`);
+    if (ack.error) throw new HostStoreError('append', undefined, ack.error);
   }
 
   truncate(name: string, length: number, ifSize: number): Promise<void> {
@@ -190,11 +162,11 @@ export class GrpcBlobStore implements BlobStore {
     });
   }
 
-  /** The host store keeps a few appended-to files open and closes the oldest itself. */
+  /** The host store keeps the files appended to open and closes the least recently used itself. */
   async release(): Promise<void> {}
 
   async close(): Promise<void> {
-    this.appends?.call.end();
+    this.appends.end();
     this.client.close();
   }
 

@@ -1,11 +1,13 @@
 import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Server, type ServerDuplexStream } from '@grpc/grpc-js';
 import type * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BlobConflictError, readWhole, type BlobStore } from '../../common/blob-store.js';
 import { listen } from '../../common/grpc-listen.js';
 import { createLogger } from '../../common/logger.js';
+import { hostStoreChannelOptions, hostStoreProto, type AppendAckIn, type StreamedAppendIn } from '../../common/proto.js';
 import { GrpcBlobStore } from '../../enclave/storage/grpc-blob-store.js';
 import { FsBlobStore } from '../../host-store/fs-blob-store.js';
 import { S3BlobStore } from '../../host-store/s3-blob-store.js';
@@ -224,5 +226,31 @@ describe.each(implementations)('BlobStore contract: %s', (_name, make) => {
       await expect(blobs.put(name, Buffer.from('x')), name).rejects.toThrow();
     }
     if (made.dir) expect(existsSync(join(made.dir, '..', 'escape'))).toBe(false);
+  });
+});
+
+describe('GrpcBlobStore against a host store that does not answer an append', () => {
+  it('fails the append at its time limit, naming the blob, and the next append on the same stream is answered', async () => {
+    const folder = new FsBlobStore(fresh());
+    await folder.put('memory/log-000000000001.sealed', Buffer.from('head'));
+    // A host store of one RPC, Appends, that swallows the first append it is sent.
+    let seen = 0;
+    const server = new Server(hostStoreChannelOptions);
+    server.addService(hostStoreProto().HostStore.service, {
+      Appends: (call: ServerDuplexStream<StreamedAppendIn, AppendAckIn>) => {
+        call.on('data', ({ id, append }: StreamedAppendIn) => {
+          if (seen++ === 0) return;
+          folder.append(append!.name, Number(append!.offset), append!.data).then(() => call.write({ id, error: '', conflict: false }), (err: Error) => call.write({ id, error: err.message, conflict: false }));
+        });
+        call.on('end', () => call.end());
+      },
+    });
+    servers.push(server);
+    const port = await listen(server, `127.0.0.1:${await freePort()}`);
+    const blobs = new GrpcBlobStore(`127.0.0.1:${port}`, { callTimeoutMs: 300 });
+    await expect(blobs.append('memory/log-000000000001.sealed', 4, Buffer.from('lost'))).rejects.toThrow('host store append memory/log-000000000001.sealed: no answer within 300 ms');
+    await blobs.append('memory/log-000000000001.sealed', 4, Buffer.from('kept'));
+    expect((await readWhole(folder, 'memory/log-000000000001.sealed'))!.toString()).toBe('headkept');
+    await blobs.close();
   });
 });
