@@ -47,6 +47,7 @@ import { memoryText, questionText } from './corpus.js';
 import { load, loadEach, over, round, sendEach, WARM_UP_MS, type Load, type Make } from './http-load.js';
 import { LoadClient } from './load-client.js';
 import { cpuIdentity } from './machine-speed.js';
+import { median } from './stats.js';
 
 const quick = process.env.BENCH_QUICK === '1';
 const TENANTS = quick ? 300 : 3_000;
@@ -171,10 +172,6 @@ async function wrk(t: Target, script: string, env: NodeJS.ProcessEnv): Promise<W
 const queryOf = (i: number) => ({ method: 'GET' as const, path: `/v1/memory?tenant_id=${tenant((i * 37) % TENANTS)}&top_k=10&query=${encodeURIComponent(questionText(i))}` });
 const singleOf = (offset: number) => (i: number) => ({ method: 'POST' as const, path: '/v1/memory', body: JSON.stringify({ tenant_id: `ingest-${i % 200}`, content: memoryText(offset + i) }) });
 
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return (s[Math.floor((s.length - 1) / 2)] + s[Math.ceil((s.length - 1) / 2)]) / 2;
-};
 const show = (w: Window | WrkWindow) => `${n(w.perSecond)}/s, p50 ${w.p50} ms, p99 ${w.p99} ms, service CPU ${n(w.serviceCpuUs)} µs a request ` +
   `(${Object.entries(w.cpuUs).filter(([, us]) => us > 0).map(([name, us]) => `${name} ${n(us)}`).join(', ')}), ${w.switches} context switches a request` +
   `${'clientCpuUs' in w ? `, load client ${w.clientCpuUs} µs` : ''}, ${'non2xx' in w ? w.non2xx + w.errors : w.errors} failed (load ${w.load})`;

@@ -30,7 +30,7 @@ import { cpuMs, startService, untilIdle, type Service } from '../scripts/lib/run
 import { memoryText } from './corpus.js';
 import { sendEach } from './http-load.js';
 import { LoadClient, type LoadRequest } from './load-client.js';
-import { percentile } from './stats.js';
+import { median, percentile } from './stats.js';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 12);
 const WRITES = Number(process.env.BENCH_WRITES ?? 3_000);
@@ -95,10 +95,6 @@ async function round(b: Build, from: number): Promise<Figures> {
   };
 }
 
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return (s[Math.floor((s.length - 1) / 2)] + s[Math.ceil((s.length - 1) / 2)]) / 2;
-};
 const span = (xs: number[], digits = 0) => `${Math.min(...xs).toFixed(digits)}–${Math.max(...xs).toFixed(digits)}`;
 
 export async function run(): Promise<void> {

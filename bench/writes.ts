@@ -26,6 +26,7 @@ import { cpuMs, rssMiB, startService, untilIdle, type Service } from '../scripts
 import { memoryText } from './corpus.js';
 import { load, measure, round, type Load } from './http-load.js';
 import { LoadClient } from './load-client.js';
+import { median } from './stats.js';
 
 const quick = process.env.BENCH_QUICK === '1';
 const TENANTS = quick ? 1_000 : 10_000;
@@ -80,10 +81,6 @@ const singles = (b: Build, offset: number, dedupe: boolean) => measure(b.client,
   body: JSON.stringify({ tenant_id: `single-${i % 50}`, content: memoryText(offset + i), ...(dedupe ? {} : { dedupe: false }) }),
 }), serviceCpuMs(b));
 
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return (s[Math.floor((s.length - 1) / 2)] + s[Math.ceil((s.length - 1) / 2)]) / 2;
-};
 const range = (xs: number[], unit = '') => `${Math.min(...xs).toLocaleString('en')}–${Math.max(...xs).toLocaleString('en')}${unit}`;
 
 export async function run(): Promise<void> {
