@@ -1,5 +1,5 @@
 import sodium from 'sodium-native';
-import { boxAfter, boxBefore, boxKeyPair, boxOpenAfter, NONCE_BYTES, PUBLIC_KEY_BYTES, randomNonce, SharedKeyCache, type BoxKeyPair } from '../protocol/box.js';
+import { boxAfter, boxBefore, boxKeyPair, boxOpenAfter, NONCE_BYTES, PUBLIC_KEY_BYTES, uniqueNonce, SharedKeyCache, type BoxKeyPair } from '../protocol/box.js';
 import { openRequest, type OpenedRequest } from '../protocol/sealed.js';
 
 /**
@@ -89,7 +89,7 @@ function serviceKeys(signSecret: Buffer, signPublic: Uint8Array, box: BoxKeyPair
     sealFor(recipient) {
       const once = boxKeyPair();
       const shared = boxBefore(recipient, once.secretKey);
-      const nonce = randomNonce();
+      const nonce = uniqueNonce();
       const plain = sodium.sodium_malloc(SIGN_SECRET_BYTES + BOX_SECRET_BYTES);
       plain.set(signSecret, 0);
       plain.set(box.secretKey, SIGN_SECRET_BYTES);

@@ -47,9 +47,30 @@ export function boxBefore(theirPublic: Uint8Array, mySecret: Uint8Array): Uint8A
   return shared;
 }
 
-export function randomNonce(): Uint8Array {
+/** The random part of every nonce this process makes (drawn at its first nonce), and how many it made. */
+let noncePrefix: Uint8Array | undefined;
+let noncesMade = 0;
+
+/**
+ * A nonce never used before: 16 bytes drawn at random once a process, then a 64-bit count.
+ * XSalsa20-Poly1305 asks only that a nonce never repeat under one key: the count never repeats
+ * in a process, and two processes that share a key (enclaves holding the service's box key, a
+ * client started again) differ in the random part but with a chance of 2^-128. A fresh random
+ * nonce a call was a `getrandom` system call in every sealed call's client and enclave, 20–30 µs
+ * each on a busy machine (docs/performance-log.md#sealings-added-p50-measured-in-pairs-2026-11-28-1900-issue-34).
+ */
+export function uniqueNonce(): Uint8Array {
+  if (!noncePrefix) {
+    noncePrefix = new Uint8Array(NONCE_BYTES - 8);
+    sodium.randombytes_buf(noncePrefix);
+  }
   const nonce = new Uint8Array(NONCE_BYTES);
-  sodium.randombytes_buf(nonce);
+  nonce.set(noncePrefix);
+  // Under 2^53 nonces a process: the count fits a double, written as two 32-bit halves.
+  const count = new DataView(nonce.buffer, NONCE_BYTES - 8);
+  count.setUint32(0, Math.floor(noncesMade / 2 ** 32));
+  count.setUint32(4, noncesMade % 2 ** 32);
+  noncesMade++;
   return nonce;
 }
 

@@ -40,7 +40,7 @@
  */
 import { createHash } from 'node:crypto';
 import {
-  boxBefore, boxInPlace, boxKeyPair, boxOpenAfter, MAC_BYTES, NONCE_BYTES, PUBLIC_KEY_BYTES, randomNonce, SharedKeyCache, type BoxKeyPair,
+  boxBefore, boxInPlace, boxKeyPair, boxOpenAfter, MAC_BYTES, NONCE_BYTES, PUBLIC_KEY_BYTES, uniqueNonce, SharedKeyCache, type BoxKeyPair,
 } from './box.js';
 
 export const SEALED_PATH = '/v1/sealed';
@@ -216,7 +216,7 @@ export function sealRequest(
     timestamp: request.timestamp,
     body_bytes: request.body.length,
   };
-  const nonce = randomNonce();
+  const nonce = uniqueNonce();
   const envelope = sealPlaintext(head, request.body, PUBLIC_KEY_BYTES + NONCE_BYTES, nonce, sharedKey);
   envelope.set(ephemeral.publicKey, 0);
   envelope.set(nonce, PUBLIC_KEY_BYTES);
@@ -353,7 +353,7 @@ export function openRequest(envelope: Uint8Array, boxKey: Uint8Array | SharedKey
 /** Seals the reply to the client, with the key shared when its request was opened, bound to that request's nonce. */
 export function sealReply(reply: SealedReply, sharedKey: Uint8Array, requestNonce: Uint8Array): Buffer {
   const head = { type: SEALED_REPLY_TYPE, request_nonce: b64(requestNonce), status: reply.status, headers: reply.headers, body_bytes: reply.body.length };
-  const nonce = randomNonce();
+  const nonce = uniqueNonce();
   const envelope = sealPlaintext(head, reply.body, NONCE_BYTES, nonce, sharedKey);
   envelope.set(nonce, 0);
   return envelope;

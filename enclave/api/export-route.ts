@@ -1,7 +1,7 @@
 import { badRequest } from '../../common/errors.js';
 import type { ApiReply } from '../../common/proto.js';
 import { sseHeaders } from '../../common/sse.js';
-import { boxBefore, boxKeyPair, PUBLIC_KEY_BYTES, randomNonce } from '../../protocol/box.js';
+import { boxBefore, boxKeyPair, PUBLIC_KEY_BYTES, uniqueNonce } from '../../protocol/box.js';
 import { exportKey } from '../../protocol/memory-export.js';
 import { FrameSealer, frameEvent } from '../../protocol/sealed-stream.js';
 import { TENANT_HEADER } from '../../protocol/response-signature.js';
@@ -45,7 +45,7 @@ export function exportRoute(memory: MemoryService) {
     } finally {
       mine.secretKey.fill(0);
     }
-    const nonce = randomNonce();
+    const nonce = uniqueNonce();
     const sealer = new FrameSealer(exportKey(shared, nonce));
     sink.head({ status: 200, body: Buffer.alloc(0), headers: { ...sseHeaders, [TENANT_HEADER]: tenant_id } });
     await sink.data(frameEvent(Buffer.concat([mine.publicKey, nonce, sealer.header])));

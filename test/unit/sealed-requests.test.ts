@@ -1,4 +1,8 @@
+import { execFileSync } from 'node:child_process';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import nacl from 'tweetnacl';
+import { repoRoot } from '../../common/paths.js';
 import { describe, expect, it } from 'vitest';
 import { ApiError } from '../../common/errors.js';
 import type { ApiReply, ApiRequest } from '../../common/proto.js';
@@ -9,7 +13,7 @@ import { KeyRing, keyAuthorizer, openAuthorizer } from '../../enclave/auth/autho
 import type { Caller } from '../../enclave/auth/caller.js';
 import { hashApiKey } from '../../enclave/auth/keys-file.js';
 import { generateSealedRequestKey } from '../../enclave/keys.js';
-import { SharedKeyCache } from '../../protocol/box.js';
+import { SharedKeyCache, uniqueNonce } from '../../protocol/box.js';
 import {
   ClientSealingKey, openReply, openRequest, paddedSize, sealedBody, sealReply, sealRequest, SEALED_MAX_AGE_MS, SEALING_KEY_LIFETIME_MS, SealedFormatError,
 } from '../../protocol/sealed.js';
@@ -157,6 +161,22 @@ describe('sealed envelopes (protocol/sealed.ts)', () => {
     expect(cache.get(k1)).toBe(first);
     expect(cache.get(k2)).not.toBe(undefined);
     expect(cache.size).toBe(2);
+  });
+});
+
+describe('nonces (protocol/box.ts uniqueNonce)', () => {
+  it('never repeat in a process, and another process\'s differ in their random part', () => {
+    const seen = new Set<string>();
+    const nonces = Array.from({ length: 20_000 }, () => Buffer.from(uniqueNonce()).toString('hex'));
+    for (const nonce of nonces) seen.add(nonce);
+    expect(seen.size).toBe(nonces.length);
+    expect(nonces.every((n) => n.length === 48)).toBe(true);
+    // Another process (a second enclave holding the same box key, a client started again).
+    const script = `import('${pathToFileURL(join(repoRoot, 'dist/protocol/box.js')).href}').then((m) => console.log(Buffer.from(m.uniqueNonce()).toString('hex')))`;
+    const other = execFileSync(process.execPath, ['-e', script], { encoding: 'utf8' }).trim();
+    expect(other).toMatch(/^[0-9a-f]{48}$/);
+    expect(other.slice(0, 32)).not.toBe(nonces[0].slice(0, 32));
+    expect(other.slice(32)).toBe('0'.repeat(16));
   });
 });
 
