@@ -137,9 +137,9 @@ export class Freshness {
    *
    * The heads of this enclave's shards travel together: one round (a signed request to every
    * member, one signed answer from each) is in flight at a time, and heads that arrive meanwhile
-   * go in the next, as writes do in a group commit. A round costs each enclave a gRPC call and a
-   * signature or two whatever it carries, and an enclave of several shards would otherwise pay it
-   * for each shard's commit of one or two writes.
+   * go in the next, as writes do in a group commit. A round costs each enclave a message on a
+   * member's stream and a signature or two whatever it carries, and an enclave of several shards
+   * would otherwise pay it for each shard's commit of one or two writes.
    */
   async witness(shard: number, generation: number, head: WitnessedHead): Promise<void> {
     // Checked and recorded in one turn: a new owner's question answered before this refuses the
