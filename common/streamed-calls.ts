@@ -26,9 +26,10 @@ export interface StreamedCallsOptions<Reply> {
 
 /**
  * Requests over one long-lived bidi stream, each a message with a number and its reply paired by
- * that number, each with its own time limit and, optionally, a signal that gives up on it. A stream message costs grpc-js a fraction of a call
- * of its own (protos/enclave.proto says how much). When the stream fails or ends, the requests on
- * it fail as unary calls would, and the next request opens a new stream (grpc-js reconnects).
+ * that number, each with its own time limit and, optionally, a signal that gives up on it. A
+ * stream message costs grpc-js a fraction of a call of its own (protos/enclave.proto says how
+ * much). When the stream fails or ends, the requests on it fail as unary calls would, and the
+ * next request opens a new stream (grpc-js reconnects).
  */
 export class StreamedCalls<Reply extends { id: number | string }> {
   private stream?: grpc.ClientDuplexStream<unknown, Reply>;

@@ -46,6 +46,43 @@ export async function startRecordingRelay(target: string): Promise<RecordingRela
   };
 }
 
+/** A TCP line on loopback to `target` whose connections a test cuts: what the network or the host does to a gRPC channel. */
+export interface CuttableLine {
+  address: string;
+  port: number;
+  /** Destroys every connection through the line; it keeps accepting new ones. */
+  cut(): void;
+  /** Destroys every connection and stops listening: nothing answers at the address until a line listens there again. */
+  close(): Promise<void>;
+}
+
+/** Starts a CuttableLine, on `port` when given (e.g. one a closed line had). */
+export async function startCuttableLine(target: string, port = 0): Promise<CuttableLine> {
+  const [host, targetPort] = splitHostPort(target);
+  const sockets = new Set<Socket>();
+  const server = createServer((near) => {
+    const far = connect(targetPort, host);
+    for (const s of [near, far]) {
+      sockets.add(s);
+      s.on('close', () => sockets.delete(s));
+      s.on('error', () => { near.destroy(); far.destroy(); });
+    }
+    near.pipe(far).pipe(near);
+  });
+  await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
+  const bound = (server.address() as { port: number }).port;
+  const cut = () => { for (const s of sockets) s.destroy(); };
+  return {
+    address: `127.0.0.1:${bound}`,
+    port: bound,
+    cut,
+    close: () => new Promise<void>((resolve) => {
+      cut();
+      server.close(() => resolve());
+    }),
+  };
+}
+
 function splitHostPort(address: string): [string, number] {
   const at = address.lastIndexOf(':');
   return [address.slice(0, at), Number(address.slice(at + 1))];

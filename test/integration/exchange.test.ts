@@ -1,4 +1,3 @@
-import { connect, createServer, type Socket } from 'node:net';
 import * as grpc from '@grpc/grpc-js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ApiError } from '../../common/errors.js';
@@ -7,6 +6,7 @@ import { channelOptions, enclaveProto, type ApiReply, type ApiRequest, type Encl
 import type { CallContext, EnclaveApi } from '../../enclave/api/create-api.js';
 import { createGrpcServer } from '../../enclave/grpc-server.js';
 import { EnclaveConnection } from '../../proxy/enclave-client.js';
+import { startCuttableLine } from '../helpers/relay.js';
 import { freePort } from '../helpers/service.js';
 
 /**
@@ -54,26 +54,9 @@ async function enclave(options: { maxUnsentExchangeBytes?: number } = {}) {
 
 /** A TCP line to the enclave whose connections the test can cut (it keeps accepting new ones). */
 async function cuttableLine(target: string) {
-  const [host, port] = [target.slice(0, target.lastIndexOf(':')), Number(target.slice(target.lastIndexOf(':') + 1))];
-  const sockets = new Set<Socket>();
-  const server = createServer((near) => {
-    const far = connect(port, host);
-    for (const s of [near, far]) {
-      sockets.add(s);
-      s.on('close', () => sockets.delete(s));
-      s.on('error', () => { near.destroy(); far.destroy(); });
-    }
-    near.pipe(far).pipe(near);
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  stops.push(() => new Promise<void>((resolve) => {
-    for (const s of sockets) s.destroy();
-    server.close(() => resolve());
-  }));
-  return {
-    address: `127.0.0.1:${(server.address() as { port: number }).port}`,
-    cut: () => { for (const s of sockets) s.destroy(); },
-  };
+  const line = await startCuttableLine(target);
+  stops.push(() => line.close());
+  return line;
 }
 
 function rawClient(address: string): EnclaveClient {

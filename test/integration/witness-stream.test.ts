@@ -1,4 +1,3 @@
-import { connect, createServer, type Socket } from 'node:net';
 import * as grpc from '@grpc/grpc-js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createLogger } from '../../common/logger.js';
@@ -9,6 +8,7 @@ import { statement, TAGS } from '../../enclave/cluster/witness-book.js';
 import { witnessRpc } from '../../enclave/cluster/witness-rpc.js';
 import { generateIdentity, generateServiceKeys } from '../../enclave/keys.js';
 import { advanceHead, genesisHead } from '../../enclave/storage/state-head.js';
+import { startCuttableLine } from '../helpers/relay.js';
 import { freePort } from '../helpers/service.js';
 
 /**
@@ -65,31 +65,6 @@ function rawStream(address: string) {
   return { stream, replies, status };
 }
 
-/** A TCP line to the member on loopback (at `port` if given), which the test cuts: the member gone, as far as the owner can tell. */
-async function line(targetPort: number, port = 0) {
-  const sockets = new Set<Socket>();
-  const server = createServer((near) => {
-    const far = connect(targetPort, '127.0.0.1');
-    for (const socket of [near, far]) {
-      sockets.add(socket);
-      socket.on('close', () => sockets.delete(socket));
-      socket.on('error', () => { near.destroy(); far.destroy(); });
-    }
-    near.pipe(far);
-    far.pipe(near);
-  });
-  await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
-  const bound = (server.address() as { port: number }).port;
-  return {
-    address: `127.0.0.1:${bound}`,
-    port: bound,
-    cut: () => new Promise<void>((resolve) => {
-      for (const socket of sockets) socket.destroy();
-      server.close(() => resolve());
-    }),
-  };
-}
-
 async function eventually(holds: () => boolean): Promise<void> {
   for (const started = Date.now(); !holds(); await new Promise((resolve) => setTimeout(resolve, 10))) {
     if (Date.now() - started > 10_000) throw new Error('never came true');
@@ -142,16 +117,16 @@ describe('the Witnesses stream', () => {
   it('when the member cannot be reached the owner\'s round fails (503 witness_unavailable), and once it can, the next round is confirmed on a new stream', async () => {
     const keys = generateServiceKeys();
     const m = await member(keys);
-    const first = await line(m.port);
+    const first = await startCuttableLine(m.address);
     const a = owner(keys, first.address, 1000);
     const chain = heads(3);
     await a.witness(0, 1, chain[1]);
-    await first.cut();
+    await first.close();
     await expect(a.witness(0, 1, chain[2])).rejects.toMatchObject({ code: 'witness_unavailable' });
     expect(m.freshness.book.get(0)?.seq).toBe(1);
-    const again = await line(m.port, first.port);
+    const again = await startCuttableLine(m.address, first.port);
     await a.witness(0, 1, chain[3]);
     expect(m.freshness.book.get(0)?.seq).toBe(3);
-    await again.cut();
+    await again.close();
   });
 });
