@@ -47,6 +47,19 @@ export interface ControllerOptions {
  */
 /** The longest a new leader waits for members to stop joining, in settle windows. */
 const SETTLE_ROUNDS = 5;
+/** A shard whose open keeps failing is logged as an error every this many tries (about 15 s at first, then every 50 s). */
+const OPEN_FAILURES_PER_ERROR = 5;
+
+/**
+ * How a failed open of a shard, tried again after a back-off, is logged by its count in a row. A
+ * first failure is often a cluster starting (its members not yet named to each other, the host
+ * store not up yet) and the next try succeeds: info. A second is a warning; one that keeps
+ * failing is an error every OPEN_FAILURES_PER_ERROR tries, and quiet in between.
+ */
+export function openFailureLevel(failures: number): 'info' | 'warn' | 'debug' | 'error' {
+  if (failures % OPEN_FAILURES_PER_ERROR === 0) return 'error';
+  return failures === 1 ? 'info' : failures === 2 ? 'warn' : 'debug';
+}
 
 export class Controller {
   readonly map: ShardMap;
@@ -427,8 +440,10 @@ export class Controller {
         // Back off a shard whose open fails (a store that names a higher generation, the host store down).
         const failures = (this.failures.get(shard) ?? 0) + 1;
         this.failures.set(shard, failures);
-        this.retryAt.set(shard, Date.now() + Math.min(10_000, 250 * 2 ** failures));
-        this.log.error({ shard, owner, generation, err: err instanceof Error ? err.message : String(err) }, 'OpenShard failed');
+        const retryInMs = Math.min(10_000, 250 * 2 ** failures);
+        this.retryAt.set(shard, Date.now() + retryInMs);
+        this.log[openFailureLevel(failures)]({ shard, owner, generation, failures, retryInMs, err: err instanceof Error ? err.message : String(err) },
+          failures === 1 ? 'OpenShard failed; trying again' : 'OpenShard still failing; trying again');
       },
     ).finally(() => {
       this.opening.delete(shard);

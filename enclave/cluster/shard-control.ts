@@ -1,4 +1,5 @@
 import * as grpc from '@grpc/grpc-js';
+import { ApiError } from '../../common/errors.js';
 import type { Logger } from '../../common/logger.js';
 import type { CloseShardRequestIn, OpenShardRequestIn, PreparedShard, PrepareShardRequestIn, ShardsReply, ShardState } from '../../common/proto.js';
 import type { MemoryService } from '../memory/memory-service.js';
@@ -128,6 +129,11 @@ function refusal(err: unknown, what: 'open' | 'close' | 'prepare', shard: number
   if (err instanceof CorruptStoreError || err instanceof EmbeddingModelChangedError) {
     log.error({ shard, problem: message }, `${what} shard refused: its store cannot be served`);
     return { code: grpc.status.DATA_LOSS, details: message };
+  }
+  if (err instanceof ApiError && err.code === 'witness_unavailable') {
+    // Expected while a cluster starts or restarts (the other members not yet named): placement tries again, and says so.
+    log.info({ shard, problem: message }, `${what} shard waits for other members to say what they witnessed`);
+    return { code: grpc.status.UNAVAILABLE, details: message };
   }
   log.error({ shard, err: message }, `${what} shard failed`);
   return { code: grpc.status.UNAVAILABLE, details: message };

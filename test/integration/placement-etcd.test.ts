@@ -1,5 +1,6 @@
 import * as grpc from '@grpc/grpc-js';
 import { Etcd3 } from 'etcd3';
+import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../common/logger.js';
 import { Controller, type ControllerOptions } from '../../placement/controller.js';
@@ -139,11 +140,11 @@ const startMembers = (prefix: string, hosts: StandInEnclaves, ids: string[]) => 
  * fresh prefix, the shard map, and a controller started once every member is listed; `run`
  * gets the map, and the controller and members are stopped after it, whatever happens.
  */
-async function withPlacement(hosts: StandInEnclaves, ids: string[], run: (placement: { map: ShardMap }) => Promise<void>, passMs = 200, standbys?: ControllerOptions['standbys']): Promise<void> {
+async function withPlacement(hosts: StandInEnclaves, ids: string[], run: (placement: { map: ShardMap }) => Promise<void>, passMs = 200, standbys?: ControllerOptions['standbys'], controllerLog = log): Promise<void> {
   const prefix = freshPrefix();
   const members = startMembers(prefix, hosts, ids);
   const map = new ShardMap(client, prefix);
-  const controller = new Controller(client, hosts, { id: 'c', prefix, ttlSeconds: 2, passMs, standbys }, log);
+  const controller = new Controller(client, hosts, { id: 'c', prefix, ttlSeconds: 2, passMs, standbys }, controllerLog);
   try {
     await waitFor(async () => (await map.read()).members.size === ids.length, 10_000);
     controller.start();
@@ -483,6 +484,8 @@ describe('the controller', () => {
     const hosts = new StandInEnclaves(2);
     hosts.refuse.set(0, { code: grpc.status.DATA_LOSS, times: Infinity });
     hosts.refuse.set(1, { code: grpc.status.UNAVAILABLE, times: 3 });
+    const lines: Array<{ level: number; msg: string; shard?: number; failures?: number }> = [];
+    const recording = pino({ level: 'debug' }, { write: (line: string) => { lines.push(JSON.parse(line)); } });
     await withPlacement(hosts, ['d1'], async ({ map }) => {
       // Shard 1 is opened at its fourth try, after three back-offs: by then shard 0 was tried once.
       await waitFor(async () => hosts.holders(1).length === 1, 30_000);
@@ -496,7 +499,13 @@ describe('the controller', () => {
       hosts.refuse.delete(0);
       await map.requestMove(0, 'd1');
       await waitFor(async () => hosts.holders(0).length === 1, 20_000);
-    });
+    }, 200, undefined, recording);
+    // A failure that is tried again is info the first time, a warning the second, then quiet (an error
+    // only once it keeps failing): a cluster that starts before its members can answer each other logs no error.
+    const failed = lines.filter((l) => l.shard === 1 && /^OpenShard/.test(l.msg));
+    expect(failed.map((l) => [l.level, l.failures])).toEqual([[30, 1], [40, 2], [20, 3]]);
+    expect(lines.filter((l) => l.level >= 50 && l.shard === 1)).toEqual([]);
   }, 60_000);
+
 });
 
