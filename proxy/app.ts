@@ -8,7 +8,7 @@ import type { Logger } from '../common/logger.js';
 import type { ApiReplyIn } from '../common/proto.js';
 import { apiRoutes, budgetOf, pathMethods, routeNames } from '../common/routes.js';
 import { compileSchema } from '../common/validation.js';
-import { answerProtocolEdges, clientErrorHandler, lingerOnRefusedBody } from './client-errors.js';
+import { answerAfterBody, answerProtocolEdges, clientErrorHandler, lingerOnRefusedBody } from './client-errors.js';
 import { destinationOf } from './destination.js';
 import { streamingRoute } from './streaming-route.js';
 import type { EnclaveLink, ForwardedRequest } from './enclave-client.js';
@@ -138,11 +138,11 @@ export async function buildProxy(options: ProxyOptions): Promise<FastifyInstance
     const { error, unexpected } = toApiError(err, req.routeOptions.bodyLimit);
     if (unexpected) req.log.error({ err }, 'unexpected error');
     lingerOnRefusedBody(err, req, reply);
-    void reply.code(error.status).headers(error.headers).send(error.toBody());
+    return answerAfterBody(req, reply, error.status, () => void reply.code(error.status).headers(error.headers).send(error.toBody()));
   });
   app.setNotFoundHandler((req, reply) => {
     const error = routeNotFound(req.method, req.url);
-    void reply.code(error.status).send(error.toBody());
+    return answerAfterBody(req, reply, error.status, () => void reply.code(error.status).send(error.toBody()));
   });
 
   const forward = (req: FastifyRequest, sealed: boolean): ForwardedRequest => {

@@ -11,7 +11,10 @@ import { dropRestOfBody, LINGER_MS } from '../common/linger.js';
  * default or a silently closed socket.
  */
 export function clientErrorHandler(err: NodeJS.ErrnoException, socket: Duplex): void {
-  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  // Node's parser reports each later chunk of a request it could not parse as another error: the
+  // first is answered, and the connection lingers (writeRawError); closing it at once on the next
+  // reset the connection, and could destroy the answer before the client read it.
+  if (err.code === 'ECONNRESET' || socket.destroyed || answered.has(socket)) return;
   const error = err.code === 'HPE_HEADER_OVERFLOW' ? new ApiError('headers_too_large', 'request headers are too large (at most 16 KiB)')
     : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? new ApiError('request_timeout', 'the request was not received in time')
       : new ApiError('malformed_request', 'malformed HTTP request');
@@ -29,12 +32,16 @@ export function answerProtocolEdges(server: Server): void {
   });
 }
 
+/** Sockets answered by writeRawError, which closes them after lingering. */
+const answered = new WeakSet<Duplex>();
+
 function writeRawError(socket: Duplex, error: ApiError): void {
   const body = JSON.stringify(error.toBody());
   if (!socket.writable) {
     socket.destroy();
     return;
   }
+  answered.add(socket);
   socket.end(`HTTP/1.1 ${error.status} ${STATUS_CODES[error.status]}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
   // A lingering close: closing with the client's bytes still unread makes the kernel send
   // a reset, which can destroy the answer before the client reads it (seen under load).
@@ -42,6 +49,34 @@ function writeRawError(socket: Duplex, error: ApiError): void {
   socket.on('error', () => {});
   socket.resume();
   setTimeout(() => socket.destroy(), LINGER_MS).unref();
+}
+
+/**
+ * Gives an error answer (`answer`) once the rest of the request's body, if any is still coming,
+ * has arrived and been dropped, or after LINGER_MS: a 415, or a guard's 429 or 503, is decided
+ * before the body is read. A connection closed after the answer (the client's `Connection: close`,
+ * or fastify's after a 415) with the client's bytes still unread is reset by the kernel, and a
+ * reset can destroy the answer before the client reads it. A 413 is answered at once instead
+ * (lingerOnRefusedBody). Returns nothing when it answered at once, else the reply, for fastify's
+ * error and not-found handlers to return (fastify waits for it).
+ */
+export function answerAfterBody(req: FastifyRequest, reply: FastifyReply, status: number, answer: () => void): Promise<FastifyReply> | undefined {
+  const raw = req.raw;
+  if (raw.complete || raw.readableEnded || raw.destroyed || status === 413) {
+    answer();
+    return undefined;
+  }
+  return new Promise((resolve) => {
+    const timer = setTimeout(finish, LINGER_MS).unref();
+    function finish(): void {
+      clearTimeout(timer);
+      raw.off('end', finish).off('close', finish).off('error', finish);
+      answer();
+      resolve(reply);
+    }
+    raw.once('end', finish).once('close', finish).once('error', finish);
+    raw.resume();
+  });
 }
 
 /**

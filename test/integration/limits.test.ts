@@ -174,6 +174,47 @@ describe('timeouts', () => {
     connection.close();
   });
 
+  it('an answer decided before the body is read reaches a client that is still sending a large body and asked to close', async () => {
+    // A 415 (fastify closes after it), a 404 and a request line Node cannot parse: answered while
+    // 600 KB are still arriving. Closing at once made the kernel reset the connection, and the
+    // answer was lost (status 0 here) for about 1 request in 8 of the 415s and 1 in 30 of the
+    // 400s, whose second parse error closed the connection the first answer was lingering on.
+    const body = Buffer.alloc(600_000, 0x7b);
+    const send = (line: string, headers: string) =>
+      rawRequest(portOf(svc), Buffer.concat([Buffer.from(`${line}\r\nHost: x\r\nConnection: close\r\n${headers}Content-Length: ${body.length}\r\n\r\n`), body]));
+    const statuses = new Map<string, number[]>();
+    for (let i = 0; i < 40; i++) {
+      for (const [name, line, headers] of [
+        ['415', 'POST /v1/memory HTTP/1.1', 'Content-Type: */*\r\n'],
+        ['404', 'POST /v1/nothing-here HTTP/1.1', 'Content-Type: */*\r\n'],
+        ['400', 'HEAD ?query=x HTTP/1.1', ''],
+      ]) statuses.set(name, [...(statuses.get(name) ?? []), (await send(line, headers)).status]);
+    }
+    for (const [expected, got] of statuses) expect(got.filter((s) => String(s) !== expected), `answers expected ${expected}`).toEqual([]);
+    expect(svc.proxy.exitCode).toBeNull();
+  });
+
+  it('a request Node cannot parse is answered once, and the rest the client sends is read and dropped, not reset', async () => {
+    // Node's parser reports each later chunk as another error: answering it again closed the
+    // connection at once, so a client still sending was reset (and sometimes lost the answer).
+    // Half open, as a client that goes on sending its body after the answer and the server's FIN.
+    const socket = netConnect({ port: portOf(svc), host: '127.0.0.1', allowHalfOpen: true });
+    const failures: string[] = [];
+    socket.on('error', (err: NodeJS.ErrnoException) => failures.push(err.code ?? err.message));
+    let answer = '';
+    socket.on('data', (d: Buffer) => { answer += d.toString('latin1'); });
+    socket.write('HEAD ?query=x HTTP/1.1\r\nHost: x\r\nContent-Length: 4000000\r\n\r\n');
+    await waitFor(async () => answer.includes('\r\n\r\n'), 5_000);
+    const chunk = Buffer.alloc(64 * 1024, 0x7b);
+    for (let sent = 0; sent < 4_000_000 && !socket.destroyed; sent += chunk.length) {
+      if (!socket.write(chunk)) await Promise.race([once(socket, 'drain'), once(socket, 'close')]).catch(() => undefined);
+      await new Promise((r) => setImmediate(r));
+    }
+    expect(answer).toMatch(/^HTTP\/1\.1 400 /);
+    expect(failures).toEqual([]);
+    socket.destroy();
+  });
+
   it('a body that is not valid UTF-8 is 400 invalid_json at the proxy', async () => {
     const body = Buffer.from('{"content":"\xed\xa0\x80","tenant_id":"t"}', 'latin1');
     expectError(await request(svc.baseUrl, 'POST', '/v1/memory', body, { 'content-type': 'application/json' }), 400, 'invalid_json');
