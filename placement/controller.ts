@@ -71,6 +71,8 @@ export class Controller {
   /** The members that answered the last pass, and when that set last changed. */
   private answering = '';
   private answeringSince = 0;
+  /** A cold start (no member served or kept read ahead any shard) whose members may still be registering. */
+  private restarting = false;
   private running = false;
   private again = false;
   private stopped = false;
@@ -202,6 +204,14 @@ export class Controller {
     for (const [id, h] of held) if (h) loads.set(id, 0);
     for (const p of view.shards.values()) if (loads.has(p.owner)) loads.set(p.owner, loads.get(p.owner)! + 1);
 
+    // No member serves or keeps read ahead any shard: the whole service starts again (every
+    // enclave restarted). Its members register seconds apart, and a shard whose owner is not back
+    // yet waits for them as an unplaced one does, so that each goes back to its owner instead of
+    // all to the first one back. (A lost owner's shards with a standby reading them are not cold.)
+    // Once the first owners back open their shards the service is no longer cold, but the others'
+    // owners may still be coming: the wait lasts until no member joined for a settle window.
+    if (this.opening.size === 0 && [...held.values()].every((h) => !h || (h.open.size === 0 && !h.prepared?.size))) this.restarting = true;
+    if (this.restarting && !this.settling(true)) this.restarting = false;
     for (let shard = 0; shard < count; shard++) {
       if (this.opening.has(shard) || inFlight.has(shard) || this.refused.has(shard) || (this.retryAt.get(shard) ?? 0) > Date.now()) continue;
       const seen = view.shards.get(shard);
@@ -212,7 +222,7 @@ export class Controller {
         if (!h || h.open.get(shard) === seen.generation) continue;
         target = seen.owner;
       } else {
-        if (!seen && this.settling()) continue;
+        if ((!seen || this.restarting) && this.settling(this.restarting)) continue;
         // Its standby first (it holds the shard read ahead); else only members that answered are
         // candidates (a lost owner is not in `loads`).
         const standby = this.standbyOf.get(shard);
@@ -311,10 +321,16 @@ export class Controller {
     this.reading.set(id, { shard, done });
   }
 
-  /** Whether shards never placed should wait: members may still be registering. */
-  private settling(): boolean {
+  /**
+   * Whether shards never placed (or, `cold`, placed on members not back yet) should wait: members
+   * may still be registering. After an election, until no member joined for a settle window (at
+   * most SETTLE_ROUNDS windows); in a cold start, until no member joined for a window, whenever
+   * the leader was elected.
+   */
+  private settling(cold = false): boolean {
     const settle = this.options.settleMs ?? 0;
     const now = Date.now();
+    if (cold && now < this.answeringSince + settle) return true;
     return now < this.electedAt + settle || (now < this.answeringSince + settle && now < this.electedAt + SETTLE_ROUNDS * settle);
   }
 

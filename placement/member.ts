@@ -37,6 +37,8 @@ export class Member {
    * cost each enclave and its placement process two round trips a second at rest.
    */
   private peersStale = true;
+  /** The watch saw the members change while the enclave was being told them. */
+  private changedWhileNaming = false;
   /** Ticks since the enclave was last told the members. */
   private sinceNamed = 0;
   private watcher?: Watcher;
@@ -53,7 +55,13 @@ export class Member {
     if (!watcher) return; // named on the safety net's ticks only
     if (this.stopped) return void watcher.cancel().catch(() => undefined);
     this.watcher = watcher;
-    const stale = () => { this.peersStale = true; };
+    // Named at once, not at the next tick: a shard opened meanwhile on this enclave (a cluster
+    // starting, its members seconds apart) would find no member to ask what it witnessed.
+    const stale = () => {
+      this.peersStale = true;
+      if (this.naming) this.changedWhileNaming = true;
+      else if (this.registered) this.nameMembers();
+    };
     // 'connected' too: events missed while the watch was down are not replayed.
     watcher.on('put', stale);
     watcher.on('delete', stale);
@@ -82,16 +90,7 @@ export class Member {
       // Not waited for: a slow answer (a busy enclave) would put off the next renewal, and a lease
       // renewed a third of the TTL after a tick that took half of it lapses while the enclave lives.
       this.sinceNamed++;
-      if (!this.naming && (this.peersStale || this.sinceNamed >= RENAME_EVERY_TICKS)) {
-        this.peersStale = false;
-        this.sinceNamed = 0;
-        this.naming = this.tellPeers()
-          .catch((err: unknown) => {
-            this.peersStale = true;
-            this.log.warn({ member: this.options.id, err: String(err) }, 'could not name the other members to the enclave');
-          })
-          .finally(() => { this.naming = undefined; });
-      }
+      if (this.peersStale || this.sinceNamed >= RENAME_EVERY_TICKS) this.nameMembers();
     } catch (err) {
       if (this.registered) this.log.warn({ member: this.options.id, err: String(err) }, 'enclave not answering or etcd not reachable; lease not renewed');
       this.registered = false;
@@ -99,6 +98,26 @@ export class Member {
     }
     // A third of the TTL from this tick's start, not its end: a slow Health does not stretch the gap.
     if (!this.stopped) this.timer = setTimeout(() => void this.tick(), Math.max(0, period - (Date.now() - started)));
+  }
+
+  /** Tells the enclave the members, unless it is being told already (not waited for). */
+  private nameMembers(): void {
+    if (this.naming || this.stopped) return;
+    this.peersStale = false;
+    this.sinceNamed = 0;
+    this.naming = this.tellPeers()
+      .catch((err: unknown) => {
+        this.peersStale = true;
+        this.log.warn({ member: this.options.id, err: String(err) }, 'could not name the other members to the enclave');
+      })
+      .finally(() => {
+        this.naming = undefined;
+        // The members changed while it was being told: again, now (a failed naming waits for the next tick).
+        if (this.changedWhileNaming) {
+          this.changedWhileNaming = false;
+          this.nameMembers();
+        }
+      });
   }
 
   /**

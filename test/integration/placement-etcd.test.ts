@@ -344,6 +344,41 @@ describe('the controller', () => {
     }
   }, 60_000);
 
+  it('when the whole service starts again, each shard goes back to its owner as the members come back seconds apart, not all to the first one back', async () => {
+    const hosts = new StandInEnclaves(6);
+    const prefix = freshPrefix();
+    const map = new ShardMap(client, prefix);
+    const options = { id: 'c', prefix, ttlSeconds: 2, passMs: 200, settleMs: 2000 };
+    const members = startMembers(prefix, hosts, ['r1', 'r2', 'r3']);
+    let controller = new Controller(client, hosts, options, log);
+    const placed = async () => [0, 1, 2, 3, 4, 5].every((s) => hosts.holders(s).length === 1);
+    const owners = async () => [...(await map.read()).shards].sort(([a], [b]) => a - b).map(([, p]) => p.owner);
+    try {
+      await waitFor(async () => (await map.read()).members.size === 3, 10_000);
+      controller.start();
+      await waitFor(placed, 20_000);
+      const before = await owners();
+      expect(new Set(before)).toEqual(new Set(['r1', 'r2', 'r3']));
+
+      // Everything stops, and starts again (hosts.add: each enclave holds nothing), a member a second apart.
+      await controller.stop();
+      await Promise.all(members.splice(0).map((m) => m.stop(true)));
+      members.push(...startMembers(prefix, hosts, ['r1']));
+      controller = new Controller(client, hosts, options, log);
+      await waitFor(async () => (await map.read()).members.size === 1, 10_000);
+      controller.start();
+      await new Promise((r) => setTimeout(r, 1000));
+      members.push(...startMembers(prefix, hosts, ['r2']));
+      await new Promise((r) => setTimeout(r, 1000));
+      members.push(...startMembers(prefix, hosts, ['r3']));
+      await waitFor(placed, 30_000);
+      expect(await owners()).toEqual(before);
+    } finally {
+      await controller.stop();
+      await Promise.all(members.map((m) => m.stop(true)));
+    }
+  }, 60_000);
+
   it('a planned move has the new owner read the shard ahead, closes it on its owner before the map changes, and opens it on the new one', async () => {
     const hosts = new StandInEnclaves(2);
     await withPlacement(hosts, ['m1', 'm2'], async ({ map }) => {
