@@ -28,7 +28,7 @@ import { SearchReplicas } from './search-worker/search-replicas.js';
 import { DEFAULT_TIERS } from './vectors/tiered-index.js';
 import { resolveOperatorKey } from './operator-key.js';
 import { GrpcBlobStore } from './storage/grpc-blob-store.js';
-import { openMemoryStore, refuseToStart } from './storage/open-memory-store.js';
+import { loadSealingKey, openMemoryStore, refuseToStart } from './storage/open-memory-store.js';
 import { heapShortfall } from './memory/heap-budget.js';
 import { SEALED_MAX_AGE_MS } from '../protocol/sealed.js';
 import { encodeUserData } from '../protocol/user-data.js';
@@ -79,6 +79,8 @@ try {
 }
 process.on('SIGHUP', () => auth.reload());
 bootStage('api-keys');
+// Before the model: sealed blobs without their key (or KMS refusing it) stop the enclave at once.
+const sealingKey = await loadSealingKey(config, blobs, log).catch((err: unknown) => refuseToStart(log, err));
 const embedder = await loadEmbedder({ name: config.embeddingModel, modelsDir: config.modelsDir ? resolve(config.modelsDir) : modelsDir }).catch((err: unknown) => {
   // A model that is not installed is configuration, not a crash: one line, and no restart loop.
   log.fatal({ problem: (err as Error).message }, 'cannot load the embedding model');
@@ -111,7 +113,7 @@ const memory: MemoryService = new MemoryService(embedder, {
 // Sealed envelopes seen: here, and (learnt as each shard opens, before it is served) by any owner of a shard held.
 const replayGuard = new ReplayGuard(SEALED_MAX_AGE_MS);
 const store = await openMemoryStore({
-  config, blobs, embedder, memory, log, onCommit: (entries, seconds) => metrics.committed(entries, seconds),
+  config, blobs, sealingKey, embedder, memory, log, onCommit: (entries, seconds) => metrics.committed(entries, seconds),
   onReplayIds: (marks) => marks.forEach((mark) => replayGuard.remember(mark.id, mark.expires_at)),
 }).catch((err: unknown) => refuseToStart(log, err));
 bootStage('store');

@@ -59,7 +59,19 @@ export interface StoredMemories extends ShardTarget, Reembeddable {
 }
 
 /**
- * Loads the sealing key, recovers the memories from the host store into `memory`, and
+ * The sealing key (simulated, or released by KMS on Nitro), logged as which. Loaded before the
+ * embedding model, which takes seconds: an enclave that cannot have its key refuses at once.
+ */
+export async function loadSealingKey(config: DurabilityConfig, blobs: BlobStore, log: Logger): Promise<Uint8Array> {
+  const source = createSealingKeySource(config, blobs);
+  const sealingKey = await source.load();
+  if (source.simulated) log.warn({ sealing: source.description }, 'SIMULATED sealing: files are encrypted, but this host can read the key');
+  else log.info({ sealing: source.description }, 'sealing key released');
+  return sealingKey;
+}
+
+/**
+ * Recovers the memories from the host store, sealed under `sealingKey`, into `memory`, and
  * makes every later change durable before it is acknowledged. If they were stored under
  * another embedding model, they are re-embedded with `embedder` (progress in the log) and
  * the store is rewritten under it, or, with ON_MODEL_CHANGE=refuse, opening fails.
@@ -67,6 +79,8 @@ export interface StoredMemories extends ShardTarget, Reembeddable {
 export async function openMemoryStore(options: {
   config: DurabilityConfig;
   blobs: BlobStore;
+  /** loadSealingKey's. */
+  sealingKey: Uint8Array;
   embedder: Embedder;
   memory: StoredMemories;
   log: Logger;
@@ -75,11 +89,7 @@ export async function openMemoryStore(options: {
   /** Each shard's live replay ids, as it opens (StoreOptions.onReplayIds): the enclave's replay guard. */
   onReplayIds?: (marks: readonly ReplayMark[]) => void;
 }): Promise<ShardedStore> {
-  const { config, blobs, embedder, memory, log } = options;
-  const source = createSealingKeySource(config, blobs);
-  const sealingKey = await source.load();
-  if (source.simulated) log.warn({ sealing: source.description }, 'SIMULATED sealing: files are encrypted, but this host can read the key');
-  else log.info({ sealing: source.description }, 'sealing key released');
+  const { config, blobs, sealingKey, embedder, memory, log } = options;
   if (config.shardsOpen === 'none' && config.ownerGeneration !== undefined) {
     log.warn({ ownerGeneration: config.ownerGeneration }, 'OWNER_GENERATION is not used with SHARDS_OPEN=none: each OpenShard names the generation it opens a shard with');
   }

@@ -57,8 +57,8 @@ function copyOf(dir: string): string {
 }
 
 /** Runs the enclave alone, with a host store on a data directory, until it exits (or 60 s pass). */
-async function enclaveExit(dir: string): Promise<{ code: number | null; output: string }> {
-  const enclave = await startLoneEnclave({ DATA_DIR: dir, ENCLAVE_ADDR: `127.0.0.1:${await freePort()}` });
+async function enclaveExit(dir: string, env: NodeJS.ProcessEnv = {}): Promise<{ code: number | null; output: string }> {
+  const enclave = await startLoneEnclave({ ...env, DATA_DIR: dir, ENCLAVE_ADDR: `127.0.0.1:${await freePort()}` });
   try {
     const code = await Promise.race([
       enclave.exited,
@@ -163,5 +163,14 @@ describe('the data directory', () => {
     expect(output).toMatch(message);
     expect(output).not.toMatch(/enclave listening/);
     expect(output).not.toMatch(/\n\s+at /); // a message, not a stack trace
+  });
+
+  it('refuses a lost sealing key before it loads the embedding model (seconds): with no model installed either, the key is what it names', async () => {
+    const dir = copyOf(dataDir);
+    rmSync(join(dir, 'sealing-key.simulated.json'));
+    const { code, output } = await enclaveExit(dir, { EMBEDDING_MODEL: 'not-installed-model' });
+    expect(code).toBe(1);
+    expect(output).toMatch(/holds sealed blobs \(memory\/\) but not their key/);
+    expect(output).not.toMatch(/cannot load embedding model/);
   });
 });
