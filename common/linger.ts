@@ -19,3 +19,20 @@ export function dropRestOfBody(req: IncomingMessage, res: ServerResponse): void 
     req.once('end', () => clearTimeout(timer));
   });
 }
+
+/**
+ * Reads and drops the rest of a request's body; resolves once it has all arrived (or the
+ * request ended otherwise), or after LINGER_MS, whichever is first.
+ */
+export function bodyDropped(req: IncomingMessage): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(finish, LINGER_MS).unref();
+    function finish(): void {
+      clearTimeout(timer);
+      req.off('end', finish).off('close', finish).off('error', finish);
+      resolve();
+    }
+    req.once('end', finish).once('close', finish).once('error', finish);
+    req.resume();
+  });
+}

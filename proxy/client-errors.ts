@@ -2,7 +2,7 @@ import { STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } 
 import type { Duplex } from 'node:stream';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError } from '../common/errors.js';
-import { dropRestOfBody, LINGER_MS } from '../common/linger.js';
+import { bodyDropped, dropRestOfBody, LINGER_MS } from '../common/linger.js';
 
 /**
  * Requests Node's HTTP layer answers before fastify sees them (a malformed request line
@@ -66,16 +66,9 @@ export function answerAfterBody(req: FastifyRequest, reply: FastifyReply, status
     answer();
     return undefined;
   }
-  return new Promise((resolve) => {
-    const timer = setTimeout(finish, LINGER_MS).unref();
-    function finish(): void {
-      clearTimeout(timer);
-      raw.off('end', finish).off('close', finish).off('error', finish);
-      answer();
-      resolve(reply);
-    }
-    raw.once('end', finish).once('close', finish).once('error', finish);
-    raw.resume();
+  return bodyDropped(raw).then(() => {
+    answer();
+    return reply;
   });
 }
 
